@@ -1,0 +1,92 @@
+"""What this machine can run, asked in one place.
+
+Every check returns ``None`` when the capability is present and otherwise a
+one-line reason that tests and benchmarks use verbatim as their skip reason.
+No other module probes hardware or versions on its own.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import shutil
+
+import torch
+import torch.distributed as dist
+
+
+def gpu_count() -> int:
+    """CUDA devices visible to this process (0 on a CPU build or without a GPU)."""
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def default_backend() -> str:
+    """nccl where CUDA is present, gloo otherwise (DESIGN.md, Launch)."""
+    return "nccl" if gpu_count() > 0 and dist.is_nccl_available() else "gloo"
+
+
+def default_device() -> torch.device:
+    return torch.device("cuda") if gpu_count() > 0 else torch.device("cpu")
+
+
+def missing_gpu(count: int = 1) -> str | None:
+    present = gpu_count()
+    if present >= count:
+        return None
+    if not torch.cuda.is_available():
+        return f"needs {count} CUDA GPU(s); torch {torch.__version__} sees none"
+    return f"needs {count} CUDA GPU(s); {present} present"
+
+
+def missing_nccl() -> str | None:
+    if gpu_count() == 0:
+        return missing_gpu(1)
+    return None if dist.is_nccl_available() else "torch was built without NCCL"
+
+
+def missing_gloo() -> str | None:
+    return None if dist.is_gloo_available() else "torch was built without gloo"
+
+
+@functools.cache
+def missing_mpi() -> str | None:
+    """mpi4py importable and an MPI launcher (mpirun or mpiexec) on PATH."""
+    if importlib.util.find_spec("mpi4py") is None:
+        return "mpi4py is not installed (pip install 'overlap-suite[mpi]')"
+    if mpi_launcher() is None:
+        return "no MPI launcher (mpirun or mpiexec) on PATH"
+    return None
+
+
+def mpi_launcher() -> str | None:
+    return shutil.which("mpirun") or shutil.which("mpiexec")
+
+
+def missing_nvcc() -> str | None:
+    return None if shutil.which("nvcc") else "nvcc (CUDA compiler) is not on PATH"
+
+
+@functools.cache
+def missing_nvml() -> str | None:
+    """NVML reachable through nvidia-ml-py and at least one GPU behind it."""
+    if importlib.util.find_spec("pynvml") is None:
+        return "nvidia-ml-py is not installed"
+    import pynvml
+
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as error:
+        return f"NVML unavailable: {error}"
+    try:
+        if pynvml.nvmlDeviceGetCount() == 0:
+            return "NVML sees no GPU"
+    finally:
+        pynvml.nvmlShutdown()
+    return None
+
+
+def missing_world(world_size: int, launched_world: int) -> str | None:
+    """A benchmark for ``world_size`` ranks needs at least that many launched."""
+    if world_size <= launched_world:
+        return None
+    return f"needs {world_size} ranks; this run launched {launched_world}"
