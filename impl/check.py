@@ -1,0 +1,54 @@
+"""Correctness: every strategy must end with the sequential strategy's weights.
+
+A fast wrong answer is a failure: the suite runs this before timing and stores the error
+beside every timing row; the tests assert it.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+from impl.strategies import StrategyOptions, build_strategy
+from impl.workloads import WorkloadConfig, build_model, make_batch
+
+
+def train(strategy: str, workload: WorkloadConfig, group: dist.ProcessGroup | None,
+          device: torch.device, options: StrategyOptions, steps: int = 5,
+          seed: int = 0) -> list[torch.Tensor]:
+    """Weights after ``steps`` steps of ``strategy`` from ``seed``, on this rank."""
+    rank = dist.get_rank() if dist.is_initialized() else 0
+    model = build_model(workload, device, seed)
+    runner = build_strategy(strategy, model, workload, group, options)
+    try:
+        for step in range(steps):
+            runner.step(make_batch(workload, device, seed, rank, step))
+        runner.finish_timeline()
+    finally:
+        runner.close()
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def max_abs_diff(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
+    return max((x.float() - y.float()).abs().max().item() for x, y in zip(a, b))
+
+
+def max_abs_err_vs_sequential(strategy: str, workload: WorkloadConfig,
+                              group: dist.ProcessGroup | None, device: torch.device,
+                              options: StrategyOptions, steps: int = 3, seed: int = 0) -> float:
+    """Largest |w_strategy − w_sequential| after ``steps`` steps, over every rank of ``group``.
+
+    Also folds in how far this rank's weights are from rank 0's, so ranks that drifted apart
+    (a broken all-reduce) cannot pass.
+    """
+    sequential = train("sequential", workload, group, device, options, steps, seed)
+    candidate = train(strategy, workload, group, device, options, steps, seed)
+    error = torch.tensor(max_abs_diff(candidate, sequential), device=device)
+    if group is not None and dist.get_world_size(group) > 1:
+        reference = [w.clone() for w in candidate]
+        for weight in reference:
+            dist.broadcast(weight, src=dist.get_global_rank(group, 0), group=group)
+        error = torch.maximum(error, torch.tensor(max_abs_diff(candidate, reference),
+                                                  device=device))
+        dist.all_reduce(error, op=dist.ReduceOp.MAX, group=group)
+    return error.item()

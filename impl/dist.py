@@ -1,0 +1,131 @@
+"""Process groups from torchrun's (or mpirun's) environment, with deliberate timeouts.
+
+One node:    torchrun --nproc-per-node 4 -m pytest suite/
+Many nodes:  torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d \\
+                 --rdzv-endpoint head:29500 -m pytest suite/
+Slurm:       srun --nodes 2 --ntasks-per-node 1 torchrun --nnodes 2 --nproc-per-node 8 \\
+                 --rdzv-backend c10d --rdzv-endpoint $(hostname):29500 -m pytest suite/
+MPI:         mpirun -n 2 python -m pytest suite/ -k mpi   (RANK etc. taken from OpenMPI/PMI)
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from impl import capabilities
+from impl.profiles import DEFAULT_PROFILE, PROFILE_ENV, apply_profile
+
+# A collective that waits longer than this ends the run with an error instead of a hang.
+# Long enough for the slowest benchmark round (socket profile, 1.5 GiB), short enough that a
+# dead peer is noticed within minutes. OVERLAP_PG_TIMEOUT_S overrides it.
+DEFAULT_TIMEOUT_S = 300
+SUBGROUP_SIZES = (1, 2, 4, 8, 16, 32, 64)
+
+_MPI_ENV = (("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
+            ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"))
+
+
+def env_int(name: str, default: int, minimum: int = 0) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not an integer") from None
+    if value < minimum:
+        raise ValueError(f"{name}={value} must be at least {minimum}")
+    return value
+
+
+def _adopt_mpi_environment() -> None:
+    """Under mpirun there is no RANK/WORLD_SIZE: take them from the MPI launcher."""
+    if "RANK" in os.environ:
+        return
+    for rank_key, size_key, local_key in _MPI_ENV:
+        if rank_key in os.environ:
+            os.environ["RANK"] = os.environ[rank_key]
+            os.environ["WORLD_SIZE"] = os.environ[size_key]
+            os.environ["LOCAL_RANK"] = os.environ.get(local_key, os.environ[rank_key])
+            os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+            os.environ.setdefault("MASTER_PORT", "29511")
+            return
+
+
+@dataclass
+class DistContext:
+    rank: int
+    world_size: int
+    local_rank: int
+    backend: str
+    device: torch.device
+    profile: str
+    timeout_s: int
+    _groups: dict[int, dist.ProcessGroup | None] = field(default_factory=dict, repr=False)
+
+    def group(self, world_size: int) -> dist.ProcessGroup | None:
+        """The group of ranks [0, world_size); None on ranks outside it."""
+        if world_size not in self._groups:
+            raise ValueError(f"world size {world_size} is not available in this run of "
+                             f"{self.world_size} ranks; choose one of {sorted(self._groups)}")
+        return self._groups[world_size]
+
+    @property
+    def world_sizes(self) -> list[int]:
+        return sorted(self._groups)
+
+
+def init_distributed(timeout_s: int | None = None) -> DistContext:
+    """Start (or join) the default process group from the launcher's environment.
+
+    Without a launcher this is a world of one. Backend nccl where CUDA is present, gloo
+    otherwise; the interconnect profile (OVERLAP_PROFILE) is applied before NCCL starts.
+    """
+    _adopt_mpi_environment()
+    timeout_s = timeout_s or env_int("OVERLAP_PG_TIMEOUT_S", DEFAULT_TIMEOUT_S, minimum=1)
+    rank = env_int("RANK", 0)
+    world_size = env_int("WORLD_SIZE", 1, minimum=1)
+    local_rank = env_int("LOCAL_RANK", 0)
+    local_world = env_int("LOCAL_WORLD_SIZE", world_size, minimum=1)
+    profile = os.environ.get(PROFILE_ENV, DEFAULT_PROFILE)
+    apply_profile(profile)
+    backend = os.environ.get("OVERLAP_BACKEND") or capabilities.default_backend()
+    if backend not in ("nccl", "gloo"):
+        raise ValueError(f"OVERLAP_BACKEND={backend!r}: choose 'nccl' or 'gloo'")
+    if backend == "nccl":
+        if reason := capabilities.missing_gpu(local_world):
+            raise ValueError(f"world size {local_world} on this node with nccl: {reason}")
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+        # Errors on one rank abort the communicator so the others fail instead of hanging.
+        os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
+    else:
+        device = torch.device("cpu")
+
+    if not dist.is_initialized():
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", "29510")
+        kwargs = {"device_id": device} if backend == "nccl" else {}
+        dist.init_process_group(backend, rank=rank, world_size=world_size,
+                                timeout=timedelta(seconds=timeout_s), **kwargs)
+    context = DistContext(rank, world_size, local_rank, backend, device, profile, timeout_s)
+    # new_group is collective over all ranks: create every subgroup once, in the same order.
+    for size in SUBGROUP_SIZES:
+        if size > world_size:
+            break
+        group = dist.group.WORLD if size == world_size else dist.new_group(list(range(size)))
+        context._groups[size] = group if rank < size else None
+    return context
+
+
+def barrier(context: DistContext) -> None:
+    if context.world_size > 1:
+        if context.backend == "nccl":
+            dist.barrier(device_ids=[context.local_rank])
+        else:
+            dist.barrier()

@@ -1,0 +1,46 @@
+// Host-side launchers of the hand-written kernels: raw device pointers, sizes, a stream.
+//
+// No torch header is included here or in any .cu file, so each .cu compiles with bare
+// `nvcc -arch=sm_90 -std=c++17 -c` on a machine without a GPU (tests/test_kernels.py).
+// bindings.cpp is the only file that sees torch tensors.
+//
+// Conventions shared by every launcher:
+// - all matrices are dense row-major; C[m x n] = A[m x k] . B[k x n];
+// - every size is an int and every matrix has at most INT_MAX elements (bindings.cpp
+//   checks), so kernels index with 32-bit row/column values and a 64-bit row offset;
+// - m, n >= 1 (bindings.cpp returns early for empty outputs), k >= 0 (k == 0 gives zeros);
+// - the return value is cudaGetLastError() right after the launch: configuration
+//   errors surface here, asynchronous faults at the next synchronising call.
+// 16-bit element types travel as void* so this header needs no cuda_bf16.h.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// seed_step.cu: the course study's three kernels.
+cudaError_t seed_forward_f32(const float* x, const float* w, float* y, int rows, int in_features,
+                             int out_features, cudaStream_t stream);
+cudaError_t seed_weight_grad_f32(const float* x, const float* grad_out, float* grad_w, int rows,
+                                 int in_features, int out_features, cudaStream_t stream);
+cudaError_t seed_sgd_f32(float* w, const float* grad, float lr, long long count,
+                         cudaStream_t stream);
+
+// gemm.cu: the GEMM ladder (see the header comment of gemm.cu for the versions).
+cudaError_t gemm_v1_f32(const float* a, const float* b, float* c, int m, int n, int k,
+                        cudaStream_t stream);
+cudaError_t gemm_v2_f32(const float* a, const float* b, float* c, int m, int n, int k,
+                        cudaStream_t stream);
+cudaError_t gemm_v3_f32(const float* a, const float* b, float* c, int m, int n, int k,
+                        cudaStream_t stream);
+// a, b, c hold __nv_bfloat16 / __half; c has the input dtype, accumulation is fp32.
+cudaError_t gemm_v4_bf16(const void* a, const void* b, void* c, int m, int n, int k,
+                         cudaStream_t stream);
+cudaError_t gemm_v4_f16(const void* a, const void* b, void* c, int m, int n, int k,
+                        cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif

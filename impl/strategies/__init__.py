@@ -1,0 +1,40 @@
+"""Strategy registry: a new strategy is one file in this package plus one line here."""
+
+from __future__ import annotations
+
+import torch.distributed as dist
+from torch import nn
+
+from impl.strategies.base import Strategy, StrategyOptions
+from impl.strategies.chunked import ChunkedStrategy
+from impl.strategies.ddp import DDPStrategy
+from impl.strategies.mpi import MPIStrategy
+from impl.strategies.sequential import SequentialStrategy
+from impl.strategies.synthetic import SyntheticStrategy
+from impl.strategies.threaded import ThreadedStrategy
+from impl.workloads import WorkloadConfig
+
+STRATEGIES: dict[str, type[Strategy]] = {
+    "sequential": SequentialStrategy,
+    "threaded": ThreadedStrategy,
+    "mpi": MPIStrategy,
+    "chunked": ChunkedStrategy,
+    "ddp": DDPStrategy,
+    "synthetic": SyntheticStrategy,
+}
+REAL_STRATEGIES = tuple(name for name, cls in STRATEGIES.items() if cls.real)
+
+
+def check_strategy(name: str) -> str:
+    if name not in STRATEGIES:
+        raise ValueError(f"unknown strategy {name!r}; choose one of {sorted(STRATEGIES)}")
+    return name
+
+
+def build_strategy(name: str, model: nn.Module, workload: WorkloadConfig,
+                   group: dist.ProcessGroup | None, options: StrategyOptions) -> Strategy:
+    return STRATEGIES[check_strategy(name)](model, workload, group, options)
+
+
+__all__ = ["STRATEGIES", "REAL_STRATEGIES", "Strategy", "StrategyOptions", "build_strategy",
+           "check_strategy"]

@@ -1,0 +1,121 @@
+"""The one contract every strategy fills.
+
+Built from (model, workload config, process group, options); ``step(batch)`` does forward,
+backward, the averaging of gradients across the group's ranks, and the SGD update, and leaves
+``timeline`` describing what ran when in that step. ``group=None`` means no communication
+(the compute-only measurement); a group of one rank communicates nothing either.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from impl.gradients import FlatGradients
+from impl.timeline import Timeline, TimelineRecorder
+from impl.workloads import Batch, WorkloadConfig, check_batch, loss_fn
+
+
+@dataclass(frozen=True)
+class StrategyOptions:
+    chunks: int = 1  # K gradient chunks (element ranges of the flat gradient buffer)
+    lr: float = 1e-3
+    ddp_bucket_mb: float | None = None  # ddp only: None derives the cap from ``chunks``
+    synthetic_scale: float = 1.0  # synthetic only: multiplies the study's 300/200 ms
+    synthetic_overlap: bool = True  # synthetic only: False runs the study's sequential model
+
+
+class Strategy(ABC):
+    name: str = ""
+    #: False for the labelled sleep-based model, whose numbers never join real tables.
+    real: bool = True
+
+    def __init__(self, model: nn.Module, workload: WorkloadConfig,
+                 group: dist.ProcessGroup | None, options: StrategyOptions):
+        self.model, self.workload, self.group, self.options = model, workload, group, options
+        self.world_size = dist.get_world_size(group) if group is not None else 1
+        self.device = next(model.parameters()).device
+        self.recorder = TimelineRecorder(self.device)
+        self.timeline = Timeline()
+        self.steps_done = 0
+        if self.world_size == 1:
+            self.recorder.notes.append("world size 1: no communication (all-reduce is a no-op)")
+
+    @property
+    def communicates(self) -> bool:
+        return self.world_size > 1
+
+    def step(self, batch: Batch) -> None:
+        check_batch(self.workload, batch)
+        self.recorder.begin()
+        self._step(batch)
+        self.steps_done += 1
+
+    @abstractmethod
+    def _step(self, batch: Batch) -> None: ...
+
+    def finish_timeline(self) -> Timeline:
+        """Resolve the last step's marks; synchronises, so call it outside timed regions."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.timeline = self.recorder.resolve()
+        return self.timeline
+
+    def close(self) -> None:
+        """Release threads and hooks; the strategy cannot step afterwards."""
+
+    def _forward_backward(self, batch: Batch, module: nn.Module | None = None) -> None:
+        start = self.recorder.mark()
+        outputs = (module or self.model)(batch.inputs)
+        loss = loss_fn(self.workload, outputs, batch.targets)
+        forward_end = self.recorder.mark()
+        self.recorder.add("compute", "forward", None, start, forward_end)
+        self._backward_start = forward_end
+        loss.backward()
+
+    @torch.no_grad()
+    def _sgd_update(self, grad_scale: float) -> None:
+        """w -= lr · grad_scale · g. Gradients hold the sum over ranks, so grad_scale is
+        1/world_size: the averaging is folded into the update instead of an extra pass."""
+        start = self.recorder.mark()
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        torch._foreach_add_(params, [p.grad for p in params], alpha=-self.options.lr * grad_scale)
+        self.recorder.add("compute", "update", None, start, self.recorder.mark())
+
+
+class ChunkedGradientStrategy(Strategy):
+    """Shared plumbing of the strategies that all-reduce K chunks of one flat buffer."""
+
+    def __init__(self, model, workload, group, options):
+        super().__init__(model, workload, group, options)
+        self.flat = FlatGradients(model, options.chunks, workload.name)
+        self.flat.on_chunk_ready(self._record_ready)
+
+    def _record_ready(self, chunk: int) -> None:
+        ready = self.recorder.mark()
+        self.recorder.add("compute", f"backward c{chunk}", chunk, self._backward_start, ready)
+        self._backward_start = ready
+        self._chunk_ready(chunk, ready)
+
+    def _chunk_ready(self, chunk: int, ready) -> None:
+        """Called during backward once ``chunk`` is final; overlapping strategies launch here."""
+
+    def _step(self, batch: Batch) -> None:
+        self.flat.zero_()
+        self._forward_backward(batch)
+        if unfinished := self.flat.unfinished_chunks():
+            raise RuntimeError(f"chunks {unfinished} never became ready: some parameters of "
+                               f"workload {self.workload.name!r} got no gradient")
+        self._communicate()
+        self._sgd_update(1.0 / self.world_size)
+
+    @abstractmethod
+    def _communicate(self) -> None:
+        """After backward: make sure every chunk is summed over the group."""
+
+    def close(self) -> None:
+        self.flat.remove_hooks()

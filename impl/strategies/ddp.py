@@ -1,0 +1,47 @@
+"""DDP: torch DistributedDataParallel, the peer users would pick.
+
+Its bucket cap is derived from the same K as the other strategies (total gradient bytes / K),
+so the peer is compared at equal chunking; ``ddp_bucket_mb`` sets it directly (25 is DDP's
+default). DDP buckets whole parameters, so K above the number of parameter tensors gives it
+fewer buckets than K: ``bucket_count`` reports how many it really made. Its per-bucket
+communication is not observable from outside, so its timeline has no communication lane.
+"""
+
+from __future__ import annotations
+
+from torch.nn.parallel import DistributedDataParallel
+
+from impl.strategies.base import Strategy
+
+DDP_DEFAULT_BUCKET_MB = 25.0
+
+
+class DDPStrategy(Strategy):
+    name = "ddp"
+
+    def __init__(self, model, workload, group, options):
+        super().__init__(model, workload, group, options)
+        if group is None:
+            raise ValueError("ddp needs a process group; use sequential for compute-only runs")
+        grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+        self.bucket_mb = options.ddp_bucket_mb or grad_bytes / options.chunks / 2**20
+        self.ddp = DistributedDataParallel(
+            model, device_ids=[self.device] if self.device.type == "cuda" else None,
+            process_group=group, bucket_cap_mb=self.bucket_mb, gradient_as_bucket_view=True)
+        self.recorder.notes.append("ddp: bucket all-reduces run inside DDP's reducer and are "
+                                   "not observable; the backward interval includes them")
+
+    @property
+    def bucket_count(self) -> int | None:
+        data = self.ddp._get_ddp_logging_data()
+        sizes = data.get("bucket_sizes")
+        return len(str(sizes).split(",")) if sizes else None
+
+    def _step(self, batch) -> None:
+        for param in self.model.parameters():
+            if param.grad is not None:
+                param.grad.zero_()  # keep DDP's bucket views: never set grads to None
+        self._forward_backward(batch, module=self.ddp)  # buckets are reduced inside backward
+        self.recorder.add("compute", "backward + all-reduce (ddp)", None, self._backward_start,
+                          self.recorder.mark())
+        self._sgd_update(1.0)  # DDP already averaged the gradients

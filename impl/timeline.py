@@ -1,0 +1,106 @@
+"""What ran when during one step: compute and communication intervals per chunk.
+
+Marks are CUDA events on GPU (recorded on the stream that does the work) and
+``perf_counter`` readings on CPU or for host-side work (MPI, gloo callbacks). ``begin``
+synchronises once so both kinds share an origin; everything is resolved to milliseconds
+after the step has finished, never inside it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from impl import metrics
+
+
+class LateMark:
+    """A host time filled in later, e.g. by a completion callback on another thread."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value: float | None = None
+
+    def set_now(self, *_: object) -> None:
+        self.value = time.perf_counter()
+
+
+Mark = torch.cuda.Event | float | LateMark
+
+
+@dataclass(frozen=True)
+class Interval:
+    lane: str  # "compute" or "comm"
+    label: str
+    chunk: int | None
+    start_ms: float
+    end_ms: float
+
+
+@dataclass
+class Timeline:
+    intervals: list[Interval] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def lane(self, lane: str) -> list[tuple[float, float]]:
+        return [(i.start_ms, i.end_ms) for i in self.intervals if i.lane == lane]
+
+    def hidden_comm_fraction(self) -> float | None:
+        return metrics.hidden_comm_fraction(self.lane("compute"), self.lane("comm"))
+
+    def to_json(self) -> dict:
+        return {"intervals": [asdict(i) for i in self.intervals], "notes": list(self.notes)}
+
+
+class TimelineRecorder:
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self._raw: list[tuple[str, str, int | None, Mark, Mark]] = []
+        self.notes: list[str] = []
+
+    def mark(self, stream: torch.cuda.Stream | None = None) -> Mark:
+        """A device-side mark on ``stream`` (the current stream by default) or a host time."""
+        if not self.cuda:
+            return time.perf_counter()
+        event = torch.cuda.Event(enable_timing=True)
+        event.record(stream)
+        return event
+
+    def begin(self) -> None:
+        self._raw.clear()
+        if self.cuda:
+            torch.cuda.synchronize()  # CPU-GPU sync point: host and device marks share t=0
+        self._host_origin = time.perf_counter()
+        self._device_origin = self.mark() if self.cuda else None
+
+    def add(self, lane: str, label: str, chunk: int | None, start: Mark, end: Mark) -> None:
+        self._raw.append((lane, label, chunk, start, end))
+
+    def _ms(self, mark: Mark) -> float:
+        if isinstance(mark, LateMark):
+            if mark.value is None:
+                raise RuntimeError("a completion mark was never set: the step did not wait "
+                                   "for all its communication")
+            mark = mark.value
+        if isinstance(mark, float):
+            return (mark - self._host_origin) * 1e3
+        return self._device_origin.elapsed_time(mark)
+
+    def resolve(self) -> Timeline:
+        """Intervals in ms from the step's start. Call only after the step has synchronised.
+
+        Collectives of one process group run one after another (one NCCL stream, one gloo
+        queue), so a communication interval starts no earlier than the previous one ended:
+        its mark may have been taken while it still waited in the queue.
+        """
+        intervals, previous_comm_end = [], float("-inf")
+        for lane, label, chunk, start, end in self._raw:
+            start_ms, end_ms = self._ms(start), self._ms(end)
+            if lane == "comm":
+                start_ms = min(max(start_ms, previous_comm_end), end_ms)
+                previous_comm_end = end_ms
+            intervals.append(Interval(lane, label, chunk, start_ms, end_ms))
+        return Timeline(intervals, list(self.notes))
