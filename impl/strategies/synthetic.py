@@ -33,8 +33,9 @@ class SyntheticStrategy(Strategy):
 
     def _durations(self) -> list[tuple[float, float]]:
         scale, rng = self.options.synthetic_scale / 1e3, random.Random(self.steps_done)
-        return [(scale * rng.uniform(COMPUTE_MS - COMPUTE_JITTER_MS, COMPUTE_MS + COMPUTE_JITTER_MS),
-                 scale * rng.uniform(COMM_MS - COMM_JITTER_MS, COMM_MS + COMM_JITTER_MS))
+        compute = (COMPUTE_MS - COMPUTE_JITTER_MS, COMPUTE_MS + COMPUTE_JITTER_MS)
+        comm = (COMM_MS - COMM_JITTER_MS, COMM_MS + COMM_JITTER_MS)
+        return [(scale * rng.uniform(*compute), scale * rng.uniform(*comm))
                 for _ in range(self.options.chunks)]
 
     def _sleep(self, lane: str, chunk: int, seconds: float) -> None:
