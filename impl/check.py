@@ -6,6 +6,8 @@ beside every timing row; the tests assert it.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.distributed as dist
 
@@ -52,3 +54,17 @@ def max_abs_err_vs_sequential(strategy: str, workload: WorkloadConfig,
                                                   device=device))
         dist.all_reduce(error, op=dist.ReduceOp.MAX, group=group)
     return error.item()
+
+
+def weight_tolerance(dtype: torch.dtype, max_abs_weight: float) -> float:
+    """How far a strategy's weights may be from sequential's and still count as equal.
+
+    fp32: 1e-5 · max|w| + 1e-6 (reduction-order rounding of the all-reduce). bf16/fp16: two
+    units in the last place of the largest weight: a different summation order in the
+    all-reduce can round an update to the neighbouring representable value.
+    """
+    if dtype == torch.float32:
+        return 1e-5 * max_abs_weight + 1e-6
+    mantissa_bits = {torch.bfloat16: 7, torch.float16: 10}[dtype]
+    exponent = math.floor(math.log2(max_abs_weight)) if max_abs_weight > 0 else -126
+    return 2.0 * 2.0 ** (exponent - mantissa_bits)

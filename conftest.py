@@ -1,0 +1,217 @@
+"""pytest plumbing shared by suite/ and tests/: process group, NVML sampler, environment
+fingerprint, rank-0-only output, and the results file (written whole, checkpointed).
+
+Run the suite on one node:  torchrun --nproc-per-node 4 --local-ranks-filter 0 \\
+                                -m pytest suite/ --results-json results.json
+(`nox -s bench` does this for you.)
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import sys
+
+import pytest
+
+from impl import capabilities
+from impl.gradients import MAX_CHUNKS
+from impl.profiles import PROFILE_ENV
+from impl.sampler import DEFAULT_PERIOD_MS
+from impl.strategies import STRATEGIES
+from impl.workloads import PRESETS
+
+SUITE_MODES = ("quick", "default", "full")
+
+
+def _csv(kind: str, choices, convert=str):
+    def parse(text: str) -> list:
+        values = []
+        for item in filter(None, (t.strip() for t in text.split(","))):
+            try:
+                value = convert(item)
+            except ValueError:
+                raise pytest.UsageError(f"--{kind}: {item!r} is not a valid value") from None
+            if choices is not None and value not in choices:
+                raise pytest.UsageError(f"--{kind}: {item!r} is not one of "
+                                        f"{', '.join(map(str, choices))}")
+            values.append(value)
+        if not values:
+            raise pytest.UsageError(f"--{kind}: give at least one value")
+        return values
+    return parse
+
+
+def _chunk(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= MAX_CHUNKS:
+        raise ValueError(text)
+    return value
+
+
+def _world(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("overlap suite")
+    group.addoption("--suite-mode", choices=SUITE_MODES, default="default",
+                    help="rounds and grid size: quick, default or full")
+    group.addoption("--strategies", default=None,
+                    help=f"comma-separated, from {', '.join(STRATEGIES)}")
+    group.addoption("--workloads", default=None,
+                    help=f"comma-separated presets, from {', '.join(PRESETS)}")
+    group.addoption("--chunks", default=None,
+                    help=f"comma-separated chunk counts K, 1..{MAX_CHUNKS} (default 1,5,10,20,50)")
+    group.addoption("--world-sizes", default=None,
+                    help="comma-separated world sizes (default 1,2,4,8; above the launched "
+                         "world they skip)")
+    group.addoption("--sampler-period-ms", type=float, default=DEFAULT_PERIOD_MS,
+                    help="NVML sampling period in ms (default 50)")
+    group.addoption("--results-json", default=None,
+                    help="write the results here (rank 0; written whole, checkpointed after "
+                         "every benchmark and marked partial until the run ends)")
+
+
+def _rank() -> int:
+    return int(os.environ.get("RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
+
+
+def _validate(config) -> dict:
+    options = config.option
+    if not 1 <= options.sampler_period_ms <= 10_000:
+        raise pytest.UsageError(f"--sampler-period-ms={options.sampler_period_ms}: choose 1 to "
+                                "10000 ms")
+    parsed = {
+        "strategies": options.strategies and _csv("strategies", list(STRATEGIES))(
+            options.strategies),
+        "workloads": options.workloads and _csv("workloads", list(PRESETS))(options.workloads),
+        "chunks": options.chunks and _csv("chunks", None, _chunk)(options.chunks),
+        "world_sizes": options.world_sizes and _csv("world-sizes", None, _world)(
+            options.world_sizes),
+    }
+    return parsed
+
+
+def pytest_configure(config):
+    config.suite_choices = _validate(config)
+    config.suite_rank = _rank()
+    if config.suite_rank != 0:
+        # Only rank 0 reports; the others still run every benchmark (same collectives).
+        config.option.benchmark_autosave = False
+        config.option.benchmark_save = None
+
+
+@pytest.fixture(scope="session")
+def dist_context():
+    """The launched process group (a world of one without a launcher)."""
+    from impl.dist import init_distributed
+
+    return init_distributed()
+
+
+@pytest.fixture(autouse=True)
+def _all_ranks_meet(request):
+    """After every suite test all ranks meet, so skipped subgroup ranks wait for members."""
+    yield
+    if "dist_context" in request.fixturenames:
+        from impl.dist import barrier
+
+        barrier(request.getfixturevalue("dist_context"))
+
+
+@pytest.fixture(scope="session")
+def sampler_factory(dist_context, pytestconfig):
+    """Makes NVML samplers for the GPUs of a group of ranks (rank 0 samples them all)."""
+    import torch.distributed as dist
+
+    from impl.sampler import NvmlSampler
+
+    uuids = [None] * dist_context.world_size
+    local = None
+    if dist_context.device.type == "cuda":
+        import torch
+
+        local = str(torch.cuda.get_device_properties(dist_context.device).uuid)
+    if dist_context.world_size > 1:
+        dist.all_gather_object(uuids, local)
+    else:
+        uuids = [local]
+    period = pytestconfig.option.sampler_period_ms
+
+    def make(world_size: int) -> NvmlSampler | None:
+        if dist_context.device.type != "cuda":
+            return None
+        return NvmlSampler(uuids[:world_size], period)
+
+    return make
+
+
+def pytest_benchmark_update_machine_info(config, machine_info):
+    from impl.fingerprint import fingerprint
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    backend = os.environ.get("OVERLAP_BACKEND") or capabilities.default_backend()
+    machine_info["overlap"] = fingerprint(backend, world, os.environ.get(PROFILE_ENV, "nvlink"))
+
+
+def pytest_benchmark_update_json(config, benchmarks, output_json):
+    output_json["suite"] = {
+        "schema": 1,
+        "label": output_json["machine_info"]["overlap"]["machine_label"],
+        "partial": getattr(config, "_suite_partial", False),
+        "command": " ".join(sys.argv),
+        "launcher_command": os.environ.get("OVERLAP_COMMAND"),
+        "profile": os.environ.get(PROFILE_ENV, "nvlink"),
+        "mode": config.option.suite_mode,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def finite(value):
+    """NaN or infinity (say, an ops rate of a zero-length round) become null, not invalid JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [finite(v) for v in value]
+    return value
+
+
+def write_results(config, partial: bool) -> None:
+    """Rank 0: the whole results document to --results-json, via a temporary file."""
+    path = config.option.results_json
+    session = getattr(config, "_benchmarksession", None)
+    if not path or config.suite_rank != 0 or session is None or not session.benchmarks:
+        return
+    from impl.atomic import write_json_atomic
+
+    config._suite_partial = partial
+    hook = config.hook
+    machine_info = getattr(config, "_suite_machine_info", None) or session.get_machine_info()
+    config._suite_machine_info = machine_info
+    commit_info = hook.pytest_benchmark_generate_commit_info(config=config)
+    hook.pytest_benchmark_update_commit_info(config=config, commit_info=commit_info)
+    output = hook.pytest_benchmark_generate_json(
+        config=config, benchmarks=[b for b in session.benchmarks if b],
+        include_data=True, machine_info=machine_info, commit_info=commit_info)
+    hook.pytest_benchmark_update_json(config=config, benchmarks=session.benchmarks,
+                                      output_json=output)
+    write_json_atomic(path, finite(json.loads(json.dumps(output, default=str))))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    # Checkpoint: a run that dies later keeps every benchmark finished so far, marked partial.
+    if "benchmark" in getattr(item, "fixturenames", ()):
+        write_results(item.config, partial=nextitem is not None)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    write_results(session.config, partial=exitstatus not in (0, 5))

@@ -1,0 +1,30 @@
+"""Files are written whole or not at all: a temporary file in the same folder, then rename."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
+                                         suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, target)  # atomic on POSIX within one filesystem
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def write_json_atomic(path: str | os.PathLike, document: object) -> Path:
+    text = json.dumps(document, indent=1, allow_nan=False, default=str)
+    return write_bytes_atomic(path, text.encode())

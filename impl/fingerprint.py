@@ -1,0 +1,96 @@
+"""The environment a result was measured in, recorded beside every results file."""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import torch
+
+from impl import capabilities
+
+
+def _run(command: list[str]) -> str | None:
+    if shutil.which(command[0]) is None:
+        return None
+    result = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
+    return result.stdout.strip() if result.returncode == 0 else None
+
+
+def gpu_names() -> list[str]:
+    return [torch.cuda.get_device_name(i) for i in range(capabilities.gpu_count())]
+
+
+def gpu_uuids() -> list[str]:
+    return [str(torch.cuda.get_device_properties(i).uuid) for i in range(capabilities.gpu_count())]
+
+
+def machine_label(gpus: int | None = None) -> str:
+    """``cpu-2core``, ``h200x4``…; OVERLAP_MACHINE_LABEL overrides it."""
+    if label := os.environ.get("OVERLAP_MACHINE_LABEL"):
+        if not re.fullmatch(r"[A-Za-z0-9._-]+", label):
+            raise ValueError(f"OVERLAP_MACHINE_LABEL={label!r}: use letters, digits, '.', '_', '-'")
+        return label
+    count = capabilities.gpu_count() if gpus is None else gpus
+    if count == 0:
+        return f"cpu-{os.cpu_count()}core"
+    name = torch.cuda.get_device_name(0)
+    model = re.search(r"\b([A-Z]+\d+[A-Z]*)\b", name.replace("NVIDIA", ""))
+    return f"{(model.group(1) if model else 'gpu').lower()}x{count}"
+
+
+def cpu_model() -> str:
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def git_state() -> tuple[str | None, bool | None]:
+    commit = _run(["git", "rev-parse", "HEAD"])
+    status = _run(["git", "status", "--porcelain", "--untracked-files=no"])
+    return commit, (None if status is None else bool(status))
+
+
+def fingerprint(backend: str, world_size: int, profile: str) -> dict:
+    driver = nvml_driver()
+    commit, dirty = git_state()
+    mpi = _run([capabilities.mpi_launcher() or "mpirun", "--version"])
+    return {
+        "machine_label": machine_label(),
+        "gpu_names": gpu_names(),
+        "gpu_uuids": gpu_uuids(),
+        "driver": driver,
+        "cuda": torch.version.cuda,
+        "nccl": ".".join(map(str, torch.cuda.nccl.version())) if capabilities.gpu_count() else None,
+        "torch": torch.__version__,
+        "mpi": mpi.splitlines()[0] if mpi else None,
+        "cpu_model": cpu_model(),
+        "cpu_cores": os.cpu_count(),
+        "gpu_topology": _run(["nvidia-smi", "topo", "-m"]),
+        "nccl_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")},
+        "backend": backend,
+        "world_size": world_size,
+        "profile": profile,
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "python": platform.python_version(),
+    }
+
+
+def nvml_driver() -> str | None:
+    if capabilities.missing_nvml():
+        return None
+    import pynvml
+
+    pynvml.nvmlInit()
+    try:
+        return pynvml.nvmlSystemGetDriverVersion()
+    finally:
+        pynvml.nvmlShutdown()

@@ -1,0 +1,174 @@
+"""The overlap benchmark: strategy × chunk count × world size × workload (× profile per run).
+
+Every row carries its correctness check (max |w − w_sequential| after a few steps, asserted
+within tolerance before timing) and the reference measurements that make it interpretable:
+compute-only, comm-only at the same chunking, sequential at the same chunking, and the limit.
+
+    nox -s bench                                   # what the machine has
+    torchrun --nproc-per-node 2 --local-ranks-filter 0 -m pytest suite/bench_overlap.py \\
+        --workloads mlp_tiny --chunks 1,10 --results-json /tmp/r.json
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass
+
+import pytest
+import torch
+
+from impl import capabilities, metrics
+from impl.check import max_abs_err_vs_sequential, weight_tolerance
+from impl.gradients import max_chunks
+from impl.strategies import StrategyOptions, build_strategy
+from impl.workloads import DTYPES, build_model, describe, preset
+from suite.conftest import suite_axes, under_mpirun
+from suite.harness import (
+    StepClock,
+    batches,
+    make_round,
+    measure_comm_only_ms,
+    measure_step_ms,
+)
+
+
+@dataclass(frozen=True)
+class Case:
+    workload: str
+    strategy: str
+    chunks: int
+    world_size: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.workload}-{self.strategy}-K{self.chunks}-w{self.world_size}"
+
+
+def pytest_generate_tests(metafunc):
+    if "case" not in metafunc.fixturenames:
+        return
+    axes = suite_axes(metafunc.config)
+    cases = [Case(w, s, k, n) for w in axes["workloads"] for n in axes["world_sizes"]
+             for k in axes["chunks"] for s in axes["strategies"]]
+    metafunc.parametrize("case", cases, ids=[c.id for c in cases])
+
+
+def skip_reason(case: Case, launched_world: int) -> str | None:
+    if reason := capabilities.missing_world(case.world_size, launched_world):
+        return reason
+    if case.strategy == "synthetic":
+        return "synthetic sleeps instead of computing: benchmarked apart in bench_synthetic.py"
+    if case.strategy == "mpi" and not under_mpirun():
+        return "mpi runs under mpirun: nox -s bench runs it in a pass of its own"
+    if case.strategy == "mpi" and (reason := capabilities.missing_mpi()):
+        return reason
+    if case.strategy == "mpi" and case.world_size != launched_world:
+        return "mpi runs over all launched MPI ranks"
+    return None
+
+
+def references(cache: dict, case: Case, context, group, rounds) -> dict:
+    """compute-only, comm-only and sequential at this chunking, measured once per key."""
+    workload, options = preset(case.workload), StrategyOptions(chunks=case.chunks)
+    compute_key = ("compute", case.workload)
+    if compute_key not in cache:
+        cache[compute_key] = measure_step_ms("sequential", workload, None, context.device,
+                                             options, rounds, context.rank)
+    key = (case.workload, case.world_size, case.chunks)
+    if key not in cache:
+        sequential_ms = measure_step_ms("sequential", workload, group, context.device, options,
+                                        rounds, context.rank)
+        comm_only_ms = 0.0
+        if case.world_size > 1:
+            model = build_model(workload, context.device)
+            runner = build_strategy("sequential", model, workload, group, options)
+            comm_only_ms = measure_comm_only_ms(runner.flat.chunks, group, rounds)
+            runner.close()
+        cache[key] = {"sequential_ms": sequential_ms, "comm_only_ms": comm_only_ms}
+    return {"compute_only_ms": cache[compute_key], **cache[key]}
+
+
+def test_step(benchmark, case, dist_context, rounds, reference_cache, sampler_factory):
+    context = dist_context
+    if reason := skip_reason(case, context.world_size):
+        pytest.skip(reason)
+    workload = preset(case.workload)
+    model = build_model(workload, context.device)
+    if case.chunks > max_chunks(model):
+        pytest.skip(f"K={case.chunks} exceeds the {max_chunks(model)} chunks of {case.workload}")
+    group = context.group(case.world_size)
+    if group is None:
+        pytest.skip(f"rank {context.rank} is outside the {case.world_size}-rank group")
+    options = StrategyOptions(chunks=case.chunks)
+
+    # Correctness first: a fast wrong answer is a failure, not a result.
+    error = max_abs_err_vs_sequential(case.strategy, workload, group, context.device, options,
+                                      steps=rounds.check_steps)
+    largest = max(p.detach().abs().max().item() for p in model.parameters())
+    tolerance = weight_tolerance(DTYPES[workload.dtype], largest)
+    assert error <= tolerance, (f"{case.id}: weights differ from sequential by {error:.3g} "
+                                f"(tolerance {tolerance:.3g})")
+    refs = references(reference_cache, case, context, group, rounds)
+
+    strategy = build_strategy(case.strategy, model, workload, group, options)
+    clock = StepClock(context.device)
+    one_round = make_round(strategy, batches(workload, context.device, context.rank), rounds,
+                           clock, group)
+    for _ in range(rounds.warmup):  # warmup outside pedantic, so the sampler sees timed rounds
+        one_round()
+    clock.marks.clear()
+    sampler = sampler_factory(case.world_size) if context.rank == 0 else None
+    if sampler is not None:
+        sampler.start()
+    benchmark.group = f"{case.workload}-w{case.world_size}-{context.profile}"
+    benchmark.pedantic(one_round, rounds=rounds.rounds, iterations=1, warmup_rounds=0)
+    samples = sampler.stop() if sampler is not None else None
+    step_times = clock.step_ms()
+    timeline = strategy.finish_timeline()
+    bucket_count = getattr(strategy, "bucket_count", None)
+    strategy.close()
+
+    step_ms = statistics.median(step_times)
+    samples_per_round = case.world_size * workload.batch * rounds.steps_per_round
+    limit = metrics.limit_ms(refs["compute_only_ms"], refs["comm_only_ms"])
+    info = {
+        "kind": "step", "real": True, "strategy": case.strategy, "workload": case.workload,
+        "chunks": case.chunks, "world_size": case.world_size, "profile": context.profile,
+        "backend": context.backend, "device": torch.cuda.get_device_name(context.device)
+        if context.device.type == "cuda" else capabilities.default_device().type,
+        "step_ms": step_ms, "step_ms_all": step_times,
+        "samples_per_s": metrics.samples_per_s(case.world_size, workload.batch, step_ms),
+        "samples_per_round": samples_per_round, **refs, "limit_ms": limit,
+        # With one rank there is no communication to hide: efficiency is undefined.
+        "overlap_efficiency": metrics.overlap_efficiency(refs["sequential_ms"], step_ms, limit)
+        if case.world_size > 1 else None,
+        "hidden_comm_fraction": timeline.hidden_comm_fraction(),
+        "max_abs_err_vs_sequential": error, "tolerance": tolerance,
+        "timeline": timeline.to_json(), "config": describe(workload), "options": asdict(options),
+        "ddp_bucket_count": bucket_count,
+    }
+    info.update(wall_vs_event(benchmark, step_ms, rounds.steps_per_round))
+    info.update(energy(samples, rounds.timed_steps, case.world_size, workload.batch))
+    benchmark.extra_info.update(info)
+
+
+def wall_vs_event(benchmark, step_ms: float, steps_per_round: int) -> dict:
+    """Wall-clock round time (pytest-benchmark, includes sync and barrier) vs device time."""
+    stats = getattr(benchmark, "stats", None)
+    if stats is None:
+        return {"wall_step_ms": None, "wall_vs_event_rel_diff": None}
+    wall_ms = stats.stats.median * 1e3 / steps_per_round
+    return {"wall_step_ms": wall_ms, "wall_vs_event_rel_diff": (wall_ms - step_ms) / step_ms}
+
+
+def energy(samples, steps: int, world_size: int, batch: int) -> dict:
+    if samples is None:
+        return {"nvml": {"available": False, "reason": capabilities.missing_nvml()
+                         or "no GPU in this run"},
+                "energy_per_step_j": None, "samples_per_joule": None}
+    summary = samples.summary(steps)
+    per_step = summary.get("energy_per_step_j")
+    return {"nvml": summary, "nvml_series": samples.to_json() if samples.available else None,
+            "energy_per_step_j": per_step,
+            "samples_per_joule": metrics.samples_per_joule(world_size, batch, per_step)
+            if per_step else None}

@@ -1,0 +1,55 @@
+"""What the suite runs by default on this machine, and the shared reference measurements.
+
+CPU: gloo and the tiny presets. GPU: nccl and the GPU presets. Narrow any axis with the
+options of the root conftest (--strategies, --workloads, --chunks, --world-sizes).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from impl import capabilities
+
+DEFAULT_WORKLOADS = {
+    # (gpu?, mode) -> presets
+    (False, "quick"): ["mlp_tiny"],
+    (False, "default"): ["mlp_tiny", "gpt_tiny"],
+    (False, "full"): ["mlp_tiny", "gpt_tiny", "mlp_1024x8"],
+    (True, "quick"): ["mlp_8192x12_bf16"],
+    (True, "default"): ["mlp_8192x12_bf16", "gpt_small_bf16"],
+    (True, "full"): ["mlp_8192x12_bf16", "gpt_small_bf16"],
+}
+WORLD_SIZES = (1, 2, 4, 8)
+CHUNK_COUNTS = (1, 5, 10, 20, 50)
+DEFAULT_STRATEGIES = ["sequential", "threaded", "chunked", "ddp", "mpi"]
+QUICK_CHUNKS = [1, 10]
+
+
+def under_mpirun() -> bool:
+    return "OMPI_COMM_WORLD_SIZE" in os.environ or "PMI_SIZE" in os.environ
+
+
+def suite_axes(config) -> dict:
+    choices, mode = config.suite_choices, config.option.suite_mode
+    gpu = capabilities.gpu_count() > 0
+    return {
+        "strategies": choices["strategies"] or DEFAULT_STRATEGIES,
+        "workloads": choices["workloads"] or DEFAULT_WORKLOADS[gpu, mode],
+        "chunks": choices["chunks"] or (QUICK_CHUNKS if mode == "quick" else list(CHUNK_COUNTS)),
+        "world_sizes": choices["world_sizes"] or list(WORLD_SIZES),
+    }
+
+
+@pytest.fixture(scope="session")
+def rounds(dist_context, pytestconfig):
+    from suite.harness import rounds_for
+
+    return rounds_for(pytestconfig.option.suite_mode, dist_context.device)
+
+
+@pytest.fixture(scope="session")
+def reference_cache():
+    """Reference measurements shared by every strategy at the same workload/world/chunks."""
+    return {}
