@@ -96,7 +96,7 @@ def make_round(strategy: Strategy, data: list[Batch], rounds: Rounds, clock: Ste
     def one_round() -> None:
         for _ in range(rounds.steps_per_round):
             batch = data[next(counter) % len(data)]
-            clock.time(lambda: strategy.step(batch))
+            clock.time(lambda b=batch: strategy.step(b))
         sync(strategy.device, group)
 
     return one_round
