@@ -18,7 +18,7 @@ import pytest
 
 from impl import capabilities
 from impl.gradients import MAX_CHUNKS
-from impl.profiles import PROFILE_ENV
+from impl.profiles import recorded_profile
 from impl.sampler import DEFAULT_PERIOD_MS
 from impl.strategies import STRATEGIES
 from impl.workloads import PRESETS
@@ -157,7 +157,7 @@ def pytest_benchmark_update_machine_info(config, machine_info):
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
     backend = os.environ.get("OVERLAP_BACKEND") or capabilities.default_backend()
-    machine_info["overlap"] = fingerprint(backend, world, os.environ.get(PROFILE_ENV, "nvlink"))
+    machine_info["overlap"] = fingerprint(backend, world, recorded_profile(backend))
 
 
 def pytest_benchmark_update_json(config, benchmarks, output_json):
@@ -167,7 +167,7 @@ def pytest_benchmark_update_json(config, benchmarks, output_json):
         "partial": getattr(config, "_suite_partial", False),
         "command": " ".join(sys.argv),
         "launcher_command": os.environ.get("OVERLAP_COMMAND"),
-        "profile": os.environ.get(PROFILE_ENV, "nvlink"),
+        "profile": output_json["machine_info"]["overlap"]["profile"],
         "mode": config.option.suite_mode,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }

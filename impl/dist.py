@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 
 from impl import capabilities
-from impl.profiles import DEFAULT_PROFILE, PROFILE_ENV, apply_profile
+from impl.profiles import DEFAULT_PROFILE, PROFILE_ENV, apply_profile, recorded_profile
 
 # A collective that waits longer than this ends the run with an error instead of a hang.
 # Long enough for the slowest benchmark round (socket profile, 1.5 GiB), short enough that a
@@ -106,6 +106,7 @@ def init_distributed(timeout_s: int | None = None) -> DistContext:
         os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
     else:
         device = torch.device("cpu")
+    profile = recorded_profile(backend)
 
     if not dist.is_initialized():
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")

@@ -47,3 +47,13 @@ def apply_profile(name: str, environ: MutableMapping[str, str] = os.environ) -> 
                              f"{key}={environ[key]}")
     environ.update(wanted)
     return wanted
+
+
+def recorded_profile(backend: str, environ: MutableMapping[str, str] = os.environ) -> str:
+    """The profile a result is labelled with: the NCCL profile, or ``gloo-tcp`` for gloo.
+
+    The profiles are NCCL settings; gloo always talks TCP, so its runs say so instead.
+    """
+    if backend == "gloo":
+        return "gloo-tcp"
+    return check_profile(environ.get(PROFILE_ENV, DEFAULT_PROFILE))

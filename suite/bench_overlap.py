@@ -29,6 +29,7 @@ from suite.harness import (
     make_round,
     measure_comm_only_ms,
     measure_step_ms,
+    torch_all_reduce_chunks,
 )
 
 
@@ -74,17 +75,22 @@ def references(cache: dict, case: Case, context, group, rounds) -> dict:
     if compute_key not in cache:
         cache[compute_key] = measure_step_ms("sequential", workload, None, context.device,
                                              options, rounds, context.rank)
-    key = (case.workload, case.world_size, case.chunks)
+    # MPI is its own transport: its references are MPI's too.
+    sequential = "mpi-sequential" if case.strategy == "mpi" else "sequential"
+    key = (case.workload, case.world_size, case.chunks, sequential)
     if key not in cache:
-        sequential_ms = measure_step_ms("sequential", workload, group, context.device, options,
+        sequential_ms = measure_step_ms(sequential, workload, group, context.device, options,
                                         rounds, context.rank)
         comm_only_ms = 0.0
         if case.world_size > 1:
             model = build_model(workload, context.device)
-            runner = build_strategy("sequential", model, workload, group, options)
-            comm_only_ms = measure_comm_only_ms(runner.flat.chunks, group, rounds)
+            runner = build_strategy(sequential, model, workload, group, options)
+            launch = (runner.all_reduce_all if sequential == "mpi-sequential"
+                      else torch_all_reduce_chunks(runner.flat.chunks, group))
+            comm_only_ms = measure_comm_only_ms(launch, context.device, group, rounds)
             runner.close()
-        cache[key] = {"sequential_ms": sequential_ms, "comm_only_ms": comm_only_ms}
+        cache[key] = {"sequential_ms": sequential_ms, "comm_only_ms": comm_only_ms,
+                      "sequential_reference": sequential}
     return {"compute_only_ms": cache[compute_key], **cache[key]}
 
 

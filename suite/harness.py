@@ -126,23 +126,27 @@ def measure_step_ms(strategy_name: str, workload: WorkloadConfig,
         strategy.close()
 
 
-def measure_comm_only_ms(chunks: list[torch.Tensor], group: dist.ProcessGroup,
-                         rounds: Rounds) -> float:
-    """Median time to all-reduce ``chunks`` launched back to back with no compute.
+def measure_comm_only_ms(all_reduce_chunks: Callable[[], None], device: torch.device,
+                         group: dist.ProcessGroup, rounds: Rounds) -> float:
+    """Median time of ``all_reduce_chunks``: every chunk launched back to back, no compute.
 
-    Same launch pattern as the chunked strategy (async, then wait all), so that fabrics where
+    Same launch pattern as the overlapped strategies (async, then wait all), so fabrics where
     concurrent chunks move data faster than one buffer are measured at that chunking.
     """
-    device = chunks[0].device
     clock = StepClock(device)
 
-    def all_chunks() -> None:
+    def one_round() -> None:
+        clock.time(all_reduce_chunks)
+        sync(device, group)
+
+    return statistics.median(run_rounds(one_round, rounds, clock))
+
+
+def torch_all_reduce_chunks(chunks: list[torch.Tensor],
+                            group: dist.ProcessGroup) -> Callable[[], None]:
+    def launch_and_wait() -> None:
         works = [dist.all_reduce(c, group=group, async_op=True) for c in chunks]
         for work in works:
             work.wait()
 
-    def one_round() -> None:
-        clock.time(all_chunks)
-        sync(device, group)
-
-    return statistics.median(run_rounds(one_round, rounds, clock))
+    return launch_and_wait

@@ -8,7 +8,7 @@ from torch import nn
 from impl.strategies.base import Strategy, StrategyOptions
 from impl.strategies.chunked import ChunkedStrategy
 from impl.strategies.ddp import DDPStrategy
-from impl.strategies.mpi import MPIStrategy
+from impl.strategies.mpi import MPISequentialStrategy, MPIStrategy
 from impl.strategies.sequential import SequentialStrategy
 from impl.strategies.synthetic import SyntheticStrategy
 from impl.strategies.threaded import ThreadedStrategy
@@ -18,6 +18,7 @@ STRATEGIES: dict[str, type[Strategy]] = {
     "sequential": SequentialStrategy,
     "threaded": ThreadedStrategy,
     "mpi": MPIStrategy,
+    "mpi-sequential": MPISequentialStrategy,
     "chunked": ChunkedStrategy,
     "ddp": DDPStrategy,
     "synthetic": SyntheticStrategy,

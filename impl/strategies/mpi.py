@@ -33,6 +33,7 @@ def cuda_aware(mpi) -> bool:
 
 class MPIStrategy(ChunkedGradientStrategy):
     name = "mpi"
+    overlap = True  # start each chunk's Iallreduce during backward
 
     def __init__(self, model, workload, group, options):
         super().__init__(model, workload, group, options)
@@ -55,15 +56,20 @@ class MPIStrategy(ChunkedGradientStrategy):
         self._copies: list[tuple[int, torch.cuda.Event]] = []
         self._requests: list[tuple[int, object, LateMark]] = []
 
-    def _buffer(self, chunk: int):
+    def wire_buffer(self, chunk: int):
+        """What MPI reads and writes for ``chunk``: host memory, or device memory if CUDA-aware."""
         tensor = self.host[chunk]
         if self.on_gpu and self.direct:
             return tensor  # __cuda_array_interface__ for a CUDA-aware MPI
         return tensor.numpy()
 
     def _chunk_ready(self, chunk: int, ready) -> None:
-        if not self.communicates:
-            return
+        if self.overlap and self.communicates:
+            self._stage(chunk, ready)
+            self._progress()
+
+    def _stage(self, chunk: int, ready) -> None:
+        """Start the chunk's Iallreduce now (host memory) or once its copy to host landed."""
         if self.direct:
             if self.on_gpu:
                 ready.synchronize()
@@ -75,11 +81,16 @@ class MPIStrategy(ChunkedGradientStrategy):
                 copied = torch.cuda.Event()
                 copied.record(self.copy_stream)
             self._copies.append((chunk, copied))
-        self._progress()
+
+    def all_reduce_all(self) -> None:
+        """Every chunk's wire buffer, Iallreduce back to back, then wait: the comm-only run."""
+        requests = [self.comm.Iallreduce(self.MPI.IN_PLACE, self.wire_buffer(c), op=self.MPI.SUM)
+                    for c in range(len(self.flat.chunks))]
+        self.MPI.Request.Waitall(requests)
 
     def _start(self, chunk: int) -> None:
         start, end = self.recorder.mark(), LateMark()
-        request = self.comm.Iallreduce(self.MPI.IN_PLACE, self._buffer(chunk), op=self.MPI.SUM)
+        request = self.comm.Iallreduce(self.MPI.IN_PLACE, self.wire_buffer(chunk), op=self.MPI.SUM)
         self.recorder.add("comm", f"Iallreduce c{chunk}", chunk, start, end)
         self._requests.append((chunk, request, end))
 
@@ -91,6 +102,12 @@ class MPIStrategy(ChunkedGradientStrategy):
                 end.set_now()
 
     def _communicate(self) -> None:
+        if not self.communicates:
+            return
+        if not self.overlap:
+            ready = self.recorder.mark()
+            for chunk in range(len(self.flat.chunks)):
+                self._stage(chunk, ready)
         for chunk, copied in self._copies:
             copied.synchronize()
             self._start(chunk)
@@ -103,3 +120,10 @@ class MPIStrategy(ChunkedGradientStrategy):
             for chunk, _, _ in self._requests:
                 self.flat.chunks[chunk].copy_(self.host[chunk], non_blocking=True)
         self._requests.clear()
+
+
+class MPISequentialStrategy(MPIStrategy):
+    """The MPI reference: every Iallreduce starts after the whole backward (no overlap)."""
+
+    name = "mpi-sequential"
+    overlap = False

@@ -1,0 +1,84 @@
+"""All-reduce bandwidth in the style of nccl-tests: algbw and busbw per size, with #wrong.
+
+Sizes 1 MiB – 1 GiB on GPU (bf16, like ANCHORS.md), up to 64 MiB on gloo (256 MiB in --full).
+Each round runs a fixed number of in-place all-reduces between CUDA events (perf_counter on
+CPU), then synchronises and meets at a barrier. After timing, a buffer of (rank + 1) is
+all-reduced once and every element compared with n(n+1)/2: the wrong-element count sits
+beside each bandwidth figure, as in nccl-tests.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from impl import capabilities, metrics
+from suite.conftest import suite_axes
+from suite.harness import StepClock, sync
+
+SIZES_MIB = (1, 4, 16, 64, 256, 1024)
+CPU_MAX_MIB = {"quick": 16, "default": 64, "full": 256}
+
+
+def pytest_generate_tests(metafunc):
+    if "size_mib" in metafunc.fixturenames:
+        worlds = [w for w in suite_axes(metafunc.config)["world_sizes"] if w > 1] or [2]
+        metafunc.parametrize("world_size", worlds, ids=lambda w: f"w{w}")
+        metafunc.parametrize("size_mib", SIZES_MIB, ids=lambda s: f"{s}MiB")
+
+
+def ops_per_round(size_mib: int, cuda: bool) -> int:
+    if not cuda:
+        return 2
+    return 20 if size_mib <= 256 else 5  # nccl-tests' 20 iterations; fewer for 1 GiB
+
+
+def test_allreduce(benchmark, dist_context, rounds, pytestconfig, size_mib, world_size):
+    context = dist_context
+    if reason := capabilities.missing_world(world_size, context.world_size):
+        pytest.skip(reason)
+    cuda = context.device.type == "cuda"
+    cap = CPU_MAX_MIB[pytestconfig.option.suite_mode]
+    if not cuda and size_mib > cap:
+        pytest.skip(f"gloo on CPU: sizes above {cap} MiB run only in a larger mode")
+    group = context.group(world_size)
+    if group is None:
+        pytest.skip(f"rank {context.rank} is outside the {world_size}-rank group")
+    dtype = torch.bfloat16 if cuda else torch.float32
+    size_bytes = size_mib * 2**20
+    buffer = torch.zeros(size_bytes // dtype.itemsize, dtype=dtype, device=context.device)
+    ops = ops_per_round(size_mib, cuda)
+    clock = StepClock(context.device)
+
+    def all_reduces() -> None:
+        for _ in range(ops):
+            dist.all_reduce(buffer, group=group)
+
+    def one_round() -> None:
+        clock.time(all_reduces)
+        sync(context.device, group)
+
+    for _ in range(rounds.warmup):
+        one_round()
+    clock.marks.clear()
+    benchmark.group = f"allreduce-w{world_size}-{context.profile}"
+    benchmark.pedantic(one_round, rounds=rounds.rounds, iterations=1, warmup_rounds=0)
+    time_ms = statistics.median(clock.step_ms()) / ops
+
+    buffer.fill_(context.rank + 1)
+    dist.all_reduce(buffer, group=group)
+    expected = world_size * (world_size + 1) // 2
+    wrong = int((buffer != expected).sum().item())
+    benchmark.extra_info.update({
+        "kind": "allreduce", "backend": context.backend, "profile": context.profile,
+        "world_size": world_size, "dtype": str(dtype).removeprefix("torch."),
+        "size_bytes": size_bytes, "ops_per_round": ops, "time_ms": time_ms,
+        "algbw_gbps": metrics.algbw_gbps(size_bytes, time_ms),
+        "busbw_gbps": metrics.busbw_gbps(size_bytes, time_ms, world_size),
+        "wrong_elements": wrong, "device": torch.cuda.get_device_name(context.device)
+        if cuda else "cpu",
+    })
+    assert wrong == 0, f"all-reduce of {size_mib} MiB over {world_size} ranks: {wrong} wrong"

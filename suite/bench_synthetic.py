@@ -1,0 +1,53 @@
+"""The course study's original sleep-based simulation, reproduced and kept apart.
+
+It computes nothing: per chunk 300 ± 50 ms "compute" and 200 ± 30 ms "communication"
+(scaled down here), overlapped by a second thread or run one after the other. Its rows are
+``kind = "synthetic"``, ``real = False``, and no table of real measurements includes them.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+import torch
+
+from impl.strategies import StrategyOptions, build_strategy
+from impl.workloads import build_model, make_batch, preset
+
+SCALE = {"quick": 0.01, "default": 0.02, "full": 0.05}  # of the study's 300 ms / 200 ms
+CHUNKS = (5, 10)
+
+
+@pytest.mark.parametrize("chunks", CHUNKS, ids=lambda k: f"K{k}")
+def test_synthetic(benchmark, dist_context, rounds, pytestconfig, chunks):
+    if dist_context.rank != 0:
+        pytest.skip("synthetic runs on rank 0 only: it has no collectives")
+    workload = preset("mlp_tiny")  # never trained: the simulation ignores the model
+    model, batch = build_model(workload, torch.device("cpu")), make_batch(workload,
+                                                                         torch.device("cpu"))
+    scale = SCALE[pytestconfig.option.suite_mode]
+
+    def steps(overlap: bool):
+        options = StrategyOptions(chunks=chunks, synthetic_scale=scale, synthetic_overlap=overlap)
+        return build_strategy("synthetic", model, workload, None, options)
+
+    sequential = steps(overlap=False)
+    sequential_s = []
+    for _ in range(rounds.rounds):
+        sequential.step(batch)
+        sequential_s.append(sum(i.end_ms - i.start_ms
+                                for i in sequential.finish_timeline().intervals) / 1e3)
+    overlapped = steps(overlap=True)
+    benchmark.group = "synthetic (sleep-based, not real)"
+    benchmark.pedantic(lambda: overlapped.step(batch), rounds=rounds.rounds, iterations=1,
+                       warmup_rounds=1)
+    timeline = overlapped.finish_timeline()
+    sequential_ms = statistics.median(sequential_s) * 1e3
+    step_ms = benchmark.stats.stats.median * 1e3 if benchmark.stats else None
+    benchmark.extra_info.update({
+        "kind": "synthetic", "real": False, "strategy": "synthetic", "chunks": chunks,
+        "scale": scale, "step_ms": step_ms, "sequential_ms": sequential_ms,
+        "speedup_pct": (sequential_ms - step_ms) / sequential_ms * 100 if step_ms else None,
+        "timeline": timeline.to_json(),
+    })
