@@ -12,11 +12,21 @@
 //       16-byte aligned, scalar predicated loads otherwise. fp32.
 //   v4  tensor cores through WMMA: bf16 or fp16 inputs, fp32 accumulation, output in the
 //       input dtype (one rounding at the end, as cuBLAS/torch.matmul do). 128x256 block
-//       tile, 32-deep k slices, 8 warps each owning a 64x64 warp tile (4x4 WMMA 16x16x16
-//       fragments), a 4-stage cp.async pipeline in padded shared memory (no bank conflicts
-//       for the ldmatrix-style fragment loads), and grouped tile order for L2 reuse.
+//       tile, 64-deep k slices, 8 warps each owning a 64x64 warp tile (4x4 WMMA 16x16x16
+//       fragments), a 3-stage cp.async pipeline in padded shared memory (row padding makes
+//       the fragment loads bank-conflict free), grouped tile order for L2 reuse. These are
+//       the tile sizes of CUTLASS's large-GEMM configuration for 16-bit mma.sync on sm_80.
 //       16-byte cp.async with zero-fill when k, n are multiples of 8 and the pointers are
-//       16-byte aligned; element-wise predicated copies otherwise.
+//       16-byte aligned; element-wise predicated copies otherwise. Fragments are loaded
+//       with the .shared form of wmma.load, which ptxas turns into ldmatrix (per 64-deep
+//       slice and warp, sm_90 SASS: 32 LDSM, 128 HMMA.16816). Accumulators leave through
+//       a shared-memory scratch, since WMMA's register layout is opaque.
+//   v5  the same block pipeline with the warp level written in PTX: ldmatrix(.trans) x4
+//       and mma.sync.m16n8k16 (the instructions CUTLASS's Ampere kernels use), with the
+//       register layout known, so accumulators are stored straight from registers. Same
+//       main-loop instruction mix as v4; it owns its layout, which further rungs need
+//       (swizzled instead of padded shared memory, fragment double buffering).
+//       (Hopper's wgmma/TMA would be the rung after; not here.)
 //
 // Every version handles sizes that are not multiples of its tiles: out-of-range operands
 // load as zero and out-of-range outputs are never written. Grids are one-dimensional
@@ -33,6 +43,7 @@
 
 namespace {
 
+// Sizes are at most 2^30 (bindings.cpp checks), so a + b - 1 cannot overflow.
 __host__ __device__ constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 bool aligned16(const void* pointer) {
@@ -211,40 +222,53 @@ __global__ void __launch_bounds__(kV3Threads)
 }
 
 // ---------------------------------------------------------------------------------------
-// v4: tensor cores (WMMA), multi-stage cp.async pipeline.
-namespace v4 {
+// v4 and v5: tensor cores. One block-level pipeline (tiling, cp.async stages, launch order)
+// shared by both; they differ only in the warp-level policy that turns a staged k-slice
+// into MMAs and writes the accumulators out: WmmaWarp (v4) and MmaSyncWarp (v5).
+namespace tc {
 
-constexpr int BM = 128, BN = 256, BK = 32, STAGES = 4;
+constexpr int BM = 128, BN = 256, BK = 64, STAGES = 3;
 constexpr int WARPS_M = 2, WARPS_N = 4;
 constexpr int THREADS = 32 * WARPS_M * WARPS_N;          // 256
 constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;      // 64 x 64 per warp
-constexpr int FM = WM / 16, FN = WN / 16;                // 4 x 4 fragments per warp
-// 8 elements (16 bytes) of padding per shared row: consecutive rows then start 80 (A) or
-// 528 (B) bytes apart, which puts the 8 rows of one 8x8 fragment-load phase on 8
-// disjoint groups of 4 banks, and keeps every row start 16-byte aligned for cp.async.
+// 8 elements (16 bytes) of padding per shared row: consecutive rows then start 144 (A) or
+// 528 (B) bytes apart, i.e. 4 banks further on (mod 32), which puts the 8 rows read by one
+// 8x8 fragment-load phase on 8 disjoint groups of 4 banks, and keeps every row start
+// 16-byte aligned for cp.async.
 constexpr int PAD = 8;
-constexpr int LDA = BK + PAD;                            // 40 elements
+constexpr int LDA = BK + PAD;                            // 72 elements
 constexpr int LDB = BN + PAD;                            // 264 elements
 constexpr int A_STAGE = BM * LDA;                        // elements per stage
 constexpr int B_STAGE = BK * LDB;
-constexpr int SMEM_BYTES = STAGES * (A_STAGE + B_STAGE) * 2;  // 108544 bytes
+// 3 stages of 52 KiB: 153 KiB, within the opt-in limit of sm_80 (163 KiB) and sm_90
+// (227 KiB); one block per SM, whose 8 warps hide latency with the stages in flight.
+constexpr int SMEM_BYTES = STAGES * (A_STAGE + B_STAGE) * 2;  // 156672 bytes
 constexpr int GROUP_M = 8;  // tile rows per group in the L2-friendly launch order
 constexpr int CHUNK = 8;    // 16-bit elements per 16-byte copy
 
-static_assert(BK % 16 == 0 && WM % 16 == 0 && WN % 16 == 0, "WMMA tiles are 16x16x16");
+static_assert(BK % 16 == 0 && WM % 16 == 0 && WN % 16 == 0, "MMA tiles are 16 deep/wide");
 static_assert((BM * BK / CHUNK) % THREADS == 0 && (BK * BN / CHUNK) % THREADS == 0,
               "every thread copies the same number of 16-byte chunks");
-// WMMA needs 32-byte aligned fragment pointers: rows of 16 fragments apart and stage
-// starts must stay multiples of 32 bytes.
+// WMMA wants 32-byte aligned fragment pointers, ldmatrix and cp.async 16-byte aligned rows.
 static_assert((16 * LDA * 2) % 32 == 0 && (16 * LDB * 2) % 32 == 0, "fragment alignment");
+static_assert((LDA * 2) % 16 == 0 && (LDB * 2) % 16 == 0, "row alignment");
 static_assert((A_STAGE * 2) % 128 == 0 && (B_STAGE * 2) % 128 == 0, "stage alignment");
-static_assert(THREADS / 32 * 16 * 16 * 4 <= SMEM_BYTES, "epilogue scratch fits");
+static_assert(THREADS / 32 * 16 * 16 * 4 <= SMEM_BYTES, "WMMA epilogue scratch fits");
+static_assert((LDA * 2 / 4) % 32 == 4 && (LDB * 2 / 4) % 32 == 4, "conflict-free row stride");
+static_assert(SMEM_BYTES == 156672, "update the comment above");
+
+// The dynamic shared memory of the tensor-core kernels, at namespace scope so that the
+// pipeline and the warp policies address it by element offset.
+extern __shared__ __align__(128) uint16_t tc_smem[];
+
+__device__ __forceinline__ unsigned int smem_address(const void* pointer) {
+  return static_cast<unsigned int>(__cvta_generic_to_shared(pointer));
+}
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool pred) {
-  const unsigned int smem_addr = static_cast<unsigned int>(__cvta_generic_to_shared(smem));
   const int src_bytes = pred ? 16 : 0;  // 0: read nothing, fill the 16 bytes with zeros
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr), "l"(gmem),
-               "r"(src_bytes)
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(smem)),
+               "l"(gmem), "r"(src_bytes)
                : "memory");
 }
 
@@ -257,7 +281,7 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
-// Copies the k-slice `k_tile` of the block's A rows and B columns into pipeline `stage`.
+// Copies the k-slice `k_tile` of the block's A rows and B columns into one stage.
 // kAligned: K % 8 == 0, N % 8 == 0 and A, B 16-byte aligned, so a 16-byte chunk that
 // starts in range lies wholly in range and can go through cp.async (asynchronous);
 // otherwise element-wise predicated copies (synchronous, correct for any size).
@@ -317,26 +341,258 @@ __device__ __forceinline__ __half from_float<__half>(float x) {
 __device__ __forceinline__ unsigned int bits_of(__nv_bfloat16 x) { return __bfloat16_as_ushort(x); }
 __device__ __forceinline__ unsigned int bits_of(__half x) { return __half_as_ushort(x); }
 
-// Eight consecutive outputs, rounded to T, as one 16-byte store (dst 16-byte aligned).
+// Two floats rounded to T, packed little-endian: the lower-addressed element is the low half.
 template <typename T>
-__device__ __forceinline__ void store8(T* dst, const float* src) {
-  unsigned int words[4];
-#pragma unroll
-  for (int w = 0; w < 4; ++w) {
-    // Little-endian: the lower-addressed element goes in the low half of the word.
-    words[w] = bits_of(from_float<T>(src[2 * w])) | (bits_of(from_float<T>(src[2 * w + 1])) << 16);
-  }
-  *reinterpret_cast<uint4*>(dst) = make_uint4(words[0], words[1], words[2], words[3]);
+__device__ __forceinline__ unsigned int pack2(float lo, float hi) {
+  return bits_of(from_float<T>(lo)) | (bits_of(from_float<T>(hi)) << 16);
 }
 
-template <typename T, bool kAligned>
+// Writes kCount (even) consecutive outputs of one row starting at column `col`, rounded
+// to T. kAligned (N % 8 == 0, C 16-byte aligned) and an even col let pairs go out as one
+// 4-byte store; everything else goes element by element with a bounds check.
+template <typename T, bool kAligned, int kCount>
+__device__ __forceinline__ void store_row(T* __restrict__ c_row, int col, int N,
+                                          const float* values) {
+  if constexpr (kCount == 8) {
+    // The WMMA epilogue's runs start at multiples of 8: one 16-byte store when in range.
+    if (kAligned && col + 7 < N) {
+      *reinterpret_cast<uint4*>(c_row + col) =
+          make_uint4(pack2<T>(values[0], values[1]), pack2<T>(values[2], values[3]),
+                     pack2<T>(values[4], values[5]), pack2<T>(values[6], values[7]));
+      return;
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < kCount; e += 2) {
+    if (kAligned && col + e + 1 < N) {
+      *reinterpret_cast<unsigned int*>(c_row + col + e) = pack2<T>(values[e], values[e + 1]);
+    } else {
+      if (col + e < N) c_row[col + e] = from_float<T>(values[e]);
+      if (col + e + 1 < N) c_row[col + e + 1] = from_float<T>(values[e + 1]);
+    }
+  }
+}
+
+// WMMA fragment loads from shared memory. For fp16, wmma::load_matrix_sync emits the
+// .shared form of wmma.load, which ptxas compiles to ldmatrix; for bf16 (CUDA 13) it emits
+// only the generic form, which came out as 128 generic LD + 64 MOVM per slice and warp
+// in this kernel's SASS. So for bf16 the same PTX instruction is issued here with the
+// state space spelled out; it fills the fragment's registers as the API does (mma.hpp
+// passes the fragment as an int array to the same instruction).
+using ABf16 = nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __nv_bfloat16,
+                                     nvcuda::wmma::row_major>;
+using BBf16 = nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, __nv_bfloat16,
+                                     nvcuda::wmma::row_major>;
+static_assert(sizeof(ABf16) == 16 && sizeof(BBf16) == 16, "bf16 fragments are 4 registers");
+
+__device__ __forceinline__ void load_fragment(ABf16& frag, const __nv_bfloat16* p, unsigned ldm) {
+  unsigned int* r = reinterpret_cast<unsigned int*>(&frag);
+  asm volatile("wmma.load.a.sync.aligned.row.m16n16k16.shared.bf16 {%0, %1, %2, %3}, [%4], %5;\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_address(p)), "r"(ldm)
+               : "memory");
+}
+
+__device__ __forceinline__ void load_fragment(BBf16& frag, const __nv_bfloat16* p, unsigned ldm) {
+  unsigned int* r = reinterpret_cast<unsigned int*>(&frag);
+  asm volatile("wmma.load.b.sync.aligned.row.m16n16k16.shared.bf16 {%0, %1, %2, %3}, [%4], %5;\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_address(p)), "r"(ldm)
+               : "memory");
+}
+
+template <typename Fragment>
+__device__ __forceinline__ void load_fragment(Fragment& frag, const __half* p, unsigned ldm) {
+  nvcuda::wmma::load_matrix_sync(frag, p, ldm);
+}
+
+// v4 policy: WMMA 16x16x16 fragments, 4x4 of them per warp.
+template <typename T>
+struct WmmaWarp {
+  static constexpr int FM = WM / 16, FN = WN / 16;
+  nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> acc[FM][FN];
+
+  __device__ __forceinline__ void zero() {
+#pragma unroll
+    for (int i = 0; i < FM; ++i) {
+#pragma unroll
+      for (int j = 0; j < FN; ++j) nvcuda::wmma::fill_fragment(acc[i][j], 0.0f);
+    }
+  }
+
+  // a_warp, b_warp: offsets in tc_smem (elements) of the warp's first A row and first B
+  // column in the current stage.
+  __device__ __forceinline__ void compute(int a_warp, int b_warp) {
+    using namespace nvcuda;
+    const T* a = reinterpret_cast<const T*>(tc_smem) + a_warp;
+    const T* b = reinterpret_cast<const T*>(tc_smem) + b_warp;
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 16) {
+      // All A fragments, then one B fragment at a time: fewer live registers (the
+      // 128 accumulator registers leave little room) at the same number of loads.
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a_frag[FM];
+#pragma unroll
+      for (int i = 0; i < FM; ++i) load_fragment(a_frag[i], a + i * 16 * LDA + kk, LDA);
+#pragma unroll
+      for (int j = 0; j < FN; ++j) {
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b_frag;
+        load_fragment(b_frag, b + kk * LDB + j * 16, LDB);
+#pragma unroll
+        for (int i = 0; i < FM; ++i) wmma::mma_sync(acc[i][j], a_frag[i], b_frag, acc[i][j]);
+      }
+    }
+  }
+
+  // The fragment-to-element layout of WMMA is unspecified, so each fragment goes through
+  // a private 16x16 fp32 scratch (idle pipeline memory) and then to global memory, 8
+  // elements per lane. (row0, col0): the warp tile's origin in C.
+  template <bool kAligned>
+  __device__ __forceinline__ void store(T* __restrict__ C, int M, int N, int row0, int col0,
+                                        float* scratch) {
+    const int lane = threadIdx.x % 32;
+    const int r = lane / 2;
+    const int c = (lane % 2) * 8;
+#pragma unroll
+    for (int i = 0; i < FM; ++i) {
+#pragma unroll
+      for (int j = 0; j < FN; ++j) {
+        nvcuda::wmma::store_matrix_sync(scratch, acc[i][j], 16, nvcuda::wmma::mem_row_major);
+        __syncwarp();
+        const int row = row0 + i * 16 + r;
+        if (row < M) {
+          store_row<T, kAligned, 8>(C + static_cast<size_t>(row) * N, col0 + j * 16 + c, N,
+                                    scratch + r * 16 + c);
+        }
+        __syncwarp();  // the next fragment rewrites the scratch
+      }
+    }
+  }
+};
+
+// v5 policy: mma.sync m16n8k16 from PTX, operands loaded with ldmatrix (4 8x8 matrices
+// per instruction instead of WMMA's per-element shared loads). Per warp: 4 (16-row) x 8
+// (8-column) MMA tiles. Register layouts are those of the PTX ISA, section "Matrix
+// fragments for mma.m16n8k16 with floating point type":
+//   groupID = lane / 4, tig = lane % 4
+//   A (row-major 16x16): a0 (g, 2t..2t+1), a1 (g+8, 2t..), a2 (g, 2t+8..), a3 (g+8, 2t+8..)
+//   B (16x8, "col"):     b0 (k 2t..2t+1, n g), b1 (k 2t+8..2t+9, n g)
+//   C (16x8 fp32):       c0, c1 (g, 2t..2t+1), c2, c3 (g+8, 2t..2t+1)
+__device__ __forceinline__ void ldmatrix_x4(unsigned int (&r)[4], const void* smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_address(smem))
+               : "memory");
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned int (&r)[4], const void* smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_address(smem))
+               : "memory");
+}
+
+template <typename T>
+__device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned int (&a)[4],
+                                          unsigned int b0, unsigned int b1);
+template <>
+__device__ __forceinline__ void mma_16816<__nv_bfloat16>(float (&d)[4],
+                                                         const unsigned int (&a)[4],
+                                                         unsigned int b0, unsigned int b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <>
+__device__ __forceinline__ void mma_16816<__half>(float (&d)[4], const unsigned int (&a)[4],
+                                                  unsigned int b0, unsigned int b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+template <typename T>
+struct MmaSyncWarp {
+  static constexpr int FM = WM / 16;  // 16-row A fragments
+  static constexpr int FN = WN / 8;   // 8-column MMA tiles
+  float acc[FM][FN][4];
+
+  __device__ __forceinline__ void zero() {
+#pragma unroll
+    for (int i = 0; i < FM; ++i) {
+#pragma unroll
+      for (int j = 0; j < FN; ++j) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
+      }
+    }
+  }
+
+  __device__ __forceinline__ void compute(int a_warp, int b_warp) {
+    const int lane = threadIdx.x % 32;
+    // ldmatrix.x4: lanes 0-7, 8-15, 16-23, 24-31 give the row addresses of matrices 0-3.
+    // Matrices (rows 0-7, cols 0-7), (rows 8-15, cols 0-7), (rows 0-7, cols 8-15),
+    // (rows 8-15, cols 8-15) of a 16x16 block: lane -> row lane % 16, col (lane / 16) * 8.
+    // For A these are a0..a3. For B (rows = k, cols = n) with .trans they are b0, b1 of
+    // the n-tile at cols 0-7, then b0, b1 of the n-tile at cols 8-15.
+    const int ld_row = lane % 16;
+    const int ld_col = (lane / 16) * 8;
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 16) {
+      unsigned int a_frag[FM][4];
+      unsigned int b_frag[FN / 2][4];
+#pragma unroll
+      for (int i = 0; i < FM; ++i) {
+        ldmatrix_x4(a_frag[i], tc_smem + a_warp + (i * 16 + ld_row) * LDA + kk + ld_col);
+      }
+#pragma unroll
+      for (int j = 0; j < FN / 2; ++j) {
+        ldmatrix_x4_trans(b_frag[j], tc_smem + b_warp + (kk + ld_row) * LDB + j * 16 + ld_col);
+      }
+#pragma unroll
+      for (int i = 0; i < FM; ++i) {
+#pragma unroll
+        for (int j = 0; j < FN; ++j) {
+          const unsigned int(&b)[4] = b_frag[j / 2];
+          mma_16816<T>(acc[i][j], a_frag[i], b[(j % 2) * 2], b[(j % 2) * 2 + 1]);
+        }
+      }
+    }
+  }
+
+  // Straight from registers: each lane owns pairs of adjacent columns (c0, c1) and
+  // (c2, c3) in rows g and g+8 of every MMA tile.
+  template <bool kAligned>
+  __device__ __forceinline__ void store(T* __restrict__ C, int M, int N, int row0, int col0,
+                                        float* /*scratch*/) {
+    const int lane = threadIdx.x % 32;
+    const int g = lane / 4;
+    const int t = lane % 4;
+#pragma unroll
+    for (int i = 0; i < FM; ++i) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int row = row0 + i * 16 + g + half * 8;
+        if (row >= M) continue;
+        T* c_row = C + static_cast<size_t>(row) * N;
+#pragma unroll
+        for (int j = 0; j < FN; ++j) {
+          store_row<T, kAligned, 2>(c_row, col0 + j * 8 + 2 * t, N, &acc[i][j][half * 2]);
+        }
+      }
+    }
+  }
+};
+
+template <typename T, template <typename> class Warp, bool kAligned>
 __global__ void __launch_bounds__(THREADS, 1)
-    gemm_v4_kernel(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, int M,
+    gemm_tc_kernel(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, int M,
                    int N, int K) {
-  using namespace nvcuda;
-  extern __shared__ __align__(128) unsigned char smem_raw[];
-  uint16_t* a_smem = reinterpret_cast<uint16_t*>(smem_raw);
-  uint16_t* b_smem = a_smem + STAGES * A_STAGE;
+  uint16_t* a_smem = tc_smem;
+  uint16_t* b_smem = tc_smem + STAGES * A_STAGE;
   const uint16_t* a_bits = reinterpret_cast<const uint16_t*>(A);
   const uint16_t* b_bits = reinterpret_cast<const uint16_t*>(B);
 
@@ -352,20 +608,15 @@ __global__ void __launch_bounds__(THREADS, 1)
   const int col0 = (in_group / group_rows) * BN;
 
   const int warp = threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
   const int warp_row = (warp / WARPS_N) * WM;
   const int warp_col = (warp % WARPS_N) * WN;
 
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[FM][FN];
-#pragma unroll
-  for (int i = 0; i < FM; ++i) {
-#pragma unroll
-    for (int j = 0; j < FN; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
-  }
+  Warp<T> mma;
+  mma.zero();
 
   const int k_tiles = ceil_div(K, BK);
   // Prologue: slices 0..STAGES-2 in flight. One commit per slot even when empty, so
-  // that "group g holds slice g" stays true and wait_group counts line up.
+  // that "group g holds slice g" stays true and the wait_group counts line up.
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < k_tiles) {
@@ -377,10 +628,10 @@ __global__ void __launch_bounds__(THREADS, 1)
 
   for (int kt = 0; kt < k_tiles; ++kt) {
     // Groups committed so far: STAGES-1+kt. Allowing STAGES-2 pending means groups
-    // 0..kt are complete: slice kt is in shared memory (for this thread's copies) ...
+    // 0..kt are complete: slice kt is in shared memory (this thread's copies) ...
     cp_async_wait<STAGES - 2>();
-    // ... and after the barrier for every thread's copies. The barrier also proves every
-    // warp finished computing slice kt-1, whose stage the next load overwrites.
+    // ... and, after the barrier, everyone's. The barrier also proves every warp is done
+    // with slice kt-1, whose stage ((kt-1) % STAGES) the load below overwrites.
     __syncthreads();
     const int next = kt + STAGES - 1;
     if (next < k_tiles) {
@@ -389,83 +640,35 @@ __global__ void __launch_bounds__(THREADS, 1)
                            M, N, K, row0, col0, next);
     }
     cp_async_commit();
-
-    const T* a_stage = reinterpret_cast<const T*>(a_smem + (kt % STAGES) * A_STAGE);
-    const T* b_stage = reinterpret_cast<const T*>(b_smem + (kt % STAGES) * B_STAGE);
-#pragma unroll
-    for (int kk = 0; kk < BK; kk += 16) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a_frag[FM];
-      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b_frag[FN];
-#pragma unroll
-      for (int i = 0; i < FM; ++i) {
-        wmma::load_matrix_sync(a_frag[i], a_stage + (warp_row + i * 16) * LDA + kk, LDA);
-      }
-#pragma unroll
-      for (int j = 0; j < FN; ++j) {
-        wmma::load_matrix_sync(b_frag[j], b_stage + kk * LDB + warp_col + j * 16, LDB);
-      }
-#pragma unroll
-      for (int i = 0; i < FM; ++i) {
-#pragma unroll
-        for (int j = 0; j < FN; ++j) wmma::mma_sync(acc[i][j], a_frag[i], b_frag[j], acc[i][j]);
-      }
-    }
+    const int stage = kt % STAGES;
+    mma.compute(stage * A_STAGE + warp_row * LDA, STAGES * A_STAGE + stage * B_STAGE + warp_col);
   }
 
-  // Epilogue. The fragment-to-element layout of WMMA is unspecified, so each warp goes
-  // through a private 16x16 fp32 scratch in the (now idle) pipeline memory: fragment ->
-  // scratch -> rounded to T -> bounds-checked global stores, 8 elements per lane.
   cp_async_wait<0>();  // only empty groups can be pending; drain them anyway
-  __syncthreads();     // every warp is done reading the stages the scratch reuses
-  float* scratch = reinterpret_cast<float*>(smem_raw) + warp * 16 * 16;
-  const int r = lane / 2;
-  const int c = (lane % 2) * 8;
-#pragma unroll
-  for (int i = 0; i < FM; ++i) {
-#pragma unroll
-    for (int j = 0; j < FN; ++j) {
-      wmma::store_matrix_sync(scratch, acc[i][j], 16, wmma::mem_row_major);
-      __syncwarp();
-      const int global_row = row0 + warp_row + i * 16 + r;
-      const int global_col = col0 + warp_col + j * 16 + c;
-      const float* values = scratch + r * 16 + c;
-      if (global_row < M) {
-        T* dst = C + static_cast<size_t>(global_row) * N + global_col;
-        if (kAligned && global_col < N) {
-          store8(dst, values);  // N % 8 == 0: the whole 8-run is in range and aligned
-        } else {
-#pragma unroll
-          for (int e = 0; e < 8; ++e) {
-            if (global_col + e < N) dst[e] = from_float<T>(values[e]);
-          }
-        }
-      }
-      __syncwarp();  // the scratch is rewritten by the next fragment
-    }
-  }
+  __syncthreads();     // every warp is done with the stages a WMMA scratch reuses
+  float* scratch = reinterpret_cast<float*>(tc_smem) + warp * 16 * 16;
+  mma.template store<kAligned>(C, M, N, row0 + warp_row, col0 + warp_col, scratch);
 }
 
-template <typename T>
-cudaError_t launch_v4(const void* a, const void* b, void* c, int m, int n, int k,
+template <typename T, template <typename> class Warp>
+cudaError_t launch_tc(const void* a, const void* b, void* c, int m, int n, int k,
                       cudaStream_t stream) {
-  const T* A = static_cast<const T*>(a);
-  const T* B = static_cast<const T*>(b);
-  T* C = static_cast<T*>(c);
   const bool aligned = k % CHUNK == 0 && n % CHUNK == 0 && aligned16(a) && aligned16(b) &&
                        aligned16(c);
   const unsigned int blocks = static_cast<unsigned int>(ceil_div(m, BM)) *
                               static_cast<unsigned int>(ceil_div(n, BN));
-  // More than the default 48 KiB of dynamic shared memory must be asked for per kernel;
-  // cheap enough to do on every launch, and correct whichever device is current.
-  auto kernel = aligned ? gemm_v4_kernel<T, true> : gemm_v4_kernel<T, false>;
-  cudaError_t status =
+  auto kernel = aligned ? gemm_tc_kernel<T, Warp, true> : gemm_tc_kernel<T, Warp, false>;
+  // More than the default 48 KiB of dynamic shared memory must be opted into per kernel;
+  // cheap enough to do on every launch, and right for whichever device is current.
+  const cudaError_t status =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
   if (status != cudaSuccess) return status;
-  kernel<<<blocks, THREADS, SMEM_BYTES, stream>>>(A, B, C, m, n, k);
+  kernel<<<blocks, THREADS, SMEM_BYTES, stream>>>(
+      static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(c), m, n, k);
   return cudaGetLastError();
 }
 
-}  // namespace v4
+}  // namespace tc
 
 }  // namespace
 
@@ -500,10 +703,20 @@ extern "C" cudaError_t gemm_v3_f32(const float* a, const float* b, float* c, int
 
 extern "C" cudaError_t gemm_v4_bf16(const void* a, const void* b, void* c, int m, int n, int k,
                                     cudaStream_t stream) {
-  return v4::launch_v4<__nv_bfloat16>(a, b, c, m, n, k, stream);
+  return tc::launch_tc<__nv_bfloat16, tc::WmmaWarp>(a, b, c, m, n, k, stream);
 }
 
 extern "C" cudaError_t gemm_v4_f16(const void* a, const void* b, void* c, int m, int n, int k,
                                    cudaStream_t stream) {
-  return v4::launch_v4<__half>(a, b, c, m, n, k, stream);
+  return tc::launch_tc<__half, tc::WmmaWarp>(a, b, c, m, n, k, stream);
+}
+
+extern "C" cudaError_t gemm_v5_bf16(const void* a, const void* b, void* c, int m, int n, int k,
+                                    cudaStream_t stream) {
+  return tc::launch_tc<__nv_bfloat16, tc::MmaSyncWarp>(a, b, c, m, n, k, stream);
+}
+
+extern "C" cudaError_t gemm_v5_f16(const void* a, const void* b, void* c, int m, int n, int k,
+                                   cudaStream_t stream) {
+  return tc::launch_tc<__half, tc::MmaSyncWarp>(a, b, c, m, n, k, stream);
 }

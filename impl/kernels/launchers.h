@@ -6,7 +6,7 @@
 //
 // Conventions shared by every launcher:
 // - all matrices are dense row-major; C[m x n] = A[m x k] . B[k x n];
-// - every size is an int and every matrix has at most INT_MAX elements (bindings.cpp
+// - every size is at most 2^30 and every matrix has at most INT_MAX elements (bindings.cpp
 //   checks), so kernels index with 32-bit row/column values and a 64-bit row offset;
 // - m, n >= 1 (bindings.cpp returns early for empty outputs), k >= 0 (k == 0 gives zeros);
 // - the return value is cudaGetLastError() right after the launch: configuration
@@ -35,10 +35,15 @@ cudaError_t gemm_v2_f32(const float* a, const float* b, float* c, int m, int n, 
                         cudaStream_t stream);
 cudaError_t gemm_v3_f32(const float* a, const float* b, float* c, int m, int n, int k,
                         cudaStream_t stream);
-// a, b, c hold __nv_bfloat16 / __half; c has the input dtype, accumulation is fp32.
+// v4 (WMMA), v5 (mma.sync): a, b, c hold __nv_bfloat16 / __half; c has the input dtype,
+// accumulation is fp32.
 cudaError_t gemm_v4_bf16(const void* a, const void* b, void* c, int m, int n, int k,
                          cudaStream_t stream);
 cudaError_t gemm_v4_f16(const void* a, const void* b, void* c, int m, int n, int k,
+                        cudaStream_t stream);
+cudaError_t gemm_v5_bf16(const void* a, const void* b, void* c, int m, int n, int k,
+                         cudaStream_t stream);
+cudaError_t gemm_v5_f16(const void* a, const void* b, void* c, int m, int n, int k,
                         cudaStream_t stream);
 
 #ifdef __cplusplus

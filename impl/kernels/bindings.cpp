@@ -1,0 +1,224 @@
+// Torch-facing wrappers of the launchers in launchers.h: validate, allocate, launch on
+// torch's current stream, check the launch. The only file of impl/kernels that includes
+// torch; it is compiled by torch.utils.cpp_extension on the GPU machine (impl/kernels/
+// __init__.py). Errors name the operation, the bad value and what is allowed; TypeError
+// for a wrong dtype, ValueError for a wrong device, layout or shape, RuntimeError for a
+// failed launch.
+//
+// Only c10/cuda headers (not ATen/cuda/CUDAContext.h): they need cuda_runtime_api.h
+// alone, not the cuBLAS/cuSPARSE headers a bare CUDA toolkit may lack.
+// c10::cuda::getCurrentCUDAStream() is the stream at::cuda::getCurrentCUDAStream() returns.
+#include <torch/extension.h>
+
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <climits>
+#include <cstdint>
+#include <initializer_list>
+#include <sstream>
+#include <string>
+
+#include "launchers.h"
+
+namespace {
+
+// Kernels index with 32-bit sizes (launchers.h): every dimension at most 2^30, every
+// matrix at most INT_MAX elements.
+constexpr int64_t kMaxDim = int64_t{1} << 30;
+
+std::string dtype_name(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kFloat: return "torch.float32";
+    case at::kDouble: return "torch.float64";
+    case at::kBFloat16: return "torch.bfloat16";
+    case at::kHalf: return "torch.float16";
+    default: return std::string("torch.") + c10::toString(dtype);
+  }
+}
+
+std::string dtype_list(std::initializer_list<at::ScalarType> dtypes) {
+  std::ostringstream out;
+  const char* separator = "";
+  for (at::ScalarType dtype : dtypes) {
+    out << separator << dtype_name(dtype);
+    separator = ", ";
+  }
+  return out.str();
+}
+
+// A dense row-major matrix (matrix == false: a dense tensor of any shape) on a CUDA device.
+void check_operand(const char* op, const char* name, const at::Tensor& t,
+                   std::initializer_list<at::ScalarType> dtypes, bool matrix = true) {
+  TORCH_CHECK_VALUE(t.is_cuda(), op, ": ", name, " must be a CUDA tensor; got device ",
+                    t.device());
+  bool dtype_ok = false;
+  for (at::ScalarType dtype : dtypes) dtype_ok = dtype_ok || t.scalar_type() == dtype;
+  TORCH_CHECK_TYPE(dtype_ok, op, ": ", name, " has dtype ", dtype_name(t.scalar_type()),
+                   "; allowed: ", dtype_list(dtypes));
+  if (matrix) {
+    TORCH_CHECK_VALUE(t.dim() == 2, op, ": ", name, " must be 2-D (a matrix); got shape ",
+                      t.sizes());
+  }
+  TORCH_CHECK_VALUE(t.is_contiguous(), op, ": ", name,
+                    " must be contiguous (row-major); got shape ", t.sizes(), " with strides ",
+                    t.strides(), "; call .contiguous() first");
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    TORCH_CHECK_VALUE(t.size(d) <= kMaxDim, op, ": ", name, " has shape ", t.sizes(),
+                      "; every dimension must be at most 2^30");
+  }
+  TORCH_CHECK_VALUE(t.numel() <= INT_MAX, op, ": ", name, " has ", t.numel(),
+                    " elements; at most ", INT_MAX, " are supported");
+}
+
+void check_same_device(const char* op, const at::Tensor& a, const at::Tensor& b) {
+  TORCH_CHECK_VALUE(a.device() == b.device(), op, ": operands on different devices (",
+                    a.device(), " and ", b.device(), ")");
+}
+
+void check_launch(const char* op, cudaError_t status, int64_t m, int64_t n, int64_t k) {
+  TORCH_CHECK(status == cudaSuccess, op, " failed to launch for m=", m, ", n=", n, ", k=", k,
+              ": ", cudaGetErrorName(status), " (", cudaGetErrorString(status), ")");
+}
+
+cudaStream_t current_stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
+
+// A [m x k] . B [k x n]: the checks every GEMM version shares.
+void check_gemm(const char* op, const at::Tensor& a, const at::Tensor& b,
+                std::initializer_list<at::ScalarType> dtypes) {
+  check_operand(op, "a", a, dtypes);
+  check_operand(op, "b", b, dtypes);
+  check_same_device(op, a, b);
+  TORCH_CHECK_TYPE(a.scalar_type() == b.scalar_type(), op, ": a and b must have one dtype; got ",
+                   dtype_name(a.scalar_type()), " and ", dtype_name(b.scalar_type()));
+  TORCH_CHECK_VALUE(a.size(1) == b.size(0), op, ": inner dimensions differ: a is ", a.sizes(),
+                    ", b is ", b.sizes(), " (need a.shape[1] == b.shape[0])");
+  TORCH_CHECK_VALUE(a.size(0) * b.size(1) <= INT_MAX, op, ": output ", a.size(0), "x",
+                    b.size(1), " has more than ", INT_MAX, " elements");
+}
+
+using GemmF32 = cudaError_t (*)(const float*, const float*, float*, int, int, int,
+                                cudaStream_t);
+using Gemm16 = cudaError_t (*)(const void*, const void*, void*, int, int, int, cudaStream_t);
+
+at::Tensor gemm_f32(const char* op, GemmF32 launch, const at::Tensor& a, const at::Tensor& b) {
+  check_gemm(op, a, b, {at::kFloat});
+  // After the checks: the guard itself would reject a CPU device with a vaguer message.
+  // The launch and current_stream() must see the operands' device as current.
+  const c10::cuda::CUDAGuard device_guard(a.device());
+  at::Tensor c = at::empty({a.size(0), b.size(1)}, a.options());
+  if (c.numel() == 0) return c;  // nothing to launch (and a 0-block grid is an error)
+  const int m = static_cast<int>(a.size(0)), k = static_cast<int>(a.size(1));
+  const int n = static_cast<int>(b.size(1));
+  check_launch(op, launch(a.data_ptr<float>(), b.data_ptr<float>(), c.data_ptr<float>(), m, n,
+                          k, current_stream()),
+               m, n, k);
+  return c;
+}
+
+at::Tensor gemm_16bit(const char* op, Gemm16 launch_bf16, Gemm16 launch_f16, const at::Tensor& a,
+                      const at::Tensor& b) {
+  check_gemm(op, a, b, {at::kBFloat16, at::kHalf});
+  const c10::cuda::CUDAGuard device_guard(a.device());
+  at::Tensor c = at::empty({a.size(0), b.size(1)}, a.options());
+  if (c.numel() == 0) return c;
+  const int m = static_cast<int>(a.size(0)), k = static_cast<int>(a.size(1));
+  const int n = static_cast<int>(b.size(1));
+  const Gemm16 launch = a.scalar_type() == at::kBFloat16 ? launch_bf16 : launch_f16;
+  check_launch(op, launch(a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k, current_stream()),
+               m, n, k);
+  return c;
+}
+
+at::Tensor gemm_v1(const at::Tensor& a, const at::Tensor& b) {
+  return gemm_f32("gemm v1", gemm_v1_f32, a, b);
+}
+at::Tensor gemm_v2(const at::Tensor& a, const at::Tensor& b) {
+  return gemm_f32("gemm v2", gemm_v2_f32, a, b);
+}
+at::Tensor gemm_v3(const at::Tensor& a, const at::Tensor& b) {
+  return gemm_f32("gemm v3", gemm_v3_f32, a, b);
+}
+at::Tensor gemm_v4(const at::Tensor& a, const at::Tensor& b) {
+  return gemm_16bit("gemm v4", gemm_v4_bf16, gemm_v4_f16, a, b);
+}
+at::Tensor gemm_v5(const at::Tensor& a, const at::Tensor& b) {
+  return gemm_16bit("gemm v5", gemm_v5_bf16, gemm_v5_f16, a, b);
+}
+
+// y = x . W, one thread per row of y.
+at::Tensor seed_forward(const at::Tensor& x, const at::Tensor& w) {
+  constexpr const char* op = "seed_forward";
+  check_operand(op, "x", x, {at::kFloat});
+  check_operand(op, "w", w, {at::kFloat});
+  check_same_device(op, x, w);
+  TORCH_CHECK_VALUE(x.size(1) == w.size(0), op, ": x is ", x.sizes(), ", w is ", w.sizes(),
+                    " (need x.shape[1] == w.shape[0])");
+  const c10::cuda::CUDAGuard device_guard(x.device());
+  at::Tensor y = at::empty({x.size(0), w.size(1)}, x.options());
+  if (y.numel() == 0) return y;
+  const int rows = static_cast<int>(x.size(0)), in_features = static_cast<int>(x.size(1));
+  const int out_features = static_cast<int>(w.size(1));
+  check_launch(op,
+               seed_forward_f32(x.data_ptr<float>(), w.data_ptr<float>(), y.data_ptr<float>(),
+                                rows, in_features, out_features, current_stream()),
+               rows, out_features, in_features);
+  return y;
+}
+
+// grad_w = x^T . grad_out, one thread per element of grad_w.
+at::Tensor seed_weight_grad(const at::Tensor& x, const at::Tensor& grad_out) {
+  constexpr const char* op = "seed_weight_grad";
+  check_operand(op, "x", x, {at::kFloat});
+  check_operand(op, "grad_out", grad_out, {at::kFloat});
+  check_same_device(op, x, grad_out);
+  TORCH_CHECK_VALUE(x.size(0) == grad_out.size(0), op, ": x is ", x.sizes(), ", grad_out is ",
+                    grad_out.sizes(), " (need the same number of rows)");
+  const c10::cuda::CUDAGuard device_guard(x.device());
+  at::Tensor grad_w = at::empty({x.size(1), grad_out.size(1)}, x.options());
+  if (grad_w.numel() == 0) return grad_w;
+  const int rows = static_cast<int>(x.size(0)), in_features = static_cast<int>(x.size(1));
+  const int out_features = static_cast<int>(grad_out.size(1));
+  check_launch(op,
+               seed_weight_grad_f32(x.data_ptr<float>(), grad_out.data_ptr<float>(),
+                                    grad_w.data_ptr<float>(), rows, in_features, out_features,
+                                    current_stream()),
+               in_features, out_features, rows);
+  return grad_w;
+}
+
+// w -= lr * grad in place, one thread per element; any shape, as long as both match.
+void seed_sgd_(const at::Tensor& w, const at::Tensor& grad, double lr) {
+  constexpr const char* op = "seed_sgd_";
+  check_operand(op, "w", w, {at::kFloat}, /*matrix=*/false);
+  check_operand(op, "grad", grad, {at::kFloat}, /*matrix=*/false);
+  check_same_device(op, w, grad);
+  TORCH_CHECK_VALUE(w.sizes() == grad.sizes(), op, ": w is ", w.sizes(), ", grad is ",
+                    grad.sizes(), " (need the same shape)");
+  const c10::cuda::CUDAGuard device_guard(w.device());
+  if (w.numel() == 0) return;
+  check_launch(op,
+               seed_sgd_f32(w.data_ptr<float>(), grad.data_ptr<float>(), static_cast<float>(lr),
+                            w.numel(), current_stream()),
+               w.numel(), 1, 1);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "overlap-suite hand-written CUDA kernels (see impl/kernels/ops.py for the API)";
+  m.def("gemm_v1", &gemm_v1, "C = A @ B, naive (fp32)", py::arg("a"), py::arg("b"));
+  m.def("gemm_v2", &gemm_v2, "C = A @ B, shared-memory tiles (fp32)", py::arg("a"),
+        py::arg("b"));
+  m.def("gemm_v3", &gemm_v3, "C = A @ B, register blocking (fp32)", py::arg("a"), py::arg("b"));
+  m.def("gemm_v4", &gemm_v4, "C = A @ B, WMMA tensor cores (bf16/fp16 in and out)",
+        py::arg("a"), py::arg("b"));
+  m.def("gemm_v5", &gemm_v5, "C = A @ B, mma.sync + ldmatrix tensor cores (bf16/fp16)",
+        py::arg("a"), py::arg("b"));
+  m.def("seed_forward", &seed_forward, "y = x @ w, one thread per row of y", py::arg("x"),
+        py::arg("w"));
+  m.def("seed_weight_grad", &seed_weight_grad, "grad_w = x.T @ grad_out", py::arg("x"),
+        py::arg("grad_out"));
+  m.def("seed_sgd_", &seed_sgd_, "w -= lr * grad in place", py::arg("w"), py::arg("grad"),
+        py::arg("lr"));
+}
