@@ -1,0 +1,342 @@
+"""impl/kernels: every .cu compiles stand-alone, every kernel matches a float64 reference.
+
+    python -m pytest tests/test_kernels.py -q            # CPU: compile-only + API checks
+    python -m pytest tests/test_kernels.py -q -m gpu     # GPU machine (first run builds, ~1 min)
+
+Tolerances are error bounds, not guesses; c is compared elementwise with the float64
+product of the same inputs, and mag = |a| @ |b| (float64).
+- fp32 (v1-v3, seed kernels): a k-term dot product with round-to-nearest has
+  |error| <= k·u·mag for any summation order (Higham, Accuracy and Stability of Numerical
+  Algorithms, eq. 3.5), u = 2^-24; that grows like k, while rounding errors of random data
+  grow like sqrt(k): Higham & Mary (SIAM J. Sci. Comput. 2019) bound them by
+  λ·sqrt(k)·u·mag with probability > 1 - 2k·exp(-λ²/2), negligible at λ = 9 even over
+  16M elements. The tests use min(2k, 9·sqrt(k))·u·mag.
+- bf16/fp16 (v4, v5): tensor cores multiply exactly into fp32 but may truncate while
+  accumulating (biased, so no sqrt(k) argument): 2·k·u·mag, plus the one rounding of the
+  output to 16 bits, u16·|exact| with u16 = 2^-8 (bf16) or 2^-11 (fp16), plus 2^-24
+  absolute for fp16 subnormals.
+A real bug (wrong index, missed tile, stale pipeline stage) gives errors of the size of
+the entries (about sqrt(k)), well above these bounds at every tested k.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from impl.capabilities import missing_gpu, missing_nvcc
+from impl.kernels import CUDA_SOURCES, SOURCE_DIR, build_key, ops, peaks
+
+CU_FILES = sorted(SOURCE_DIR.glob("*.cu"))
+# What torch's JIT build adds to every nvcc command (torch.utils.cpp_extension's
+# COMMON_NVCC_FLAGS): the kernels must not rely on implicit half/bfloat16 conversions.
+TORCH_NVCC_DEFINES = (
+    "-D__CUDA_NO_HALF_OPERATORS__",
+    "-D__CUDA_NO_HALF_CONVERSIONS__",
+    "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
+    "-D__CUDA_NO_HALF2_OPERATORS__",
+    "--expt-relaxed-constexpr",
+)
+
+NVCC_SKIP = missing_nvcc()
+GPU_SKIP = missing_gpu() or missing_nvcc()  # the JIT build needs nvcc too
+
+U32 = 2.0**-24
+UNIT_ROUNDOFF = {torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}
+
+# (m, n, k): the seed's layer, a quick square, a big square, and ragged sizes that are
+# not multiples of any tile: k % 8 != 0 (unaligned copy paths), k and n multiples of 8
+# but m, n, k off-tile (aligned paths with partial tiles), tiny, and an empty k.
+SHAPES = [
+    (1024, 512, 512),
+    (128, 128, 128),
+    (4096, 4096, 4096),
+    (1000, 520, 333),
+    (1000, 520, 328),
+    (17, 33, 65),
+    (1, 7, 3),
+    (4, 5, 0),
+]
+FP32_VERSIONS = ("v1", "v2", "v3")
+TENSOR_CORE_VERSIONS = ("v4", "v5")
+
+
+def shape_id(shape: tuple[int, int, int]) -> str:
+    return "x".join(map(str, shape))
+
+
+# --- compile-only: runs wherever nvcc is, GPU or not -------------------------------------
+
+
+@pytest.mark.skipif(NVCC_SKIP is not None, reason=str(NVCC_SKIP))
+@pytest.mark.parametrize("defines", [(), TORCH_NVCC_DEFINES], ids=["bare", "torch-jit-defines"])
+@pytest.mark.parametrize("source", CU_FILES, ids=lambda path: path.name)
+def test_cu_compiles_for_sm90(source: Path, defines: tuple[str, ...], tmp_path: Path) -> None:
+    obj = tmp_path / f"{source.stem}.o"
+    command = ["nvcc", "-arch=sm_90", "-std=c++17", *defines, "-c", "-o", str(obj), str(source)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, f"{' '.join(command)}\n{result.stderr}"
+    assert obj.stat().st_size > 0
+
+
+def test_loader_builds_every_cu_file() -> None:
+    assert sorted(CUDA_SOURCES) == [path.name for path in CU_FILES]
+
+
+def test_build_key_depends_on_arch_and_is_stable() -> None:
+    assert build_key((9, 0)) == build_key((9, 0))
+    assert build_key((9, 0)) != build_key((8, 0))
+    assert build_key((9, 0)).startswith("sm90_")
+
+
+# --- Python API, no GPU needed ------------------------------------------------------------
+
+
+def test_unknown_version_names_value_and_choices() -> None:
+    a = torch.ones(2, 2)
+    with pytest.raises(ValueError, match=r"'v9'.*v1, v2, v3, v4, v5, cublas"):
+        ops.gemm(a, a, "v9")
+
+
+def test_version_rejects_dtype_it_lacks() -> None:
+    a = torch.ones(2, 2)
+    with pytest.raises(TypeError, match=r"v4 does not take torch.float32.*torch.bfloat16"):
+        ops.gemm(a, a, "v4")
+    with pytest.raises(TypeError, match=r"v1 does not take torch.bfloat16.*torch.float32"):
+        ops.gemm(a.bfloat16(), a.bfloat16(), "v1")
+
+
+def test_every_version_has_dtypes() -> None:
+    assert set(ops.GEMM_DTYPES) == set(ops.GEMM_VERSIONS)
+    assert all(ops.GEMM_DTYPES[v] for v in ops.GEMM_VERSIONS)
+
+
+def test_cublas_version_is_torch_matmul() -> None:
+    a, b = torch.randn(5, 3), torch.randn(3, 4)
+    assert torch.equal(ops.gemm(a, b, "cublas"), torch.matmul(a, b))
+
+
+def test_arithmetic_intensity_formula() -> None:
+    # 2·8·8·8 FLOP over 2 bytes · 3·64 elements
+    assert ops.arithmetic_intensity(8, 8, 8, 2) == pytest.approx(1024 / 384)
+    assert ops.gemm_bytes(2, 3, 4, 4) == 4 * (8 + 12 + 6)
+
+
+def test_peaks_lookup_and_roofline() -> None:
+    h200 = peaks.lookup("NVIDIA H200")
+    assert h200.peak_flops("bf16") == pytest.approx(989e12)
+    assert h200.hbm_bytes_per_s == pytest.approx(4.8e12)
+    # Below the ridge (989e12 / 4.8e12 ≈ 206 FLOP/B) memory-bound, above it compute-bound.
+    assert peaks.roofline(10.0, "bf16", h200) == pytest.approx(48e12)
+    assert peaks.roofline(1000.0, "bf16", h200) == pytest.approx(989e12)
+    assert peaks.lookup("NVIDIA H100 80GB HBM3").peak_flops("tf32") == pytest.approx(494.7e12)
+
+
+def test_peaks_unknown_device_lists_known_names() -> None:
+    with pytest.raises(peaks.UnknownDeviceError, match=r"'Nope GPU'.*NVIDIA H200"):
+        peaks.lookup("Nope GPU")
+
+
+# --- GPU correctness ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ext():
+    from impl.kernels import load
+
+    return load()
+
+
+def random_matrix(rows: int, cols: int, dtype: torch.dtype, seed: int) -> torch.Tensor:
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    return torch.randn(rows, cols, device="cuda", generator=generator).to(dtype)
+
+
+def assert_within_bound(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    """c ≈ a @ b within the bound for c's dtype (module docstring), elementwise."""
+    k = a.shape[1]
+    exact = a.double() @ b.double()
+    magnitude = a.abs().double() @ b.abs().double()
+    if c.dtype == torch.float32:
+        bound = min(2 * k, 9 * math.sqrt(k)) * U32 * magnitude
+    else:
+        bound = 2 * k * U32 * magnitude + UNIT_ROUNDOFF[c.dtype] * exact.abs() + U32
+    error = (c.double() - exact).abs()
+    worst = int(torch.argmax(error - bound))
+    assert bool((error <= bound).all()), (
+        f"{tuple(a.shape)}@{tuple(b.shape)} {c.dtype}: error {error.flatten()[worst]:.3e} > "
+        f"bound {bound.flatten()[worst]:.3e} at flat index {worst}; "
+        f"max error {error.max():.3e}, max |exact| {exact.abs().max():.3e}"
+    )
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
+@pytest.mark.parametrize("version", FP32_VERSIONS)
+@pytest.mark.usefixtures("ext")
+@pytest.mark.gpu
+@pytest.mark.skipif(GPU_SKIP is not None, reason=str(GPU_SKIP))
+def test_gemm_fp32_matches_float64(version: str, shape: tuple[int, int, int]) -> None:
+    m, n, k = shape
+    a, b = random_matrix(m, k, torch.float32, 1), random_matrix(k, n, torch.float32, 2)
+    a_before, b_before = a.clone(), b.clone()
+    c = ops.gemm(a, b, version)
+    assert c.shape == (m, n) and c.dtype == torch.float32 and c.is_contiguous()
+    assert_within_bound(c, a, b)
+    assert torch.equal(a, a_before) and torch.equal(b, b_before), "inputs were written"
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("version", TENSOR_CORE_VERSIONS)
+@pytest.mark.usefixtures("ext")
+@pytest.mark.gpu
+@pytest.mark.skipif(GPU_SKIP is not None, reason=str(GPU_SKIP))
+def test_gemm_tensor_cores_match_float64(
+    version: str, dtype: torch.dtype, shape: tuple[int, int, int]
+) -> None:
+    m, n, k = shape
+    a, b = random_matrix(m, k, dtype, 3), random_matrix(k, n, dtype, 4)
+    a_before, b_before = a.clone(), b.clone()
+    c = ops.gemm(a, b, version)
+    assert c.shape == (m, n) and c.dtype == dtype and c.is_contiguous()
+    assert_within_bound(c, a, b)
+    assert torch.equal(a, a_before) and torch.equal(b, b_before), "inputs were written"
+
+
+@pytest.mark.parametrize("version", ["v3", "v4", "v5"])
+@pytest.mark.usefixtures("ext")
+@pytest.mark.gpu
+@pytest.mark.skipif(GPU_SKIP is not None, reason=str(GPU_SKIP))
+def test_gemm_misaligned_pointer_takes_fallback_path(version: str) -> None:
+    # Sizes the vector paths accept, but `a` starts one element past a 16-byte boundary,
+    # so only the pointer check can route it to the scalar path.
+    m, n, k = 256, 264, 320
+    dtype = torch.float32 if version == "v3" else torch.bfloat16
+    flat = random_matrix(1, m * k + 1, dtype, 5).flatten()
+    a = flat[1:].view(m, k)
+    assert a.is_contiguous() and a.data_ptr() % 16 != 0
+    b = random_matrix(k, n, dtype, 6)
+    assert_within_bound(ops.gemm(a, b, version), a, b)
+
+
+@pytest.mark.parametrize("version", ["v1", "v2", "v3", "v4", "v5", "cublas"])
+@pytest.mark.usefixtures("ext")
+@pytest.mark.gpu
+@pytest.mark.skipif(GPU_SKIP is not None, reason=str(GPU_SKIP))
+def test_gemm_runs_on_current_stream(version: str) -> None:
+    # Launched on torch's current stream: work queued there before it is seen, and
+    # synchronising that stream alone is enough to read the result.
+    dtype = ops.GEMM_DTYPES[version][0]
+    a, b = random_matrix(300, 200, dtype, 7), random_matrix(200, 100, dtype, 8)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        a2 = a * 2  # queued on `stream` just before the GEMM
+        c = ops.gemm(a2, b, version)
+    stream.synchronize()
+    assert_within_bound(c, a2, b)
+
+
+@pytest.mark.parametrize("shape", [(1024, 512, 512), (37, 19, 23)], ids=shape_id)
+@pytest.mark.usefixtures("ext")
+@pytest.mark.gpu
+@pytest.mark.skipif(GPU_SKIP is not None, reason=str(GPU_SKIP))
+def test_seed_forward_and_weight_grad(shape: tuple[int, int, int]) -> None:
+    rows, out_features, in_features = shape
+    x = random_matrix(rows, in_features, torch.float32, 9)
+    w = random_matrix(in_features, out_features, torch.float32, 10)
+    y = ops.seed_forward(x, w)
+    assert y.shape == (rows, out_features)
+    assert_within_bound(y, x, w)
+
+    grad_out = random_matrix(rows, out_features, torch.float32, 11)
+    grad_w = ops.seed_weight_grad(x, grad_out)
+    assert grad_w.shape == (in_features, out_features)
+    assert_within_bound(grad_w, x.t(), grad_out)
+
+
+@pytest.mark.usefixtures("ext")
+@pytest.mark.gpu
+@pytest.mark.skipif(GPU_SKIP is not None, reason=str(GPU_SKIP))
+def test_seed_sgd_updates_in_place() -> None:
+    w = random_matrix(512, 512, torch.float32, 12)
+    grad = random_matrix(512, 512, torch.float32, 13)
+    lr = 1e-3
+    expected = w.double() - torch.tensor(lr, dtype=torch.float32).item() * grad.double()
+    storage = w.data_ptr()
+    assert ops.seed_sgd_(w, grad, lr) is w
+    assert w.data_ptr() == storage
+    # At most one rounding of the product and one of the difference (or one, fused).
+    bound = 2 * U32 * (expected.abs() + lr * grad.double().abs())
+    assert bool(((w.double() - expected).abs() <= bound).all())
+
+
+@pytest.mark.usefixtures("ext")
+@pytest.mark.gpu
+@pytest.mark.skipif(GPU_SKIP is not None, reason=str(GPU_SKIP))
+def test_seed_step_matches_float64_step() -> None:
+    # The whole seed step (MSE loss against a target, SGD with lr 1e-3) in fp32 through
+    # the own kernels, against the same step in float64.
+    lr = 1e-3
+    x = random_matrix(1024, 512, torch.float32, 14)
+    target = random_matrix(1024, 512, torch.float32, 15)
+    w = random_matrix(512, 512, torch.float32, 16)
+    x64, w64 = x.double(), w.double()
+    grad_w64 = x64.t() @ ((2.0 / target.numel()) * (x64 @ w64 - target.double()))
+    expected = w64 - lr * grad_w64
+
+    y = ops.seed_forward(x, w)
+    grad_out = (2.0 / y.numel()) * (y - target)  # d mean((y - target)^2) / dy
+    ops.seed_sgd_(w, ops.seed_weight_grad(x, grad_out), lr)
+
+    # Dominant error: rounding the new weights (2 roundings of |w|); the gradient's own
+    # fp32 error is ~1e-6 relative, i.e. ~1e-12 absolute after the lr.
+    bound = 2 * U32 * expected.abs() + 1e-10
+    assert bool(((w.double() - expected).abs() <= bound).all())
+    # The check can see the update: a typical step is far above the bound.
+    assert float((lr * grad_w64).abs().median()) > 10 * float(bound.median())
+
+
+def _cuda(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return torch.ones(*shape, device="cuda", dtype=dtype)
+
+
+BAD_INPUTS = [
+    # (function, args, exception, message pattern)
+    ("gemm_v1", lambda: (_cuda(4, 4, dtype=torch.float64), _cuda(4, 4, dtype=torch.float64)),
+     TypeError, r"gemm v1: a has dtype torch.float64; allowed: torch.float32"),
+    ("gemm_v4", lambda: (_cuda(4, 4), _cuda(4, 4)),
+     TypeError, r"gemm v4: a has dtype torch.float32; allowed: torch.bfloat16, torch.float16"),
+    ("gemm_v5", lambda: (_cuda(4, 4, dtype=torch.bfloat16), _cuda(4, 4, dtype=torch.float16)),
+     TypeError, r"one dtype; got torch.bfloat16 and torch.float16"),
+    ("gemm_v2", lambda: (_cuda(4, 6).t(), _cuda(4, 4)),
+     ValueError, r"gemm v2: a must be contiguous.*strides"),
+    ("gemm_v3", lambda: (_cuda(4, 5), _cuda(6, 7)),
+     ValueError, r"inner dimensions differ: a is \[4, 5\], b is \[6, 7\]"),
+    ("gemm_v1", lambda: (torch.ones(4, 4), torch.ones(4, 4)),
+     ValueError, r"gemm v1: a must be a CUDA tensor; got device cpu"),
+    ("gemm_v4", lambda: (_cuda(8, dtype=torch.bfloat16), _cuda(8, 8, dtype=torch.bfloat16)),
+     ValueError, r"gemm v4: a must be 2-D \(a matrix\); got shape \[8\]"),
+    ("seed_forward", lambda: (_cuda(8, 4), _cuda(5, 4)),
+     ValueError, r"seed_forward: x is \[8, 4\], w is \[5, 4\]"),
+    ("seed_weight_grad", lambda: (_cuda(8, 4), _cuda(7, 4)),
+     ValueError, r"seed_weight_grad: x is \[8, 4\], grad_out is \[7, 4\]"),
+    ("seed_sgd_", lambda: (_cuda(8, 4), _cuda(4, 8), 0.1),
+     ValueError, r"seed_sgd_: w is \[8, 4\], grad is \[4, 8\]"),
+]
+
+
+@pytest.mark.parametrize(
+    ("function", "make_args", "error", "pattern"),
+    BAD_INPUTS,
+    ids=[f"{case[0]}-{i}" for i, case in enumerate(BAD_INPUTS)],
+)
+@pytest.mark.gpu
+@pytest.mark.skipif(GPU_SKIP is not None, reason=str(GPU_SKIP))
+def test_bindings_reject_bad_input(ext, function, make_args, error, pattern) -> None:
+    with pytest.raises(error, match=pattern):
+        getattr(ext, function)(*make_args())
