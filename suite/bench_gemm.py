@@ -1,0 +1,265 @@
+"""GEMM ladder (impl/kernels, v1-v5) against cuBLAS, and the seed training step.
+
+Single-GPU work. On one GPU, from the repository root:
+
+    python -m pytest suite/bench_gemm.py -q --benchmark-json=gemm.json
+
+`python -m suite.run` runs it under torchrun with the rest of the suite: every rank runs
+the same rows on its own GPU (dist_context selects it) in step with the others, and rank 0
+reports. About 1 minute for the one-off kernel build on first use, then about 1-2 minutes
+on an H100/H200. Every row times `launches` back-to-back launches between two CUDA events per
+round (fixed rounds after warmup rounds, never calibrated) and reports the median per
+launch; pytest-benchmark's own wall time of a round ends with torch.cuda.synchronize().
+Each row carries its correctness check (max |C - C_cuBLAS| of that run) beside the
+timing, and its cuBLAS baseline measured in the same process for the same shape and dtype.
+"""
+
+from __future__ import annotations
+
+import functools
+import statistics
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import pytest
+import torch
+
+from impl.capabilities import missing_gpu, missing_nvcc
+from impl.kernels import load, ops, peaks
+
+SKIP = missing_gpu() or missing_nvcc()  # the kernels are built with nvcc on first use
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(SKIP is not None, reason=str(SKIP))]
+
+ROUNDS = 5
+WARMUP_ROUNDS = 1
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+VERSIONS_BY_DTYPE = {"fp32": ("cublas", "v1", "v2", "v3"), "bf16": ("cublas", "v4", "v5")}
+
+
+@dataclass(frozen=True)
+class GemmShape:
+    """A GEMM C[m×n] = A[m×k]·B[k×n]; ``launches`` per timed round keep rounds ≳ 1 ms."""
+
+    name: str
+    m: int
+    n: int
+    k: int
+    launches: int
+
+
+def gemm_shapes() -> tuple[GemmShape, ...]:
+    return (
+        GemmShape("seed_layer_1024x512x512", 1024, 512, 512, launches=50),
+        GemmShape("square_4096", 4096, 4096, 4096, launches=5),
+        GemmShape("square_8192", 8192, 8192, 8192, launches=2),
+        # Off every tile size (3000 = 23.4 x 128, 5000 = 19.5 x 256), so the ragged-edge
+        # paths are timed too.
+        GemmShape("ragged_3000x5000x2000", 3000, 5000, 2000, launches=5),
+    )
+
+
+def skip_reason(version: str, shape: GemmShape) -> str | None:
+    if version == "v1" and shape.m * shape.n * shape.k >= 8192**3:
+        return ("v1 (naive) at 8192^3 runs about a second per launch; skipped to keep the "
+                "module within ~3 minutes")
+    return None
+
+
+def gemm_cases() -> list:
+    cases = []
+    for shape in gemm_shapes():
+        for dtype_name, versions in VERSIONS_BY_DTYPE.items():
+            for version in versions:
+                reason = skip_reason(version, shape)
+                marks = [pytest.mark.skip(reason=reason)] if reason else []
+                cases.append(pytest.param(shape, dtype_name, version, marks=marks,
+                                          id=f"{version}-{shape.name}-{dtype_name}"))
+    return cases
+
+
+def time_launches_ms(fn: Callable[[], object], launches: int) -> float:
+    """CUDA-event time of ``launches`` back-to-back calls, per call, in ms.
+
+    The synchronize is the round's CPU-GPU sync point: pytest-benchmark's wall-clock
+    time of the round then covers the GPU work, not just the queueing.
+    """
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(launches):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / launches
+
+
+def timed_rounds_ms(benchmark, fn: Callable[[], object], launches: int) -> float:
+    """Fixed rounds through pytest-benchmark; returns the median CUDA-event ms per call."""
+    samples: list[float] = []
+    benchmark.pedantic(lambda: samples.append(time_launches_ms(fn, launches)),
+                       rounds=ROUNDS, warmup_rounds=WARMUP_ROUNDS, iterations=1)
+    return statistics.median(samples[-ROUNDS:])  # warmup rounds come first
+
+
+def untimed_rounds_ms(fn: Callable[[], object], launches: int) -> float:
+    """The same measurement outside pytest-benchmark (for baselines)."""
+    samples = [time_launches_ms(fn, launches) for _ in range(WARMUP_ROUNDS + ROUNDS)]
+    return statistics.median(samples[WARMUP_ROUNDS:])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built_kernels(dist_context):
+    """Build before any timing, so the JIT compile never lands inside a measurement.
+
+    dist_context first: it makes this rank's GPU the current device ("cuda" below), and
+    with it every row ends in the all-ranks barrier of the root conftest.
+    """
+    return load()
+
+
+@pytest.fixture(scope="module")
+def device_peaks() -> peaks.DevicePeaks | None:
+    """None on a GPU without a peaks row: the timings still count, the roofline is left out."""
+    try:
+        return peaks.lookup(torch.cuda.get_device_name())
+    except peaks.UnknownDeviceError:
+        return None
+
+
+@functools.lru_cache(maxsize=1)  # cases run shape by shape, dtype by dtype
+def baseline(shape: GemmShape, dtype_name: str) -> tuple[torch.Tensor, torch.Tensor,
+                                                         torch.Tensor, float]:
+    """Inputs, cuBLAS output and cuBLAS ms per launch for one shape and dtype."""
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    dtype = DTYPES[dtype_name]
+    a = torch.randn(shape.m, shape.k, device="cuda", generator=generator).to(dtype)
+    b = torch.randn(shape.k, shape.n, device="cuda", generator=generator).to(dtype)
+    reference = torch.matmul(a, b)
+    cublas_ms = untimed_rounds_ms(lambda: torch.matmul(a, b), shape.launches)
+    return a, b, reference, cublas_ms
+
+
+def max_abs_err_tolerance(dtype_name: str, k: int, reference_max_abs: float) -> float:
+    """How far a correct kernel may be from cuBLAS, for N(0,1) inputs.
+
+    Both accumulate k products in fp32; random rounding errors stay below
+    9·sqrt(k)·2^-24·Σ|a||b| (Higham & Mary 2019) with Σ|a||b| < k here. bf16 outputs are
+    also rounded once, so two correct results may differ by one bf16 ulp of the largest
+    entry, 2^-7·max|C|. A missed k-tile is off by about sqrt(tile depth) standard normals
+    (max over the matrix ≳ 10), far above either term at these sizes.
+    """
+    accumulation = 9 * k**0.5 * 2.0**-24 * k
+    rounding = 2.0**-7 * reference_max_abs if dtype_name == "bf16" else 0.0
+    return accumulation + rounding
+
+
+@pytest.mark.parametrize(("shape", "dtype_name", "version"), gemm_cases())
+def test_gemm(benchmark, device_peaks, shape: GemmShape, dtype_name: str, version: str) -> None:
+    assert not torch.backends.cuda.matmul.allow_tf32, (
+        "fp32 rows compare against true-fp32 cuBLAS; TF32 was switched on"
+    )
+    a, b, reference, cublas_ms = baseline(shape, dtype_name)
+    benchmark.group = f"gemm-{shape.m}x{shape.n}x{shape.k}-{dtype_name}"
+    time_ms = timed_rounds_ms(benchmark, lambda: ops.gemm(a, b, version), shape.launches)
+
+    out = ops.gemm(a, b, version)
+    reference_max_abs = float(reference.float().abs().max())
+    element_bytes = a.element_size()
+    flops = ops.gemm_flops(shape.m, shape.n, shape.k)
+    intensity = ops.arithmetic_intensity(shape.m, shape.n, shape.k, element_bytes)
+    seconds = time_ms / 1e3
+    info = {
+        "kind": "gemm",
+        "version": version,
+        "preset": shape.name,
+        "m": shape.m, "n": shape.n, "k": shape.k,
+        "dtype": dtype_name,
+        "time_ms": time_ms,
+        "tflops": flops / seconds / 1e12,
+        "cublas_ms": cublas_ms,
+        "pct_of_cublas": 100.0 * cublas_ms / time_ms,
+        "arithmetic_intensity": intensity,
+        "achieved_gbps": ops.gemm_bytes(shape.m, shape.n, shape.k, element_bytes) / seconds / 1e9,
+        "device_name": torch.cuda.get_device_name(),
+        "peak_tflops": None,
+        "peak_gbps": None,
+        "roofline_tflops": None,
+        "max_abs_err": float((out.float() - reference.float()).abs().max()),
+        "max_abs_err_tolerance": max_abs_err_tolerance(dtype_name, shape.k, reference_max_abs),
+        "reference_max_abs": reference_max_abs,
+        "launches_per_round": shape.launches,
+        "rounds": ROUNDS,
+    }
+    if device_peaks is not None:
+        info["peak_tflops"] = device_peaks.peak_flops(dtype_name) / 1e12
+        info["peak_gbps"] = device_peaks.hbm_bytes_per_s / 1e9
+        info["roofline_tflops"] = peaks.roofline(intensity, dtype_name, device_peaks) / 1e12
+    benchmark.extra_info.update(info)
+    # Correctness beside the timing: a fast wrong answer fails its row.
+    assert info["max_abs_err"] <= info["max_abs_err_tolerance"], info
+
+
+# --- the seed training step: own kernels vs torch/cuBLAS ops ------------------------------
+
+
+@dataclass(frozen=True)
+class SeedStep:
+    """The course study's layer: x rows×in, W in×out, MSE loss against a target, SGD."""
+
+    name: str = "seed_layer_1024x512"
+    rows: int = 1024
+    in_features: int = 512
+    out_features: int = 512
+    lr: float = 1e-3
+
+
+def seed_step_own(x, w, target, lr: float) -> None:
+    y = ops.seed_forward(x, w)
+    grad_out = (2.0 / y.numel()) * (y - target)  # d mean((y - target)^2) / dy
+    ops.seed_sgd_(w, ops.seed_weight_grad(x, grad_out), lr)
+
+
+def seed_step_torch(x, w, target, lr: float) -> None:
+    y = x @ w
+    grad_out = (2.0 / y.numel()) * (y - target)
+    w.sub_(x.t() @ grad_out, alpha=lr)
+
+
+SEED_IMPLS = {"own_kernels": (seed_step_own, 3), "torch": (seed_step_torch, 50)}
+
+
+@pytest.mark.parametrize("impl", sorted(SEED_IMPLS))
+def test_seed_step(benchmark, impl: str) -> None:
+    cfg = SeedStep()
+    step, steps_per_round = SEED_IMPLS[impl]
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(cfg.rows, cfg.in_features, device="cuda", generator=generator)
+    target = torch.randn(cfg.rows, cfg.out_features, device="cuda", generator=generator)
+    w0 = torch.randn(cfg.in_features, cfg.out_features, device="cuda", generator=generator)
+
+    # Correctness first: one step from the same weights through both implementations.
+    # They may differ by rounding: one ulp of the new weight (|w|·2^-23, doubled for
+    # safety) plus 1% of the largest update; a missing or wrong update exceeds that.
+    w_impl, w_torch = w0.clone(), w0.clone()
+    step(x, w_impl, target, cfg.lr)
+    seed_step_torch(x, w_torch, target, cfg.lr)
+    error = (w_impl - w_torch).abs()
+    update = float((w_torch - w0).abs().max())
+    assert bool((error <= 2.0**-22 * w_torch.abs() + 0.01 * update).all()), (
+        f"{impl}: weights differ from torch's step by up to {float(error.max()):.3e}"
+    )
+
+    benchmark.group = f"seed_step-{cfg.name}"
+    w = w0.clone()
+    step_ms = timed_rounds_ms(benchmark, lambda: step(x, w, target, cfg.lr), steps_per_round)
+    benchmark.extra_info.update({
+        "kind": "seed_step",
+        "impl": impl,
+        "step_ms": step_ms,
+        "steps_per_round": steps_per_round,
+        "rounds": ROUNDS,
+        "max_abs_err_vs_torch": float(error.max()),
+        "max_update": update,
+        "device_name": torch.cuda.get_device_name(),
+        **asdict(cfg),
+    })
