@@ -235,7 +235,8 @@ def test_gemm_runs_on_current_stream(version: str) -> None:
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
-        a2 = a * 2  # queued on `stream` just before the GEMM
+        torch.cuda._sleep(20_000_000)  # ~10 ms of GPU time, so a GEMM on another stream
+        a2 = a * 2                     # would read a2 before it is written
         c = ops.gemm(a2, b, version)
     stream.synchronize()
     assert_within_bound(c, a2, b)
