@@ -1,0 +1,268 @@
+"""Load and validate result files: pytest-benchmark JSON plus the suite's additions.
+
+One loader for the report builder and the gate, so both reject the same broken files with
+the same message. A result file is what ``pytest --benchmark-json=PATH --benchmark-save-data``
+writes (each benchmark's ``stats.data`` holds its raw per-round times in seconds), plus:
+
+- top-level ``suite``: ``{"schema": 1, "label", "partial", "command", "profile", "created"}``
+- ``machine_info["overlap"]``: the environment fingerprint (impl/fingerprint.py)
+- each benchmark's ``extra_info["kind"]``, and the metrics of that kind (impl/metrics.py)
+
+Files without ``suite`` are accepted as plain pytest-benchmark output; their label is then
+``machine_info["overlap"]["machine_label"]`` or, without it, the name of their folder.
+
+    from reports.results import load_results, newest_per_machine
+    for path in newest_per_machine("results"):
+        results = load_results(path)  # raises ResultsError naming the file and the problem
+        print(results.label, len(results.benchmarks))
+
+``python -m reports.results [PATH ...]`` lists result files (label, created, benchmarks);
+``--newest-label`` prints only the label of the most recently created one (CI uses it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+SCHEMAS = (1,)  # values of suite.schema this loader reads
+BASELINES_DIR = "baselines"  # results/baselines/<label>.json: the gate's references, not runs
+# Files that live beside the results but are not pytest-benchmark output.
+SIDE_FILES = ("gate-trials.json",)
+STATS_NUMBERS = ("min", "max", "mean", "median", "stddev", "q1", "q3", "iqr")
+
+
+class ResultsError(Exception):
+    """A result file that cannot be used; the message starts with its path."""
+
+    def __init__(self, path: str | Path, problem: str):
+        super().__init__(f"{path}: {problem}")
+        self.path = Path(path)
+        self.problem = problem
+
+
+@dataclass(frozen=True)
+class ResultsFile:
+    """One validated result file.
+
+    ``data`` is the whole JSON object; ``benchmarks`` is ``data["benchmarks"]``;
+    ``machine_info`` is ``data["machine_info"]``; ``partial`` is True for a run that stopped
+    before its end; ``created`` is when the run was made (None when the file does not say).
+    """
+
+    path: Path
+    data: dict
+    label: str
+    machine_info: dict
+    benchmarks: list[dict]
+    partial: bool
+    created: datetime | None
+
+    @property
+    def fingerprint(self) -> dict:
+        """``machine_info["overlap"]``, or an empty dict for plain pytest-benchmark output."""
+        return self.machine_info.get("overlap") or {}
+
+    @property
+    def sort_time(self) -> datetime:
+        """``created`` or, without it, the file's modification time (for "newest" choices)."""
+        if self.created is not None:
+            return self.created
+        return datetime.fromtimestamp(self.path.stat().st_mtime, tz=timezone.utc)
+
+
+def round_times(benchmark: dict) -> list[float] | None:
+    """The raw per-round times in seconds (``stats.data``), or None when they were not saved."""
+    return benchmark["stats"].get("data")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_benchmark(path: Path, index: int, benchmark: object) -> None:
+    if not isinstance(benchmark, dict):
+        raise ResultsError(path, f"benchmarks[{index}] is a {type(benchmark).__name__}, "
+                                 "expected an object")
+    for key in ("name", "fullname"):
+        if not isinstance(benchmark.get(key), str):
+            raise ResultsError(path, f"benchmarks[{index}] has no {key!r} string")
+    name = benchmark["fullname"]
+    stats = benchmark.get("stats")
+    if not isinstance(stats, dict):
+        raise ResultsError(path, f"benchmark {name!r} has no 'stats' object")
+    if not _is_number(stats.get("median")):
+        raise ResultsError(path, f"benchmark {name!r} has no numeric stats.median "
+                                 f"(got {stats.get('median')!r})")
+    for key in STATS_NUMBERS:
+        value = stats.get(key)
+        # stddev is legitimately absent (null) with one round; anything present must be sane.
+        if value is not None and (not _is_number(value) or not math.isfinite(value)
+                                  or value < 0):
+            raise ResultsError(path, f"benchmark {name!r} has stats.{key} = {value!r}; "
+                                     "expected a finite number >= 0")
+    data = stats.get("data")
+    if data is not None:
+        if not isinstance(data, list) or not data:
+            raise ResultsError(path, f"benchmark {name!r} has stats.data = {data!r}; "
+                                     "expected a non-empty list of round times")
+        for round_index, value in enumerate(data):
+            if not _is_number(value) or not math.isfinite(value) or value <= 0:
+                raise ResultsError(path, f"benchmark {name!r} has stats.data[{round_index}] = "
+                                         f"{value!r}; round times must be finite and > 0")
+    if not isinstance(benchmark.get("extra_info"), dict):
+        raise ResultsError(path, f"benchmark {name!r} has no 'extra_info' object")
+
+
+def _parse_time(path: Path, field: str, value: object) -> datetime:
+    if not isinstance(value, str):
+        raise ResultsError(path, f"{field} = {value!r}; expected an ISO 8601 time string")
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise ResultsError(path, f"{field} = {value!r}; expected an ISO 8601 time string"
+                           ) from None
+    # Naive times are taken as UTC so that every created time compares with every other.
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def load_results(path: str | Path) -> ResultsFile:
+    """Read and validate one result file; every problem raises ResultsError naming the file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ResultsError(path, "no such file") from None
+    except IsADirectoryError:
+        raise ResultsError(path, "is a folder, expected a result file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ResultsError(path, f"cannot read: {error}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ResultsError(path, f"not valid JSON (truncated or corrupt?): {error.msg} at line "
+                                 f"{error.lineno} column {error.colno}") from None
+    if (not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list)
+            or not isinstance(data.get("machine_info"), dict)):
+        raise ResultsError(path, "not a pytest-benchmark results file (expected a JSON object "
+                                 "with a 'benchmarks' list and a 'machine_info' object)")
+    for index, benchmark in enumerate(data["benchmarks"]):
+        _check_benchmark(path, index, benchmark)
+    machine_info = data["machine_info"]
+    overlap = machine_info.get("overlap")
+    if overlap is not None and not isinstance(overlap, dict):
+        raise ResultsError(path, f"machine_info.overlap is a {type(overlap).__name__}, "
+                                 "expected an object")
+
+    suite = data.get("suite")
+    created = None
+    if suite is None:
+        label = (overlap or {}).get("machine_label") or path.resolve().parent.name
+        partial = False
+    else:
+        if not isinstance(suite, dict):
+            raise ResultsError(path, f"'suite' is a {type(suite).__name__}, expected an object")
+        if suite.get("schema") not in SCHEMAS:
+            raise ResultsError(path, f"suite.schema = {suite.get('schema')!r}; this loader "
+                                     f"reads schema {', '.join(map(str, SCHEMAS))}")
+        label = suite.get("label")
+        if not isinstance(label, str) or not label:
+            raise ResultsError(path, f"suite.label = {label!r}; expected a machine label string")
+        partial = suite.get("partial", False)
+        if not isinstance(partial, bool):
+            raise ResultsError(path, f"suite.partial = {partial!r}; expected true or false")
+        if "created" in suite:
+            created = _parse_time(path, "suite.created", suite["created"])
+    if created is None and "datetime" in data:  # pytest-benchmark's own time stamp of the run
+        created = _parse_time(path, "datetime", data["datetime"])
+    return ResultsFile(path, data, label, machine_info, data["benchmarks"], partial, created)
+
+
+def _is_result_name(path: Path) -> bool:
+    return path.suffix == ".json" and ".tmp" not in path.suffixes and path.name not in SIDE_FILES
+
+
+def find_result_files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
+    """Result files named by ``paths``: files as given, folders searched recursively.
+
+    In folders, ``*.json`` files are taken except temporary files (``*.tmp``), side files
+    (SIDE_FILES) and anything under a ``baselines/`` folder; a path that does not exist
+    raises ResultsError. The list is sorted and has no duplicates.
+    """
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    found: set[Path] = set()
+    for given in map(Path, paths):
+        if given.is_file():
+            found.add(given)
+        elif given.is_dir():
+            for candidate in given.rglob("*.json"):
+                relative = candidate.relative_to(given)
+                if (candidate.is_file() and _is_result_name(candidate)
+                        and BASELINES_DIR not in relative.parts[:-1]):
+                    found.add(candidate)
+        else:
+            raise ResultsError(given, "no such file or folder")
+    return sorted(found)
+
+
+def newest(files: Iterable[ResultsFile]) -> ResultsFile:
+    """The most recently created of ``files`` (ties broken by file name)."""
+    return max(files, key=lambda f: (f.sort_time, f.path.name))
+
+
+def newest_per_machine(results_dir: str | Path = "results") -> list[Path]:
+    """The newest result file of each machine-label folder of ``results_dir``.
+
+    Folders are ``results/<label>/``; ``results/baselines`` is skipped. Newest is by
+    ``suite.created`` (or pytest-benchmark's ``datetime``), else by modification time, ties by
+    file name. Every file looked at is validated, so a broken one raises ResultsError.
+    """
+    results_dir = Path(results_dir)
+    if not results_dir.is_dir():
+        raise ResultsError(results_dir, "no such folder")
+    chosen = []
+    for folder in sorted(p for p in results_dir.iterdir() if p.is_dir()):
+        if folder.name == BASELINES_DIR:
+            continue
+        files = [load_results(path) for path in find_result_files(folder)]
+        if files:
+            chosen.append(newest(files).path)
+    return chosen
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m reports.results", description=(
+        "List result files (label, created, benchmarks, path)."))
+    parser.add_argument("paths", nargs="*", default=["results"],
+                        help="files or folders (default: results)")
+    parser.add_argument("--newest-label", action="store_true",
+                        help="print only the label of the most recently created file")
+    args = parser.parse_args(argv)
+    try:
+        files = [load_results(path) for path in find_result_files(args.paths)]
+    except ResultsError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if not files:
+        print(f"error: no result files in {' '.join(args.paths)}", file=sys.stderr)
+        return 2
+    if args.newest_label:
+        print(newest(files).label)
+        return 0
+    for results in sorted(files, key=lambda f: (f.label, f.sort_time)):
+        created = results.created.isoformat(timespec="seconds") if results.created else "-"
+        flag = " (partial)" if results.partial else ""
+        print(f"{results.label:<16} {created:<25} {len(results.benchmarks):>4} benchmarks  "
+              f"{results.path}{flag}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
