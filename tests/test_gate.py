@@ -1,0 +1,419 @@
+"""The gate's decision rule on synthetic round data, and its command line on small files."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reports import gate
+from reports.gate import Rule, decide, machine_mismatches, threshold_for
+from reports.results import (
+    ResultsError,
+    find_result_files,
+    load_results,
+    newest_per_machine,
+)
+
+CPU_MACHINE = {"machine_label": "cpu-2core", "gpu_names": [], "gpu_uuids": [], "driver": None,
+               "cuda": None, "nccl": None, "torch": "2.13.0+cpu", "world_size": 2,
+               "backend": "gloo", "profile": "nvlink", "cpu_model": "AMD EPYC", "cpu_cores": 2,
+               "git_commit": "abc", "git_dirty": False}
+GPU_MACHINE = {**CPU_MACHINE, "machine_label": "h200x4", "gpu_names": ["NVIDIA H200"] * 4,
+               "driver": "580.159.04", "world_size": 4, "backend": "nccl"}
+
+
+@pytest.fixture(autouse=True)
+def no_step_summary(monkeypatch):
+    # Tests must not append to the summary of the CI job running them.
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+
+
+def round_times(n: int, median_s: float = 0.02, seed: int = 0, spread: float = 0.03):
+    """Skewed round times like real ones: a floor plus a log-normal tail."""
+    rng = np.random.default_rng(seed)
+    tail = rng.lognormal(np.log(spread), 0.7, n)
+    times = 1 + tail
+    return list(median_s * times / np.median(times))
+
+
+def benchmark(name: str, rounds: list[float], group: str | None = None, **extra) -> dict:
+    return {"group": group, "name": name, "fullname": f"suite/bench_x.py::{name}",
+            "params": None, "extra_info": {"kind": "step", **extra},
+            "stats": {"median": float(np.median(rounds)), "min": min(rounds),
+                      "max": max(rounds), "rounds": len(rounds), "data": list(rounds)}}
+
+
+def write_results(path: Path, benchmarks: list[dict], machine: dict | None = None,
+                  created: str = "2026-11-21T10:00:00+00:00", label: str = "cpu-2core",
+                  partial: bool = False) -> Path:
+    machine_info = {"node": "vm", "machine": "x86_64", "system": "Linux",
+                    "cpu": {"brand_raw": "AMD EPYC", "count": 2}}
+    data = {"machine_info": machine_info, "commit_info": {}, "benchmarks": benchmarks,
+            "datetime": created, "version": "5.2.3"}
+    if machine is not None:
+        machine_info["overlap"] = machine
+        data["suite"] = {"schema": 1, "label": label, "partial": partial, "command": "pytest",
+                         "profile": machine["profile"], "created": created}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+    return path
+
+
+def run_gate(capsys, *args: str) -> tuple[int, str, str]:
+    code = gate.main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# --- the decision rule --------------------------------------------------------------------
+
+
+def test_identical_distributions_are_unchanged():
+    decision = decide(round_times(40, seed=1), round_times(40, seed=2))
+    assert decision.verdict == "unchanged"
+    assert decision.ci[0] < 1 < decision.ci[1]
+
+
+def test_ten_percent_slower_regresses():
+    decision = decide(round_times(40, seed=1), round_times(40, 0.022, seed=2))
+    assert decision.verdict == "regressed"
+    assert decision.ratio == pytest.approx(1 / 1.1, rel=1e-6)
+    assert decision.p_slower < 0.01
+    assert decision.ci[1] < 1
+
+
+def test_ten_percent_faster_improves():
+    decision = decide(round_times(40, seed=1), round_times(40, 0.018, seed=2))
+    assert decision.verdict == "improved"
+    assert decision.p_faster < 0.01
+
+
+def test_three_percent_slower_is_unchanged_even_when_significant():
+    base = round_times(200, seed=1, spread=0.005)
+    cand = round_times(200, 0.0206, seed=2, spread=0.005)
+    decision = decide(base, cand, Rule(threshold=0.05))
+    assert decision.p_slower < 1e-6, "the setup should make the change significant"
+    assert decision.verdict == "unchanged"
+    assert "within the 5% threshold" in decision.reason
+
+
+def test_large_change_without_significance_is_unchanged():
+    rng = np.random.default_rng(3)
+    base = list(0.02 * rng.uniform(0.5, 2.0, 6))
+    cand = list(np.array(base) * 1.08)
+    cand[0] = 0.001  # one fast round: the rank test is no longer sure about six rounds
+    decision = decide(base, cand, Rule(alpha=0.001))
+    assert decision.verdict == "unchanged"
+    assert "not significant" in decision.reason
+
+
+def test_three_rounds_never_fail_on_significance():
+    decision = decide([0.01, 0.011, 0.012], [0.05, 0.051, 0.052], Rule(alpha=0.5))
+    assert decision.verdict == "unchanged"
+    assert "too few rounds" in decision.reason
+    assert decision.p_value is None
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.floats(1e-6, 10.0), min_size=1, max_size=4),
+       st.lists(st.floats(1e-6, 10.0), min_size=1, max_size=40))
+def test_fewer_rounds_than_the_minimum_are_never_decided(base, cand):
+    assert decide(base, cand, Rule(alpha=0.99)).verdict == "unchanged"
+    assert decide(cand, base, Rule(alpha=0.99)).verdict == "unchanged"
+
+
+def test_all_rounds_tied_is_unchanged():
+    assert decide([0.01] * 10, [0.01] * 10).verdict == "unchanged"
+
+
+def test_group_threshold_first_match_wins():
+    overrides = [("allreduce*", 0.10), ("*", 0.02)]
+    assert threshold_for("allreduce-1MiB", 0.05, overrides) == 0.10
+    assert threshold_for("step", 0.05, overrides) == 0.02
+    assert threshold_for(None, 0.05, [("step", 0.2)]) == 0.05
+
+
+def test_group_threshold_on_the_command_line(tmp_path, capsys):
+    slower = round_times(40, 0.0216, seed=2)  # 8% slower
+    base = write_results(tmp_path / "base.json", [
+        benchmark("test_ar", round_times(40, seed=1), group="allreduce"),
+        benchmark("test_step", round_times(40, seed=1), group="step")], CPU_MACHINE)
+    cand = write_results(tmp_path / "cand.json", [
+        benchmark("test_ar", slower, group="allreduce"),
+        benchmark("test_step", slower, group="step")], CPU_MACHINE)
+    code, out, _ = run_gate(capsys, base, cand, "--group-threshold", "allre*=0.10",
+                            "--summary", tmp_path / "s.md")
+    assert code == 1
+    verdicts = {line.split()[0]: line for line in out.splitlines() if line.startswith("test_")}
+    assert "unchanged" in verdicts["test_ar"] and "within the 10% threshold" in verdicts["test_ar"]
+    assert "regressed" in verdicts["test_step"]
+
+
+# --- machines -----------------------------------------------------------------------------
+
+
+def test_mismatched_machines_are_refused_naming_the_field(tmp_path, capsys):
+    rounds = round_times(20)
+    base = write_results(tmp_path / "a.json", [benchmark("test_s", rounds)], CPU_MACHINE)
+    cand = write_results(tmp_path / "b.json", [benchmark("test_s", rounds)],
+                         {**CPU_MACHINE, "backend": "mpi"})
+    code, out, err = run_gate(capsys, base, cand, "--summary", tmp_path / "s.md")
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1
+    assert "backend differs" in err and "'gloo'" in err and "'mpi'" in err
+    assert not (tmp_path / "s.md").exists()
+
+    code, out, err = run_gate(capsys, base, cand, "--force", "--summary", tmp_path / "s.md")
+    assert code == 0
+    assert "compared anyway (--force): backend differs" in out
+
+
+def test_files_of_another_machine_in_a_folder_are_left_out(tmp_path, capsys):
+    base = write_results(tmp_path / "base.json", [benchmark("test_s", round_times(30))],
+                         GPU_MACHINE)
+    folder = tmp_path / "h200x4"
+    old = write_results(folder / "old.json", [benchmark("test_s", round_times(30, 0.05))],
+                        {**GPU_MACHINE, "driver": "570.1"}, created="2026-11-01T10:00:00+00:00")
+    write_results(folder / "new.json", [benchmark("test_s", round_times(30, seed=2))],
+                  GPU_MACHINE, created="2026-11-02T10:00:00+00:00")
+    code, out, _ = run_gate(capsys, base, folder, "--summary", tmp_path / "s.md")
+    assert code == 0
+    assert f"note: left out {old}: driver differs" in out
+
+
+@pytest.mark.parametrize("field, value", [("gpu_names", ["NVIDIA H100"] * 4),
+                                          ("driver", "575.0"), ("world_size", 2),
+                                          ("profile", "socket")])
+def test_every_machine_field_is_compared(field, value):
+    problems = machine_mismatches({"overlap": GPU_MACHINE}, {"overlap": {**GPU_MACHINE,
+                                                                        field: value}})
+    assert [p[0] for p in problems] == [field]
+
+
+def test_gpu_runs_ignore_the_host_cpu_but_cpu_runs_do_not():
+    assert machine_mismatches({"overlap": GPU_MACHINE},
+                              {"overlap": {**GPU_MACHINE, "cpu_model": "Xeon"}}) == []
+    assert machine_mismatches({"overlap": CPU_MACHINE},
+                              {"overlap": {**CPU_MACHINE, "cpu_cores": 16}}) == [
+        ("cpu_cores", 2, 16)]
+
+
+def test_plain_pytest_benchmark_files_compare_cpu_fields(tmp_path, capsys):
+    rounds = round_times(20)
+    base = write_results(tmp_path / "a.json", [benchmark("test_s", rounds)])
+    data = json.loads(base.read_text())
+    data["machine_info"]["cpu"]["brand_raw"] = "Intel Xeon"
+    cand = tmp_path / "b.json"
+    cand.write_text(json.dumps(data))
+    code, _, err = run_gate(capsys, base, cand, "--summary", tmp_path / "s.md")
+    assert code == 2 and "cpu.brand_raw differs" in err and "Intel Xeon" in err
+
+
+# --- malformed input ----------------------------------------------------------------------
+
+
+def _valid(tmp_path: Path) -> Path:
+    return write_results(tmp_path / "good.json", [benchmark("test_s", round_times(10))],
+                         CPU_MACHINE)
+
+
+@pytest.mark.parametrize("problem, expected", [
+    ("truncated", "not valid JSON (truncated or corrupt?)"),
+    ("foreign", "not a pytest-benchmark results file"),
+    ("nan", "round times must be finite and > 0"),
+    ("negative", "round times must be finite and > 0"),
+    ("no_stats", "has no 'stats' object"),
+    ("bad_median", "has no numeric stats.median"),
+    ("schema", "suite.schema = 7; this loader reads schema 1"),
+])
+def test_malformed_files_name_the_file_and_exit_2(tmp_path, capsys, problem, expected):
+    good = _valid(tmp_path)
+    bad = tmp_path / "bad.json"
+    data = json.loads(good.read_text())
+    if problem == "truncated":
+        bad.write_text(good.read_text()[:150])
+    elif problem == "foreign":
+        bad.write_text(json.dumps({"name": "overlap-suite", "version": "0.1.0"}))
+    else:
+        stats = data["benchmarks"][0]["stats"]
+        if problem == "nan":
+            stats["data"][3] = float("nan")
+        elif problem == "negative":
+            stats["data"][0] = -0.01
+        elif problem == "no_stats":
+            del data["benchmarks"][0]["stats"]
+        elif problem == "bad_median":
+            stats["median"] = "fast"
+        elif problem == "schema":
+            data["suite"]["schema"] = 7
+        bad.write_text(json.dumps(data))  # json.dumps writes NaN as the bare word NaN
+    code, out, err = run_gate(capsys, good, bad, "--summary", tmp_path / "s.md")
+    assert code == 2
+    assert err.startswith(f"gate: error: {bad}: ")
+    assert expected in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    if problem in ("nan", "negative", "no_stats", "bad_median"):
+        assert "suite/bench_x.py::test_s" in err, "the benchmark should be named"
+
+
+def test_truncated_file_message_has_line_and_column(tmp_path):
+    bad = tmp_path / "cut.json"
+    bad.write_text('{"benchmarks": [\n  {"name": "x",')
+    with pytest.raises(ResultsError, match=r"cut\.json: not valid JSON .* line 2 column"):
+        load_results(bad)
+
+
+def test_missing_path_and_bad_arguments_exit_2(tmp_path, capsys):
+    good = _valid(tmp_path)
+    code, _, err = run_gate(capsys, good, tmp_path / "nowhere")
+    assert code == 2 and f"{tmp_path / 'nowhere'}: no such file or folder" in err
+    for args in ([good], [good, good, "--threshold", "5"], [good, good, "--alpha", "0"],
+                 [good, good, "--group-threshold", "nogroup"], ["--update-baseline", good, good]):
+        with pytest.raises(SystemExit) as exit_info:
+            gate.main([str(a) for a in args])
+        assert exit_info.value.code == 2
+
+
+# --- sides, summary, baselines ------------------------------------------------------------
+
+
+def test_only_in_one_side_is_listed_not_failed(tmp_path, capsys):
+    rounds = round_times(20)
+    base = write_results(tmp_path / "a.json", [benchmark("test_s", rounds),
+                                               benchmark("test_gone", rounds)], CPU_MACHINE)
+    cand = write_results(tmp_path / "b.json", [benchmark("test_s", rounds),
+                                               benchmark("test_new", rounds)], CPU_MACHINE)
+    code, out, _ = run_gate(capsys, base, cand, "--summary", tmp_path / "s.md")
+    assert code == 0
+    assert "only in baseline: suite/bench_x.py::test_gone" in out
+    assert "only in candidate: suite/bench_x.py::test_new" in out
+    summary = (tmp_path / "s.md").read_text()
+    assert "### Only in baseline (1)" in summary and "`suite/bench_x.py::test_new`" in summary
+
+
+def test_nothing_in_common_is_an_error(tmp_path, capsys):
+    base = write_results(tmp_path / "a.json", [benchmark("test_a", round_times(9))], CPU_MACHINE)
+    cand = write_results(tmp_path / "b.json", [benchmark("test_b", round_times(9))], CPU_MACHINE)
+    code, _, err = run_gate(capsys, base, cand, "--summary", tmp_path / "s.md")
+    assert code == 2 and "nothing to compare" in err
+
+
+def test_folders_merge_and_the_newest_file_wins(tmp_path, capsys):
+    base = write_results(tmp_path / "base" / "a.json", [benchmark("test_s", round_times(30))],
+                         CPU_MACHINE)
+    folder = tmp_path / "cand"
+    write_results(folder / "old.json", [benchmark("test_s", round_times(30, 0.03, seed=4))],
+                  CPU_MACHINE, created="2026-11-20T10:00:00+00:00")
+    write_results(folder / "new.json", [benchmark("test_s", round_times(30, seed=5)),
+                                        benchmark("test_t", round_times(30))],
+                  CPU_MACHINE, created="2026-11-21T12:00:00+00:00")
+    code, out, _ = run_gate(capsys, base, folder, "--summary", tmp_path / "s.md")
+    assert code == 0, out  # the old, 50% slower file is superseded
+    assert "only in candidate: suite/bench_x.py::test_t" in out
+
+
+def test_markdown_summary(tmp_path, capsys, monkeypatch):
+    step_summary = tmp_path / "step.md"
+    step_summary.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step_summary))
+    base = write_results(tmp_path / "a.json", [
+        benchmark("test_s", round_times(40, seed=1), samples_per_s=3000.0),
+        benchmark("test_u", round_times(40, seed=1))], CPU_MACHINE)
+    cand = write_results(tmp_path / "b.json", [
+        benchmark("test_s", round_times(40, 0.025, seed=2), samples_per_s=2400.0),
+        benchmark("test_u", round_times(40, seed=2))], CPU_MACHINE)
+    summary = tmp_path / "out" / "gate.md"
+    code, out, _ = run_gate(capsys, base, cand, "--summary", summary)
+    assert code == 1
+    text = summary.read_text()
+    lines = text.splitlines()
+    assert lines[0] == "## Throughput gate: FAIL (1 regressed, 0 improved, 1 unchanged)"
+    assert "| benchmark | baseline | candidate | ratio | 95% CI | p | verdict |" in text
+    regressed = next(line for line in lines if line.startswith("| test_s"))
+    assert "**regressed**" in regressed and "samples_per_s 3000 -> 2400" in regressed
+    assert "| 0.800 |" in regressed and "20.0% slower" in regressed
+    assert "Mann-Whitney U" in text and "p < 0.01" in text
+    assert step_summary.read_text() == "earlier step\n" + text
+    assert "Throughput gate: FAIL" in out
+
+
+def test_update_baseline_writes_atomically(tmp_path, capsys, monkeypatch):
+    folder = tmp_path / "results" / "cpu-2core"
+    write_results(folder / "old.json", [benchmark("test_s", round_times(9))], CPU_MACHINE,
+                  created="2026-11-20T10:00:00+00:00")
+    newest = write_results(folder / "new.json", [benchmark("test_s", round_times(9, 0.03))],
+                           CPU_MACHINE, created="2026-11-21T10:00:00+00:00")
+    baselines = tmp_path / "results" / "baselines"
+    replaced = []
+    real_replace = os.replace
+
+    def recording_replace(source, target):
+        # The target is complete only through this rename, from a temp file in its folder.
+        assert Path(source).parent == Path(target).parent == baselines
+        assert Path(source).read_bytes() == newest.read_bytes()
+        replaced.append(Path(target))
+        real_replace(source, target)
+
+    monkeypatch.setattr(gate.os, "replace", recording_replace)
+    code, out, _ = run_gate(capsys, "--update-baseline", folder, "--baselines-dir", baselines)
+    assert code == 0
+    assert replaced == [baselines / "cpu-2core.json"]
+    assert (baselines / "cpu-2core.json").read_bytes() == newest.read_bytes()
+    assert sorted(p.name for p in baselines.iterdir()) == ["cpu-2core.json"]  # no temp left
+    assert f"wrote {baselines / 'cpu-2core.json'}: 1 benchmarks of cpu-2core" in out
+
+
+def test_comparing_never_writes_a_baseline(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "results" / "cpu-2core"
+    write_results(folder / "a.json", [benchmark("test_s", round_times(9))], CPU_MACHINE)
+    write_results(folder / "b.json", [benchmark("test_s", round_times(9, seed=3))], CPU_MACHINE)
+    code, _, _ = run_gate(capsys, folder / "a.json", folder / "b.json")
+    assert code == 0
+    assert not (tmp_path / "results" / "baselines").exists()
+    assert (tmp_path / "reports" / "out" / "gate-summary.md").exists()
+
+
+def test_partial_run_is_not_a_baseline(tmp_path, capsys):
+    partial = write_results(tmp_path / "p.json", [benchmark("test_s", round_times(9))],
+                            CPU_MACHINE, partial=True)
+    code, _, err = run_gate(capsys, "--update-baseline", partial, "--baselines-dir",
+                            tmp_path / "baselines")
+    assert code == 2 and "partial run" in err
+    assert not (tmp_path / "baselines").exists()
+
+
+# --- the loader ---------------------------------------------------------------------------
+
+
+def test_find_result_files_skips_temporary_baseline_and_side_files(tmp_path):
+    keep = [write_results(tmp_path / "cpu-2core" / "run.json", []),
+            write_results(tmp_path / "h200x4" / "deep" / "run.json", [])]
+    (tmp_path / "cpu-2core" / "run.json.tmp").write_text("{")
+    (tmp_path / "cpu-2core" / "half.tmp.json").write_text("{")
+    (tmp_path / "cpu-2core" / "gate-trials.json").write_text("{}")
+    write_results(tmp_path / "baselines" / "cpu-2core.json", [])
+    assert find_result_files(tmp_path) == sorted(keep)
+    explicit = tmp_path / "baselines" / "cpu-2core.json"
+    assert find_result_files([explicit]) == [explicit]
+    with pytest.raises(ResultsError, match="missing: no such file or folder"):
+        find_result_files([tmp_path / "missing"])
+
+
+def test_labels_and_newest_per_machine(tmp_path):
+    write_results(tmp_path / "cpu-2core" / "b.json", [], CPU_MACHINE,
+                  created="2026-11-20T10:00:00+00:00")
+    newer = write_results(tmp_path / "cpu-2core" / "a.json", [], CPU_MACHINE,
+                          created="2026-11-21T10:00:00+00:00")
+    plain = write_results(tmp_path / "laptop" / "run.json", [])
+    write_results(tmp_path / "baselines" / "cpu-2core.json", [], CPU_MACHINE,
+                  created="2026-12-01T10:00:00+00:00")
+    assert newest_per_machine(tmp_path) == [newer, plain]
+    assert load_results(plain).label == "laptop"  # no suite key: the folder names the machine
+    assert load_results(newer).label == "cpu-2core"
