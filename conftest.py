@@ -110,9 +110,15 @@ def pytest_configure(config):
 @pytest.fixture(scope="session")
 def dist_context():
     """The launched process group (a world of one without a launcher)."""
-    from impl.dist import init_distributed
+    import torch.distributed as dist
 
-    return init_distributed()
+    from impl.dist import barrier, init_distributed
+
+    context = init_distributed()
+    yield context
+    barrier(context)
+    # Tear the group down before the interpreter does: gloo threads must not outlive Python.
+    dist.destroy_process_group()
 
 
 @pytest.fixture(autouse=True)

@@ -26,7 +26,8 @@ def _entry(rank: int, world: int, port: int, out_dir: str, fn: Callable, args: t
     os.environ.update(env)
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
                       LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
-                      MASTER_PORT=str(port), OVERLAP_BACKEND="gloo")
+                      MASTER_PORT=str(port))
+    os.environ.setdefault("OVERLAP_BACKEND", "gloo")
     import torch
 
     torch.set_num_threads(1)

@@ -116,6 +116,10 @@ class MPIStrategy(ChunkedGradientStrategy):
             if end.value is None:
                 request.Wait()
                 end.set_now()
+        # A request complete here may still owe a peer data that only this rank's MPI
+        # progress pushes out (large messages); without this barrier a rank that moves on to
+        # other work can leave its peer waiting forever.
+        self.comm.Barrier()
         if not self.direct:
             for chunk, _, _ in self._requests:
                 self.flat.chunks[chunk].copy_(self.host[chunk], non_blocking=True)
