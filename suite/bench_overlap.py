@@ -178,3 +178,40 @@ def energy(samples, steps: int, world_size: int, batch: int) -> dict:
             "energy_per_step_j": per_step,
             "samples_per_joule": metrics.samples_per_joule(world_size, batch, per_step)
             if per_step else None}
+
+
+def test_sampler_overhead(benchmark, dist_context, rounds, sampler_factory, pytestconfig):
+    """Step time with the NVML sampler on vs off, interleaved in blocks (target < 1%)."""
+    context = dist_context
+    if context.rank != 0:
+        pytest.skip("the sampler runs on rank 0; this measures it there alone")
+    sampler = sampler_factory(1)
+    if sampler is None or not sampler.available:
+        pytest.skip(capabilities.missing_nvml() or "no GPU in this run")
+    workload = preset(suite_axes(pytestconfig)["workloads"][0])
+    strategy = build_strategy("sequential", build_model(workload, context.device), workload,
+                              None, StrategyOptions())
+    clock = StepClock(context.device)
+    one_round = make_round(strategy, batches(workload, context.device, 0), rounds, clock, None)
+    for _ in range(rounds.warmup):
+        one_round()
+    medians = {"off": [], "on": []}
+    for block in range(6):  # off, on, off, on, ...: drifts (clocks, heat) hit both alike
+        state = "on" if block % 2 else "off"
+        clock.marks.clear()
+        if state == "on":
+            sampler.start()
+        for _ in range(rounds.rounds):
+            one_round()
+        if state == "on":
+            sampler.stop()
+        medians[state].append(statistics.median(clock.step_ms()))
+    strategy.close()
+    off, on = statistics.median(medians["off"]), statistics.median(medians["on"])
+    benchmark.group = "nvml-sampler-overhead"
+    benchmark.pedantic(lambda: None, rounds=1, iterations=1)
+    benchmark.extra_info.update({
+        "kind": "sampler_overhead", "workload": workload.name, "period_ms": sampler.period_ms,
+        "step_ms_sampler_off": off, "step_ms_sampler_on": on,
+        "overhead_pct": (on - off) / off * 100, "blocks": medians,
+    })
