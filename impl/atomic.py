@@ -14,6 +14,7 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
     handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
                                          suffix=".tmp")
     try:
+        os.fchmod(handle, 0o644)  # mkstemp makes 0600; results are meant to be shared
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)
             stream.flush()
