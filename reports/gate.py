@@ -31,6 +31,13 @@ Decision rule (``decide``), per benchmark, on the raw per-round times ``stats.da
   (2000 resamples of each side, fixed seed so reruns print the same numbers). It is reported,
   not used to decide.
 
+What the test cannot see: it compares the rounds of two runs as if they came from one
+distribution, so a shift of a whole run (other jobs on the machine, a noisy VM neighbour, a
+clock change) is "significant" like a real change, and only the threshold guards against it.
+Set the threshold above the machine's run-to-run drift: on the 2-core CPU VM, reruns of
+unchanged code moved the median by up to 11% (results/cpu-2core/gate-trials.json, made by
+reports/gate_trials.py), so 5% there flags about one unchanged pair in ten.
+
 Files from different machines are refused (exit 2) unless ``--force``: GPU models, driver,
 launched world size, backend and interconnect profile must agree with the newest baseline
 file's (CPU model and core count too when there is no GPU; pytest-benchmark's CPU fields for
