@@ -160,7 +160,8 @@ def decide(baseline: Sequence[float], candidate: Sequence[float], rule: Rule = R
     p_faster = _one_sided_p(cand_rate, base_rate, "greater")
     ci = bootstrap_ratio_ci(baseline, candidate, CI_LEVEL, rule.resamples, rule.seed)
     p = p_slower if change < 0 else p_faster
-    size = f"{abs(change):.1%} {'slower' if change < 0 else 'faster'}"
+    size = (f"{abs(change):.1%} {'slower' if change < 0 else 'faster'}"
+            if abs(change) >= 0.0005 else "no change")
     if abs(change) <= rule.threshold:
         verdict, reason = "unchanged", f"{size}, within the {rule.threshold:.0%} threshold"
     elif p >= rule.alpha:
@@ -426,8 +427,10 @@ def write_summary(markdown: str, path: Path) -> None:
 
 
 def update_baseline(candidate: str | Path, baselines_dir: Path = BASELINES_DIR,
-                    force: bool = False) -> Path:
-    """Copy a result file to ``baselines_dir/<label>.json`` atomically; return the new path.
+                    force: bool = False) -> tuple[Path, ResultsFile]:
+    """Copy a result file to ``baselines_dir/<label>.json`` atomically.
+
+    Returns the baseline's path and the result file it was copied from.
 
     A folder stands for its newest result file. A partial run is refused unless ``force``.
     """
@@ -457,7 +460,7 @@ def update_baseline(candidate: str | Path, baselines_dir: Path = BASELINES_DIR,
     finally:
         if os.path.exists(temporary):
             os.unlink(temporary)
-    return target
+    return target, chosen
 
 
 # --- command line ---------------------------------------------------------------------------
@@ -531,10 +534,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def run(args: argparse.Namespace) -> int:
     if args.update_baseline:
-        target = update_baseline(args.update_baseline, args.baselines_dir, args.force)
-        written = load_results(target)
+        target, source = update_baseline(args.update_baseline, args.baselines_dir, args.force)
+        written = load_results(target)  # read back: the baseline on disk is a valid file
         print(f"wrote {target}: {len(written.benchmarks)} benchmarks of {written.label} "
-              f"from {args.update_baseline}")
+              f"from {source.path}")
         return 0
     base_files, cand_files, notes = comparable_files(
         load_side(args.baseline, "baseline"), load_side(args.candidate, "candidate"), args.force)
