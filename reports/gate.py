@@ -181,10 +181,12 @@ def threshold_for(group: str | None, default: float,
     return default
 
 
-def machine_identity(machine_info: dict, plain: bool = False) -> dict[str, object]:
+def machine_identity(machine_info: dict, plain: bool = False,
+                     with_cpu: bool = False) -> dict[str, object]:
     """The fields that make two results comparable, from ``machine_info``.
 
-    ``plain`` uses only what pytest-benchmark writes (for files without a fingerprint).
+    ``plain`` uses only what pytest-benchmark writes (for files without a fingerprint);
+    ``with_cpu`` adds the CPU model and core count (for runs without GPUs).
     """
     overlap = machine_info.get("overlap")
     if plain or not overlap:
@@ -195,18 +197,20 @@ def machine_identity(machine_info: dict, plain: bool = False) -> dict[str, objec
                 value = value.get(key) if isinstance(value, dict) else None
             identity[".".join(keys)] = value
         return identity
-    identity = {field: overlap.get(field) for field in MACHINE_FIELDS}
-    if not overlap.get("gpu_names"):
-        identity.update({field: overlap.get(field) for field in CPU_MACHINE_FIELDS})
-    return identity
+    fields = MACHINE_FIELDS + (CPU_MACHINE_FIELDS if with_cpu else ())
+    return {field: overlap.get(field) for field in fields}
 
 
 def machine_mismatches(baseline_info: dict, candidate_info: dict) -> list[tuple[str, object,
                                                                                  object]]:
     """(field, baseline value, candidate value) for every field that differs."""
-    plain = not (baseline_info.get("overlap") and candidate_info.get("overlap"))
-    base = machine_identity(baseline_info, plain)
-    cand = machine_identity(candidate_info, plain)
+    base_overlap, cand_overlap = baseline_info.get("overlap"), candidate_info.get("overlap")
+    plain = not (base_overlap and cand_overlap)
+    # The host CPU matters only where it does the work: when neither side used a GPU.
+    with_cpu = not plain and not base_overlap.get("gpu_names") and not cand_overlap.get(
+        "gpu_names")
+    base = machine_identity(baseline_info, plain, with_cpu)
+    cand = machine_identity(candidate_info, plain, with_cpu)
     return [(field, base.get(field), cand.get(field))
             for field in dict.fromkeys([*base, *cand]) if base.get(field) != cand.get(field)]
 
@@ -288,10 +292,8 @@ def merge_benchmarks(files: Sequence[ResultsFile]) -> dict[str, dict]:
     return benchmarks
 
 
-def describe_mismatches(mismatches: list[tuple[str, object, object]], first: str,
-                        second: str) -> str:
-    return "; ".join(f"{field} differs: {first} {a!r} vs {second} {b!r}"
-                     for field, a, b in mismatches)
+def describe_mismatches(mismatches: list[tuple[str, object, object]]) -> str:
+    return "; ".join(f"{field} {a!r} vs {b!r}" for field, a, b in mismatches)
 
 
 def comparable_files(baseline: list[ResultsFile], candidate: list[ResultsFile],
@@ -312,8 +314,8 @@ def comparable_files(baseline: list[ResultsFile], candidate: list[ResultsFile],
             if not found:
                 kept[side].append(results)
                 continue
-            problem = describe_mismatches(found, f"baseline ({reference.path})",
-                                          f"{side} ({results.path})")
+            problem = (f"baseline {reference.path} vs {side} {results.path} differ in "
+                       + describe_mismatches(found))
             if force:
                 kept[side].append(results)
                 notes.append(f"compared anyway (--force): {problem}")

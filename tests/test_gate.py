@@ -166,12 +166,12 @@ def test_mismatched_machines_are_refused_naming_the_field(tmp_path, capsys):
     code, out, err = run_gate(capsys, base, cand, "--summary", tmp_path / "s.md")
     assert code == 2
     assert len(err.strip().splitlines()) == 1
-    assert "backend differs" in err and "'gloo'" in err and "'mpi'" in err
+    assert "different machines" in err and "backend 'gloo' vs 'mpi'" in err
     assert not (tmp_path / "s.md").exists()
 
     code, out, err = run_gate(capsys, base, cand, "--force", "--summary", tmp_path / "s.md")
     assert code == 0
-    assert "compared anyway (--force): backend differs" in out
+    assert "compared anyway (--force): baseline" in out and "backend 'gloo' vs 'mpi'" in out
 
 
 def test_files_of_another_machine_in_a_folder_are_left_out(tmp_path, capsys):
@@ -184,7 +184,7 @@ def test_files_of_another_machine_in_a_folder_are_left_out(tmp_path, capsys):
                   GPU_MACHINE, created="2026-11-02T10:00:00+00:00")
     code, out, _ = run_gate(capsys, base, folder, "--summary", tmp_path / "s.md")
     assert code == 0
-    assert f"note: left out {old}: driver differs" in out
+    assert f"note: left out {old}: baseline {base} vs candidate {old} differ in driver" in out
 
 
 @pytest.mark.parametrize("field, value", [("gpu_names", ["NVIDIA H100"] * 4),
@@ -212,7 +212,7 @@ def test_plain_pytest_benchmark_files_compare_cpu_fields(tmp_path, capsys):
     cand = tmp_path / "b.json"
     cand.write_text(json.dumps(data))
     code, _, err = run_gate(capsys, base, cand, "--summary", tmp_path / "s.md")
-    assert code == 2 and "cpu.brand_raw differs" in err and "Intel Xeon" in err
+    assert code == 2 and "cpu.brand_raw 'AMD EPYC' vs 'Intel Xeon'" in err
 
 
 # --- malformed input ----------------------------------------------------------------------
