@@ -9,7 +9,7 @@ tensors: one parameter can span several chunks, which then become ready together
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -79,14 +79,22 @@ class FlatGradients:
         """Chunks still waiting for a gradient after backward: an unused parameter."""
         return [chunk for chunk, waiting in enumerate(self._pending) if waiting]
 
-    def on_chunk_ready(self, callback: Callable[[int], None]) -> None:
-        """Call ``callback(chunk)`` during backward once every gradient in the chunk is final."""
+    def on_chunk_ready(self, callback: Callable[[int], None],
+                       on_param: Callable[[int, torch.Tensor], None] | None = None) -> None:
+        """Call ``callback(chunk)`` during backward once every gradient in the chunk is final.
+
+        ``on_param(index, param)`` runs first for each parameter whose gradient is final, so
+        whatever it enqueues is ordered before the chunk's communication.
+        """
         for index, param in enumerate(self.params):
             self._hooks.append(param.register_post_accumulate_grad_hook(
-                lambda _param, owned=self.chunks_of[index]: self._accumulated(owned, callback)))
+                lambda param, index=index: self._accumulated(index, param, callback, on_param)))
 
-    def _accumulated(self, owned: Sequence[int], callback: Callable[[int], None]) -> None:
-        for chunk in owned:
+    def _accumulated(self, index: int, param: torch.Tensor, callback: Callable[[int], None],
+                     on_param: Callable[[int, torch.Tensor], None] | None) -> None:
+        if on_param is not None:
+            on_param(index, param)
+        for chunk in self.chunks_of[index]:
             self._pending[chunk] -= 1
             if self._pending[chunk] == 0:
                 callback(chunk)

@@ -15,6 +15,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from impl.finite import FiniteCheck
 from impl.gradients import FlatGradients
 from impl.timeline import Timeline, TimelineRecorder
 from impl.workloads import Batch, WorkloadConfig, check_batch, loss_fn
@@ -27,6 +28,9 @@ class StrategyOptions:
     ddp_bucket_mb: float | None = None  # ddp only: None derives the cap from ``chunks``
     synthetic_scale: float = 1.0  # synthetic only: multiplies the study's 300/200 ms
     synthetic_overlap: bool = True  # synthetic only: False runs the study's sequential model
+    # Check every gradient for NaN/Inf before it leaves the rank (impl/finite.py). It adds a
+    # CPU-GPU sync per step, so the suite's timed rounds turn it off; its checks keep it on.
+    check_finite: bool = True
 
 
 class Strategy(ABC):
@@ -93,7 +97,8 @@ class ChunkedGradientStrategy(Strategy):
     def __init__(self, model, workload, group, options):
         super().__init__(model, workload, group, options)
         self.flat = FlatGradients(model, options.chunks, workload.name)
-        self.flat.on_chunk_ready(self._record_ready)
+        self.finite = FiniteCheck(model, self.flat.params, group) if options.check_finite else None
+        self.flat.on_chunk_ready(self._record_ready, self.finite.record if self.finite else None)
 
     def _record_ready(self, chunk: int) -> None:
         ready = self.recorder.mark()
@@ -106,11 +111,15 @@ class ChunkedGradientStrategy(Strategy):
 
     def _step(self, batch: Batch) -> None:
         self.flat.zero_()
+        if self.finite is not None:
+            self.finite.reset()
         self._forward_backward(batch)
         if unfinished := self.flat.unfinished_chunks():
             raise RuntimeError(f"chunks {unfinished} never became ready: some parameters of "
                                f"workload {self.workload.name!r} got no gradient")
         self._communicate()
+        if self.finite is not None:
+            self.finite.verify(self.steps_done)
         self._sgd_update(1.0 / self.world_size)
 
     @abstractmethod

@@ -9,8 +9,10 @@ communication is not observable from outside, so its timeline has no communicati
 
 from __future__ import annotations
 
+import torch
 from torch.nn.parallel import DistributedDataParallel
 
+from impl.finite import NonFiniteGradient
 from impl.strategies.base import Strategy
 
 DDP_DEFAULT_BUCKET_MB = 25.0
@@ -44,4 +46,16 @@ class DDPStrategy(Strategy):
         self._forward_backward(batch, module=self.ddp)  # buckets are reduced inside backward
         self.recorder.add("compute", "backward + all-reduce (ddp)", None, self._backward_start,
                           self.recorder.mark())
+        if self.options.check_finite:
+            self._check_averaged_gradients()
         self._sgd_update(1.0)  # DDP already averaged the gradients
+
+    def _check_averaged_gradients(self) -> None:
+        """DDP averages inside backward, so only the averaged gradients can be checked."""
+        bad = [name for name, p in self.model.named_parameters()
+               if p.grad is not None and not torch.isfinite(p.grad).all()]
+        if bad:
+            raise NonFiniteGradient(
+                f"step {self.steps_done} (counting from 0): non-finite gradients after DDP's "
+                f"averaging in {', '.join(bad[:5])}; DDP does not show which rank produced "
+                "them; the update was skipped on every rank")
