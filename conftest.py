@@ -26,14 +26,14 @@ from impl.workloads import PRESETS
 SUITE_MODES = ("quick", "default", "full")
 
 
-def _csv(kind: str, choices, convert=str):
+def _csv(kind: str, choices, convert=str, allowed: str = ""):
     def parse(text: str) -> list:
         values = []
         for item in filter(None, (t.strip() for t in text.split(","))):
             try:
                 value = convert(item)
             except ValueError:
-                raise pytest.UsageError(f"--{kind}: {item!r} is not a valid value") from None
+                raise pytest.UsageError(f"--{kind}: {item!r} is not {allowed}") from None
             if choices is not None and value not in choices:
                 raise pytest.UsageError(f"--{kind}: {item!r} is not one of "
                                         f"{', '.join(map(str, choices))}")
@@ -91,14 +91,21 @@ def _validate(config) -> dict:
         "strategies": options.strategies and _csv("strategies", list(STRATEGIES))(
             options.strategies),
         "workloads": options.workloads and _csv("workloads", list(PRESETS))(options.workloads),
-        "chunks": options.chunks and _csv("chunks", None, _chunk)(options.chunks),
-        "world_sizes": options.world_sizes and _csv("world-sizes", None, _world)(
-            options.world_sizes),
+        "chunks": options.chunks and _csv("chunks", None, _chunk,
+                                          f"an integer from 1 to {MAX_CHUNKS}")(options.chunks),
+        "world_sizes": options.world_sizes and _csv("world-sizes", None, _world,
+                                                    "an integer ≥ 1")(options.world_sizes),
     }
     return parsed
 
 
 def pytest_configure(config):
+    from impl.settings import check_environment
+
+    try:
+        check_environment()
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
     config.suite_choices = _validate(config)
     config.suite_rank = _rank()
     if config.suite_rank != 0:

@@ -28,6 +28,7 @@ from impl.atomic import write_json_atomic
 from impl.fingerprint import machine_label
 from impl.metrics import STEP_FIELDS
 from impl.profiles import ALWAYS, PROFILES, check_profile
+from impl.settings import check_environment
 
 SUITE_FILES = ("suite/bench_overlap.py", "suite/bench_allreduce.py", "suite/bench_synthetic.py")
 GPU_ONLY_FILES = ("suite/bench_gemm.py",)
@@ -160,6 +161,11 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 
 def main(argv: list[str] | None = None) -> int:
     args, pytest_args = parse(sys.argv[1:] if argv is None else argv)
+    try:
+        check_environment()
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     mode = args.mode or "default"
     gpus = capabilities.gpu_count()
     if args.profiles:
