@@ -55,23 +55,26 @@ def is_open_mpi(launcher: str) -> bool:
 
 
 def plan(mode: str, profiles: list[str], gpus: int, workdir: Path, stamp: str,
-         pytest_args: list[str]) -> list[Pass]:
+         pytest_args: list[str], skip_mpi: bool = False) -> list[Pass]:
     ranks = gpus or CPU_RANKS
     common = ["-p", "no:cacheprovider", "--suite-mode", mode, "-v", *pytest_args]
     passes = []
-    for index, profile in enumerate(profiles):
-        files = [*SUITE_FILES, *(GPU_ONLY_FILES if gpus and index == 0 else ())]
+    for profile in profiles:
+        files = [*SUITE_FILES, *(GPU_ONLY_FILES if gpus else ())]
         narrowed = []
-        if index > 0:  # slower fabrics: the reference workload over several ranks only
+        if profile != "nvlink":  # slower fabrics: the reference workload over several ranks
             narrowed = ["--strategies", "sequential,chunked,ddp", "--world-sizes",
-                        ",".join(str(w) for w in (2, 4, 8) if w <= ranks)]
+                        ",".join(str(w) for w in (2, 4, 8) if w <= ranks),
+                        "--workloads", "mlp_8192x12_bf16"]
             files = ["suite/bench_overlap.py", "suite/bench_allreduce.py"]
         output = workdir / f".{stamp}-{profile}.json.tmp"
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                    f"--nproc-per-node={ranks}", "--local-ranks-filter=0", "-m", "pytest",
                    *files, *common, *narrowed, "--results-json", str(output)]
         passes.append(Pass(f"torchrun {profile}", command, {"OVERLAP_PROFILE": profile}, output))
-    if capabilities.missing_mpi() is None:
+    if skip_mpi:
+        print("[suite] mpi pass skipped: --skip-mpi", flush=True)
+    elif capabilities.missing_mpi() is None:
         launcher = capabilities.mpi_launcher()
         extra = ["--allow-run-as-root", "--oversubscribe"] if is_open_mpi(launcher) else []
         output = workdir / f".{stamp}-mpi.json.tmp"
@@ -154,6 +157,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
                         help=f"comma-separated interconnect profiles from {', '.join(PROFILES)} "
                              "(GPU default: nvlink,socket; full: nvlink,shm,socket)")
     parser.add_argument("--results-dir", default="results")
+    parser.add_argument("--skip-mpi", action="store_true", help="leave out the mpirun pass")
     args, unknown = parser.parse_known_args(argv)
     # Anything not for the launcher goes to pytest (-k, --workloads, ...).
     return args, [*unknown, *pytest_args]
@@ -187,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     if not gpus:
         env.setdefault("OMP_NUM_THREADS", "1")  # 2 ranks on 2 cores: one thread each
 
-    passes = plan(mode, profiles, gpus, workdir, stamp, pytest_args)
+    passes = plan(mode, profiles, gpus, workdir, stamp, pytest_args, args.skip_mpi)
     started = time.monotonic()
     codes = [run_pass(step, env) for step in passes]
     merged = merge(passes, codes, command, label)
