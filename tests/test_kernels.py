@@ -22,7 +22,10 @@ the entries (about sqrt(k)), well above these bounds at every tested k.
 from __future__ import annotations
 
 import math
+import signal
 import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -31,6 +34,7 @@ import torch
 from impl.capabilities import missing_gpu, missing_nvcc
 from impl.kernels import CUDA_SOURCES, SOURCE_DIR, build_key, ops, peaks
 
+ROOT = Path(__file__).resolve().parent.parent
 CU_FILES = sorted(SOURCE_DIR.glob("*.cu"))
 # What torch's JIT build adds to every nvcc command (torch.utils.cpp_extension's
 # COMMON_NVCC_FLAGS): the kernels must not rely on implicit half/bfloat16 conversions.
@@ -44,6 +48,7 @@ TORCH_NVCC_DEFINES = (
 
 NVCC_SKIP = missing_nvcc()
 GPU_SKIP = missing_gpu() or missing_nvcc()  # the JIT build needs nvcc too
+TWO_GPU_SKIP = missing_gpu(2) or missing_nvcc()
 
 U32 = 2.0**-24
 UNIT_ROUNDOFF = {torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}
@@ -104,10 +109,16 @@ def test_unknown_version_names_value_and_choices() -> None:
 
 def test_version_rejects_dtype_it_lacks() -> None:
     a = torch.ones(2, 2)
-    with pytest.raises(TypeError, match=r"v4 does not take torch.float32.*torch.bfloat16"):
+    with pytest.raises(TypeError, match=r"gemm v4: a has dtype torch.float32; allowed: "
+                                        r"torch.bfloat16, torch.float16"):
         ops.gemm(a, a, "v4")
-    with pytest.raises(TypeError, match=r"v1 does not take torch.bfloat16.*torch.float32"):
+    with pytest.raises(TypeError, match=r"gemm v1: a has dtype torch.bfloat16; allowed: "
+                                        r"torch.float32"):
         ops.gemm(a.bfloat16(), a.bfloat16(), "v1")
+    with pytest.raises(TypeError, match=r"cublas does not take torch.float64.*torch.float32"):
+        ops.gemm(a.double(), a.double(), "cublas")
+    with pytest.raises(TypeError, match=r"v4 does not take torch.float32.*torch.bfloat16"):
+        ops.check_version("v4", torch.float32)
 
 
 def test_every_version_has_dtypes() -> None:
@@ -302,42 +313,193 @@ def test_seed_step_matches_float64_step() -> None:
     assert float((lr * grad_w64).abs().median()) > 10 * float(bound.median())
 
 
-def _cuda(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    return torch.ones(*shape, device="cuda", dtype=dtype)
+# --- bad input: ops.py's checks everywhere, the extension's own checks on the GPU ------------
 
 
+def _ones(device: str, *shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return torch.ones(*shape, device=device, dtype=dtype)
+
+
+def _meta(*shape: int) -> torch.Tensor:
+    """Shape and dtype without storage: the size limits, without allocating 8 GiB."""
+    return torch.empty(*shape, device="meta")
+
+
+BF16, F16, F64 = torch.bfloat16, torch.float16, torch.float64
+# (ops function, its arguments made on a device, exception, message pattern). ops.py
+# checks the device last, so each case raises the same error whether its tensors are made
+# on the CPU or on a GPU: CI runs them all on the CPU, the GPU machine on both.
+# bindings.cpp makes the same checks in the same order with the same messages
+# (test_raw_extension_*).
 BAD_INPUTS = [
-    # (function, args, exception, message pattern)
-    ("gemm_v1", lambda: (_cuda(4, 4, dtype=torch.float64), _cuda(4, 4, dtype=torch.float64)),
+    ("gemm", lambda d: (_ones(d, 4, 4, dtype=F64), _ones(d, 4, 4, dtype=F64), "v1"),
      TypeError, r"gemm v1: a has dtype torch.float64; allowed: torch.float32"),
-    ("gemm_v4", lambda: (_cuda(4, 4), _cuda(4, 4)),
+    ("gemm", lambda d: (_ones(d, 4, 4), _ones(d, 4, 4), "v4"),
      TypeError, r"gemm v4: a has dtype torch.float32; allowed: torch.bfloat16, torch.float16"),
-    ("gemm_v5", lambda: (_cuda(4, 4, dtype=torch.bfloat16), _cuda(4, 4, dtype=torch.float16)),
-     TypeError, r"one dtype; got torch.bfloat16 and torch.float16"),
-    ("gemm_v2", lambda: (_cuda(4, 6).t(), _cuda(4, 4)),
-     ValueError, r"gemm v2: a must be contiguous.*strides"),
-    ("gemm_v3", lambda: (_cuda(4, 5), _cuda(6, 7)),
-     ValueError, r"inner dimensions differ: a is \[4, 5\], b is \[6, 7\]"),
-    ("gemm_v1", lambda: (torch.ones(4, 4), torch.ones(4, 4)),
-     ValueError, r"gemm v1: a must be a CUDA tensor; got device cpu"),
-    ("gemm_v4", lambda: (_cuda(8, dtype=torch.bfloat16), _cuda(8, 8, dtype=torch.bfloat16)),
+    ("gemm", lambda d: (_ones(d, 4, 4), _ones(d, 4, 4, dtype=BF16), "v1"),
+     TypeError, r"gemm v1: b has dtype torch.bfloat16; allowed: torch.float32"),
+    ("gemm", lambda d: (_ones(d, 4, 4, dtype=BF16), _ones(d, 4, 4, dtype=F16), "v5"),
+     TypeError, r"gemm v5: a and b must have one dtype; got torch.bfloat16 and torch.float16"),
+    ("gemm", lambda d: (_ones(d, 4, 6).t(), _ones(d, 4, 4), "v2"),
+     ValueError, r"gemm v2: a must be contiguous \(row-major\); got shape \[6, 4\] with "
+                 r"strides \[1, 6\]; call \.contiguous\(\) first"),
+    ("gemm", lambda d: (_ones(d, 4, 5), _ones(d, 6, 7), "v3"),
+     ValueError, r"gemm v3: inner dimensions differ: a is \[4, 5\], b is \[6, 7\] "
+                 r"\(need a\.shape\[1\] == b\.shape\[0\]\)"),
+    ("gemm", lambda d: (_ones(d, 8, dtype=BF16), _ones(d, 8, 8, dtype=BF16), "v4"),
      ValueError, r"gemm v4: a must be 2-D \(a matrix\); got shape \[8\]"),
-    ("seed_forward", lambda: (_cuda(8, 4), _cuda(5, 4)),
-     ValueError, r"seed_forward: x is \[8, 4\], w is \[5, 4\]"),
-    ("seed_weight_grad", lambda: (_cuda(8, 4), _cuda(7, 4)),
-     ValueError, r"seed_weight_grad: x is \[8, 4\], grad_out is \[7, 4\]"),
-    ("seed_sgd_", lambda: (_cuda(8, 4), _cuda(4, 8), 0.1),
-     ValueError, r"seed_sgd_: w is \[8, 4\], grad is \[4, 8\]"),
+    ("gemm", lambda d: (_ones(d, 4, 4), _ones(d, 4, 4).to_sparse(), "v1"),
+     ValueError, r"gemm v1: b must be a dense \(strided\) tensor; got layout torch.sparse_coo"),
+    ("gemm", lambda d: (_meta(2**30 + 1, 1), _meta(1, 1), "v1"),
+     ValueError, r"gemm v1: a has shape \[1073741825, 1\]; every dimension must be at most 2\^30"),
+    ("gemm", lambda d: (_meta(2**16, 2**16), _meta(2**16, 1), "v3"),
+     ValueError, r"gemm v3: a has 4294967296 elements; at most 2147483647 are supported"),
+    ("gemm", lambda d: (_meta(2**16, 1), _meta(1, 2**16), "v2"),
+     ValueError, r"gemm v2: output 65536x65536 has more than 2147483647 elements"),
+    ("gemm", lambda d: (torch.ones(4, 4), torch.ones(4, 4), "v1"),
+     ValueError, r"gemm v1: a must be a CUDA tensor; got device cpu"),
+    ("gemm", lambda d: (_meta(4, 4), _meta(4, 4), "v3"),
+     ValueError, r"gemm v3: a must be a CUDA tensor; got device meta"),
+    ("seed_forward", lambda d: (_ones(d, 8, 4), _ones(d, 5, 4)),
+     ValueError, r"seed_forward: x is \[8, 4\], w is \[5, 4\] "
+                 r"\(need x\.shape\[1\] == w\.shape\[0\]\)"),
+    ("seed_forward", lambda d: (_ones(d, 8, 4, dtype=BF16), _ones(d, 4, 4)),
+     TypeError, r"seed_forward: x has dtype torch.bfloat16; allowed: torch.float32"),
+    ("seed_weight_grad", lambda d: (_ones(d, 8, 4), _ones(d, 7, 4)),
+     ValueError, r"seed_weight_grad: x is \[8, 4\], grad_out is \[7, 4\] \(need the same number "
+                 r"of rows\)"),
+    ("seed_sgd_", lambda d: (_ones(d, 8, 4), _ones(d, 4, 8), 0.1),
+     ValueError, r"seed_sgd_: w is \[8, 4\], grad is \[4, 8\] \(need the same shape\)"),
+    ("seed_sgd_", lambda d: (_ones(d, 8, 4), _ones(d, 8, 4).t(), 0.1),
+     ValueError, r"seed_sgd_: grad must be contiguous"),
 ]
+BAD_INPUT_IDS = [f"{case[0]}-{i}" for i, case in enumerate(BAD_INPUTS)]
 
 
-@pytest.mark.parametrize(
-    ("function", "make_args", "error", "pattern"),
-    BAD_INPUTS,
-    ids=[f"{case[0]}-{i}" for i, case in enumerate(BAD_INPUTS)],
-)
+def _not_reached() -> None:
+    raise AssertionError("ops.py called the extension with arguments it should have rejected")
+
+
+@pytest.mark.parametrize(("function", "make_args", "error", "pattern"), BAD_INPUTS,
+                         ids=BAD_INPUT_IDS)
+def test_ops_reject_bad_input_on_cpu(function, make_args, error, pattern,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # The extension is never loaded: ops.py rejects every case itself.
+    monkeypatch.setattr(ops, "_extension", _not_reached)
+    with pytest.raises(error, match=pattern):
+        getattr(ops, function)(*make_args("cpu"))
+
+
+@pytest.mark.parametrize(("function", "make_args", "error", "pattern"), BAD_INPUTS,
+                         ids=BAD_INPUT_IDS)
 @pytest.mark.gpu
 @pytest.mark.skipif(GPU_SKIP is not None, reason=str(GPU_SKIP))
-def test_bindings_reject_bad_input(ext, function, make_args, error, pattern) -> None:
+def test_ops_reject_bad_input_on_cuda(function, make_args, error, pattern,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ops, "_extension", _not_reached)
     with pytest.raises(error, match=pattern):
-        getattr(ext, function)(*make_args())
+        getattr(ops, function)(*make_args("cuda"))
+
+
+def test_ops_reject_a_non_tensor() -> None:
+    with pytest.raises(TypeError, match=r"seed_forward: w must be a torch.Tensor; got list"):
+        ops.seed_forward(torch.ones(2, 2), [[1.0, 0.0], [0.0, 1.0]])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(GPU_SKIP is not None, reason=str(GPU_SKIP))
+def test_ops_reject_operand_left_on_the_cpu() -> None:
+    with pytest.raises(ValueError, match=r"gemm v1: b must be a CUDA tensor; got device cpu"):
+        ops.gemm(_ones("cuda", 4, 4), torch.ones(4, 4), "v1")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(TWO_GPU_SKIP is not None, reason=str(TWO_GPU_SKIP))
+def test_ops_reject_operands_on_two_gpus() -> None:
+    with pytest.raises(ValueError, match=r"seed_forward: operands on different devices "
+                                         r"\(cuda:0 and cuda:1\)"):
+        ops.seed_forward(_ones("cuda:0", 4, 4), _ones("cuda:1", 4, 4))
+
+
+def _run_python(code: str) -> subprocess.CompletedProcess[str]:
+    """``code`` in a fresh interpreter at the repository root, with faulthandler on: a
+    crash of the extension fails the calling test instead of killing pytest."""
+    return subprocess.run([sys.executable, "-X", "faulthandler", "-c", textwrap.dedent(code)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+
+
+def _exit_report(result: subprocess.CompletedProcess[str]) -> str:
+    if result.returncode < 0:
+        try:
+            how = f"killed by {signal.Signals(-result.returncode).name}"
+        except ValueError:
+            how = f"killed by signal {-result.returncode}"
+    else:
+        how = f"exit status {result.returncode}"
+    return (f"subprocess {how}\n--- stdout ---\n{result.stdout[-4000:]}"
+            f"\n--- stderr ---\n{result.stderr[-4000:]}")
+
+
+@pytest.mark.usefixtures("ext")  # built here first, so the subprocess only loads it
+@pytest.mark.gpu
+@pytest.mark.skipif(GPU_SKIP is not None, reason=str(GPU_SKIP))
+def test_raw_extension_raises_type_error_for_bad_dtype() -> None:
+    # The case that segfaulted the interpreter while bindings.cpp threw c10 errors
+    # (TORCH_CHECK_TYPE): the extension itself, past ops.py's checks, must raise a
+    # TypeError and leave the process healthy.
+    result = _run_python("""
+        import torch
+        from impl.kernels import load
+
+        ext = load()
+        a = torch.ones(4, 4, device="cuda", dtype=torch.float64)
+        try:
+            ext.gemm_v1(a, a)
+        except TypeError as error:
+            print(f"TypeError: {error}")
+        else:
+            raise SystemExit("gemm_v1 accepted float64 operands")
+        b = torch.ones(4, 4, device="cuda")
+        assert torch.equal(ext.gemm_v1(b, b), b @ b), "gemm_v1 is wrong after the error"
+        print("valid call ok")
+    """)
+    assert result.returncode == 0, _exit_report(result)
+    assert "TypeError: gemm v1: a has dtype torch.float64; allowed: torch.float32" in (
+        result.stdout), _exit_report(result)
+    assert "valid call ok" in result.stdout, _exit_report(result)
+
+
+def _raw_call(ext, function: str, args: tuple):
+    """The extension's function behind ``ops.<function>(*args)``, called directly."""
+    if function == "gemm":
+        *operands, version = args
+        return getattr(ext, f"gemm_{version}")(*operands)
+    return getattr(ext, function)(*args)
+
+
+@pytest.mark.usefixtures("ext")
+@pytest.mark.gpu
+@pytest.mark.skipif(GPU_SKIP is not None, reason=str(GPU_SKIP))
+def test_raw_extension_rejects_bad_input_like_ops() -> None:
+    # bindings.cpp's checks, the second line of defence, raise what ops.py raises: same
+    # exception types, same messages, for every case of BAD_INPUTS made on the GPU.
+    result = _run_python("""
+        import re
+        from impl.kernels import load
+        from tests.test_kernels import BAD_INPUT_IDS, BAD_INPUTS, _raw_call
+
+        ext = load()
+        for case_id, (function, make_args, error, pattern) in zip(BAD_INPUT_IDS, BAD_INPUTS):
+            print(case_id, end=": ", flush=True)
+            try:
+                _raw_call(ext, function, make_args("cuda"))
+            except Exception as raised:
+                ok = type(raised) is error and re.search(pattern, str(raised))
+                print("ok" if ok else f"MISMATCH {type(raised).__name__}: {raised}", flush=True)
+            else:
+                print("MISMATCH no exception", flush=True)
+    """)
+    assert result.returncode == 0, _exit_report(result)
+    lines = result.stdout.splitlines()
+    assert len(lines) == len(BAD_INPUTS), _exit_report(result)
+    assert all(line.endswith(": ok") for line in lines), _exit_report(result)

@@ -5,6 +5,18 @@
 // for a wrong dtype, ValueError for a wrong device, layout or shape, RuntimeError for a
 // failed launch.
 //
+// impl/kernels/ops.py makes the same checks, with the same messages and in the same
+// order, before it calls in here; these are the second line of defence for direct calls.
+// They raise Python exceptions themselves (PyErr_SetString, then py::error_already_set)
+// instead of throwing c10 exceptions: on the GPU machine (torch 2.11, extension built by
+// another g++ than torch's) a failed TORCH_CHECK_TYPE here killed the interpreter with a
+// segmentation fault instead of raising TypeError; the root cause is not established.
+// pybind11's dispatcher catches error_already_set by type and restores the error it
+// carries; every other exception (c10's, and also pybind11's own py::type_error and
+// py::value_error) is rethrown through the exception translators in pybind11's internals,
+// which torch's extension machinery shares. So this path needs neither c10's exception
+// types nor anyone's translator.
+//
 // Only c10/cuda headers (not ATen/cuda/CUDAContext.h): they need cuda_runtime_api.h
 // alone, not the cuBLAS/cuSPARSE headers a bare CUDA toolkit may lack.
 // c10::cuda::getCurrentCUDAStream() is the stream at::cuda::getCurrentCUDAStream() returns.
@@ -27,13 +39,52 @@ namespace {
 // matrix at most INT_MAX elements.
 constexpr int64_t kMaxDim = int64_t{1} << 30;
 
+// Raises the Python exception `type` with the parts streamed into one message, through
+// py::error_already_set (see the header comment). The bound functions run with the GIL
+// held, as PyErr_SetString and error_already_set need.
+template <typename... Parts>
+[[noreturn]] void raise_error(PyObject* type, const Parts&... parts) {
+  std::ostringstream message;
+  (message << ... << parts);
+  PyErr_SetString(type, message.str().c_str());
+  throw py::error_already_set();
+}
+
+// As Python prints them (str(torch.float32)), so the messages match ops.py's.
 std::string dtype_name(at::ScalarType dtype) {
   switch (dtype) {
     case at::kFloat: return "torch.float32";
     case at::kDouble: return "torch.float64";
     case at::kBFloat16: return "torch.bfloat16";
     case at::kHalf: return "torch.float16";
+    case at::kByte: return "torch.uint8";
+    case at::kChar: return "torch.int8";
+    case at::kShort: return "torch.int16";
+    case at::kInt: return "torch.int32";
+    case at::kLong: return "torch.int64";
+    case at::kBool: return "torch.bool";
+    case at::kComplexFloat: return "torch.complex64";
+    case at::kComplexDouble: return "torch.complex128";
     default: return std::string("torch.") + c10::toString(dtype);
+  }
+}
+
+// As Python prints them (str(torch.sparse_coo)), for the layout error.
+std::string layout_name(at::Layout layout) {
+  switch (layout) {
+    case at::kStrided: return "torch.strided";
+    case at::kSparse: return "torch.sparse_coo";
+    case at::kSparseCsr: return "torch.sparse_csr";
+    case at::kSparseCsc: return "torch.sparse_csc";
+    case at::kSparseBsr: return "torch.sparse_bsr";
+    case at::kSparseBsc: return "torch.sparse_bsc";
+    case at::kMkldnn: return "torch._mkldnn";
+    case at::kJagged: return "torch.jagged";
+    default: {
+      std::ostringstream out;
+      out << layout;
+      return out.str();
+    }
   }
 }
 
@@ -47,38 +98,61 @@ std::string dtype_list(std::initializer_list<at::ScalarType> dtypes) {
   return out.str();
 }
 
-// A dense row-major matrix (matrix == false: a dense tensor of any shape) on a CUDA device.
+// A dense row-major matrix (matrix == false: a dense tensor of any shape). Everything but
+// the device, which check_devices checks once the operands agree (ops._validate's order).
 void check_operand(const char* op, const char* name, const at::Tensor& t,
                    std::initializer_list<at::ScalarType> dtypes, bool matrix = true) {
-  TORCH_CHECK_VALUE(t.is_cuda(), op, ": ", name, " must be a CUDA tensor; got device ",
-                    t.device());
   bool dtype_ok = false;
   for (at::ScalarType dtype : dtypes) dtype_ok = dtype_ok || t.scalar_type() == dtype;
-  TORCH_CHECK_TYPE(dtype_ok, op, ": ", name, " has dtype ", dtype_name(t.scalar_type()),
-                   "; allowed: ", dtype_list(dtypes));
-  if (matrix) {
-    TORCH_CHECK_VALUE(t.dim() == 2, op, ": ", name, " must be 2-D (a matrix); got shape ",
-                      t.sizes());
+  if (!dtype_ok) {
+    raise_error(PyExc_TypeError, op, ": ", name, " has dtype ", dtype_name(t.scalar_type()),
+                "; allowed: ", dtype_list(dtypes));
   }
-  TORCH_CHECK_VALUE(t.is_contiguous(), op, ": ", name,
-                    " must be contiguous (row-major); got shape ", t.sizes(), " with strides ",
-                    t.strides(), "; call .contiguous() first");
+  if (t.layout() != at::kStrided) {
+    raise_error(PyExc_ValueError, op, ": ", name, " must be a dense (strided) tensor; got layout ",
+                layout_name(t.layout()));
+  }
+  if (matrix && t.dim() != 2) {
+    raise_error(PyExc_ValueError, op, ": ", name, " must be 2-D (a matrix); got shape ", t.sizes());
+  }
+  if (!t.is_contiguous()) {
+    raise_error(PyExc_ValueError, op, ": ", name, " must be contiguous (row-major); got shape ",
+                t.sizes(), " with strides ", t.strides(), "; call .contiguous() first");
+  }
   for (int64_t d = 0; d < t.dim(); ++d) {
-    TORCH_CHECK_VALUE(t.size(d) <= kMaxDim, op, ": ", name, " has shape ", t.sizes(),
-                      "; every dimension must be at most 2^30");
+    if (t.size(d) > kMaxDim) {
+      raise_error(PyExc_ValueError, op, ": ", name, " has shape ", t.sizes(),
+                  "; every dimension must be at most 2^30");
+    }
   }
-  TORCH_CHECK_VALUE(t.numel() <= INT_MAX, op, ": ", name, " has ", t.numel(),
-                    " elements; at most ", INT_MAX, " are supported");
+  if (t.numel() > INT_MAX) {
+    raise_error(PyExc_ValueError, op, ": ", name, " has ", t.numel(), " elements; at most ",
+                INT_MAX, " are supported");
+  }
 }
 
-void check_same_device(const char* op, const at::Tensor& a, const at::Tensor& b) {
-  TORCH_CHECK_VALUE(a.device() == b.device(), op, ": operands on different devices (",
-                    a.device(), " and ", b.device(), ")");
+// Both operands on one CUDA device: the last check before the launch.
+void check_devices(const char* op, const char* name1, const at::Tensor& t1, const char* name2,
+                   const at::Tensor& t2) {
+  if (!t1.is_cuda()) {
+    raise_error(PyExc_ValueError, op, ": ", name1, " must be a CUDA tensor; got device ",
+                t1.device());
+  }
+  if (!t2.is_cuda()) {
+    raise_error(PyExc_ValueError, op, ": ", name2, " must be a CUDA tensor; got device ",
+                t2.device());
+  }
+  if (t1.device() != t2.device()) {
+    raise_error(PyExc_ValueError, op, ": operands on different devices (", t1.device(), " and ",
+                t2.device(), ")");
+  }
 }
 
 void check_launch(const char* op, cudaError_t status, int64_t m, int64_t n, int64_t k) {
-  TORCH_CHECK(status == cudaSuccess, op, " failed to launch for m=", m, ", n=", n, ", k=", k,
-              ": ", cudaGetErrorName(status), " (", cudaGetErrorString(status), ")");
+  if (status != cudaSuccess) {
+    raise_error(PyExc_RuntimeError, op, " failed to launch for m=", m, ", n=", n, ", k=", k, ": ",
+                cudaGetErrorName(status), " (", cudaGetErrorString(status), ")");
+  }
 }
 
 cudaStream_t current_stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
@@ -88,13 +162,19 @@ void check_gemm(const char* op, const at::Tensor& a, const at::Tensor& b,
                 std::initializer_list<at::ScalarType> dtypes) {
   check_operand(op, "a", a, dtypes);
   check_operand(op, "b", b, dtypes);
-  check_same_device(op, a, b);
-  TORCH_CHECK_TYPE(a.scalar_type() == b.scalar_type(), op, ": a and b must have one dtype; got ",
-                   dtype_name(a.scalar_type()), " and ", dtype_name(b.scalar_type()));
-  TORCH_CHECK_VALUE(a.size(1) == b.size(0), op, ": inner dimensions differ: a is ", a.sizes(),
-                    ", b is ", b.sizes(), " (need a.shape[1] == b.shape[0])");
-  TORCH_CHECK_VALUE(a.size(0) * b.size(1) <= INT_MAX, op, ": output ", a.size(0), "x",
-                    b.size(1), " has more than ", INT_MAX, " elements");
+  if (a.scalar_type() != b.scalar_type()) {
+    raise_error(PyExc_TypeError, op, ": a and b must have one dtype; got ",
+                dtype_name(a.scalar_type()), " and ", dtype_name(b.scalar_type()));
+  }
+  if (a.size(1) != b.size(0)) {
+    raise_error(PyExc_ValueError, op, ": inner dimensions differ: a is ", a.sizes(), ", b is ",
+                b.sizes(), " (need a.shape[1] == b.shape[0])");
+  }
+  if (a.size(0) * b.size(1) > INT_MAX) {
+    raise_error(PyExc_ValueError, op, ": output ", a.size(0), "x", b.size(1), " has more than ",
+                INT_MAX, " elements");
+  }
+  check_devices(op, "a", a, "b", b);
 }
 
 using GemmF32 = cudaError_t (*)(const float*, const float*, float*, int, int, int,
@@ -151,9 +231,11 @@ at::Tensor seed_forward(const at::Tensor& x, const at::Tensor& w) {
   constexpr const char* op = "seed_forward";
   check_operand(op, "x", x, {at::kFloat});
   check_operand(op, "w", w, {at::kFloat});
-  check_same_device(op, x, w);
-  TORCH_CHECK_VALUE(x.size(1) == w.size(0), op, ": x is ", x.sizes(), ", w is ", w.sizes(),
-                    " (need x.shape[1] == w.shape[0])");
+  if (x.size(1) != w.size(0)) {
+    raise_error(PyExc_ValueError, op, ": x is ", x.sizes(), ", w is ", w.sizes(),
+                " (need x.shape[1] == w.shape[0])");
+  }
+  check_devices(op, "x", x, "w", w);
   const c10::cuda::CUDAGuard device_guard(x.device());
   at::Tensor y = at::empty({x.size(0), w.size(1)}, x.options());
   if (y.numel() == 0) return y;
@@ -171,9 +253,11 @@ at::Tensor seed_weight_grad(const at::Tensor& x, const at::Tensor& grad_out) {
   constexpr const char* op = "seed_weight_grad";
   check_operand(op, "x", x, {at::kFloat});
   check_operand(op, "grad_out", grad_out, {at::kFloat});
-  check_same_device(op, x, grad_out);
-  TORCH_CHECK_VALUE(x.size(0) == grad_out.size(0), op, ": x is ", x.sizes(), ", grad_out is ",
-                    grad_out.sizes(), " (need the same number of rows)");
+  if (x.size(0) != grad_out.size(0)) {
+    raise_error(PyExc_ValueError, op, ": x is ", x.sizes(), ", grad_out is ", grad_out.sizes(),
+                " (need the same number of rows)");
+  }
+  check_devices(op, "x", x, "grad_out", grad_out);
   const c10::cuda::CUDAGuard device_guard(x.device());
   at::Tensor grad_w = at::empty({x.size(1), grad_out.size(1)}, x.options());
   if (grad_w.numel() == 0) return grad_w;
@@ -192,9 +276,11 @@ void seed_sgd_(const at::Tensor& w, const at::Tensor& grad, double lr) {
   constexpr const char* op = "seed_sgd_";
   check_operand(op, "w", w, {at::kFloat}, /*matrix=*/false);
   check_operand(op, "grad", grad, {at::kFloat}, /*matrix=*/false);
-  check_same_device(op, w, grad);
-  TORCH_CHECK_VALUE(w.sizes() == grad.sizes(), op, ": w is ", w.sizes(), ", grad is ",
-                    grad.sizes(), " (need the same shape)");
+  if (w.sizes() != grad.sizes()) {
+    raise_error(PyExc_ValueError, op, ": w is ", w.sizes(), ", grad is ", grad.sizes(),
+                " (need the same shape)");
+  }
+  check_devices(op, "w", w, "grad", grad);
   const c10::cuda::CUDAGuard device_guard(w.device());
   if (w.numel() == 0) return;
   check_launch(op,

@@ -6,13 +6,21 @@ Reference first (``"cublas"`` is ``torch.matmul``), then the ladder of gemm.cu:
     c = ops.gemm(a, b, "v3")                     # fp32, register-blocked
     c = ops.gemm(a.bfloat16(), b.bfloat16(), "v5")
 
-Names and dtypes are checked here, before anything is compiled, so a typo fails at once
-(also on a CPU-only machine); devices, layouts and shapes are checked by bindings.cpp.
+Every argument is checked here, in Python, before the extension is loaded or called:
+version names, dtypes, layouts, shapes and size limits first, the device last, so a
+mistake fails at once with a TypeError or ValueError that names the operation, the bad
+value and what is allowed, on a CPU-only machine too (only the device check needs a GPU
+to pass). bindings.cpp repeats the same checks with the same messages as a second line
+of defence for direct calls of the extension, raising them as Python errors itself: on
+the GPU machine (torch 2.11, extension built with another g++ than torch's) a c10
+exception (TORCH_CHECK) thrown by the extension crashed the interpreter with a
+segmentation fault instead of raising; the root cause is not established.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from types import MappingProxyType, ModuleType
 
 import torch
@@ -33,6 +41,12 @@ GEMM_DTYPES: Mapping[str, tuple[torch.dtype, ...]] = MappingProxyType({
 })
 
 
+#: Kernels index with 32-bit sizes (launchers.h): every dimension at most 2^30, every
+#: operand at most INT_MAX elements. bindings.cpp enforces the same limits.
+MAX_DIM = 2**30
+MAX_ELEMENTS = 2**31 - 1
+
+
 def _extension() -> ModuleType:
     return load()
 
@@ -46,26 +60,114 @@ def check_version(version: str, dtype: torch.dtype | None = None) -> None:
         raise TypeError(f"GEMM {version} does not take {dtype}; allowed: {allowed}")
 
 
+@dataclass(frozen=True)
+class _Operands:
+    """What an operation asks of its two tensor operands (bindings.cpp checks the same)."""
+
+    names: tuple[str, str]
+    #: Dimensions that must be equal (first operand's, second's); None: the whole shapes.
+    agree: tuple[int, int] | None
+    #: The requirement, as the shape error states it.
+    need: str
+    #: Text between "op: " and the shapes in the shape error.
+    mismatch: str = ""
+    #: 2-D operands (False: any shape, e.g. the weights of the SGD update).
+    matrix: bool = True
+    #: The output is first.shape[0] x second.shape[1] and must fit MAX_ELEMENTS.
+    gemm_output: bool = False
+
+
+_GEMM = _Operands(("a", "b"), (1, 0), "need a.shape[1] == b.shape[0]",
+                  mismatch="inner dimensions differ: ", gemm_output=True)
+_SEED_FORWARD = _Operands(("x", "w"), (1, 0), "need x.shape[1] == w.shape[0]")
+_SEED_WEIGHT_GRAD = _Operands(("x", "grad_out"), (0, 0), "need the same number of rows")
+_SEED_SGD = _Operands(("w", "grad"), None, "need the same shape", matrix=False)
+
+
+def _validate(op: str, spec: _Operands, dtypes: tuple[torch.dtype, ...],
+              first: torch.Tensor, second: torch.Tensor) -> None:
+    """Raise TypeError/ValueError for operands the kernel of ``op`` cannot take.
+
+    Order: each operand's type, dtype, layout, rank, contiguity and sizes; then the
+    operands together (one dtype, agreeing shapes, output size); the devices last.
+    Runs on every call, also inside the benchmarks' timed loops, so valid operands take
+    the shortest path (about 2 µs for a GEMM).
+    """
+    for name, t in ((spec.names[0], first), (spec.names[1], second)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{op}: {name} must be a torch.Tensor; got {type(t).__name__}")
+        if t.dtype not in dtypes:
+            allowed = ", ".join(str(d) for d in dtypes)
+            raise TypeError(f"{op}: {name} has dtype {t.dtype}; allowed: {allowed}")
+        if t.layout is not torch.strided:
+            raise ValueError(f"{op}: {name} must be a dense (strided) tensor; got layout "
+                             f"{t.layout}")
+        if spec.matrix and t.dim() != 2:
+            raise ValueError(f"{op}: {name} must be 2-D (a matrix); got shape {list(t.shape)}")
+        if not t.is_contiguous():
+            raise ValueError(f"{op}: {name} must be contiguous (row-major); got shape "
+                             f"{list(t.shape)} with strides {list(t.stride())}; call "
+                             ".contiguous() first")
+        numel = t.numel()
+        if numel == 0 or numel > MAX_DIM:  # else no dimension can exceed MAX_DIM either
+            if any(size > MAX_DIM for size in t.shape):
+                raise ValueError(f"{op}: {name} has shape {list(t.shape)}; every dimension "
+                                 "must be at most 2^30")
+            if numel > MAX_ELEMENTS:
+                raise ValueError(f"{op}: {name} has {numel} elements; at most {MAX_ELEMENTS} "
+                                 "are supported")
+    name1, name2 = spec.names
+    if first.dtype != second.dtype:
+        raise TypeError(f"{op}: {name1} and {name2} must have one dtype; got {first.dtype} "
+                        f"and {second.dtype}")
+    shape1, shape2 = first.shape, second.shape
+    if spec.agree is None:
+        agree = shape1 == shape2
+    else:
+        agree = shape1[spec.agree[0]] == shape2[spec.agree[1]]
+    if not agree:
+        raise ValueError(f"{op}: {spec.mismatch}{name1} is {list(shape1)}, {name2} is "
+                         f"{list(shape2)} ({spec.need})")
+    if spec.gemm_output and shape1[0] * shape2[1] > MAX_ELEMENTS:
+        raise ValueError(f"{op}: output {shape1[0]}x{shape2[1]} has more than {MAX_ELEMENTS} "
+                         "elements")
+    if not first.is_cuda:
+        raise ValueError(f"{op}: {name1} must be a CUDA tensor; got device {first.device}")
+    if not second.is_cuda:
+        raise ValueError(f"{op}: {name2} must be a CUDA tensor; got device {second.device}")
+    if first.device != second.device:
+        raise ValueError(f"{op}: operands on different devices ({first.device} and "
+                         f"{second.device})")
+
+
 def gemm(a: torch.Tensor, b: torch.Tensor, version: str) -> torch.Tensor:
-    """C = a @ b for 2-D row-major ``a`` (m×k) and ``b`` (k×n) with the chosen kernel."""
-    check_version(version, a.dtype)
+    """C = a @ b for 2-D row-major ``a`` (m×k) and ``b`` (k×n) with the chosen kernel.
+
+    ``"cublas"`` is ``torch.matmul`` (any device); v1-v5 need CUDA tensors.
+    """
     if version == "cublas":
+        check_version(version, a.dtype)
         return torch.matmul(a, b)
+    check_version(version)
+    _validate(f"gemm {version}", _GEMM, GEMM_DTYPES[version], a, b)
     return getattr(_extension(), f"gemm_{version}")(a, b)
 
 
 def seed_forward(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """y = x @ w (fp32), the seed's naive kernel: one thread per row of y."""
+    _validate("seed_forward", _SEED_FORWARD, (torch.float32,), x, w)
     return _extension().seed_forward(x, w)
 
 
 def seed_weight_grad(x: torch.Tensor, grad_out: torch.Tensor) -> torch.Tensor:
     """grad_w = x.T @ grad_out (fp32), one thread per element of grad_w."""
+    _validate("seed_weight_grad", _SEED_WEIGHT_GRAD, (torch.float32,), x, grad_out)
     return _extension().seed_weight_grad(x, grad_out)
 
 
 def seed_sgd_(w: torch.Tensor, grad: torch.Tensor, lr: float) -> torch.Tensor:
     """w -= lr * grad in place (fp32), one thread per element; returns ``w``."""
+    _validate("seed_sgd_", _SEED_SGD, (torch.float32,), w, grad)
     _extension().seed_sgd_(w, grad, float(lr))
     return w
 
