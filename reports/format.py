@@ -1,0 +1,122 @@
+"""Numbers and tables as the report prints them: 3 significant digits, units in headers,
+"n/a" with a footnote saying why.
+
+    table = make_table("tab-x", "What was measured.", [Column("step_ms", "step", "ms")], rows)
+
+Every number the report prints goes through ``fmt``, so the tests can format a value from
+the JSON the same way and look for it in the PDF's text.
+"""
+
+from __future__ import annotations
+
+import math
+import string
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from reports.analysis import note_for
+
+NA = "n/a"
+
+
+def fmt(value: object, digits: int = 3) -> str:
+    """A number to ``digits`` significant digits, without exponents between 1e-3 and 1e6.
+
+    Integers print as they are; large floats are rounded and grouped ("7,380"); None is n/a.
+    """
+    if value is None:
+        return NA
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if not math.isfinite(value):
+        return str(value)
+    if value == 0:
+        return "0"
+    # Round first, so that 9.996 becomes 10.0 (three digits), not 10.00.
+    rounded = float(f"{value:.{digits - 1}e}")
+    magnitude = math.floor(math.log10(abs(rounded)))
+    if magnitude >= 6 or magnitude < -3:
+        return f"{rounded:.{digits - 1}e}"
+    if magnitude >= digits - 1:
+        return f"{rounded:,.0f}"
+    return f"{rounded:.{digits - 1 - magnitude}f}"
+
+
+def fmt_pct(value: float | None) -> str:
+    """A percentage with 3 significant digits and a % sign (n/a for None)."""
+    return NA if value is None else f"{fmt(value)}%"
+
+
+def fmt_bytes(size: int) -> str:
+    """1048576 -> "1 MiB", 1073741824 -> "1 GiB"."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale} {unit}"
+    return f"{size} B"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One table column: ``key`` into the row, header text and unit (shown as "(unit)")."""
+
+    key: str
+    header: str
+    unit: str = ""
+    render: Callable[[object], str] = fmt
+    numeric: bool = True
+    nowrap: bool = False  # short codes such as shapes, which read badly when broken
+
+    @property
+    def title(self) -> str:
+        return f"{self.header} ({self.unit})" if self.unit else self.header
+
+
+def text_column(key: str, header: str, nowrap: bool = False) -> Column:
+    return Column(key, header, render=lambda v: NA if v is None else str(v), numeric=False,
+                  nowrap=nowrap)
+
+
+@dataclass(frozen=True)
+class Cell:
+    text: str
+    mark: str = ""  # footnote letter, when the value is n/a or needs a warning
+    numeric: bool = False
+    nowrap: bool = False
+
+
+@dataclass
+class Table:
+    id: str
+    caption: str
+    headers: list[str]
+    rows: list[list[Cell]]
+    notes: list[tuple[str, str]] = field(default_factory=list)  # (mark, text)
+    numeric: list[bool] = field(default_factory=list)
+
+
+def make_table(table_id: str, caption: str, columns: Sequence[Column],
+               rows: Sequence[dict]) -> Table:
+    """Rows rendered through their columns; an n/a or flagged value gets a lettered footnote.
+
+    The footnote text comes from ``analysis.note_for`` (the same reason gets the same letter
+    throughout one table).
+    """
+    notes: dict[str, str] = {}
+    rendered = []
+    for row in rows:
+        cells = []
+        for column in columns:
+            value = row.get(column.key)
+            reason = note_for(column.key, row) if column.numeric else None
+            mark = ""
+            if reason is not None and (value is None or column.key == "overlap_efficiency"):
+                if reason not in notes:
+                    notes[reason] = string.ascii_lowercase[len(notes) % 26]
+                mark = notes[reason]
+            cells.append(Cell(column.render(value), mark, column.numeric, column.nowrap))
+        rendered.append(cells)
+    return Table(table_id, caption, [c.title for c in columns], rendered,
+                 [(mark, reason) for reason, mark in notes.items()],
+                 [c.numeric for c in columns])
