@@ -6,6 +6,8 @@ Every session reuses the machine's torch (CPU or CUDA build) through
 
 from __future__ import annotations
 
+import importlib.util
+
 import nox
 
 nox.options.sessions = ["tests"]
@@ -14,9 +16,10 @@ VENV = {"venv_params": ["--system-site-packages"]}
 
 
 def _require_torch(session: nox.Session) -> None:
-    session.run("python", "-c", "import torch", silent=True,
-                error_message="torch is not installed: run `pip install torch==2.13.0` "
-                              "(CPU) or install your CUDA build first, then retry")
+    # The session's virtualenv sees this interpreter's site-packages, so its torch is ours.
+    if importlib.util.find_spec("torch") is None:
+        session.error("torch is not installed: run `pip install torch==2.13.0` (CPU) or "
+                      "install your CUDA build first, then retry")
 
 
 def _install(session: nox.Session, extras: str = "") -> None:
