@@ -217,12 +217,26 @@ def newest(files: Iterable[ResultsFile]) -> ResultsFile:
     return max(files, key=lambda f: (f.sort_time, f.path.name))
 
 
-def newest_per_machine(results_dir: str | Path = "results") -> list[Path]:
-    """The newest result file of each machine-label folder of ``results_dir``.
+MODE_RANK = {"quick": 0, "default": 1, "full": 2}  # more rounds and a larger grid rank higher
 
-    Folders are ``results/<label>/``; ``results/baselines`` is skipped. Newest is by
-    ``suite.created`` (or pytest-benchmark's ``datetime``), else by modification time, ties by
-    file name. Every file looked at is validated, so a broken one raises ResultsError.
+
+def _profile(result: ResultsFile) -> str:
+    return str(result.data.get("suite", {}).get("profile") or result.fingerprint.get("profile"))
+
+
+def _thoroughness(result: ResultsFile) -> tuple[int, datetime, str]:
+    mode = result.data.get("suite", {}).get("mode")
+    return MODE_RANK.get(mode, -1), result.sort_time, result.path.name
+
+
+def newest_per_machine(results_dir: str | Path = "results") -> list[Path]:
+    """The newest results of each machine-label folder of ``results_dir``, per fabric profile.
+
+    Folders are ``results/<label>/``; ``results/baselines`` is skipped. Each interconnect
+    profile is a run of its own (suite/run.py), so one file is chosen per profile: the most
+    thorough mode present (full, then default, then quick), newest among those by
+    ``suite.created`` (or pytest-benchmark's ``datetime``), else modification time, ties by file
+    name. Every file looked at is validated, so a broken one raises ResultsError.
     """
     results_dir = Path(results_dir)
     if not results_dir.is_dir():
@@ -231,9 +245,11 @@ def newest_per_machine(results_dir: str | Path = "results") -> list[Path]:
     for folder in sorted(p for p in results_dir.iterdir() if p.is_dir()):
         if folder.name == BASELINES_DIR:
             continue
-        files = [load_results(path) for path in find_result_files(folder)]
-        if files:
-            chosen.append(newest(files).path)
+        by_profile: dict[str, list[ResultsFile]] = {}
+        for path in find_result_files(folder):
+            result = load_results(path)
+            by_profile.setdefault(_profile(result), []).append(result)
+        chosen += sorted(max(files, key=_thoroughness).path for files in by_profile.values())
     return chosen
 
 

@@ -39,18 +39,19 @@ class Case:
     strategy: str
     chunks: int
     world_size: int
+    profile: str
 
     @property
     def id(self) -> str:
-        return f"{self.workload}-{self.strategy}-K{self.chunks}-w{self.world_size}"
+        return f"{self.workload}-{self.strategy}-K{self.chunks}-w{self.world_size}-{self.profile}"
 
 
 def pytest_generate_tests(metafunc):
     if "case" not in metafunc.fixturenames:
         return
     axes = suite_axes(metafunc.config)
-    cases = [Case(w, s, k, n) for w in axes["workloads"] for n in axes["world_sizes"]
-             for k in axes["chunks"] for s in axes["strategies"]]
+    cases = [Case(w, s, k, n, axes["profile"]) for w in axes["workloads"]
+             for n in axes["world_sizes"] for k in axes["chunks"] for s in axes["strategies"]]
     metafunc.parametrize("case", cases, ids=[c.id for c in cases])
 
 

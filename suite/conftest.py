@@ -11,6 +11,7 @@ import os
 import pytest
 
 from impl import capabilities
+from impl.profiles import recorded_profile
 
 DEFAULT_WORKLOADS = {
     # (gpu?, mode) -> presets
@@ -34,7 +35,9 @@ def under_mpirun() -> bool:
 def suite_axes(config) -> dict:
     choices, mode = config.suite_choices, config.option.suite_mode
     gpu = capabilities.gpu_count() > 0
+    backend = os.environ.get("OVERLAP_BACKEND") or capabilities.default_backend()
     return {
+        "profile": recorded_profile(backend),  # part of every benchmark id: runs merge safely
         "strategies": choices["strategies"] or DEFAULT_STRATEGIES,
         "workloads": choices["workloads"] or DEFAULT_WORKLOADS[gpu, mode],
         "chunks": choices["chunks"] or (QUICK_CHUNKS if mode == "quick" else list(CHUNK_COUNTS)),
