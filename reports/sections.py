@@ -463,7 +463,7 @@ def section_energy(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
                 f"{machine_text(label, runs)}). {how_text(table_rows, runs)}",
                 f"Energy per step, {label}"))
             out["machines"].append(entry)
-    for row in _ordered(analysis.sampler_overhead(rows), runs):
+    for index, row in enumerate(_ordered(analysis.sampler_overhead(rows), runs)):
         label = row["machine"]
         blocks = [v for values in (row.get("blocks") or {}).values() for v in values]
         out["overhead"].append({
@@ -472,7 +472,7 @@ def section_energy(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
             "low": fmt(min(blocks)) if blocks else "n/a",
             "high": fmt(max(blocks)) if blocks else "n/a",
             "figure": _figure(
-                f"fig-sampler-{label}", figures.sampler_overhead(row),
+                f"fig-sampler-{label}-{index}", figures.sampler_overhead(row),
                 f"NVML sampler overhead on {machine_text(label, runs)}: median step of "
                 f"{row['workload']} (sequential, one rank) in alternating blocks with the "
                 f"sampler off and on ({fmt(row.get('period_ms'))} ms period); overhead = "
