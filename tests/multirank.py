@@ -7,18 +7,13 @@ from __future__ import annotations
 
 import os
 import pickle
-import socket
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import torch.multiprocessing as mp
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from suite.run import free_port
 
 
 def _entry(rank: int, world: int, port: int, out_dir: str, fn: Callable, args: tuple,

@@ -14,7 +14,7 @@ from impl.gradients import check_chunks
 from impl.profiles import apply_profile, check_profile
 from impl.strategies import StrategyOptions, build_strategy, check_strategy
 from impl.workloads import Batch, build_model, make_batch, preset
-from tests.multirank import free_port
+from suite.run import free_port
 
 CPU = torch.device("cpu")
 
@@ -45,7 +45,8 @@ def test_unknown_strategy_lists_choices():
 
 
 def test_unknown_workload_lists_presets():
-    with pytest.raises(ValueError, match=r"unknown workload 'mlp_huge'; choose one of .*'mlp_tiny'"):
+    with pytest.raises(ValueError,
+                       match=r"unknown workload 'mlp_huge'; choose one of .*'mlp_tiny'"):
         preset("mlp_huge")
 
 
