@@ -86,7 +86,8 @@ def expected_figures(paths: list[Path]) -> list[str]:
             ids.append(f"fig-scaling-{label}")
         if any(r["energy_per_step_j"] is not None for r in analysis.setting_rows(rows, setting)):
             ids += [f"fig-nvml-{label}", f"fig-energy-{label}"]
-    ids += [f"fig-sampler-{r['machine']}" for r in analysis.sampler_overhead(rows)]
+    overheads = analysis.sampler_overhead(rows)
+    ids += [f"fig-sampler-{row['machine']}-{index}" for index, row in enumerate(overheads)]
     ids += ["fig-allreduce"] if analysis.allreduce_groups(rows) else []
     ids += ["fig-synthetic", "fig-synthetic-gantt"] if analysis.synthetic(rows) else []
     for label in {g["machine"] for g in analysis.gemm_ladder(rows)}:
