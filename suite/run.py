@@ -55,8 +55,8 @@ def is_open_mpi(launcher: str) -> bool:
 
 
 def plan(mode: str, profiles: list[str], gpus: int, workdir: Path, stamp: str,
-         pytest_args: list[str], skip_mpi: bool = False) -> list[Pass]:
-    ranks = gpus or CPU_RANKS
+         pytest_args: list[str], skip_mpi: bool = False, ranks: int | None = None) -> list[Pass]:
+    ranks = ranks or gpus or CPU_RANKS
     common = ["-p", "no:cacheprovider", "--suite-mode", mode, "-v", *pytest_args]
     passes = []
     for profile in profiles:
@@ -158,6 +158,9 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
                              "(default: nvlink; --full on several GPUs: nvlink,shm,socket)")
     parser.add_argument("--results-dir", default="results")
     parser.add_argument("--skip-mpi", action="store_true", help="leave out the mpirun pass")
+    parser.add_argument("--ranks", type=int, default=None,
+                        help="processes to launch (default: one per GPU, or 2 gloo ranks on "
+                             "CPU); with GPUs at most their number")
     args, unknown = parser.parse_known_args(argv)
     # Anything not for the launcher goes to pytest (-k, --workloads, ...).
     return args, [*unknown, *pytest_args]
@@ -193,7 +196,11 @@ def main(argv: list[str] | None = None) -> int:
     if not gpus:
         env.setdefault("OMP_NUM_THREADS", "1")  # 2 ranks on 2 cores: one thread each
 
-    passes = plan(mode, profiles, gpus, workdir, stamp, pytest_args, args.skip_mpi)
+    if args.ranks is not None and not 1 <= args.ranks <= (gpus or 64):
+        print(f"error: --ranks={args.ranks}: choose 1 to {gpus or 64}"
+              + (f" (this machine has {gpus} GPUs)" if gpus else " gloo ranks"), file=sys.stderr)
+        return 2
+    passes = plan(mode, profiles, gpus, workdir, stamp, pytest_args, args.skip_mpi, args.ranks)
     started = time.monotonic()
     codes = [run_pass(step, env) for step in passes]
     merged = merge(passes, codes, command, label)
