@@ -25,7 +25,7 @@ class SeedLayerConfig:
     rows: int = 1024
     features: int = 512
     dtype: str = "fp32"
-    kernel: str = "cublas"  # "cublas" (torch ops) or a version of impl.kernels
+    kernel: str = "cublas"  # "cublas" (torch), "seed" or "v1".."v5": impl/kernels/autograd.py
     kind: str = "seed_layer"
 
     @property
@@ -68,6 +68,11 @@ def seed_layer_1024x512() -> SeedLayerConfig:
     return SeedLayerConfig("seed_layer_1024x512")
 
 
+def seed_layer_1024x512_kernels() -> SeedLayerConfig:
+    """The course study's phase 1 for real: its own naive CUDA kernels (GPU only)."""
+    return SeedLayerConfig("seed_layer_1024x512_kernels", kernel="seed")
+
+
 def mlp_tiny() -> MLPConfig:
     """CPU-sized: 8 layers of 256, batch 64; a 5-step test takes well under a second."""
     return MLPConfig("mlp_tiny", width=256, depth=8, batch=64)
@@ -95,8 +100,8 @@ def gpt_small_bf16() -> GPTConfig:
 
 PRESETS = {
     f.__name__: f
-    for f in (seed_layer_1024x512, mlp_tiny, mlp_1024x8, mlp_8192x12_bf16, gpt_tiny,
-              gpt_small_bf16)
+    for f in (seed_layer_1024x512, seed_layer_1024x512_kernels, mlp_tiny, mlp_1024x8,
+              mlp_8192x12_bf16, gpt_tiny, gpt_small_bf16)
 }
 
 

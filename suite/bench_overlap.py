@@ -58,6 +58,9 @@ def pytest_generate_tests(metafunc):
 def skip_reason(case: Case, launched_world: int) -> str | None:
     if reason := capabilities.missing_world(case.world_size, launched_world):
         return reason
+    kernel = getattr(preset(case.workload), "kernel", "cublas")
+    if kernel != "cublas" and (reason := capabilities.missing_gpu()):
+        return f"{case.workload} runs hand-written CUDA kernels: {reason}"
     if case.strategy == "synthetic":
         return "synthetic sleeps instead of computing: benchmarked apart in bench_synthetic.py"
     if case.strategy == "mpi" and not under_mpirun():
