@@ -53,7 +53,11 @@ def cpu_model() -> str:
 
 
 def git_state() -> tuple[str | None, bool | None]:
+    """HEAD and whether tracked files differ from it; OVERLAP_GIT_COMMIT for copies without .git
+    (a tree shipped to a cluster), in which case the dirty flag is unknown."""
     commit = _run(["git", "rev-parse", "HEAD"])
+    if commit is None:
+        return os.environ.get("OVERLAP_GIT_COMMIT") or None, None
     status = _run(["git", "status", "--porcelain", "--untracked-files=no"])
     return commit, (None if status is None else bool(status))
 
