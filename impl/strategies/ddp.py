@@ -34,10 +34,13 @@ class DDPStrategy(Strategy):
                                    "not observable; the backward interval includes them")
 
     @property
-    def bucket_count(self) -> int | None:
-        data = self.ddp._get_ddp_logging_data()
-        sizes = data.get("bucket_sizes")
-        return len(str(sizes).split(",")) if sizes else None
+    def bucket_count(self) -> int:
+        """Buckets DDP's reducer really uses (after its rebuild in the first iteration).
+
+        Its logging data's ``bucket_sizes`` is the construction-time assignment, so the
+        reducer's own buckets are counted; the zero tensors it returns are freed at once.
+        """
+        return len(self.ddp.reducer._get_zeros_like_grad_buckets())
 
     def _step(self, batch) -> None:
         for param in self.model.parameters():
