@@ -14,6 +14,7 @@ computed in ``extra_info``; this module only selects, groups and compares them.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -426,8 +427,13 @@ def allreduce_groups(rows: Iterable[dict]) -> list[dict]:
 
 
 def _mean_over_gpus(row: dict, field: str) -> float | None:
+    """Mean of the per-GPU means; a GPU without samples (null) or a non-number is skipped."""
     values = ((row.get("nvml") or {}).get("mean") or {}).get(field)
-    return sum(values) / len(values) if values else None
+    if not isinstance(values, list):
+        return None
+    numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)
+               and math.isfinite(v)]
+    return sum(numbers) / len(numbers) if numbers else None
 
 
 def energy(rows: Iterable[dict], settings: Sequence[dict]) -> list[dict]:
