@@ -66,6 +66,53 @@ REQUIRED_NUMBERS = {
 }
 
 
+# Shapes of the nested extra_info values the report reads; checked once, here, so the
+# analysis can trust them. "num" is a finite number, a trailing "?" allows null, a list holds
+# one shape for every element, a dict names its keys (extra keys are allowed).
+NUM, INT, TEXT = "num", "int", "str"
+INTERVAL = {"lane": TEXT, "label": TEXT, "chunk": "int?", "start_ms": NUM, "end_ms": NUM}
+NESTED_SHAPES = {
+    "timeline": {"intervals": [INTERVAL], "notes": [TEXT]},
+    "step_ms_all": [NUM],
+    "nvml": {"mean?": {"*": ["num?"]}, "energy_j?": [NUM], "gpus?": [TEXT],
+             "period_ms?": "num?", "energy_per_step_j?": "num?", "reason?": "str?"},
+    "nvml_series": {"t_s": [NUM], "series": {"*": [[NUM]]}},
+    "blocks": {"*": [NUM]},
+}
+
+
+def _shape_error(value: object, shape: object, where: str) -> str | None:
+    """Why ``value`` does not have ``shape`` (see NESTED_SHAPES), or None when it does."""
+    if isinstance(shape, str):
+        if shape.endswith("?"):
+            return None if value is None else _shape_error(value, shape[:-1], where)
+        ok = {NUM: _is_number(value) and math.isfinite(value),
+              INT: isinstance(value, int) and not isinstance(value, bool),
+              TEXT: isinstance(value, str)}[shape]
+        return None if ok else f"{where} = {value!r:.60}; expected {shape}"
+    if isinstance(shape, list):
+        if not isinstance(value, list):
+            return f"{where} is {type(value).__name__}; expected a list"
+        return next((e for i, item in enumerate(value)
+                     if (e := _shape_error(item, shape[0], f"{where}[{i}]"))), None)
+    if not isinstance(value, dict):
+        return f"{where} is {type(value).__name__}; expected an object"
+    for key, inner in shape.items():
+        if key == "*":
+            error = next((e for k, item in value.items()
+                          if (e := _shape_error(item, inner, f"{where}.{k}"))), None)
+        elif key.endswith("?"):
+            name = key[:-1]
+            error = _shape_error(value[name], inner, f"{where}.{name}") if name in value else None
+        elif key not in value:
+            error = f"{where} has no {key!r}"
+        else:
+            error = _shape_error(value[key], inner, f"{where}.{key}")
+        if error:
+            return error
+    return None
+
+
 class BuildError(Exception):
     """A problem the user can fix; printed as one line without a traceback."""
 
@@ -99,6 +146,10 @@ def check_rows(results: ResultsFile) -> None:
                 raise ResultsError(results.path, f"benchmark {name!r} ({kind}) has "
                                                  f"extra_info.{key} = {info.get(key)!r}; "
                                                  "expected a number")
+        for key, shape in NESTED_SHAPES.items():
+            if info.get(key) is not None and (error := _shape_error(info[key], shape,
+                                                                     f"extra_info.{key}")):
+                raise ResultsError(results.path, f"benchmark {name!r}: {error}")
         for key, value in info.items():  # NaN or infinity anywhere would poison a table
             if _is_number(value) and not math.isfinite(value):
                 raise ResultsError(results.path, f"benchmark {name!r} has extra_info.{key} = "
