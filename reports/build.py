@@ -79,6 +79,11 @@ NESTED_SHAPES = {
     "nvml_series": {"t_s": [NUM], "series": {"*": [[NUM]]}},
     "blocks": {"*": [NUM]},
 }
+FINGERPRINT_SHAPE = {"gpu_names?": [TEXT], "gpu_uuids?": [TEXT], "machine_label?": "str?",
+                     "driver?": "str?", "cuda?": "str?", "nccl?": "str?", "torch?": "str?",
+                     "mpi?": "str?", "cpu_model?": "str?", "cpu_cores?": "int?",
+                     "gpu_topology?": "str?", "nccl_env?": {"*": TEXT}, "backend?": "str?",
+                     "world_size?": "int?", "profile?": "str?", "git_commit?": "str?"}
 
 
 def _shape_error(value: object, shape: object, where: str) -> str | None:
@@ -131,8 +136,12 @@ def _is_number(value: object) -> bool:
 def check_rows(results: ResultsFile) -> None:
     """The suite's fields this report reads: present, of the right type, finite numbers.
 
-    reports/results.py validates pytest-benchmark's part; this checks extra_info per kind.
+    reports/results.py validates pytest-benchmark's part; this checks extra_info per kind and
+    the environment fingerprint the report prints.
     """
+    if error := _shape_error(results.machine_info.get("overlap") or {}, FINGERPRINT_SHAPE,
+                             "machine_info.overlap"):
+        raise ResultsError(results.path, error)
     for benchmark in results.benchmarks:
         info, name = benchmark["extra_info"], benchmark["fullname"]
         kind = info.get("kind")
