@@ -1,9 +1,9 @@
 """What ran when during one step: compute and communication intervals per chunk.
 
 Marks are CUDA events on GPU (recorded on the stream that does the work) and
-``perf_counter`` readings on CPU or for host-side work (MPI, gloo callbacks). ``begin``
-synchronises once so both kinds share an origin; everything is resolved to milliseconds
-after the step has finished, never inside it.
+``perf_counter`` readings on CPU or for host-side work (MPI, gloo callbacks). Where a GPU
+timeline mixes both (MPI), ``begin`` synchronises once so they share an origin; everything is
+resolved to milliseconds after the step has finished, never inside it.
 """
 
 from __future__ import annotations
@@ -56,8 +56,10 @@ class Timeline:
 
 
 class TimelineRecorder:
-    def __init__(self, device: torch.device):
+    def __init__(self, device: torch.device, host_marks: bool = False):
         self.cuda = device.type == "cuda"
+        # Host readings beside CUDA events (MPI on GPU) need a common origin: a sync per step.
+        self.host_marks = host_marks
         self._raw: list[tuple[str, str, int | None, Mark, Mark]] = []
         self.notes: list[str] = []
 
@@ -71,7 +73,7 @@ class TimelineRecorder:
 
     def begin(self) -> None:
         self._raw.clear()
-        if self.cuda:
+        if self.cuda and self.host_marks:
             torch.cuda.synchronize()  # CPU-GPU sync point: host and device marks share t=0
         self._host_origin = time.perf_counter()
         self._device_origin = self.mark() if self.cuda else None

@@ -37,13 +37,15 @@ class Strategy(ABC):
     name: str = ""
     #: False for the labelled sleep-based model, whose numbers never join real tables.
     real: bool = True
+    #: True where the timeline mixes host readings with CUDA events (see impl/timeline.py).
+    host_marks: bool = False
 
     def __init__(self, model: nn.Module, workload: WorkloadConfig,
                  group: dist.ProcessGroup | None, options: StrategyOptions):
         self.model, self.workload, self.group, self.options = model, workload, group, options
         self.world_size = dist.get_world_size(group) if group is not None else 1
         self.device = next(model.parameters()).device
-        self.recorder = TimelineRecorder(self.device)
+        self.recorder = TimelineRecorder(self.device, host_marks=self.host_marks)
         self.timeline = Timeline()
         self.steps_done = 0
         if self.world_size == 1:

@@ -34,6 +34,7 @@ def cuda_aware(mpi) -> bool:
 class MPIStrategy(ChunkedGradientStrategy):
     name = "mpi"
     overlap = True  # start each chunk's Iallreduce during backward
+    host_marks = True  # MPI completion is seen on the host
 
     def __init__(self, model, workload, group, options):
         super().__init__(model, workload, group, options)
