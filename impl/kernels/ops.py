@@ -19,7 +19,7 @@ segmentation fault instead of raising; the root cause is not established.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType, ModuleType
 
@@ -140,17 +140,27 @@ def _validate(op: str, spec: _Operands, dtypes: tuple[torch.dtype, ...],
                          f"{second.device})")
 
 
+def gemm_launcher(a: torch.Tensor, b: torch.Tensor, version: str) -> Callable[[], torch.Tensor]:
+    """Check ``a``, ``b`` and ``version`` once; the returned call only launches the kernel.
+
+    For timing loops: the checks cost microseconds, as much as a small GEMM, and must not
+    be timed with it.
+    """
+    if version == "cublas":
+        check_version(version, a.dtype)
+        return lambda: torch.matmul(a, b)
+    check_version(version)
+    _validate(f"gemm {version}", _GEMM, GEMM_DTYPES[version], a, b)
+    kernel = getattr(_extension(), f"gemm_{version}")
+    return lambda: kernel(a, b)
+
+
 def gemm(a: torch.Tensor, b: torch.Tensor, version: str) -> torch.Tensor:
     """C = a @ b for 2-D row-major ``a`` (m×k) and ``b`` (k×n) with the chosen kernel.
 
     ``"cublas"`` is ``torch.matmul`` (any device); v1-v5 need CUDA tensors.
     """
-    if version == "cublas":
-        check_version(version, a.dtype)
-        return torch.matmul(a, b)
-    check_version(version)
-    _validate(f"gemm {version}", _GEMM, GEMM_DTYPES[version], a, b)
-    return getattr(_extension(), f"gemm_{version}")(a, b)
+    return gemm_launcher(a, b, version)()
 
 
 def seed_forward(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
