@@ -62,6 +62,18 @@ def mpi_launcher() -> str | None:
     return shutil.which("mpirun") or shutil.which("mpiexec")
 
 
+def missing_hopper(device: torch.device | None = None) -> str | None:
+    """A Hopper GPU (compute capability 9.0), which the sm_90a kernels (TMA, wgmma) need."""
+    if gpu_count() == 0:
+        return missing_gpu(1)
+    capability = torch.cuda.get_device_capability(device)
+    if capability != (9, 0):
+        name = torch.cuda.get_device_name(device)
+        return (f"needs a Hopper GPU (compute capability 9.0, sm_90a); {name} is "
+                f"{capability[0]}.{capability[1]}")
+    return None
+
+
 def missing_nvcc() -> str | None:
     return None if shutil.which("nvcc") else "nvcc (CUDA compiler) is not on PATH"
 

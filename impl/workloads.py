@@ -25,7 +25,7 @@ class SeedLayerConfig:
     rows: int = 1024
     features: int = 512
     dtype: str = "fp32"
-    kernel: str = "cublas"  # "cublas" (torch), "seed" or "v1".."v5": impl/kernels/autograd.py
+    kernel: str = "cublas"  # "cublas" (torch), "seed" or a GEMM version: impl/kernels/autograd.py
     kind: str = "seed_layer"
 
     @property

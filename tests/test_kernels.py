@@ -11,7 +11,7 @@ product of the same inputs, and mag = |a| @ |b| (float64).
   grow like sqrt(k): Higham & Mary (SIAM J. Sci. Comput. 2019) bound them by
   λ·sqrt(k)·u·mag with probability > 1 - 2k·exp(-λ²/2), negligible at λ = 9 even over
   16M elements. The tests use min(2k, 9·sqrt(k))·u·mag.
-- bf16/fp16 (v4, v5): tensor cores multiply exactly into fp32 but may truncate while
+- bf16/fp16 (v4-v6): tensor cores multiply exactly into fp32 but may truncate while
   accumulating (biased, so no sqrt(k) argument): 2·k·u·mag, plus the one rounding of the
   output to 16 bits, u16·|exact| with u16 = 2^-8 (bf16) or 2^-11 (fp16), plus 2^-24
   absolute for fp16 subnormals.
@@ -31,8 +31,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from impl.capabilities import missing_gpu, missing_nvcc
-from impl.kernels import CUDA_SOURCES, SOURCE_DIR, build_key, ops, peaks
+from impl.capabilities import missing_gpu, missing_hopper, missing_nvcc
+from impl.kernels import CUDA_SOURCES, SOURCE_DIR, build_key, cuda_flags, ops, peaks
 
 ROOT = Path(__file__).resolve().parent.parent
 CU_FILES = sorted(SOURCE_DIR.glob("*.cu"))
@@ -49,6 +49,7 @@ TORCH_NVCC_DEFINES = (
 NVCC_SKIP = missing_nvcc()
 GPU_SKIP = missing_gpu() or missing_nvcc()  # the JIT build needs nvcc too
 TWO_GPU_SKIP = missing_gpu(2) or missing_nvcc()
+HOPPER_SKIP = missing_hopper() or missing_nvcc()
 
 U32 = 2.0**-24
 UNIT_ROUNDOFF = {torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}
@@ -66,8 +67,16 @@ SHAPES = [
     (1, 7, 3),
     (4, 5, 0),
 ]
-FP32_VERSIONS = ("v1", "v2", "v3")
-TENSOR_CORE_VERSIONS = ("v4", "v5")
+FP32_VERSIONS = ("v1", "v1c", "v2", "v3")
+TENSOR_CORE_VERSIONS = ("v4", "v5", "v6")
+
+
+def hopper_only(version: str):
+    """The version as a parameter, skipped with the reason off Hopper if it needs sm_90a."""
+    marks = []
+    if version in ops.HOPPER_VERSIONS and HOPPER_SKIP is not None:
+        marks = [pytest.mark.skip(reason=HOPPER_SKIP)]
+    return pytest.param(version, marks=marks, id=version)
 
 
 def shape_id(shape: tuple[int, int, int]) -> str:
@@ -81,11 +90,32 @@ def shape_id(shape: tuple[int, int, int]) -> str:
 @pytest.mark.parametrize("defines", [(), TORCH_NVCC_DEFINES], ids=["bare", "torch-jit-defines"])
 @pytest.mark.parametrize("source", CU_FILES, ids=lambda path: path.name)
 def test_cu_compiles_for_sm90(source: Path, defines: tuple[str, ...], tmp_path: Path) -> None:
+    # The loader's own flags for an H100/H200 (sm_90a), so the Hopper kernels are compiled
+    # for real here, not reduced to their empty off-Hopper bodies.
     obj = tmp_path / f"{source.stem}.o"
-    command = ["nvcc", "-arch=sm_90", "-std=c++17", *defines, "-c", "-o", str(obj), str(source)]
+    command = ["nvcc", *cuda_flags((9, 0)), *defines, "-c", "-o", str(obj), str(source)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, f"{' '.join(command)}\n{result.stderr}"
     assert obj.stat().st_size > 0
+
+
+@pytest.mark.skipif(NVCC_SKIP is not None, reason=str(NVCC_SKIP))
+def test_hopper_kernels_fit_their_register_budget(tmp_path: Path) -> None:
+    # v6's consumers hold 128 fp32 accumulators per thread; a spill to local memory
+    # would cost more than the tensor cores gain. ptxas reports spills per kernel.
+    source = SOURCE_DIR / "gemm_hopper.cu"
+    command = ["nvcc", *cuda_flags((9, 0)), *TORCH_NVCC_DEFINES, "-Xptxas", "-v", "-c", "-o",
+               str(tmp_path / "v6.o"), str(source)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    spills = [line for line in result.stderr.splitlines() if "spill" in line]
+    assert len(spills) == 2, result.stderr  # bf16 and fp16 kernels
+    assert all("0 bytes spill stores, 0 bytes spill loads" in line for line in spills), spills
+
+
+def test_cuda_flags_target_sm90a_on_hopper_only() -> None:
+    assert "-arch=sm_90a" in cuda_flags((9, 0))
+    assert "-arch=sm_80" in cuda_flags((8, 0))
 
 
 def test_loader_builds_every_cu_file() -> None:
@@ -103,7 +133,7 @@ def test_build_key_depends_on_arch_and_is_stable() -> None:
 
 def test_unknown_version_names_value_and_choices() -> None:
     a = torch.ones(2, 2)
-    with pytest.raises(ValueError, match=r"'v9'.*v1, v2, v3, v4, v5, cublas"):
+    with pytest.raises(ValueError, match=r"'v9'.*v1, v1c, v2, v3, v4, v5, v6, cublas"):
         ops.gemm(a, a, "v9")
 
 
@@ -202,7 +232,7 @@ def test_gemm_fp32_matches_float64(version: str, shape: tuple[int, int, int]) ->
 
 @pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
-@pytest.mark.parametrize("version", TENSOR_CORE_VERSIONS)
+@pytest.mark.parametrize("version", [hopper_only(v) for v in TENSOR_CORE_VERSIONS])
 @pytest.mark.usefixtures("ext")
 @pytest.mark.gpu
 @pytest.mark.skipif(GPU_SKIP is not None, reason=str(GPU_SKIP))
@@ -218,7 +248,7 @@ def test_gemm_tensor_cores_match_float64(
     assert torch.equal(a, a_before) and torch.equal(b, b_before), "inputs were written"
 
 
-@pytest.mark.parametrize("version", ["v3", "v4", "v5"])
+@pytest.mark.parametrize("version", ["v3", "v4", "v5", hopper_only("v6")])
 @pytest.mark.usefixtures("ext")
 @pytest.mark.gpu
 @pytest.mark.skipif(GPU_SKIP is not None, reason=str(GPU_SKIP))
@@ -234,7 +264,65 @@ def test_gemm_misaligned_pointer_takes_fallback_path(version: str) -> None:
     assert_within_bound(ops.gemm(a, b, version), a, b)
 
 
-@pytest.mark.parametrize("version", ["v1", "v2", "v3", "v4", "v5", "cublas"])
+@pytest.mark.parametrize(
+    ("shape", "offset", "path"),
+    [
+        ((1024, 512, 512), 0, "tma"),
+        ((1000, 520, 328), 0, "tma"),   # ragged M, N, K: TMA's zero fill covers the edges
+        ((1000, 520, 333), 0, "v5"),    # k % 8 != 0: row stride not a multiple of 16 bytes
+        ((17, 33, 64), 0, "v5"),        # n % 8 != 0
+        ((256, 264, 320), 1, "v5"),     # a one element past a 16-byte boundary
+        ((4, 5, 0), 0, "v5"),           # empty k: no box to copy
+    ],
+    ids=["seed", "ragged", "k-odd", "n-odd", "misaligned", "empty-k"],
+)
+@pytest.mark.usefixtures("ext")
+@pytest.mark.gpu
+@pytest.mark.skipif(HOPPER_SKIP is not None, reason=str(HOPPER_SKIP))
+def test_gemm_v6_path_and_result(shape: tuple[int, int, int], offset: int, path: str) -> None:
+    # The TMA kernel must really run where it can (a silent fallback would pass every
+    # correctness test while measuring v5), and both paths must be right.
+    m, n, k = shape
+    flat = random_matrix(1, m * k + offset, torch.bfloat16, 9).flatten()
+    a = flat[offset:].view(m, k)
+    b = random_matrix(k, n, torch.bfloat16, 10)
+    assert ops.gemm_v6_path(a, b) == path
+    assert_within_bound(ops.gemm(a, b, "v6"), a, b)
+
+
+@pytest.mark.parametrize("instruction", [
+    "mma.sync",
+    pytest.param("wgmma", marks=pytest.mark.skipif(HOPPER_SKIP is not None,
+                                                   reason=str(HOPPER_SKIP))),
+])
+@pytest.mark.usefixtures("ext")
+@pytest.mark.gpu
+@pytest.mark.skipif(GPU_SKIP is not None, reason=str(GPU_SKIP))
+def test_tensor_core_probe_reports_its_work(instruction: str) -> None:
+    probe = ops.tensor_core_probe(instruction, 16)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    per_sm = {"mma.sync": 4 * 8 * 8 * 16 * 2 * 16 * 8 * 16, "wgmma": 2 * 4 * 16 * 2 * 64 * 256 * 16}
+    assert probe() == sms * per_sm[instruction]
+    torch.cuda.synchronize()
+
+
+def test_tensor_core_probe_rejects_bad_arguments() -> None:
+    with pytest.raises(ValueError, match=r"unknown tensor-core instruction 'hmma'; valid: "
+                                         r"mma.sync, wgmma"):
+        ops.tensor_core_probe("hmma", 10)
+    with pytest.raises(ValueError, match=r"iterations must be in \[1, 1048576\]; got 0"):
+        ops.tensor_core_probe("mma.sync", 0)
+
+
+@pytest.mark.skipif(missing_gpu() is None, reason="checks the message on a machine without GPU")
+def test_hopper_only_version_names_what_is_missing() -> None:
+    a = torch.ones(8, 8, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"gemm v6: a must be a CUDA tensor"):
+        ops.gemm(a, a, "v6")
+    assert "needs 1 CUDA GPU" in str(missing_hopper())
+
+
+@pytest.mark.parametrize("version", [hopper_only(v) for v in ops.GEMM_VERSIONS])
 @pytest.mark.usefixtures("ext")
 @pytest.mark.gpu
 @pytest.mark.skipif(GPU_SKIP is not None, reason=str(GPU_SKIP))

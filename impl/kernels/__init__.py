@@ -14,13 +14,13 @@ suite imports on CPU-only machines. Builds are cached under
 the target architecture and the torch/CUDA versions, so any change rebuilds and an
 unchanged tree reloads in about a second.
 
-Flags: ``-O3`` and ``-arch=sm_XY`` of the current device. No ``--use_fast_math``: the
-kernels only multiply and add, so it would gain nothing, while its flush-to-zero of
-denormals would make the fp32 results differ from torch's beyond the tolerances the
-tests derive.
+Flags: ``-O3`` and ``-arch=sm_XY`` of the current device (``sm_90a`` on Hopper, for v6).
+No ``--use_fast_math``: the kernels only multiply and add, so it would gain nothing,
+while its flush-to-zero of denormals would make the fp32 results differ from torch's
+beyond the tolerances the tests derive.
 
     from impl.kernels import ops
-    c = ops.gemm(a, b, "v5")          # builds on the first call
+    c = ops.gemm(a, b, "v6")          # builds on the first call
 """
 
 from __future__ import annotations
@@ -34,17 +34,20 @@ from types import ModuleType
 import torch
 
 SOURCE_DIR = Path(__file__).resolve().parent
-CUDA_SOURCES = ("seed_step.cu", "gemm.cu")
+CUDA_SOURCES = ("seed_step.cu", "gemm.cu", "gemm_hopper.cu", "tc_peak.cu")
 SOURCES = ("bindings.cpp", *CUDA_SOURCES)
-HEADERS = ("launchers.h",)
+HEADERS = ("launchers.h", "device_common.cuh", "hopper.cuh")
 EXTENSION_NAME = "overlap_kernels"
 
 
 def cuda_flags(capability: tuple[int, int]) -> list[str]:
     """nvcc flags for a device of compute capability ``capability`` (e.g. (9, 0))."""
     major, minor = capability
+    # sm_90a, not sm_90: wgmma, setmaxnreg and TMA multicast are "architecture-specific"
+    # features, compiled only for the "a" target (which then runs on sm_90 devices alone).
+    arch = f"sm_{major}{minor}" + ("a" if (major, minor) == (9, 0) else "")
     # One explicit -arch also stops torch from adding its own arch list (TORCH_CUDA_ARCH_LIST).
-    return ["-O3", f"-arch=sm_{major}{minor}", "-std=c++17", "-lineinfo"]
+    return ["-O3", f"-arch={arch}", "-std=c++17", "-lineinfo"]
 
 
 def build_key(capability: tuple[int, int]) -> str:

@@ -3,7 +3,7 @@
 Every strategy runs unchanged on top of it: backward produces grad_w with the chosen kernel,
 autograd accumulates it into the flat gradient buffer, and the post-accumulate hooks fire as
 for torch's own matmul. Kernels: ``"seed"`` is the course study's pair (naive forward, one
-thread per row of y; naive weight gradient), ``"v1"``…``"v5"`` the GEMM ladder (grad_w = xᵀ ·
+thread per row of y; naive weight gradient), ``"v1"``…``"v6"`` the GEMM ladder (grad_w = xᵀ ·
 grad_out with the same version), ``"cublas"`` plain torch.
 """
 

@@ -213,6 +213,9 @@ at::Tensor gemm_16bit(const char* op, Gemm16 launch_bf16, Gemm16 launch_f16, con
 at::Tensor gemm_v1(const at::Tensor& a, const at::Tensor& b) {
   return gemm_f32("gemm v1", gemm_v1_f32, a, b);
 }
+at::Tensor gemm_v1c(const at::Tensor& a, const at::Tensor& b) {
+  return gemm_f32("gemm v1c", gemm_v1c_f32, a, b);
+}
 at::Tensor gemm_v2(const at::Tensor& a, const at::Tensor& b) {
   return gemm_f32("gemm v2", gemm_v2_f32, a, b);
 }
@@ -224,6 +227,35 @@ at::Tensor gemm_v4(const at::Tensor& a, const at::Tensor& b) {
 }
 at::Tensor gemm_v5(const at::Tensor& a, const at::Tensor& b) {
   return gemm_16bit("gemm v5", gemm_v5_bf16, gemm_v5_f16, a, b);
+}
+at::Tensor gemm_v6(const at::Tensor& a, const at::Tensor& b) {
+  return gemm_16bit("gemm v6", gemm_v6_bf16, gemm_v6_f16, a, b);
+}
+
+// Whether gemm_v6 takes its TMA path for these operands (else it runs v5's kernel).
+bool gemm_v6_tma_path(const at::Tensor& a, const at::Tensor& b) {
+  check_gemm("gemm v6", a, b, {at::kBFloat16, at::kHalf});
+  return gemm_v6_uses_tma(a.data_ptr(), b.data_ptr(), static_cast<int>(b.size(1)),
+                          static_cast<int>(a.size(1))) != 0;
+}
+
+// One launch of a tensor-core ceiling probe on the current device and stream; returns the
+// FLOP it executes.
+int64_t tensor_core_probe(const std::string& instruction, int64_t iterations) {
+  constexpr const char* op = "tensor_core_probe";
+  if (instruction != "mma.sync" && instruction != "wgmma") {
+    raise_error(PyExc_ValueError, op, ": unknown instruction '", instruction,
+                "'; valid: mma.sync, wgmma");
+  }
+  if (iterations < 1 || iterations > (int64_t{1} << 20)) {
+    raise_error(PyExc_ValueError, op, ": iterations must be in [1, 1048576]; got ", iterations);
+  }
+  const int wgmma = instruction == "wgmma" ? 1 : 0;
+  at::Tensor out = at::empty({tc_probe_threads(wgmma)},
+                             at::TensorOptions().dtype(at::kFloat).device(at::kCUDA));
+  const int count = static_cast<int>(iterations);
+  check_launch(op, tc_probe(wgmma, out.data_ptr<float>(), count, current_stream()), count, 1, 1);
+  return tc_probe_flop(wgmma, count);
 }
 
 // y = x . W, one thread per row of y.
@@ -294,6 +326,8 @@ void seed_sgd_(const at::Tensor& w, const at::Tensor& grad, double lr) {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "overlap-suite hand-written CUDA kernels (see impl/kernels/ops.py for the API)";
   m.def("gemm_v1", &gemm_v1, "C = A @ B, naive (fp32)", py::arg("a"), py::arg("b"));
+  m.def("gemm_v1c", &gemm_v1c, "C = A @ B, naive with coalesced thread mapping (fp32)",
+        py::arg("a"), py::arg("b"));
   m.def("gemm_v2", &gemm_v2, "C = A @ B, shared-memory tiles (fp32)", py::arg("a"),
         py::arg("b"));
   m.def("gemm_v3", &gemm_v3, "C = A @ B, register blocking (fp32)", py::arg("a"), py::arg("b"));
@@ -301,6 +335,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("a"), py::arg("b"));
   m.def("gemm_v5", &gemm_v5, "C = A @ B, mma.sync + ldmatrix tensor cores (bf16/fp16)",
         py::arg("a"), py::arg("b"));
+  m.def("gemm_v6", &gemm_v6, "C = A @ B, TMA + wgmma tensor cores, sm_90a (bf16/fp16)",
+        py::arg("a"), py::arg("b"));
+  m.def("gemm_v6_tma_path", &gemm_v6_tma_path, "whether gemm_v6 runs its TMA kernel",
+        py::arg("a"), py::arg("b"));
+  m.def("tensor_core_probe", &tensor_core_probe, "tensor-core ceiling probe; returns its FLOP",
+        py::arg("instruction"), py::arg("iterations"));
   m.def("seed_forward", &seed_forward, "y = x @ w, one thread per row of y", py::arg("x"),
         py::arg("w"));
   m.def("seed_weight_grad", &seed_weight_grad, "grad_w = x.T @ grad_out", py::arg("x"),

@@ -1,8 +1,12 @@
 // GEMM ladder: C[m x n] = A[m x k] . B[k x n], all row-major, one file, numbered versions
 // (llm.c's layout). Each version keeps what the one before it does and adds one idea.
 //
-//   v1  naive: one thread per element of C, every operand read from global memory.
-//       fp32.
+//   v1  naive: one thread per element of C, every operand read from global memory, threads
+//       numbered down the columns of C (threadIdx.x -> row), as the GEMM study's naive
+//       kernel and the overlap study's "one thread per row" kernel index them. fp32.
+//   v1c v1 with the thread mapping turned (threadIdx.x -> column): the same work, but a
+//       warp's loads of B and stores of C coalesce. Not a rung of its own: it separates
+//       what coalescing buys from what v2's tiling buys. fp32.
 //   v2  shared-memory tiling: 32x32 tiles of A and B staged in shared memory, one thread
 //       per element of C, so each global element is read m/32 (or n/32) times, not m (n).
 //       fp32.
@@ -26,7 +30,7 @@
 //       register layout known, so accumulators are stored straight from registers. Same
 //       main-loop instruction mix as v4; it owns its layout, which further rungs need
 //       (swizzled instead of padded shared memory, fragment double buffering).
-//       (Hopper's wgmma/TMA would be the rung after; not here.)
+//   v6  Hopper: TMA loads and wgmma, warp-specialised, in gemm_hopper.cu (sm_90a only).
 //
 // Every version handles sizes that are not multiples of its tiles: out-of-range operands
 // load as zero and out-of-range outputs are never written. Grids are one-dimensional
@@ -39,24 +43,42 @@
 
 #include <cstdint>
 
+#include "device_common.cuh"
 #include "launchers.h"
 
 namespace {
 
-// Sizes are at most 2^30 (bindings.cpp checks), so a + b - 1 cannot overflow.
-__host__ __device__ constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
-
-bool aligned16(const void* pointer) {
-  return reinterpret_cast<std::uintptr_t>(pointer) % 16 == 0;
-}
+using kernels::aligned16;
+using kernels::ceil_div;
+using kernels::pack2;
+using kernels::from_float;
+using kernels::smem_address;
 
 // ---------------------------------------------------------------------------------------
-// v1: naive. Consecutive threads take consecutive columns of one row of C, so B reads
-// and C writes coalesce and A reads are a broadcast.
-constexpr int kV1Threads = 256;
+// v1: naive. threadIdx.x walks down a column of C, so the 32 threads of a warp read 32
+// rows of A (32 cache lines per load instruction), one element of B (a broadcast) and
+// write 32 rows of C.
+constexpr int kV1Tile = 32;
 
-__global__ void gemm_v1_kernel(const float* __restrict__ A, const float* __restrict__ B,
-                               float* __restrict__ C, int M, int N, int K) {
+__global__ void __launch_bounds__(kV1Tile* kV1Tile)
+    gemm_v1_kernel(const float* __restrict__ A, const float* __restrict__ B,
+                   float* __restrict__ C, int M, int N, int K) {
+  const int tiles_m = ceil_div(M, kV1Tile);
+  const int row = (blockIdx.x % tiles_m) * kV1Tile + threadIdx.x;
+  const int col = (blockIdx.x / tiles_m) * kV1Tile + threadIdx.y;
+  if (row >= M || col >= N) return;
+  const float* a_row = A + static_cast<size_t>(row) * K;
+  float sum = 0.0f;
+  for (int p = 0; p < K; ++p) sum = fmaf(a_row[p], B[static_cast<size_t>(p) * N + col], sum);
+  C[static_cast<size_t>(row) * N + col] = sum;
+}
+
+// v1c: consecutive threads take consecutive columns of one row of C, so B reads and C
+// writes coalesce and A reads are a broadcast.
+constexpr int kV1cThreads = 256;
+
+__global__ void gemm_v1c_kernel(const float* __restrict__ A, const float* __restrict__ B,
+                                float* __restrict__ C, int M, int N, int K) {
   const long long index = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (index >= static_cast<long long>(M) * N) return;
   const int row = static_cast<int>(index / N);
@@ -261,10 +283,6 @@ static_assert(SMEM_BYTES == 156672, "update the comment above");
 // pipeline and the warp policies address it by element offset.
 extern __shared__ __align__(128) uint16_t tc_smem[];
 
-__device__ __forceinline__ unsigned int smem_address(const void* pointer) {
-  return static_cast<unsigned int>(__cvta_generic_to_shared(pointer));
-}
-
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool pred) {
   const int src_bytes = pred ? 16 : 0;  // 0: read nothing, fill the 16 bytes with zeros
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(smem)),
@@ -325,26 +343,6 @@ __device__ __forceinline__ void load_stage(const uint16_t* __restrict__ A,
       b_smem[r * LDB + c] = ok ? B[static_cast<size_t>(k0 + r) * N + (col0 + c)] : uint16_t{0};
     }
   }
-}
-
-template <typename T>
-__device__ __forceinline__ T from_float(float x);
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
-}
-template <>
-__device__ __forceinline__ __half from_float<__half>(float x) {
-  return __float2half_rn(x);
-}
-
-__device__ __forceinline__ unsigned int bits_of(__nv_bfloat16 x) { return __bfloat16_as_ushort(x); }
-__device__ __forceinline__ unsigned int bits_of(__half x) { return __half_as_ushort(x); }
-
-// Two floats rounded to T, packed little-endian: the lower-addressed element is the low half.
-template <typename T>
-__device__ __forceinline__ unsigned int pack2(float lo, float hi) {
-  return bits_of(from_float<T>(lo)) | (bits_of(from_float<T>(hi)) << 16);
 }
 
 // Writes kCount (even) consecutive outputs of one row starting at column `col`, rounded
@@ -491,28 +489,7 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned int (&r)[4], const vo
                : "memory");
 }
 
-template <typename T>
-__device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned int (&a)[4],
-                                          unsigned int b0, unsigned int b1);
-template <>
-__device__ __forceinline__ void mma_16816<__nv_bfloat16>(float (&d)[4],
-                                                         const unsigned int (&a)[4],
-                                                         unsigned int b0, unsigned int b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-template <>
-__device__ __forceinline__ void mma_16816<__half>(float (&d)[4], const unsigned int (&a)[4],
-                                                  unsigned int b0, unsigned int b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
+using kernels::mma_16816;
 
 template <typename T>
 struct MmaSyncWarp {
@@ -596,16 +573,9 @@ __global__ void __launch_bounds__(THREADS, 1)
   const uint16_t* a_bits = reinterpret_cast<const uint16_t*>(A);
   const uint16_t* b_bits = reinterpret_cast<const uint16_t*>(B);
 
-  // Grouped launch order (as in Triton's matmul tutorial): GROUP_M consecutive tile rows
-  // sweep the tile columns together, so the B panels they share are still in L2.
-  const int tiles_m = ceil_div(M, BM), tiles_n = ceil_div(N, BN);
-  const int tiles_per_group = GROUP_M * tiles_n;
-  const int group = blockIdx.x / tiles_per_group;
-  const int first_tile_m = group * GROUP_M;
-  const int group_rows = min(tiles_m - first_tile_m, GROUP_M);
-  const int in_group = blockIdx.x % tiles_per_group;
-  const int row0 = (first_tile_m + in_group % group_rows) * BM;
-  const int col0 = (in_group / group_rows) * BN;
+  const int2 tile = kernels::grouped_tile(blockIdx.x, ceil_div(M, BM), ceil_div(N, BN), GROUP_M);
+  const int row0 = tile.x * BM;
+  const int col0 = tile.y * BN;
 
   const int warp = threadIdx.x / 32;
   const int warp_row = (warp / WARPS_N) * WM;
@@ -674,9 +644,18 @@ cudaError_t launch_tc(const void* a, const void* b, void* c, int m, int n, int k
 
 extern "C" cudaError_t gemm_v1_f32(const float* a, const float* b, float* c, int m, int n, int k,
                                    cudaStream_t stream) {
+  const unsigned int blocks = static_cast<unsigned int>(ceil_div(m, kV1Tile)) *
+                              static_cast<unsigned int>(ceil_div(n, kV1Tile));
+  gemm_v1_kernel<<<blocks, dim3(kV1Tile, kV1Tile), 0, stream>>>(a, b, c, m, n, k);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t gemm_v1c_f32(const float* a, const float* b, float* c, int m, int n,
+                                    int k, cudaStream_t stream) {
   const long long outputs = static_cast<long long>(m) * n;
-  const unsigned int blocks = static_cast<unsigned int>((outputs + kV1Threads - 1) / kV1Threads);
-  gemm_v1_kernel<<<blocks, kV1Threads, 0, stream>>>(a, b, c, m, n, k);
+  const unsigned int blocks =
+      static_cast<unsigned int>((outputs + kV1cThreads - 1) / kV1cThreads);
+  gemm_v1c_kernel<<<blocks, kV1cThreads, 0, stream>>>(a, b, c, m, n, k);
   return cudaGetLastError();
 }
 

@@ -31,6 +31,8 @@ cudaError_t seed_sgd_f32(float* w, const float* grad, float lr, long long count,
 // gemm.cu: the GEMM ladder (see the header comment of gemm.cu for the versions).
 cudaError_t gemm_v1_f32(const float* a, const float* b, float* c, int m, int n, int k,
                         cudaStream_t stream);
+cudaError_t gemm_v1c_f32(const float* a, const float* b, float* c, int m, int n, int k,
+                         cudaStream_t stream);
 cudaError_t gemm_v2_f32(const float* a, const float* b, float* c, int m, int n, int k,
                         cudaStream_t stream);
 cudaError_t gemm_v3_f32(const float* a, const float* b, float* c, int m, int n, int k,
@@ -45,6 +47,20 @@ cudaError_t gemm_v5_bf16(const void* a, const void* b, void* c, int m, int n, in
                          cudaStream_t stream);
 cudaError_t gemm_v5_f16(const void* a, const void* b, void* c, int m, int n, int k,
                         cudaStream_t stream);
+// gemm_hopper.cu: v6 (TMA + wgmma, sm_90a). It runs v5's kernel instead when TMA cannot
+// address the operands; gemm_v6_uses_tma says which (1: TMA path, 0: v5's kernel), given
+// a 16-byte aligned output.
+int gemm_v6_uses_tma(const void* a, const void* b, int n, int k);
+cudaError_t gemm_v6_bf16(const void* a, const void* b, void* c, int m, int n, int k,
+                         cudaStream_t stream);
+cudaError_t gemm_v6_f16(const void* a, const void* b, void* c, int m, int n, int k,
+                        cudaStream_t stream);
+
+// tc_peak.cu: the tensor-core ceiling probes (wgmma = 0: mma.sync, 1: wgmma, sm_90a).
+// `out` holds tc_probe_threads(wgmma) floats; tc_probe_flop is the work of one launch.
+long long tc_probe_threads(int wgmma);
+long long tc_probe_flop(int wgmma, int iterations);
+cudaError_t tc_probe(int wgmma, float* out, int iterations, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -4,7 +4,7 @@ Reference first (``"cublas"`` is ``torch.matmul``), then the ladder of gemm.cu:
 
     from impl.kernels import ops
     c = ops.gemm(a, b, "v3")                     # fp32, register-blocked
-    c = ops.gemm(a.bfloat16(), b.bfloat16(), "v5")
+    c = ops.gemm(a.bfloat16(), b.bfloat16(), "v6")  # Hopper only: TMA + wgmma
 
 Every argument is checked here, in Python, before the extension is loaded or called:
 version names, dtypes, layouts, shapes and size limits first, the device last, so a
@@ -25,18 +25,24 @@ from types import MappingProxyType, ModuleType
 
 import torch
 
+from impl.capabilities import missing_hopper
 from impl.kernels import load
 
-GEMM_VERSIONS: tuple[str, ...] = ("v1", "v2", "v3", "v4", "v5", "cublas")
+GEMM_VERSIONS: tuple[str, ...] = ("v1", "v1c", "v2", "v3", "v4", "v5", "v6", "cublas")
 
-#: Input dtypes each version accepts. The output has the input dtype; v4/v5 accumulate
+#: Versions that run only on Hopper (sm_90): their kernels are built for sm_90a.
+HOPPER_VERSIONS: tuple[str, ...] = ("v6",)
+
+#: Input dtypes each version accepts. The output has the input dtype; v4-v6 accumulate
 #: in fp32 and round once at the end, as cuBLAS does for torch.matmul on bf16/fp16.
 GEMM_DTYPES: Mapping[str, tuple[torch.dtype, ...]] = MappingProxyType({
     "v1": (torch.float32,),
+    "v1c": (torch.float32,),
     "v2": (torch.float32,),
     "v3": (torch.float32,),
     "v4": (torch.bfloat16, torch.float16),
     "v5": (torch.bfloat16, torch.float16),
+    "v6": (torch.bfloat16, torch.float16),
     "cublas": (torch.float32, torch.bfloat16, torch.float16),
 })
 
@@ -151,14 +157,55 @@ def gemm_launcher(a: torch.Tensor, b: torch.Tensor, version: str) -> Callable[[]
         return lambda: torch.matmul(a, b)
     check_version(version)
     _validate(f"gemm {version}", _GEMM, GEMM_DTYPES[version], a, b)
+    if version in HOPPER_VERSIONS:
+        _require_hopper(f"gemm {version}", a.device)
     kernel = getattr(_extension(), f"gemm_{version}")
     return lambda: kernel(a, b)
+
+
+def _require_hopper(op: str, device: torch.device) -> None:
+    reason = missing_hopper(device)
+    if reason is not None:
+        raise RuntimeError(f"{op}: {reason}")
+
+
+def gemm_v6_path(a: torch.Tensor, b: torch.Tensor) -> str:
+    """Which kernel ``gemm(a, b, "v6")`` runs: ``"tma"`` (v6's own) or ``"v5"``.
+
+    v6 reads its operands with TMA, which needs row strides that are multiples of 16
+    bytes (k and n multiples of 8) and 16-byte aligned pointers; otherwise it runs v5's
+    kernel, which takes any size.
+    """
+    _validate("gemm v6", _GEMM, GEMM_DTYPES["v6"], a, b)
+    _require_hopper("gemm v6", a.device)
+    return "tma" if _extension().gemm_v6_tma_path(a, b) else "v5"
+
+
+#: Tensor-core instruction families the ceiling probe (tc_peak.cu) measures.
+TENSOR_CORE_INSTRUCTIONS: tuple[str, ...] = ("mma.sync", "wgmma")
+
+
+def tensor_core_probe(instruction: str, iterations: int) -> Callable[[], int]:
+    """A launcher of the bf16 tensor-core ceiling probe for ``instruction``.
+
+    Each call launches once on the current device and stream and returns the FLOP that
+    launch executes; time it with CUDA events. ``"wgmma"`` needs Hopper.
+    """
+    if instruction not in TENSOR_CORE_INSTRUCTIONS:
+        raise ValueError(f"unknown tensor-core instruction {instruction!r}; valid: "
+                         f"{', '.join(TENSOR_CORE_INSTRUCTIONS)}")
+    if not 1 <= iterations <= 2**20:
+        raise ValueError(f"iterations must be in [1, 1048576]; got {iterations}")
+    if instruction == "wgmma":
+        _require_hopper("tensor_core_probe wgmma", torch.device("cuda"))
+    probe = _extension().tensor_core_probe
+    return lambda: probe(instruction, iterations)
 
 
 def gemm(a: torch.Tensor, b: torch.Tensor, version: str) -> torch.Tensor:
     """C = a @ b for 2-D row-major ``a`` (m×k) and ``b`` (k×n) with the chosen kernel.
 
-    ``"cublas"`` is ``torch.matmul`` (any device); v1-v5 need CUDA tensors.
+    ``"cublas"`` is ``torch.matmul`` (any device); v1-v6 need CUDA tensors, v6 a Hopper GPU.
     """
     return gemm_launcher(a, b, version)()
 

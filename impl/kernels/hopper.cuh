@@ -1,0 +1,173 @@
+// Hopper (sm_90a) building blocks in inline PTX: mbarriers, TMA, wgmma, setmaxnreg.
+// Used by gemm_hopper.cu (v6) and tc_peak.cu. Only code compiled for sm_90a may call them
+// (the callers guard their bodies with V6_ARCH_OK); sections of the PTX ISA are named.
+#pragma once
+
+#include <cuda.h>  // CUtensorMap (a type only: no driver call is linked)
+
+#include <cstdint>
+
+#include "device_common.cuh"
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define V6_ARCH_OK 1
+#else
+#define V6_ARCH_OK 0
+#endif
+
+namespace hopper {
+
+// --- mbarrier ("Parallel Synchronization and Communication Instructions: mbarrier") -------
+
+__device__ __forceinline__ void mbarrier_init(uint64_t* bar, unsigned int arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(kernels::smem_address(bar)),
+               "r"(arrivals)
+               : "memory");
+}
+
+// Makes the initialised barriers visible to the other threads and to the TMA unit.
+__device__ __forceinline__ void mbarrier_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(kernels::smem_address(bar))
+               : "memory");
+}
+
+// Arrives and announces `bytes` of asynchronous copies that will complete on `bar`.
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, unsigned int bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
+               ::"r"(kernels::smem_address(bar)), "r"(bytes)
+               : "memory");
+}
+
+// Waits until the phase of parity `parity` has completed: the n-th completion (n >= 1)
+// of a barrier is the phase of parity (n - 1) & 1.
+__device__ __forceinline__ void mbarrier_wait(uint64_t* bar, unsigned int parity) {
+  unsigned int done = 0;
+  while (!done) {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(kernels::smem_address(bar)), "r"(parity)
+        : "memory");
+  }
+}
+
+// --- TMA ("cp.async.bulk.tensor") ----------------------------------------------------------
+
+__device__ __forceinline__ void tma_prefetch_descriptor(const CUtensorMap* map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+
+// Copies the box at (inner, outer) of `map` into shared memory at `dst`; out-of-range
+// elements arrive as zeros. Completion is counted in bytes on `bar`.
+__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, uint64_t* bar,
+                                            int inner, int outer) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(kernels::smem_address(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(inner), "r"(outer),
+      "r"(kernels::smem_address(bar))
+      : "memory");
+}
+
+// --- registers ("setmaxnreg") --------------------------------------------------------------
+
+template <int kRegisters>
+__device__ __forceinline__ void release_registers() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+
+template <int kRegisters>
+__device__ __forceinline__ void claim_registers() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+
+// --- wgmma ("Asynchronous Warpgroup Level Matrix Multiply-Accumulate") ---------------------
+
+// Shared-memory matrix descriptor ("Matrix Descriptor Format") for the 128-byte swizzle:
+// start address, leading and stride byte offsets, each stored >> 4; bits 62-63 = 1 select
+// the 128-byte swizzle. Base offset 0: every operand tile starts 1024-byte aligned.
+__device__ __forceinline__ uint64_t swizzle128_descriptor(unsigned int smem_byte_address,
+                                                          unsigned int leading_bytes,
+                                                          unsigned int stride_bytes) {
+  return static_cast<uint64_t>((smem_byte_address & 0x3FFFF) >> 4) |
+         static_cast<uint64_t>(leading_bytes >> 4) << 16 |
+         static_cast<uint64_t>(stride_bytes >> 4) << 32 | 1ull << 62;
+}
+
+// Orders this thread's register and shared-memory accesses before the next wgmma.
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
+// Waits until at most kPending committed wgmma groups of this warpgroup are in flight.
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+
+// The 128 fp32 accumulators of an m64n256 tile, in the fragment layout of the PTX ISA
+// ("Register Fragments: wgmma .m64nNk16"): for warp w of the warpgroup and lane l,
+// d[4j + 2h + e] is row 16w + l/4 + 8h, column 8j + 2(l%4) + e.
+#define HOPPER_D_REGISTERS \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
+  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
+  "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}"
+
+#define HOPPER_D_OPERANDS \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), \
+  "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
+  "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
+  "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
+  "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), \
+  "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), \
+  "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
+  "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
+  "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+
+// D += A . B for a 64x16 A (K-major) and a 16x256 B read transposed (MN-major, as a
+// row-major B is), both in shared memory behind descriptors. scale-d = 1 (accumulate),
+// scale-a = scale-b = 1, trans-a = 0, trans-b = 1.
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t a, uint64_t b);
+
+template <>
+__device__ __forceinline__ void wgmma_m64n256k16<__nv_bfloat16>(float (&d)[128], uint64_t a,
+                                                                uint64_t b) {
+  asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " HOPPER_D_REGISTERS
+               ", %128, %129, 1, 1, 1, 0, 1;\n"
+               : HOPPER_D_OPERANDS
+               : "l"(a), "l"(b));
+}
+
+template <>
+__device__ __forceinline__ void wgmma_m64n256k16<__half>(float (&d)[128], uint64_t a,
+                                                         uint64_t b) {
+  asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " HOPPER_D_REGISTERS
+               ", %128, %129, 1, 1, 1, 0, 1;\n"
+               : HOPPER_D_OPERANDS
+               : "l"(a), "l"(b));
+}
+
+}  // namespace hopper
