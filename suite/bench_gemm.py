@@ -1,4 +1,4 @@
-"""GEMM ladder (impl/kernels, v1-v5) against cuBLAS, and the seed training step.
+"""GEMM ladder (impl/kernels, v1-v6) against cuBLAS, its tensor-core ceilings, the seed step.
 
 Single-GPU work. On one GPU, from the repository root:
 
@@ -24,8 +24,9 @@ from dataclasses import asdict, dataclass
 import pytest
 import torch
 
-from impl.capabilities import missing_gpu, missing_nvcc
+from impl.capabilities import missing_gpu, missing_hopper, missing_nvcc
 from impl.kernels import load, ops, peaks
+from impl.sampler import NvmlSampler
 
 SKIP = missing_gpu() or missing_nvcc()  # the kernels are built with nvcc on first use
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(SKIP is not None, reason=str(SKIP))]
@@ -33,7 +34,10 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(SKIP is not None, reason=str(S
 ROUNDS = 5
 WARMUP_ROUNDS = 1
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-VERSIONS_BY_DTYPE = {"fp32": ("cublas", "v1", "v2", "v3"), "bf16": ("cublas", "v4", "v5")}
+VERSIONS_BY_DTYPE = {
+    "fp32": ("cublas", "v1", "v1c", "v2", "v3"),
+    "bf16": ("cublas", "v4", "v5", "v6"),
+}
 
 
 @dataclass(frozen=True)
@@ -59,9 +63,11 @@ def gemm_shapes() -> tuple[GemmShape, ...]:
 
 
 def skip_reason(version: str, shape: GemmShape) -> str | None:
-    if version == "v1" and shape.m * shape.n * shape.k >= 8192**3:
-        return ("v1 (naive) at 8192^3 runs about a second per launch; skipped to keep the "
-                "module within ~3 minutes")
+    if version in ("v1", "v1c") and shape.m * shape.n * shape.k >= 8192**3:
+        return (f"{version} (naive) at 8192^3 runs a second or more per launch; skipped to "
+                "keep the module within ~3 minutes")
+    if version in ops.HOPPER_VERSIONS:
+        return missing_hopper()
     return None
 
 
@@ -190,6 +196,8 @@ def test_gemm(benchmark, device_peaks, shape: GemmShape, dtype_name: str, versio
         "reference_max_abs": reference_max_abs,
         "launches_per_round": shape.launches,
         "rounds": ROUNDS,
+        # v6 runs v5's kernel where TMA cannot address the operands: say which one ran.
+        "kernel_path": ops.gemm_v6_path(a, b) if version == "v6" else version,
     }
     if device_peaks is not None:
         info["peak_tflops"] = device_peaks.peak_flops(dtype_name) / 1e12
@@ -198,6 +206,76 @@ def test_gemm(benchmark, device_peaks, shape: GemmShape, dtype_name: str, versio
     benchmark.extra_info.update(info)
     # Correctness beside the timing: a fast wrong answer fails its row.
     assert info["max_abs_err"] <= info["max_abs_err_tolerance"], info
+
+
+# --- tensor-core ceilings: what each MMA instruction family can deliver at most ------------
+
+PROBE_ITERATIONS = {"mma.sync": 4096, "wgmma": 2048}  # about 1 ms per launch on an H100/H200
+SUSTAIN_S = 2.0
+SUSTAIN_PERIOD_MS = 20.0
+
+
+def sustained(fn: Callable[[], object], seconds: float) -> tuple[float, dict]:
+    """ms per launch of ``fn`` launched back to back for about ``seconds``, and NVML's
+    summary of this GPU over that time (mean power, SM clock, utilisation; energy)."""
+    per_launch_ms = time_launches_ms(fn, 5)
+    launches = max(5, int(seconds * 1e3 / per_launch_ms))
+    uuid = str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid)
+    sampler = NvmlSampler([uuid], SUSTAIN_PERIOD_MS)
+    sampler.start()
+    ms = time_launches_ms(fn, launches)
+    return ms, sampler.stop().summary(launches)
+
+
+def probe_cases() -> list:
+    cases = []
+    for instruction in ops.TENSOR_CORE_INSTRUCTIONS:
+        reason = missing_hopper() if instruction == "wgmma" else None
+        marks = [pytest.mark.skip(reason=reason)] if reason else []
+        cases.append(pytest.param(instruction, marks=marks, id=instruction))
+    return cases
+
+
+@pytest.mark.parametrize("instruction", probe_cases())
+def test_tensor_core_ceiling(benchmark, device_peaks, instruction: str) -> None:
+    """bf16 FLOP/s of back-to-back MMAs from registers/shared memory, no global memory.
+
+    The upper bound of the tensor-core rungs: v4 (WMMA compiles to mma.sync) and v5 under
+    the mma.sync ceiling, v6 under the wgmma one. Compared with cuBLAS at 8192^3 (bf16)
+    measured in this process.
+    """
+    probe = ops.tensor_core_probe(instruction, PROBE_ITERATIONS[instruction])
+    flop = probe()  # also the warm-up of the first launch
+    benchmark.group = "tensor-core-ceiling-bf16"
+    time_ms = timed_rounds_ms(benchmark, probe, launches=5)
+    tflops = flop / (time_ms / 1e3) / 1e12
+    # A few milliseconds of rounds run at boost clock; under a full tensor-core load the
+    # GPU may lower its clock to stay within its power limit, so the rate is also taken
+    # over SUSTAIN_S of back-to-back launches with NVML sampling clock and power.
+    sustained_ms, nvml = sustained(probe, SUSTAIN_S)
+    big = next(shape for shape in gemm_shapes() if shape.name == "square_8192")
+    cublas_ms = baseline(big, "bf16")[3]
+    cublas_tflops = ops.gemm_flops(big.m, big.n, big.k) / (cublas_ms / 1e3) / 1e12
+    info = {
+        "kind": "tensor_core_ceiling",
+        "instruction": instruction,
+        "dtype": "bf16",
+        "time_ms": time_ms,
+        "flop_per_launch": flop,
+        "tflops": tflops,
+        "cublas_8192_tflops": cublas_tflops,
+        "pct_of_cublas_8192": 100.0 * tflops / cublas_tflops,
+        "sustained_tflops": flop / (sustained_ms / 1e3) / 1e12,
+        "sustained_s": SUSTAIN_S,
+        "nvml": nvml,
+        "device_name": torch.cuda.get_device_name(),
+        "peak_tflops": None,
+        "pct_of_peak": None,
+    }
+    if device_peaks is not None:
+        info["peak_tflops"] = device_peaks.peak_flops("bf16") / 1e12
+        info["pct_of_peak"] = 100.0 * tflops / info["peak_tflops"]
+    benchmark.extra_info.update(info)
 
 
 # --- the seed training step: own kernels vs torch/cuBLAS ops ------------------------------
