@@ -26,8 +26,8 @@ REFERENCE_WORKLOAD = "mlp_8192x12_bf16"  # ANCHORS.md's data-parallel reference 
 REFERENCE_CHUNKS = 10
 TP_KINDS = ("tensor_parallel",)
 PIPELINE_KINDS = ("pipeline",)
-KNOWN_KINDS = ("step", "allreduce", "synthetic", "gemm", "seed_step", "sampler_overhead",
-               *TP_KINDS, *PIPELINE_KINDS)
+KNOWN_KINDS = ("step", "allreduce", "synthetic", "gemm", "seed_step", "tensor_core_ceiling",
+               "sampler_overhead", *TP_KINDS, *PIPELINE_KINDS)
 GIB = 2**30
 MIB = 2**20
 
@@ -100,6 +100,7 @@ def identity(row: dict) -> tuple:
         "synthetic": ("chunks",),
         "gemm": ("version", "preset", "dtype"),
         "seed_step": ("impl",),
+        "tensor_core_ceiling": ("instruction", "dtype"),
         "sampler_overhead": ("workload",),
     }.get(kind, ("name",))
     return (row["machine"], kind, *(row.get(key) for key in keys))
@@ -167,7 +168,7 @@ def note_for(field: str, row: dict) -> str | None:
         return "no 1-rank run of this strategy to scale from"
     if field in ("nccl_tests_gbps", "torch_ref_gbps", "pct_of_nccl_tests"):
         return "no reference measurement for this device, backend, profile, ranks and size"
-    if field in ("roofline_tflops", "peak_tflops", "pct_of_roofline"):
+    if field in ("roofline_tflops", "peak_tflops", "pct_of_roofline", "pct_of_peak"):
         return "no peak table row for this device (impl/kernels/peaks.py)"
     return "not recorded in this result file"
 
@@ -488,31 +489,106 @@ def synthetic(rows: Iterable[dict]) -> list[dict]:
     return sorted(of_kind(rows, "synthetic"), key=lambda r: (r["machine"], r["chunks"]))
 
 
-GEMM_VERSION_ORDER = ("v1", "v2", "v3", "v4", "v5", "cublas")
+GEMM_VERSION_ORDER = ("v1", "v1c", "v2", "v3", "v4", "v5", "v6", "cublas")
+TENSOR_CORE_INSTRUCTIONS = ("mma.sync", "wgmma")  # impl/kernels/ops.py, the ceiling probes
+
+
+def gemm_version_rank(version: str) -> tuple[int, str]:
+    """Sort key: the ladder's order (GEMM_VERSION_ORDER), unknown versions last."""
+    order = GEMM_VERSION_ORDER
+    return (order.index(version) if version in order else len(order), version)
+
+
+def gpu_model(row: dict) -> str:
+    """The GPU a single-GPU row ran on: its device_name, else (older files) its machine."""
+    return row.get("device_name") or f"machine {row['machine']}"
+
+
+def newest_run_per_gpu(rows: Iterable[dict], kind: str) -> list[dict]:
+    """The rows of ``kind`` that the newest run measuring it on each GPU model made.
+
+    The one selection rule of the single-GPU studies (suite/bench_gemm.py: GEMM ladder,
+    tensor-core ceilings, seed step). Why: their numbers depend on the GPU model, not on
+    the machine label (an H200 of a 1-GPU machine measures what an H200 of a 4-GPU one
+    does), and a kernel's name means something only within one version of the ladder (in
+    runs made before v1c existed, "v1" was the coalesced kernel). So per GPU model
+    (``gpu_model``) the newest run with rows of ``kind`` supersedes every older run of any
+    machine label, whole: rows of two runs are never mixed, even where the newer one left a
+    shape out. Newest is the highest ``run`` index: runs are numbered oldest first
+    (reports.build.load_inputs, as merge_rows expects).
+    """
+    found = of_kind(rows, kind)
+    newest: dict[str, int] = {}
+    for row in found:
+        newest[gpu_model(row)] = max(newest.get(gpu_model(row), row["run"]), row["run"])
+    return [r for r in found if r["run"] == newest[gpu_model(r)]]
+
+
+# Runs made before v1c and v6 existed recorded no kernel_path; their "v1" was the kernel
+# now called v1c (the coalesced naive one). Applied only to rows without kernel_path.
+RENAMED_BEFORE_KERNEL_PATH = {"v1": "v1c"}
+
+
+def ladder_version(row: dict) -> str:
+    """A GEMM row's version in today's ladder (see RENAMED_BEFORE_KERNEL_PATH)."""
+    if "kernel_path" in row:
+        return row["version"]
+    return RENAMED_BEFORE_KERNEL_PATH.get(row["version"], row["version"])
+
+
+def ran_other_kernel(row: dict) -> str | None:
+    """The ladder version whose kernel a GEMM row actually ran, when not its own.
+
+    v6 falls back to v5's kernel where TMA cannot address the operands (kernel_path "v5"
+    instead of "tma"); every other version records its own name. Rows from before
+    kernel_path was recorded give None.
+    """
+    path = row.get("kernel_path")
+    return path if path in GEMM_VERSION_ORDER and path != row.get("version") else None
 
 
 def gemm_ladder(rows: Iterable[dict]) -> list[dict]:
     """GEMM rows per (machine, shape, dtype), own versions first then cuBLAS, with the share
-    of the roofline each reaches."""
+    of the roofline each reaches. Only the newest run per GPU model counts
+    (newest_run_per_gpu); ``version`` is today's name (ladder_version, the recorded one in
+    ``recorded_version``) and ``ran_kernel_of`` says whose kernel ran (ran_other_kernel)."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
-    for row in of_kind(rows, "gemm"):
+    for row in newest_run_per_gpu(rows, "gemm"):
         roofline = row.get("roofline_tflops")
         groups[(row["machine"], row["m"], row["n"], row["k"], row["dtype"])].append({
-            **row, "pct_of_roofline": row["tflops"] / roofline * 100 if roofline else None})
-    order = lambda r: (GEMM_VERSION_ORDER.index(r["version"])
-                       if r["version"] in GEMM_VERSION_ORDER else 99, r["version"])
+            **row, "pct_of_roofline": row["tflops"] / roofline * 100 if roofline else None,
+            "version": ladder_version(row), "recorded_version": row["version"],
+            "ran_kernel_of": ran_other_kernel(row)})
+    order = lambda r: gemm_version_rank(r["version"])
     return [{"machine": machine, "preset": members[0]["preset"], "m": m, "n": n, "k": k,
              "dtype": dtype, "device_name": members[0].get("device_name"),
              "rows": sorted(members, key=order)}
             for (machine, m, n, k, dtype), members in sorted(groups.items())]
 
 
+def tensor_core_ceilings(rows: Iterable[dict]) -> list[dict]:
+    """Per GPU model (newest run only, newest_run_per_gpu): the bf16 FLOP/s each tensor-core
+    instruction family reaches at most, mma.sync first, then wgmma, with the mean SM clock
+    and power NVML saw over the sustained launches (None where not sampled)."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for row in newest_run_per_gpu(rows, "tensor_core_ceiling"):
+        groups[(row["machine"], gpu_model(row))].append({
+            **row, "sustained_sm_clock_mhz": _mean_over_gpus(row, "sm_clock_mhz"),
+            "sustained_power_w": _mean_over_gpus(row, "power_w")})
+    order = lambda r: (TENSOR_CORE_INSTRUCTIONS.index(r["instruction"])
+                       if r["instruction"] in TENSOR_CORE_INSTRUCTIONS else 99, r["instruction"])
+    return [{"machine": machine, "device_name": members[0].get("device_name"),
+             "rows": sorted(members, key=order)}
+            for (machine, _), members in sorted(groups.items())]
+
+
 def seed_steps(rows: Iterable[dict]) -> list[dict]:
-    """The seed training step per implementation, with its time relative to torch's."""
-    found = of_kind(rows, "seed_step")
-    torch_ms = {r["machine"]: r["step_ms"] for r in found if r["impl"] == "torch"}
-    return sorted(({**r, "vs_torch": r["step_ms"] / torch_ms[r["machine"]]
-                    if r["machine"] in torch_ms else None} for r in found),
+    """The seed training step per implementation, with its time relative to torch's in the
+    same run (the newest run per GPU model, newest_run_per_gpu)."""
+    found = newest_run_per_gpu(rows, "seed_step")
+    torch_ms = {gpu_model(r): r["step_ms"] for r in found if r["impl"] == "torch"}
+    return sorted(({**r, "vs_torch": r["step_ms"] / torch_ms[gpu_model(r)]
+                    if gpu_model(r) in torch_ms else None} for r in found),
                   key=lambda r: (r["machine"], r["impl"]))
 
 

@@ -53,6 +53,14 @@ REQUIRED_TEXT = {
     "allreduce": ("profile",),
     "gemm": ("version", "preset", "dtype"),
     "seed_step": ("impl",),
+    "tensor_core_ceiling": ("instruction", "dtype"),
+}
+# Text fields a row may lack (older runs) or leave null, but that must be text when given:
+# the single-GPU studies are selected by device_name (analysis.newest_run_per_gpu).
+OPTIONAL_TEXT = {
+    "gemm": ("device_name", "kernel_path"),
+    "seed_step": ("device_name",),
+    "tensor_core_ceiling": ("device_name",),
 }
 REQUIRED_NUMBERS = {
     "step": ("chunks", "world_size", "step_ms", "samples_per_s", "compute_only_ms",
@@ -62,6 +70,7 @@ REQUIRED_NUMBERS = {
     "synthetic": ("chunks", "step_ms", "sequential_ms", "speedup_pct"),
     "gemm": ("m", "n", "k", "tflops", "arithmetic_intensity", "pct_of_cublas"),
     "seed_step": ("step_ms",),
+    "tensor_core_ceiling": ("tflops", "cublas_8192_tflops", "pct_of_cublas_8192"),
     "sampler_overhead": ("overhead_pct", "step_ms_sampler_on", "step_ms_sampler_off"),
 }
 
@@ -150,6 +159,11 @@ def check_rows(results: ResultsFile) -> None:
                 raise ResultsError(results.path, f"benchmark {name!r} ({kind}) has "
                                                  f"extra_info.{key} = {info.get(key)!r}; "
                                                  "expected a string")
+        for key in OPTIONAL_TEXT.get(kind, ()):
+            if info.get(key) is not None and not isinstance(info[key], str):
+                raise ResultsError(results.path, f"benchmark {name!r} ({kind}) has "
+                                                 f"extra_info.{key} = {info[key]!r:.60}; "
+                                                 "expected a string or null")
         for key in REQUIRED_NUMBERS.get(kind, ()):
             if not _is_number(info.get(key)):
                 raise ResultsError(results.path, f"benchmark {name!r} ({kind}) has "

@@ -23,6 +23,8 @@ matplotlib.use("Agg")  # before pyplot: no display, and no GUI toolkit on build 
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
+from reports.analysis import gemm_version_rank  # noqa: E402
+
 WIDTH_IN = 6.8  # the PDF's text width (A4 minus margins), so 1 figure inch = 1 inch on paper
 PNG_DPI = 200
 STRATEGY_COLORS = {"sequential": "#7f7f7f", "threaded": "#ff7f0e", "chunked": "#1f77b4",
@@ -46,12 +48,16 @@ def color(strategy: str) -> str:
     return STRATEGY_COLORS.get(strategy, "#17becf")
 
 
+# One fixed colour per GEMM kernel version in every figure: v1-v5 keep tab10's first five,
+# v1c is a lighter v1 (the same kernel with coalesced loads), v6 tab10's sixth; cuBLAS black.
+VERSION_COLORS = {"v1": "#1f77b4", "v1c": "#7fb2de", "v2": "#ff7f0e", "v3": "#2ca02c",
+                  "v4": "#d62728", "v5": "#9467bd", "v6": "#8c564b", "cublas": "#222222"}
+OTHER_VERSION_COLOR = "#bcbd22"
+
+
 def version_color(version: str) -> str:
     """The same colour for a GEMM kernel version in every figure; cuBLAS is black."""
-    if version == "cublas":
-        return "#222222"
-    number = int(version[1:]) if version[1:].isdigit() else 9
-    return plt.get_cmap("tab10")((number - 1) % 10)
+    return VERSION_COLORS.get(version, OTHER_VERSION_COLOR)
 
 
 def data_uri(image: Image) -> str:
@@ -418,15 +424,18 @@ def gemm_bars(groups: Sequence[dict]) -> Image:
     fig, axes = _figure(1, len(dtypes), height=2.5)
     for ax, dtype in zip(axes[0], dtypes):
         shapes = [g for g in groups if g["dtype"] == dtype]
-        versions = list(dict.fromkeys(r["version"] for g in shapes for r in g["rows"]))
+        versions = sorted({r["version"] for g in shapes for r in g["rows"]},
+                          key=gemm_version_rank)
         width = 0.8 / len(versions)
         for v_index, version in enumerate(versions):
+            labelled = False  # one legend entry per version, at its first shape with a bar
             for s_index, group in enumerate(shapes):
                 value = next((r["tflops"] for r in group["rows"] if r["version"] == version),
                              None)
                 if value is not None:
                     ax.bar(s_index + (v_index - (len(versions) - 1) / 2) * width, value, width,
-                           color=version_color(version), label=version if s_index == 0 else None)
+                           color=version_color(version), label=None if labelled else version)
+                    labelled = True
         ax.set_xticks(range(len(shapes)),
                       [f"{g['m']}×{g['n']}×{g['k']}" for g in shapes], rotation=20)
         ax.set_ylabel(f"{dtype} TFLOP/s")
@@ -440,8 +449,7 @@ def roofline(groups: Sequence[dict]) -> Image:
     fig, axes = _figure(1, 1, height=2.9)
     ax = axes[0, 0]
     markers = {"fp32": "o", "bf16": "s", "tf32": "^", "fp16": "D"}
-    versions = sorted({r["version"] for g in groups for r in g["rows"]},
-                      key=lambda v: (v == "cublas", v))
+    versions = sorted({r["version"] for g in groups for r in g["rows"]}, key=gemm_version_rank)
     intensities = [r["arithmetic_intensity"] for g in groups for r in g["rows"]]
     if not intensities:
         return _save(fig)

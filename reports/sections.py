@@ -171,7 +171,7 @@ def section_abstract(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
                             "chunks": top["synthetic"]["chunks"]}
     if top["gemm"]:
         gemm = top["gemm"]
-        out["gemm"] = {"version": gemm["version"], "dtype": gemm["dtype"],
+        out["gemm"] = {"version": version_label(gemm), "dtype": gemm["dtype"],
                        "shape": f"{gemm['m']}×{gemm['n']}×{gemm['k']}",
                        "tflops": fmt(gemm["tflops"]), "pct": fmt_pct(gemm["pct_of_cublas"])}
     return out
@@ -518,42 +518,141 @@ def section_synthetic(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
 
 
 GEMM_COLUMNS = (text_column("shape", "m×n×k", nowrap=True), text_column("dtype", "dtype"),
-                text_column("version", "version"), Column("tflops", "TFLOP/s"),
+                text_column("version_label", "version"), Column("tflops", "TFLOP/s"),
                 Column("pct_of_cublas", "of cuBLAS", "%"),
                 Column("arithmetic_intensity", "intensity", "FLOP/B"),
                 Column("achieved_gbps", "traffic", "GB/s"),
                 Column("roofline_tflops", "roofline", "TFLOP/s"),
                 Column("pct_of_roofline", "of roofline", "%"),
                 Column("max_abs_err", "max |C − C_cuBLAS|"))
+CEILING_COLUMNS = (text_column("instruction", "instruction"), Column("tflops", "TFLOP/s"),
+                   Column("pct_of_peak", "of datasheet peak", "%"),
+                   Column("pct_of_cublas_8192", "of cuBLAS 8192³", "%"),
+                   Column("sustained_tflops", "sustained", "TFLOP/s"),
+                   Column("sustained_sm_clock_mhz", "SM clock, sustained", "MHz"),
+                   Column("sustained_power_w", "power, sustained", "W"))
 SEED_COLUMNS = (text_column("machine", "machine"), text_column("impl", "implementation"),
                 Column("step_ms", "step", "ms"), Column("vs_torch", "× torch's time"),
                 Column("max_abs_err_vs_torch", "max |Δw| vs torch"))
+V1C_TEXT = ("v1c is v1 with a coalesced thread mapping: not a rung of its own, it separates "
+            "what coalescing buys from what v2's tiling buys.")
+GPU_STUDY_KINDS = {"gemm": "GEMM", "tensor_core_ceiling": "tensor-core-ceiling",
+                   "seed_step": "seed-step"}  # suite/bench_gemm.py's rows, as captions name them
+
+
+def superseded_text(rows: Sequence[dict], runs: Sequence[Run]) -> str | None:
+    """Which runs' GEMM-module rows a newer run of the same GPU model replaced, or None."""
+    kinds: dict[int, dict[str, None]] = {}
+    models: dict[int, set[str]] = {}
+    for kind, name in GPU_STUDY_KINDS.items():
+        kept = {id(r) for r in analysis.newest_run_per_gpu(rows, kind)}
+        for row in analysis.of_kind(rows, kind):
+            if id(row) not in kept:
+                kinds.setdefault(row["run"], {})[name] = None
+                models.setdefault(row["run"], set()).add(analysis.gpu_model(row))
+    if not kinds:
+        return None
+    listed = "; ".join(f"the {_and(list(kinds[i]))} rows of {runs[i].path} ({runs[i].label}, "
+                       f"{', '.join(sorted(models[i]))})" for i in sorted(kinds))
+    return (f"Left out here: {listed}. A newer run measured the same GPU model, and per GPU "
+            f"model only the newest run counts, whichever machine made it: a version's name "
+            f"means something only within one version of the ladder (before v1c existed, v1 "
+            f"was the coalesced kernel).")
+
+
+def _and(words: Sequence[str]) -> str:
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def version_label(row: dict) -> str:
+    """A GEMM row's version, marked when the row ran another version's kernel (v6 -> v5)
+    or was recorded under the old ladder's name (v1 before v1c existed)."""
+    label = row["version"]
+    recorded = row.get("recorded_version", label)
+    if recorded != label:
+        label += f" (recorded as {recorded})"
+    if other := row.get("ran_kernel_of"):
+        label += f" (ran {other}'s kernel)"
+    return label
+
+
+def _marks_text(rows: Sequence[dict], figure: bool = False) -> str:
+    """Caption sentences explaining the marks version_label puts on rows (or, for a figure,
+    which bars they concern), or ""."""
+    text = ""
+    if any(r.get("recorded_version", r["version"]) != r["version"] for r in rows):
+        text += ("v1c was recorded as v1 by a run made before v1c existed, when v1 named the "
+                 "coalesced kernel. " if figure else
+                 "Rows marked \"recorded as v1\" come from a run made before v1c existed, "
+                 "when v1 named the coalesced kernel (today's v1c). ")
+    fell_back = [r for r in rows if r.get("ran_kernel_of")]
+    if fell_back:
+        shapes = ", ".join(dict.fromkeys(f"{r['m']}×{r['n']}×{r['k']} {r['dtype']}"
+                                         for r in fell_back))
+        why = "where TMA cannot address the operands (rows not 16-byte aligned)"
+        text += (f"The v6 bars at {shapes} are v5's kernel: v6 falls back to it {why}. "
+                 if figure else
+                 f"Rows marked \"ran …'s kernel\" time that version's kernel, not their own: "
+                 f"v6 runs v5's kernel {why}, here at {shapes}. ")
+    return text
+
+
+def ceiling_table(group: dict, runs: Sequence[Run]) -> Table:
+    """The tensor-core ceilings of one GPU model, with what bounds what in the caption."""
+    found = group["rows"]
+    first = found[0]
+    peak = (f"The datasheet's dense bf16 peak is {fmt(first['peak_tflops'])} TFLOP/s"
+            if first.get("peak_tflops") is not None else
+            "No datasheet peak is on record for this device (impl/kernels/peaks.py)")
+    sustained = next((r["sustained_s"] for r in found
+                      if r.get("sustained_tflops") is not None and r.get("sustained_s")), None)
+    columns = CEILING_COLUMNS if sustained else CEILING_COLUMNS[:4]  # runs before it was taken
+    sustained_text = (f"TFLOP/s is the median of short timed rounds; sustained is the rate over "
+                      f"{sustained:g} s of back-to-back launches, with NVML's mean SM clock "
+                      f"and power over that time (a GPU may lower its clock under a full "
+                      f"tensor-core load to stay within its power limit). " if sustained else "")
+    return make_table(
+        f"tab-tc-ceilings-{group['machine']}",
+        f"Tensor-core ceilings on {machine_text(group['machine'], runs)}: the bf16 FLOP/s each "
+        f"MMA instruction family reaches at most, back-to-back MMAs on operands already in "
+        f"registers or shared memory, with no global-memory traffic. They bound the "
+        f"tensor-core rungs of the ladder: v4 (WMMA compiles to mma.sync) and v5 by the "
+        f"mma.sync ceiling, v6 by the wgmma ceiling. {peak}; cuBLAS reached "
+        f"{fmt(first['cublas_8192_tflops'])} TFLOP/s at 8192³ bf16 in the same process. "
+        f"{sustained_text}{how_text(found, runs)}", columns, found)
 
 
 def section_gemm(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
     groups = _ordered(analysis.gemm_ladder(rows), runs)
-    out: dict = {"tables": [], "figures": [], "seed": None}
+    out: dict = {"tables": [], "figures": [], "seed": None, "ceilings": [],
+                 "v1c": V1C_TEXT, "superseded": superseded_text(rows, runs)}
     for label in dict.fromkeys(g["machine"] for g in groups):
         mine = [g for g in groups if g["machine"] == label]
-        flat = [{**r, "shape": f"{g['m']}×{g['n']}×{g['k']}"} for g in mine for r in g["rows"]]
+        flat = [{**r, "shape": f"{g['m']}×{g['n']}×{g['k']}", "version_label": version_label(r)}
+                for g in mine for r in g["rows"]]
         how = how_text(flat, runs)
         where = machine_text(label, runs)
+        marks = _marks_text(flat)
+        own = sorted({r["version"] for r in flat if r["version"] != "cublas"},
+                     key=analysis.gemm_version_rank)
         out["tables"].append(make_table(
-            f"tab-gemm-{label}", f"GEMM ladder on {where}: own kernels v1–v5 and cuBLAS (through "
-            f"torch) per shape and dtype, median CUDA-event time per launch; roofline from the "
-            f"device's peaks (impl/kernels/peaks.py); max |C − C_cuBLAS| is each row's "
-            f"correctness check. {how}", GEMM_COLUMNS, flat))
+            f"tab-gemm-{label}", f"GEMM ladder on {where}: own kernels {', '.join(own)} and "
+            f"cuBLAS (through torch) per shape and dtype, median CUDA-event time per launch; "
+            f"roofline from the device's peaks (impl/kernels/peaks.py); max |C − C_cuBLAS| is "
+            f"each row's correctness check. {marks}{how}", GEMM_COLUMNS, flat))
         out["figures"].append(_figure(
             f"fig-gemm-{label}", figures.gemm_bars(mine),
-            f"GEMM throughput per kernel version and shape on {where} (fp32 versions v1–v3 on "
-            f"CUDA cores, bf16 versions v4–v5 on tensor cores; cuBLAS in black). {how}",
-            f"GEMM TFLOP/s per version, {label}"))
+            f"GEMM throughput per kernel version and shape on {where} (fp32 versions v1, v1c, "
+            f"v2 and v3 on CUDA cores, bf16 versions v4–v6 on tensor cores; cuBLAS in black). "
+            f"{_marks_text(flat, figure=True)}{how}", f"GEMM TFLOP/s per version, {label}"))
         out["figures"].append(_figure(
             f"fig-roofline-{label}", figures.roofline(mine),
             f"Roofline on {where}: achieved TFLOP/s against arithmetic intensity (compulsory "
             f"traffic: A and B read once, C written once), under the dtype's peak and the HBM "
             f"bandwidth from the result rows (peak_tflops, peak_gbps). {how}",
             f"Roofline plot, {label}"))
+    out["ceilings"] = [ceiling_table(group, runs)
+                       for group in _ordered(analysis.tensor_core_ceilings(rows), runs)]
     seeds = _ordered(analysis.seed_steps(rows), runs)
     if seeds:
         where = ", ".join(machine_text(m, runs) for m in dict.fromkeys(r["machine"] for r in seeds))
