@@ -568,11 +568,6 @@ def _raw_call(ext, function: str, args: tuple):
 @pytest.mark.usefixtures("ext")
 @pytest.mark.gpu
 @pytest.mark.skipif(GPU_SKIP is not None, reason=str(GPU_SKIP))
-@pytest.mark.xfail(strict=True, reason=(
-    "known defect, seen on 4x H200 with torch 2.11.0+cu130 on 2026-11-21: the raw extension "
-    "segfaults on the non-contiguous operand case (gemm-4) after four cases raised correctly; "
-    "root cause not established. ops.py validates every input first, so the public API never "
-    "reaches this path"))
 def test_raw_extension_rejects_bad_input_like_ops() -> None:
     # bindings.cpp's checks, the second line of defence, raise what ops.py raises: same
     # exception types, same messages, for every case of BAD_INPUTS made on the GPU.

@@ -10,7 +10,10 @@
 // They raise Python exceptions themselves (PyErr_SetString, then py::error_already_set)
 // instead of throwing c10 exceptions: on the GPU machine (torch 2.11, extension built by
 // another g++ than torch's) a failed TORCH_CHECK_TYPE here killed the interpreter with a
-// segmentation fault instead of raising TypeError; the root cause is not established.
+// segmentation fault instead of raising TypeError. c10 builds that message in an
+// std::ostringstream, with the source line number in it: the same kind of crash as the
+// one described at text() below, whose cause was narrowed to integers formatted by an
+// std::ostream inside this extension.
 // pybind11's dispatcher catches error_already_set by type and restores the error it
 // carries; every other exception (c10's, and also pybind11's own py::type_error and
 // py::value_error) is rethrown through the exception translators in pybind11's internals,
@@ -28,8 +31,8 @@
 #include <climits>
 #include <cstdint>
 #include <initializer_list>
-#include <sstream>
 #include <string>
+#include <type_traits>
 
 #include "launchers.h"
 
@@ -39,14 +42,50 @@ namespace {
 // matrix at most INT_MAX elements.
 constexpr int64_t kMaxDim = int64_t{1} << 30;
 
+// Every part of a message becomes a std::string here, integers through std::to_string:
+// no number goes through an std::ostream. On the GPU machine (torch 2.11, extension built
+// with the system g++), every message with an integer inserted into an std::ostringstream
+// (a shape, by c10's operator<< or by hand) killed the interpreter with a segmentation
+// fault, while messages of strings alone, and integers through std::to_string, raised
+// correctly (bisected case by case, results/h200x1/logs/). The likely cause is a mismatch
+// between the libstdc++ the extension was compiled against and the one loaded at run time
+// in the locale facets that format numbers; it was not traced further.
+std::string text(const char* value) { return value; }
+std::string text(const std::string& value) { return value; }
+
+template <typename T, typename = std::enable_if_t<std::is_integral_v<T>>>
+std::string text(T value) {
+  return std::to_string(value);
+}
+
+// As Python prints a shape: [6, 4].
+std::string text(at::IntArrayRef values) {
+  std::string out = "[";
+  for (size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + std::to_string(values[i]);
+  return out + "]";
+}
+
+// As Python prints a device: cpu, meta, cuda:1.
+std::string text(const at::Device& device) {
+  std::string name;
+  switch (device.type()) {
+    case at::kCPU: name = "cpu"; break;
+    case at::kCUDA: name = "cuda"; break;
+    case at::kMeta: name = "meta"; break;
+    default: name = "device type " + std::to_string(static_cast<int>(device.type()));
+  }
+  if (device.has_index()) name += ":" + std::to_string(device.index());
+  return name;
+}
+
 // Raises the Python exception `type` with the parts streamed into one message, through
 // py::error_already_set (see the header comment). The bound functions run with the GIL
 // held, as PyErr_SetString and error_already_set need.
 template <typename... Parts>
 [[noreturn]] void raise_error(PyObject* type, const Parts&... parts) {
-  std::ostringstream message;
-  (message << ... << parts);
-  PyErr_SetString(type, message.str().c_str());
+  std::string message;
+  ((message += text(parts)), ...);
+  PyErr_SetString(type, message.c_str());
   throw py::error_already_set();
 }
 
@@ -80,22 +119,14 @@ std::string layout_name(at::Layout layout) {
     case at::kSparseBsc: return "torch.sparse_bsc";
     case at::kMkldnn: return "torch._mkldnn";
     case at::kJagged: return "torch.jagged";
-    default: {
-      std::ostringstream out;
-      out << layout;
-      return out.str();
-    }
+    default: return "layout " + std::to_string(static_cast<int>(layout));
   }
 }
 
 std::string dtype_list(std::initializer_list<at::ScalarType> dtypes) {
-  std::ostringstream out;
-  const char* separator = "";
-  for (at::ScalarType dtype : dtypes) {
-    out << separator << dtype_name(dtype);
-    separator = ", ";
-  }
-  return out.str();
+  std::string out;
+  for (at::ScalarType dtype : dtypes) out += (out.empty() ? "" : ", ") + dtype_name(dtype);
+  return out;
 }
 
 // A dense row-major matrix (matrix == false: a dense tensor of any shape). Everything but
