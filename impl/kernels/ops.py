@@ -11,10 +11,10 @@ version names, dtypes, layouts, shapes and size limits first, the device last, s
 mistake fails at once with a TypeError or ValueError that names the operation, the bad
 value and what is allowed, on a CPU-only machine too (only the device check needs a GPU
 to pass). bindings.cpp repeats the same checks with the same messages as a second line
-of defence for direct calls of the extension, raising them as Python errors itself: on
-the GPU machine (torch 2.11, extension built with another g++ than torch's) a c10
-exception (TORCH_CHECK) thrown by the extension crashed the interpreter with a
-segmentation fault instead of raising; the root cause is not established.
+of defence for direct calls of the extension, raising them as Python errors itself and
+formatting numbers without std::ostream: on the GPU machine (torch 2.11, extension built
+with another g++ than torch's) both a c10 exception (TORCH_CHECK) and any message with
+an integer formatted by an std::ostream crashed the interpreter (bindings.cpp says more).
 """
 
 from __future__ import annotations
