@@ -622,6 +622,12 @@ def ceiling_table(group: dict, runs: Sequence[Run]) -> Table:
         f"{sustained_text}{how_text(found, runs)}", columns, found)
 
 
+def _versions_of(rows: Sequence[dict], dtype: str) -> str:
+    """The own (non-cuBLAS) versions measured in ``dtype``, in ladder order, for captions."""
+    found = {r["version"] for r in rows if r["dtype"] == dtype and r["version"] != "cublas"}
+    return ", ".join(sorted(found, key=analysis.gemm_version_rank)) or "none"
+
+
 def section_gemm(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
     groups = _ordered(analysis.gemm_ladder(rows), runs)
     out: dict = {"tables": [], "figures": [], "seed": None, "ceilings": [],
@@ -642,8 +648,10 @@ def section_gemm(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
             f"each row's correctness check. {marks}{how}", GEMM_COLUMNS, flat))
         out["figures"].append(_figure(
             f"fig-gemm-{label}", figures.gemm_bars(mine),
-            f"GEMM throughput per kernel version and shape on {where} (fp32 versions v1, v1c, "
-            f"v2 and v3 on CUDA cores, bf16 versions v4–v6 on tensor cores; cuBLAS in black). "
+            f"GEMM throughput per kernel version and shape on {where} (fp32 versions "
+            f"{_versions_of(flat, 'fp32')} on CUDA cores, bf16 versions "
+            f"{_versions_of(flat, 'bf16')} on "
+            f"tensor cores; cuBLAS in black). "
             f"{_marks_text(flat, figure=True)}{how}", f"GEMM TFLOP/s per version, {label}"))
         out["figures"].append(_figure(
             f"fig-roofline-{label}", figures.roofline(mine),
