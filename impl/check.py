@@ -35,25 +35,39 @@ def max_abs_diff(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
     return max((x.float() - y.float()).abs().max().item() for x, y in zip(a, b))
 
 
+def errors_vs_sequential(candidates: dict[str, tuple[str, StrategyOptions]],
+                         workload: WorkloadConfig, group: dist.ProcessGroup | None,
+                         device: torch.device, steps: int = 3, seed: int = 0) -> dict[str, float]:
+    """Largest |w_candidate − w_sequential| after ``steps`` steps, over every rank of ``group``.
+
+    ``candidates`` maps a name to (strategy, options); sequential runs once, at the first
+    candidate's chunking (the chunking changes only the order of its all-reduces). Each error
+    also folds in how far this rank's weights are from rank 0's, so ranks that drifted apart
+    (a broken all-reduce) cannot pass.
+    """
+    first_options = next(iter(candidates.values()))[1]
+    sequential = train("sequential", workload, group, device, first_options, steps, seed)
+    errors = {}
+    for name, (strategy, options) in candidates.items():
+        candidate = train(strategy, workload, group, device, options, steps, seed)
+        error = torch.tensor(max_abs_diff(candidate, sequential), device=device)
+        if group is not None and dist.get_world_size(group) > 1:
+            reference = [w.clone() for w in candidate]
+            for weight in reference:
+                dist.broadcast(weight, src=dist.get_global_rank(group, 0), group=group)
+            error = torch.maximum(error, torch.tensor(max_abs_diff(candidate, reference),
+                                                      device=device))
+            dist.all_reduce(error, op=dist.ReduceOp.MAX, group=group)
+        errors[name] = error.item()
+    return errors
+
+
 def max_abs_err_vs_sequential(strategy: str, workload: WorkloadConfig,
                               group: dist.ProcessGroup | None, device: torch.device,
                               options: StrategyOptions, steps: int = 3, seed: int = 0) -> float:
-    """Largest |w_strategy − w_sequential| after ``steps`` steps, over every rank of ``group``.
-
-    Also folds in how far this rank's weights are from rank 0's, so ranks that drifted apart
-    (a broken all-reduce) cannot pass.
-    """
-    sequential = train("sequential", workload, group, device, options, steps, seed)
-    candidate = train(strategy, workload, group, device, options, steps, seed)
-    error = torch.tensor(max_abs_diff(candidate, sequential), device=device)
-    if group is not None and dist.get_world_size(group) > 1:
-        reference = [w.clone() for w in candidate]
-        for weight in reference:
-            dist.broadcast(weight, src=dist.get_global_rank(group, 0), group=group)
-        error = torch.maximum(error, torch.tensor(max_abs_diff(candidate, reference),
-                                                  device=device))
-        dist.all_reduce(error, op=dist.ReduceOp.MAX, group=group)
-    return error.item()
+    """``errors_vs_sequential`` for one strategy."""
+    return errors_vs_sequential({strategy: (strategy, options)}, workload, group, device, steps,
+                                seed)[strategy]
 
 
 def weight_tolerance(dtype: torch.dtype, max_abs_weight: float) -> float:

@@ -6,8 +6,11 @@ The benchmark's ``extra_info``, the terminal summary and the report all iterate 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -31,8 +34,16 @@ STEP_FIELDS: tuple[Field, ...] = (
           "then the all-reduce of every chunk) at the same chunking.", False),
     Field("limit_ms", "ms", "limit = max(compute_only, comm_only): no overlap scheme can be "
           "faster.", False),
+    Field("bound_ms", "ms", "schedule bound: the step of a perfect overlap with zero "
+          "interference. Each chunk's all-reduce (its comm-only duration) starts at "
+          "max(the chunk's ready time in the compute-only run, the end of the previous "
+          "all-reduce); the step ends at max(backward end, last all-reduce end) plus the "
+          "update.", False),
     Field("overlap_efficiency", "", "overlap efficiency = (sequential − step) / "
           "(sequential − limit): 0 is no gain over sequential, 1 is perfect overlap.", True),
+    Field("bound_efficiency", "", "efficiency against the schedule bound = (sequential − "
+          "step) / (sequential − bound): 1 is the best any overlap of this chunking can do.",
+          True),
     Field("hidden_comm_fraction", "", "Communication time overlapped by compute / communication "
           "time, from the step's timeline (Holistic Trace Analysis's definition).", True),
     Field("max_abs_err_vs_sequential", "", "Largest absolute weight difference to the "
@@ -54,21 +65,62 @@ ALLREDUCE_FIELDS: tuple[Field, ...] = (
 )
 
 
-def limit_ms(compute_only_ms: float, comm_only_ms: float) -> float:
-    """limit = max(compute_only, comm_only): no overlap scheme can beat it."""
-    return max(compute_only_ms, comm_only_ms)
+def limit_ms(compute_only_ms, comm_only_ms):
+    """limit = max(compute_only, comm_only): no overlap scheme can beat it.
+
+    Works on floats and, element-wise, on numpy arrays (bootstrap resamples).
+    """
+    return np.maximum(compute_only_ms, comm_only_ms)
+
+
+def efficiency(sequential_ms, step_ms, best_ms):
+    """(sequential − step) / (sequential − best), NaN where sequential is already at best.
+
+    ``best`` is the limit (overlap efficiency) or the schedule bound (bound efficiency). With
+    nothing to hide the ratio is meaningless, so it is undefined rather than a huge or
+    negative number. Element-wise on numpy arrays.
+    """
+    sequential_ms, step_ms, best_ms = (np.asarray(v, dtype=float)
+                                       for v in (sequential_ms, step_ms, best_ms))
+    headroom = sequential_ms - best_ms
+    defined = headroom > 1e-9 * np.maximum(np.abs(sequential_ms), 1e-12)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(defined, (sequential_ms - step_ms) / headroom, np.nan)
 
 
 def overlap_efficiency(sequential_ms: float, step_ms: float, limit: float) -> float | None:
-    """(sequential − step) / (sequential − limit); None when sequential is already at the limit.
+    """(sequential − step) / (sequential − limit); None when sequential is already at the limit."""
+    value = float(efficiency(sequential_ms, step_ms, limit))
+    return None if math.isnan(value) else value
 
-    With nothing to hide (sequential ≤ limit) the ratio is meaningless, so it is left
-    undefined rather than reported as a huge or negative number.
+
+def ideal_speedup(compute_to_comm):
+    """Speedup over sequential of a perfect overlap: (compute + comm) / max(compute, comm).
+
+    With r = compute/comm that is (r + 1) / max(r, 1): 2 at r = 1, and → 1 as either side
+    dominates. It assumes sequential = compute + comm (no launch or synchronisation cost).
     """
-    headroom = sequential_ms - limit
-    if headroom <= 1e-9 * max(sequential_ms, 1e-12):
-        return None
-    return (sequential_ms - step_ms) / headroom
+    ratio = np.asarray(compute_to_comm, dtype=float)
+    return (ratio + 1) / np.maximum(ratio, 1)
+
+
+def schedule_bound_ms(ready_ms: Sequence[float], comm_ms: Sequence[float],
+                      backward_end_ms: float, update_ms: float) -> float:
+    """The step of a perfect overlap with zero interference, for this chunking.
+
+    Chunk c becomes ready at ``ready_ms[c]`` (compute-only run) and its all-reduce alone takes
+    ``comm_ms[c]`` (comm-only run). All-reduces of one process group run one after another,
+    so chunk c's starts at max(ready_c, end of chunk c−1's). The step ends at
+    max(backward end, last all-reduce end) plus the update, which needs every chunk.
+    Tighter than max(compute, comm): a chunk cannot be sent before it exists, and the last
+    chunk's all-reduce can never be hidden.
+    """
+    if len(ready_ms) != len(comm_ms):
+        raise ValueError(f"{len(ready_ms)} ready times for {len(comm_ms)} chunk durations")
+    comm_end = 0.0
+    for ready, duration in zip(ready_ms, comm_ms):
+        comm_end = max(ready, comm_end) + duration
+    return max(backward_end_ms, comm_end) + update_ms
 
 
 def samples_per_s(world_size: int, batch: int, step_ms: float) -> float:
@@ -114,6 +166,41 @@ def overlap_ms(a: Sequence[tuple[float, float]], b: Sequence[tuple[float, float]
         else:
             j += 1
     return total
+
+
+def exposed_comm_ms(compute: Sequence[tuple[float, float]],
+                    comm: Sequence[tuple[float, float]]) -> float:
+    """Communication time not covered by compute: covered(comm) − overlap(compute, comm)."""
+    return covered_ms(comm) - overlap_ms(compute, comm)
+
+
+LOST_TIME_PARTS = ("exposed_comm_ms", "compute_slowdown_ms", "other_ms")
+
+
+def lost_time_ms(compute: Sequence[tuple[float, float]], comm: Sequence[tuple[float, float]],
+                 backward_ms: float, span_ms: float,
+                 reference_compute: Sequence[tuple[float, float]], reference_backward_ms: float,
+                 reference_span_ms: float) -> dict[str, float]:
+    """Where step − compute-only goes, from the step's timeline and the compute-only run's.
+
+    - exposed communication = covered(comm) − overlap(compute, comm): communication that no
+      compute hides;
+    - compute slowdown = the step's backward compute intervals − the compute-only run's,
+      summed over chunks: compute slowed by communication running beside it (SMs, memory
+      bandwidth and L2 shared with the all-reduce);
+    - other = forward and update changes plus the change in idle time (neither compute nor
+      communication running: launches, stream waits, synchronisation).
+
+    The three parts sum to span − reference span, the timelines' own step lengths; comparing
+    that sum with the clocks' step − compute-only checks the timelines.
+    """
+    exposed = exposed_comm_ms(compute, comm)
+    slowdown = backward_ms - reference_backward_ms
+    busy, reference_busy = covered_ms(compute), covered_ms(reference_compute)
+    other_compute = (busy - backward_ms) - (reference_busy - reference_backward_ms)
+    idle = (span_ms - busy - exposed) - (reference_span_ms - reference_busy)
+    return {"exposed_comm_ms": exposed, "compute_slowdown_ms": slowdown,
+            "other_ms": other_compute + idle}
 
 
 def hidden_comm_fraction(

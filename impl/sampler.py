@@ -111,6 +111,11 @@ class NvmlSampler:
     def _energy_mj(self) -> list[int]:
         return [self.nvml.nvmlDeviceGetTotalEnergyConsumption(h) for h in self.handles]
 
+    def energy_j(self) -> float:
+        """The total-energy counters of the sampled GPUs, summed, in joules (a cumulative
+        reading: differences of two readings are the energy in between)."""
+        return sum(self._energy_mj()) / 1e3
+
     def start(self) -> None:
         if not self.available:
             return

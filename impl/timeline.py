@@ -51,6 +51,43 @@ class Timeline:
     def hidden_comm_fraction(self) -> float | None:
         return metrics.hidden_comm_fraction(self.lane("compute"), self.lane("comm"))
 
+    def _labelled(self, prefix: str) -> list[Interval]:
+        return [i for i in self.intervals if i.lane == "compute" and i.label.startswith(prefix)]
+
+    def span_ms(self) -> float:
+        """The step's length as the timeline sees it: the end of its last interval."""
+        return max((i.end_ms for i in self.intervals), default=0.0)
+
+    def backward_ms(self) -> float:
+        return sum(i.end_ms - i.start_ms for i in self._labelled("backward"))
+
+    def backward_end_ms(self) -> float:
+        return max((i.end_ms for i in self._labelled("backward")), default=0.0)
+
+    def update_ms(self) -> float:
+        return sum(i.end_ms - i.start_ms for i in self._labelled("update"))
+
+    def ready_ms(self) -> list[float]:
+        """When each chunk's gradients were final (end of its backward interval), by chunk."""
+        ready = {i.chunk: i.end_ms for i in self._labelled("backward") if i.chunk is not None}
+        return [ready[c] for c in sorted(ready)]
+
+    def comm_ms(self) -> list[float]:
+        """How long each chunk's communication took, by chunk."""
+        durations = {i.chunk: i.end_ms - i.start_ms for i in self.intervals
+                     if i.lane == "comm" and i.chunk is not None}
+        return [durations[c] for c in sorted(durations)]
+
+    def lost_time_vs(self, compute_only: Timeline) -> dict[str, float]:
+        """``metrics.lost_time_ms`` of this step against the compute-only run's step."""
+        return metrics.lost_time_ms(self.lane("compute"), self.lane("comm"), self.backward_ms(),
+                                    self.span_ms(), compute_only.lane("compute"),
+                                    compute_only.backward_ms(), compute_only.span_ms())
+
+    @classmethod
+    def from_json(cls, data: dict) -> Timeline:
+        return cls([Interval(**i) for i in data["intervals"]], list(data.get("notes", [])))
+
     def to_json(self) -> dict:
         return {"intervals": [asdict(i) for i in self.intervals], "notes": list(self.notes)}
 

@@ -1,223 +1,324 @@
-"""The overlap benchmark: strategy × chunk count × world size × workload (× profile per run).
+"""The overlap benchmark: every cell (workload × world size × K × profile) measured interleaved.
 
-Every row carries its correctness check (max |w − w_sequential| after a few steps, asserted
-within tolerance before timing) and the reference measurements that make it interpretable:
-compute-only, comm-only at the same chunking, sequential at the same chunking, and the limit.
+In each cell the strategies and their references run in the same rounds, each round in an
+order shuffled with a seed every rank shares, each variant on its own model built once
+(``suite.harness.measure_interleaved``):
 
-    nox -s bench                                   # what the machine has
+- compute-only: the same steps with communication switched off (every rank on its own);
+- comm-only: the K chunks all-reduced as ``chunked`` launches them, with no compute;
+- sequential: whole backward, then the all-reduces, then the update (``mpi-sequential`` under
+  mpirun);
+- ddp (bucket cap = gradient bytes / K) and ddp-25mb (DDP's default cap);
+- the strategies asked for (threaded, chunked, mpi under mpirun).
+
+Before timing, every strategy is checked against sequential (max |w − w_sequential| after a few
+steps, asserted within tolerance). Rows: one per variant, whose statistics are its own
+per-round step times (throughput and the gate), and one comparison row per cell whose
+``extra_info`` keeps every per-round value and the paired figures with 95% bootstrap
+intervals (impl/comparisons.py).
+
+    nox -s bench
     torchrun --nproc-per-node 2 --local-ranks-filter 0 -m pytest suite/bench_overlap.py \\
         --workloads mlp_tiny --chunks 1,10 --results-json /tmp/r.json
 """
 
 from __future__ import annotations
 
-import statistics
+import itertools
 from dataclasses import asdict, dataclass
 
 import pytest
 import torch
 
-from impl import capabilities, metrics
-from impl.check import max_abs_err_vs_sequential, weight_tolerance
+from impl import capabilities, comparisons, metrics
+from impl.check import errors_vs_sequential, weight_tolerance
 from impl.gradients import max_chunks
 from impl.strategies import StrategyOptions, build_strategy
+from impl.strategies.ddp import DDP_DEFAULT_BUCKET_MB
 from impl.workloads import DTYPES, build_model, describe, preset
-from suite.conftest import suite_axes, under_mpirun
-from suite.harness import (
-    StepClock,
-    batches,
-    make_round,
-    measure_comm_only_ms,
-    measure_step_ms,
-    torch_all_reduce_chunks,
-)
+from suite.conftest import launched_world, suite_axes, under_mpirun
+from suite.harness import Measurement, Variant, batches, measure_interleaved, record_round_times
+
+COMPARE = "compare"
+OVERLAP_STRATEGIES = ("threaded", "chunked")  # compared against the references under torchrun
 
 
 @dataclass(frozen=True)
-class Case:
+class Cell:
     workload: str
-    strategy: str
     chunks: int
     world_size: int
     profile: str
+    strategies: tuple[str, ...]
+    mpi: bool = False
+
+    @property
+    def sequential(self) -> str:
+        return "mpi-sequential" if self.mpi else "sequential"
+
+    @property
+    def compared(self) -> tuple[str, ...]:
+        """The variants with figures of their own (everything but the references)."""
+        if self.mpi:
+            return ("mpi",)
+        if self.world_size == 1:  # nothing to communicate: overheads against compute-only
+            return tuple(s for s in self.strategies if s in OVERLAP_STRATEGIES)
+        return (*(s for s in self.strategies if s in OVERLAP_STRATEGIES),
+                comparisons.DDP, comparisons.DDP_DEFAULT)
+
+    @property
+    def variants(self) -> tuple[str, ...]:
+        references = (comparisons.COMPUTE_ONLY, self.sequential)
+        if self.world_size > 1:
+            references = (comparisons.COMPUTE_ONLY, comparisons.COMM_ONLY, self.sequential)
+        return (*references, *self.compared)
+
+    def id(self, variant: str) -> str:
+        return f"{self.workload}-{variant}-K{self.chunks}-w{self.world_size}-{self.profile}"
+
+
+@dataclass(frozen=True)
+class Row:
+    cell: Cell
+    variant: str  # a variant of the cell, or COMPARE for the cell's comparison row
 
     @property
     def id(self) -> str:
-        return f"{self.workload}-{self.strategy}-K{self.chunks}-w{self.world_size}-{self.profile}"
+        return self.cell.id(self.variant)
+
+
+def cells(axes: dict, world: int, mpi: bool) -> list[Cell]:
+    """The cells this launch can run: world sizes up to the launched world, K up to what the
+    workload allows (model sizes read on the meta device, no memory), MPI cells under mpirun."""
+    found = []
+    for name in axes["workloads"]:
+        limit = max_chunks(build_model(preset(name), torch.device("meta")))
+        chunks = [k for k in axes["chunks"] if k <= limit] or [min(axes["chunks"][0], limit)]
+        for size in sorted(w for w in axes["world_sizes"] if w <= world):
+            if mpi and size != world:
+                continue  # MPI runs over all launched ranks
+            # Without communication K changes nothing: one cell at the smallest K.
+            for k in chunks if size > 1 else chunks[:1]:
+                found.append(Cell(name, k, size, axes["profile"], tuple(axes["strategies"]),
+                                  mpi=mpi))
+    return found
 
 
 def pytest_generate_tests(metafunc):
-    if "case" not in metafunc.fixturenames:
+    if "row" not in metafunc.fixturenames:
         return
-    axes = suite_axes(metafunc.config)
-    cases = [Case(w, s, k, n, axes["profile"]) for w in axes["workloads"]
-             for n in axes["world_sizes"] for k in axes["chunks"] for s in axes["strategies"]]
-    metafunc.parametrize("case", cases, ids=[c.id for c in cases])
+    mpi = under_mpirun()
+    wanted = [s for s in suite_axes(metafunc.config)["strategies"]
+              if (s == "mpi") == mpi and s not in ("synthetic", "mpi-sequential")]
+    if not wanted:  # nothing of this launcher's kind was asked for
+        metafunc.parametrize("row", [])
+        return
+    axes = {**suite_axes(metafunc.config), "strategies": wanted}
+    rows = [Row(cell, v) for cell in cells(axes, launched_world(), mpi)
+            for v in (*cell.variants, COMPARE)]
+    metafunc.parametrize("row", rows, ids=[r.id for r in rows])
 
 
-def skip_reason(case: Case, launched_world: int) -> str | None:
-    if reason := capabilities.missing_world(case.world_size, launched_world):
-        return reason
-    kernel = getattr(preset(case.workload), "kernel", "cublas")
+def skip_reason(cell: Cell) -> str | None:
+    kernel = getattr(preset(cell.workload), "kernel", "cublas")
     if kernel != "cublas" and (reason := capabilities.missing_gpu()):
-        return f"{case.workload} runs hand-written CUDA kernels: {reason}"
-    if case.strategy == "synthetic":
-        return "synthetic sleeps instead of computing: benchmarked apart in bench_synthetic.py"
-    if case.strategy == "mpi" and not under_mpirun():
-        return "mpi runs under mpirun: nox -s bench runs it in a pass of its own"
-    if case.strategy == "mpi" and (reason := capabilities.missing_mpi()):
+        return f"{cell.workload} runs hand-written CUDA kernels: {reason}"
+    if cell.mpi and (reason := capabilities.missing_mpi()):
         return reason
-    if case.strategy == "mpi" and case.world_size != launched_world:
-        return "mpi runs over all launched MPI ranks"
     return None
 
 
-def references(cache: dict, case: Case, context, group, rounds) -> dict:
-    """compute-only, comm-only and sequential at this chunking, measured once per key."""
-    workload = preset(case.workload)
-    options = StrategyOptions(chunks=case.chunks, check_finite=False)
-    compute_key = ("compute", case.workload)
-    if compute_key not in cache:
-        cache[compute_key] = measure_step_ms("sequential", workload, None, context.device,
-                                             options, rounds, context.rank)
-    # MPI is its own transport: its references are MPI's too.
-    sequential = "mpi-sequential" if case.strategy == "mpi" else "sequential"
-    key = (case.workload, case.world_size, case.chunks, sequential)
-    if key not in cache:
-        sequential_ms = measure_step_ms(sequential, workload, group, context.device, options,
-                                        rounds, context.rank)
-        comm_only_ms = 0.0
-        if case.world_size > 1:
-            model = build_model(workload, context.device)
-            runner = build_strategy(sequential, model, workload, group, options)
-            launch = (runner.all_reduce_all if sequential == "mpi-sequential"
-                      else torch_all_reduce_chunks(runner.flat.chunks, group))
-            comm_only_ms = measure_comm_only_ms(launch, context.device, group, rounds)
-            runner.close()
-        cache[key] = {"sequential_ms": sequential_ms, "comm_only_ms": comm_only_ms,
-                      "sequential_reference": sequential}
-    return {"compute_only_ms": cache[compute_key], **cache[key]}
+# --- measuring a cell ---------------------------------------------------------------------
 
 
-def test_step(benchmark, case, dist_context, rounds, reference_cache, sampler_factory):
-    context = dist_context
-    if reason := skip_reason(case, context.world_size):
-        pytest.skip(reason)
-    workload = preset(case.workload)
+def build_variant(name: str, cell: Cell, group, context, data) -> tuple[Variant, object]:
+    """A variant on its own model (same seed everywhere), ready to step."""
+    workload = preset(cell.workload)
+    options = StrategyOptions(chunks=cell.chunks, check_finite=False)
     model = build_model(workload, context.device)
-    if case.chunks > max_chunks(model):
-        pytest.skip(f"K={case.chunks} exceeds the {max_chunks(model)} chunks of {case.workload}")
-    group = context.group(case.world_size)
-    if group is None:
-        pytest.skip(f"rank {context.rank} is outside the {case.world_size}-rank group")
-    # Correctness first (with the NaN/Inf check on): a fast wrong answer is a failure.
-    error = max_abs_err_vs_sequential(case.strategy, workload, group, context.device,
-                                      StrategyOptions(chunks=case.chunks),
-                                      steps=rounds.check_steps)
-    # Timed rounds without the per-step finite check: it is a CPU-GPU sync point.
-    options = StrategyOptions(chunks=case.chunks, check_finite=False)
+    if name == comparisons.COMPUTE_ONLY:
+        runner = build_strategy(cell.sequential, model, workload, None, options)
+    elif name == comparisons.COMM_ONLY:
+        runner = build_strategy("mpi" if cell.mpi else "chunked", model, workload, group,
+                                options)
+        runner.flat.buffer.normal_()  # timing on zeros can flatter a reduction
+        step = runner.communicate_only
+        return Variant(name, step, runner.finish_timeline), runner
+    elif name == comparisons.DDP_DEFAULT:
+        runner = build_strategy("ddp", model, workload, group,
+                                StrategyOptions(chunks=cell.chunks, check_finite=False,
+                                                ddp_bucket_mb=DDP_DEFAULT_BUCKET_MB))
+    else:
+        runner = build_strategy(name, model, workload, group, options)
+    rotation = itertools.cycle(data)
+    return Variant(name, lambda: runner.step(next(rotation)), runner.finish_timeline), runner
+
+
+def check_cell(cell: Cell, group, context, rounds) -> dict[str, dict]:
+    """Correctness before timing: each compared strategy's weights against sequential's."""
+    workload = preset(cell.workload)
+    candidates = {}
+    for name in cell.compared:
+        bucket = DDP_DEFAULT_BUCKET_MB if name == comparisons.DDP_DEFAULT else None
+        strategy = "ddp" if name == comparisons.DDP_DEFAULT else name
+        candidates[name] = (strategy, StrategyOptions(chunks=cell.chunks, ddp_bucket_mb=bucket))
+    if not candidates:
+        return {}
+    errors = errors_vs_sequential(candidates, workload, group, context.device,
+                                  steps=rounds.check_steps)
+    model = build_model(workload, context.device)
     largest = max(p.detach().abs().max().item() for p in model.parameters())
     tolerance = weight_tolerance(DTYPES[workload.dtype], largest)
-    assert error <= tolerance, (f"{case.id}: weights differ from sequential by {error:.3g} "
-                                f"(tolerance {tolerance:.3g})")
-    refs = references(reference_cache, case, context, group, rounds)
+    for name, error in errors.items():
+        assert error <= tolerance, (f"{cell.id(name)}: weights differ from sequential by "
+                                    f"{error:.3g} (tolerance {tolerance:.3g})")
+    return {name: {"max_abs_err_vs_sequential": error, "tolerance": tolerance}
+            for name, error in errors.items()}
 
-    strategy = build_strategy(case.strategy, model, workload, group, options)
-    clock = StepClock(context.device)
-    one_round = make_round(strategy, batches(workload, context.device, context.rank), rounds,
-                           clock, group)
-    for _ in range(rounds.warmup):  # warmup outside pedantic, so the sampler sees timed rounds
-        one_round()
-    clock.marks.clear()
-    sampler = sampler_factory(case.world_size) if context.rank == 0 else None
+
+@dataclass
+class CellResult:
+    measurement: Measurement
+    figures: dict
+    checks: dict[str, dict]
+    timelines: dict[str, dict]  # the median round's timeline of each variant, as JSON
+    bucket_counts: dict[str, int]
+    nvml: dict | None
+
+
+def measure_cell(cell: Cell, context, rounds, sampler) -> CellResult:
+    group = context.group(cell.world_size)
+    checks = check_cell(cell, group, context, rounds)
+    data = batches(preset(cell.workload), context.device, context.rank)
+    built = [build_variant(name, cell, group, context, data) for name in cell.variants]
     if sampler is not None:
         sampler.start()
-    benchmark.group = f"{case.workload}-w{case.world_size}-{context.profile}"
-    benchmark.pedantic(one_round, rounds=rounds.rounds, iterations=1, warmup_rounds=0)
-    samples = sampler.stop() if sampler is not None else None
-    step_times = clock.step_ms()
-    timeline = strategy.finish_timeline()
-    bucket_count = getattr(strategy, "bucket_count", None)
-    strategy.close()
+    try:
+        measurement = measure_interleaved([v for v, _ in built], rounds, context.device,
+                                          group, meter=sampler.energy_j if sampler else None)
+    finally:
+        samples = sampler.stop() if sampler is not None else None
+        bucket_counts = {v.name: r.bucket_count for v, r in built if hasattr(r, "bucket_count")}
+        for _, runner in built:
+            runner.close()
+    timelines = {name: [extra for extra in measurement.extras[name]] for name in cell.variants}
+    round_ms = {name: measurement.round_ms(name) for name in cell.variants}
+    other_chunking = [name for name, count in bucket_counts.items() if count != cell.chunks]
+    figures = comparisons.cell_figures(round_ms, timelines, cell.sequential, cell.compared,
+                                       other_chunking)
+    representative = {name: timelines[name][comparisons.median_round(round_ms[name])].to_json()
+                      for name in cell.variants}
+    measurement.extras = {}  # timelines are summarised above; the JSON keeps the median ones
+    nvml = None
+    if samples is not None:
+        nvml = samples.summary(measurement.steps_per_round * len(round_ms[cell.sequential]))
+        if samples.available:
+            nvml["series"] = samples.to_json()
+    return CellResult(measurement, figures, checks, representative, bucket_counts, nvml)
 
-    step_ms = statistics.median(step_times)
-    samples_per_round = case.world_size * workload.batch * rounds.steps_per_round
-    limit = metrics.limit_ms(refs["compute_only_ms"], refs["comm_only_ms"])
-    info = {
-        "kind": "step", "real": True, "strategy": case.strategy, "workload": case.workload,
-        "chunks": case.chunks, "world_size": case.world_size, "profile": context.profile,
-        "backend": context.backend, "device": torch.cuda.get_device_name(context.device)
-        if context.device.type == "cuda" else capabilities.default_device().type,
-        "step_ms": step_ms, "step_ms_all": step_times,
-        "samples_per_s": metrics.samples_per_s(case.world_size, workload.batch, step_ms),
-        "samples_per_round": samples_per_round, **refs, "limit_ms": limit,
-        # With one rank there is no communication to hide: efficiency is undefined.
-        "overlap_efficiency": metrics.overlap_efficiency(refs["sequential_ms"], step_ms, limit)
-        if case.world_size > 1 else None,
-        "hidden_comm_fraction": timeline.hidden_comm_fraction(),
-        "max_abs_err_vs_sequential": error, "tolerance": tolerance,
-        "timeline": timeline.to_json(), "config": describe(workload), "options": asdict(options),
-        "ddp_bucket_count": bucket_count,
-    }
-    info.update(wall_vs_event(benchmark, step_ms, rounds.steps_per_round))
-    info.update(energy(samples, rounds.timed_steps, case.world_size, workload.batch))
+
+@pytest.fixture(scope="module")
+def cell_results():
+    """The measured cells of this module, by cell; the previous cell is freed on the next."""
+    return {}
+
+
+def result_for(cell: Cell, cache: dict, context, rounds, sampler_factory) -> CellResult:
+    if cell not in cache:
+        cache.clear()  # one cell's results at a time: the rows of a cell are consecutive
+        sampler = sampler_factory(cell.world_size) if context.rank == 0 else None
+        cache[cell] = measure_cell(cell, context, rounds, sampler)
+    return cache[cell]
+
+
+# --- the rows -------------------------------------------------------------------------------
+
+
+def test_overlap(benchmark, row, dist_context, rounds, cell_results, sampler_factory):
+    cell, context = row.cell, dist_context
+    if reason := skip_reason(cell):
+        pytest.skip(reason)
+    if context.group(cell.world_size) is None:
+        pytest.skip(f"rank {context.rank} is outside the {cell.world_size}-rank group")
+    result = result_for(cell, cell_results, context, rounds, sampler_factory)
+    benchmark.group = f"{cell.workload}-K{cell.chunks}-w{cell.world_size}-{cell.profile}"
+    info = common_info(cell, context, rounds)
+    if row.variant == COMPARE:
+        round_s = [sum(segment) for segment in zip(*result.measurement.wall_s.values())]
+        record_round_times(benchmark, round_s)
+        info.update(comparison_info(cell, result))
+    else:
+        steps = result.measurement.step_ms[row.variant]
+        record_round_times(benchmark, [sum(s) / 1e3 for s in steps])
+        info.update(variant_info(row.variant, cell, result))
     benchmark.extra_info.update(info)
 
 
-def wall_vs_event(benchmark, step_ms: float, steps_per_round: int) -> dict:
-    """Wall-clock round time (pytest-benchmark, includes sync and barrier) vs device time."""
-    stats = getattr(benchmark, "stats", None)
-    if stats is None:
-        return {"wall_step_ms": None, "wall_vs_event_rel_diff": None}
-    wall_ms = stats.stats.median * 1e3 / steps_per_round
-    return {"wall_step_ms": wall_ms, "wall_vs_event_rel_diff": (wall_ms - step_ms) / step_ms}
+def common_info(cell: Cell, context, rounds) -> dict:
+    workload = preset(cell.workload)
+    device = (torch.cuda.get_device_name(context.device) if context.device.type == "cuda"
+              else capabilities.default_device().type)
+    return {"real": True, "workload": cell.workload, "chunks": cell.chunks,
+            "world_size": cell.world_size, "profile": context.profile,
+            "backend": context.backend, "device": device, "config": describe(workload),
+            "rounds": asdict(rounds), "order_seed": 0}
 
 
-def energy(samples, steps: int, world_size: int, batch: int) -> dict:
-    if samples is None:
-        return {"nvml": {"available": False, "reason": capabilities.missing_nvml()
-                         or "no GPU in this run"},
-                "energy_per_step_j": None, "samples_per_joule": None}
-    summary = samples.summary(steps)
-    per_step = summary.get("energy_per_step_j")
-    return {"nvml": summary, "nvml_series": samples.to_json() if samples.available else None,
-            "energy_per_step_j": per_step,
-            "samples_per_joule": metrics.samples_per_joule(world_size, batch, per_step)
-            if per_step else None}
+def comparison_info(cell: Cell, result: CellResult) -> dict:
+    return {"kind": "comparison", "sequential_reference": cell.sequential,
+            "variants": list(cell.variants), "compared": list(cell.compared),
+            **result.figures, "checks": result.checks, "ddp_bucket_counts": result.bucket_counts,
+            "measurement": result.measurement.to_json(), "timelines": result.timelines,
+            "nvml": result.nvml}
 
 
-def test_sampler_overhead(benchmark, dist_context, rounds, sampler_factory, pytestconfig):
-    """Step time with the NVML sampler on vs off, interleaved in blocks (target < 1%)."""
-    context = dist_context
-    if context.rank != 0:
-        pytest.skip("the sampler runs on rank 0; this measures it there alone")
-    sampler = sampler_factory(1)
-    if sampler is None or not sampler.available:
-        pytest.skip(capabilities.missing_nvml() or "no GPU in this run")
-    workload = preset(suite_axes(pytestconfig)["workloads"][0])
-    strategy = build_strategy("sequential", build_model(workload, context.device), workload,
-                              None, StrategyOptions(check_finite=False))
-    clock = StepClock(context.device)
-    one_round = make_round(strategy, batches(workload, context.device, 0), rounds, clock, None)
-    for _ in range(rounds.warmup):
-        one_round()
-    medians = {"off": [], "on": []}
-    for block in range(6):  # off, on, off, on, ...: drifts (clocks, heat) hit both alike
-        state = "on" if block % 2 else "off"
-        clock.marks.clear()
-        if state == "on":
-            sampler.start()
-        for _ in range(rounds.rounds):
-            one_round()
-        if state == "on":
-            sampler.stop()
-        medians[state].append(statistics.median(clock.step_ms()))
-    strategy.close()
-    off, on = statistics.median(medians["off"]), statistics.median(medians["on"])
-    benchmark.group = "nvml-sampler-overhead"
-    benchmark.pedantic(lambda: None, rounds=1, iterations=1)
-    benchmark.extra_info.update({
-        "kind": "sampler_overhead", "workload": workload.name, "period_ms": sampler.period_ms,
-        "step_ms_sampler_off": off, "step_ms_sampler_on": on,
-        "overhead_pct": (on - off) / off * 100, "blocks": medians,
-    })
+def _value(estimate: dict | None) -> float | None:
+    return None if estimate is None else estimate["value"]
+
+
+def variant_info(variant: str, cell: Cell, result: CellResult) -> dict:
+    """A variant's row: its own step times, and its figures copied from the comparison."""
+    workload = preset(cell.workload)
+    measurement = result.measurement
+    steps = [ms for segment in measurement.step_ms[variant] for ms in segment]
+    round_ms = measurement.round_ms(variant)
+    references = result.figures["references"]
+    figures = result.figures["strategies"].get(variant, {})
+    step_ms = comparisons.stats.median(round_ms).value
+    info = {
+        "kind": "step", "strategy": variant, "sequential_reference": cell.sequential,
+        "step_ms": step_ms, "step_ms_rounds": round_ms, "step_ms_all": steps,
+        "samples_per_s": metrics.samples_per_s(cell.world_size, workload.batch, step_ms),
+        "samples_per_round": cell.world_size * workload.batch * measurement.steps_per_round,
+        "intervals": {"step_ms": comparisons.stats.median(round_ms).to_json(), **{
+            key: figures[key] for key in ("overlap_efficiency", "bound_efficiency",
+                                          "hidden_comm_fraction") if figures.get(key)}},
+        "timeline": result.timelines[variant],
+        "ddp_bucket_count": result.bucket_counts.get(variant),
+        **result.checks.get(variant, {"max_abs_err_vs_sequential": None, "tolerance": None}),
+    }
+    for key in ("compute_only_ms", "comm_only_ms", "sequential_ms", "limit_ms", "bound_ms"):
+        info[key] = _value(references.get(key)) if key != "comm_only_ms" or cell.world_size > 1 \
+            else 0.0
+    info["limit_ms"] = info["limit_ms"] if info["limit_ms"] is not None else info[
+        "compute_only_ms"]
+    for key in ("overlap_efficiency", "bound_efficiency", "hidden_comm_fraction"):
+        info[key] = _value(figures.get(key))
+    vs = figures.get("vs_sequential")
+    info["speedup_vs_sequential"] = _value(vs["speedup"]) if vs else None
+    for peer in ("ddp", "ddp_25mb"):
+        versus = figures.get(f"vs_{peer}")
+        info[f"speedup_vs_{peer}"] = _value(versus["speedup"]) if versus else None
+        info[f"verdict_vs_{peer}"] = versus["verdict"] if versus else None
+    info.update(energy(measurement, variant, cell, workload.batch))
+    return info
+
+
+def energy(measurement: Measurement, variant: str, cell: Cell, batch: int) -> dict:
+    """Energy of the variant's segments (NVML counter read around each), per step."""
+    joules = measurement.energy_j.get(variant)
+    if not joules:
+        return {"energy_per_step_j": None, "samples_per_joule": None}
+    per_step = metrics.energy_per_step_j(sum(joules), len(joules) * measurement.steps_per_round)
+    return {"energy_per_step_j": per_step,
+            "samples_per_joule": metrics.samples_per_joule(cell.world_size, batch, per_step)}

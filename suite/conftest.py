@@ -23,13 +23,30 @@ DEFAULT_WORKLOADS = {
     (True, "full"): ["mlp_8192x12_bf16", "gpt_small_bf16"],
 }
 WORLD_SIZES = (1, 2, 4, 8)
-CHUNK_COUNTS = (1, 5, 10, 20, 50)
+DEFAULT_CHUNKS = {
+    # (gpu?, mode) -> chunk counts K. K = 1 cannot overlap anything (a reference point on the
+    # CPU); the GPU default keeps two K so that the 805M-parameter cells fit its time budget.
+    (False, "quick"): [1, 10],
+    (False, "default"): [1, 5, 10, 20, 50],
+    (False, "full"): [1, 5, 10, 20, 50],
+    (True, "quick"): [20],
+    (True, "default"): [5, 20],
+    (True, "full"): [1, 5, 10, 20, 50],
+}
 DEFAULT_STRATEGIES = ["sequential", "threaded", "chunked", "ddp", "mpi"]
-QUICK_CHUNKS = [1, 10]
 
 
 def under_mpirun() -> bool:
     return "OMPI_COMM_WORLD_SIZE" in os.environ or "PMI_SIZE" in os.environ
+
+
+def launched_world() -> int:
+    """Ranks of this launch (torchrun's WORLD_SIZE, MPI's size), known before any process group:
+    benchmarks are generated only for world sizes this launch can run."""
+    for key in ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"):
+        if os.environ.get(key, "").isdigit():
+            return int(os.environ[key])
+    return 1
 
 
 def suite_axes(config) -> dict:
@@ -40,7 +57,7 @@ def suite_axes(config) -> dict:
         "profile": recorded_profile(backend),  # part of every benchmark id: runs merge safely
         "strategies": choices["strategies"] or DEFAULT_STRATEGIES,
         "workloads": choices["workloads"] or DEFAULT_WORKLOADS[gpu, mode],
-        "chunks": choices["chunks"] or (QUICK_CHUNKS if mode == "quick" else list(CHUNK_COUNTS)),
+        "chunks": choices["chunks"] or DEFAULT_CHUNKS[gpu, mode],
         "world_sizes": choices["world_sizes"] or list(WORLD_SIZES),
     }
 

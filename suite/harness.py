@@ -1,9 +1,10 @@
-"""Timing for GPUs and several ranks: fixed rounds, device sync and a barrier per round.
+"""Timing for GPUs and several ranks: fixed rounds, device sync and a barrier per round, and
+the interleaved measurement every comparison of the suite is made with.
 
 Never calibrate rounds per rank: every rank must run the same number of collectives or the
-run hangs, so warmup and rounds are fixed numbers, the same everywhere. Each step is also
-timed on the device (CUDA events on the default stream; perf_counter on CPU) beside the
-wall-clock round time pytest-benchmark records.
+run hangs, so warmup and rounds are fixed numbers, the same everywhere. Steps are timed on the
+device (CUDA events on the current stream; perf_counter on CPU); the wall-clock time of each
+variant's segment of a round (steps, sync and barrier) is kept beside them.
 """
 
 from __future__ import annotations
@@ -17,8 +18,7 @@ import torch
 import torch.distributed as dist
 
 from impl.stats import round_order
-from impl.strategies import Strategy, StrategyOptions, build_strategy
-from impl.workloads import Batch, WorkloadConfig, build_model, make_batch
+from impl.workloads import Batch, WorkloadConfig, make_batch
 
 BATCHES_IN_ROTATION = 2  # distinct batches, made before timing so generation is not timed
 
@@ -36,10 +36,14 @@ class Rounds:
 
 
 MODES = {
-    # mode: (cpu rounds, gpu rounds)
-    "quick": (Rounds(warmup=1, rounds=5, check_steps=2), Rounds(warmup=2, rounds=5, check_steps=2)),
-    "default": (Rounds(warmup=2, rounds=10), Rounds(warmup=3, rounds=10, check_steps=2)),
-    "full": (Rounds(warmup=3, rounds=30), Rounds(warmup=5, rounds=30)),
+    # mode: (cpu rounds, gpu rounds). Every variant of a comparison runs in every round, so a
+    # round costs (variants × steps_per_round) steps; intervals narrow with the round count.
+    "quick": (Rounds(warmup=1, rounds=6, check_steps=2),
+              Rounds(warmup=2, rounds=6, steps_per_round=2, check_steps=2)),
+    "default": (Rounds(warmup=2, rounds=12, steps_per_round=2),
+                Rounds(warmup=2, rounds=12, steps_per_round=3, check_steps=2)),
+    "full": (Rounds(warmup=3, rounds=30, steps_per_round=2),
+             Rounds(warmup=3, rounds=30, steps_per_round=3)),
 }
 
 
@@ -89,70 +93,6 @@ def batches(workload: WorkloadConfig, device: torch.device, rank: int) -> list[B
             for s in range(BATCHES_IN_ROTATION)]
 
 
-def make_round(strategy: Strategy, data: list[Batch], rounds: Rounds, clock: StepClock,
-               group: dist.ProcessGroup | None) -> Callable[[], None]:
-    """One benchmark round: ``steps_per_round`` timed steps, then device sync and barrier."""
-    counter = iter(range(10**9))
-
-    def one_round() -> None:
-        for _ in range(rounds.steps_per_round):
-            batch = data[next(counter) % len(data)]
-            clock.time(lambda b=batch: strategy.step(b))
-        sync(strategy.device, group)
-
-    return one_round
-
-
-def run_rounds(one_round: Callable[[], None], rounds: Rounds, clock: StepClock) -> list[float]:
-    """Warmup, then timed rounds; the device step times of the timed rounds only."""
-    for _ in range(rounds.warmup):
-        one_round()
-    clock.marks.clear()
-    for _ in range(rounds.rounds):
-        one_round()
-    return clock.step_ms()
-
-
-def measure_step_ms(strategy_name: str, workload: WorkloadConfig,
-                    group: dist.ProcessGroup | None, device: torch.device,
-                    options: StrategyOptions, rounds: Rounds, rank: int) -> float:
-    """Median device step time of a strategy, outside pytest-benchmark (reference runs)."""
-    model = build_model(workload, device)
-    strategy = build_strategy(strategy_name, model, workload, group, options)
-    try:
-        clock = StepClock(device)
-        one_round = make_round(strategy, batches(workload, device, rank), rounds, clock, group)
-        return statistics.median(run_rounds(one_round, rounds, clock))
-    finally:
-        strategy.close()
-
-
-def measure_comm_only_ms(all_reduce_chunks: Callable[[], None], device: torch.device,
-                         group: dist.ProcessGroup, rounds: Rounds) -> float:
-    """Median time of ``all_reduce_chunks``: every chunk launched back to back, no compute.
-
-    Same launch pattern as the overlapped strategies (async, then wait all), so fabrics where
-    concurrent chunks move data faster than one buffer are measured at that chunking.
-    """
-    clock = StepClock(device)
-
-    def one_round() -> None:
-        clock.time(all_reduce_chunks)
-        sync(device, group)
-
-    return statistics.median(run_rounds(one_round, rounds, clock))
-
-
-def torch_all_reduce_chunks(chunks: list[torch.Tensor],
-                            group: dist.ProcessGroup) -> Callable[[], None]:
-    def launch_and_wait() -> None:
-        works = [dist.all_reduce(c, group=group, async_op=True) for c in chunks]
-        for work in works:
-            work.wait()
-
-    return launch_and_wait
-
-
 # --- interleaved measurement: every variant of a comparison in the same rounds ---------------
 
 
@@ -168,7 +108,8 @@ class Variant:
 
     name: str
     step: Callable[[], None]
-    after_round: Callable[[], dict] | None = None
+    after_round: Callable[[], object] | None = None
+    before_round: Callable[[], None] | None = None  # outside the timed steps, like after_round
 
 
 @dataclass
@@ -181,7 +122,8 @@ class Measurement:
     orders: list[list[str]] = field(default_factory=list)
     step_ms: dict[str, list[list[float]]] = field(default_factory=dict)  # [round][step]
     wall_s: dict[str, list[float]] = field(default_factory=dict)  # segment incl. sync, per round
-    extras: dict[str, list[dict]] = field(default_factory=dict)
+    extras: dict[str, list] = field(default_factory=dict)  # after_round's values, per round
+    energy_j: dict[str, list[float]] = field(default_factory=dict)  # per round, where metered
 
     def round_ms(self, name: str) -> list[float]:
         """Per round: the median step time of ``name`` in that round."""
@@ -190,16 +132,18 @@ class Measurement:
     def to_json(self) -> dict:
         return {"names": self.names, "seed": self.seed, "steps_per_round": self.steps_per_round,
                 "orders": self.orders, "step_ms": self.step_ms, "wall_s": self.wall_s,
-                "extras": self.extras}
+                "energy_j": self.energy_j}
 
 
 def measure_interleaved(variants: Sequence[Variant], rounds: Rounds, device: torch.device,
-                        group: dist.ProcessGroup | None, seed: int = 0) -> Measurement:
+                        group: dist.ProcessGroup | None, seed: int = 0,
+                        meter: Callable[[], float] | None = None) -> Measurement:
     """Run every variant's steps in each round, in an order shuffled per round (same on all ranks).
 
     Warmup rounds run the same way and are dropped. Each variant's segment of a round is
     ``steps_per_round`` steps, then device sync and a barrier, so no variant's queued work
-    spills into the next one's timing.
+    spills into the next one's timing. ``meter``, where given (rank 0 with NVML), is a
+    cumulative energy reading in joules taken around each segment.
     """
     names = [v.name for v in variants]
     if len(set(names)) != len(names):
@@ -207,7 +151,8 @@ def measure_interleaved(variants: Sequence[Variant], rounds: Rounds, device: tor
     by_name = {v.name: v for v in variants}
     result = Measurement(names, seed, rounds.steps_per_round,
                          step_ms={n: [] for n in names}, wall_s={n: [] for n in names},
-                         extras={n: [] for n in names})
+                         extras={n: [] for n in names},
+                         energy_j={n: [] for n in names} if meter else {})
     for index in range(rounds.warmup + rounds.rounds):
         order = round_order(names, seed, index)
         timed = index >= rounds.warmup
@@ -215,17 +160,23 @@ def measure_interleaved(variants: Sequence[Variant], rounds: Rounds, device: tor
             result.orders.append(order)
         for name in order:
             variant, clock = by_name[name], StepClock(device)
+            if variant.before_round:
+                variant.before_round()
+            energy_before = meter() if meter else None
             started = time.perf_counter()
             for _ in range(rounds.steps_per_round):
                 clock.time(variant.step)
             sync(device, group)
             wall = time.perf_counter() - started
+            energy = meter() - energy_before if meter else None
             extra = variant.after_round() if variant.after_round else None
             if timed:
                 result.step_ms[name].append(clock.step_ms())
                 result.wall_s[name].append(wall)
                 if extra is not None:
                     result.extras[name].append(extra)
+                if meter:
+                    result.energy_j[name].append(energy)
     return result
 
 

@@ -26,11 +26,12 @@ from pathlib import Path
 from impl import capabilities
 from impl.atomic import write_json_atomic
 from impl.fingerprint import machine_label
-from impl.metrics import STEP_FIELDS
 from impl.profiles import ALWAYS, PROFILES, check_profile
 from impl.settings import check_environment
+from suite.summary import summary_table
 
-SUITE_FILES = ("suite/bench_overlap.py", "suite/bench_allreduce.py", "suite/bench_synthetic.py")
+SUITE_FILES = ("suite/bench_overlap.py", "suite/bench_allreduce.py", "suite/bench_synthetic.py",
+               "suite/bench_sampler.py")
 GPU_ONLY_FILES = ("suite/bench_gemm.py",)
 CPU_RANKS = 2
 
@@ -118,30 +119,6 @@ def merge(passes: list[Pass], codes: list[int], command: str, label: str) -> dic
                     "exit": code} for s, code in zip(passes, codes)],
     }
     return merged
-
-
-def summary_table(document: dict) -> str:
-    """The step benchmarks as a plain table, columns from impl.metrics.STEP_FIELDS."""
-    columns = [f.name for f in STEP_FIELDS if f.name not in ("samples_per_s",)]
-    head = ["workload", "strategy", "K", "w", "profile", *columns]
-    rows = [head]
-    for bench in document["benchmarks"]:
-        info = bench["extra_info"]
-        if info.get("kind") != "step":
-            continue
-        rows.append([info["workload"], info["strategy"], str(info["chunks"]),
-                     str(info["world_size"]), info["profile"],
-                     *(format_value(info.get(c)) for c in columns)])
-    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    return "\n".join("  ".join(cell.rjust(w) for cell, w in zip(row, widths)) for row in rows)
-
-
-def format_value(value) -> str:
-    if value is None:
-        return "n/a"
-    if isinstance(value, float):
-        return f"{value:.3g}" if abs(value) < 1000 else f"{value:.0f}"
-    return str(value)
 
 
 def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:

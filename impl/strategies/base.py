@@ -128,5 +128,14 @@ class ChunkedGradientStrategy(Strategy):
     def _communicate(self) -> None:
         """After backward: make sure every chunk is summed over the group."""
 
+    def communicate_only(self) -> None:
+        """The comm-only reference: every chunk communicated the way this strategy does it,
+        all ready at once, with no forward, backward or update (the timeline records it)."""
+        self.recorder.begin()
+        ready = self.recorder.mark()
+        for chunk in range(len(self.flat.chunks)):
+            self._chunk_ready(chunk, ready)
+        self._communicate()
+
     def close(self) -> None:
         self.flat.remove_hooks()
