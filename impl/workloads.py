@@ -88,6 +88,28 @@ def mlp_8192x12_bf16() -> MLPConfig:
     return MLPConfig("mlp_8192x12_bf16", width=8192, depth=12, batch=8192, dtype="bf16")
 
 
+def mlp_8192x12_b2048_bf16() -> MLPConfig:
+    """The reference MLP at a quarter of its batch: compute 18 ms, all-reduce 6 ms on 2 H200
+    (ANCHORS.md), between the compute-bound and the balanced regime."""
+    return MLPConfig("mlp_8192x12_b2048_bf16", width=8192, depth=12, batch=2048, dtype="bf16")
+
+
+def mlp_8192x12_b1024_bf16() -> MLPConfig:
+    """The balanced regime over NVLink: compute 10.3 ms, all-reduce 6.1 ms on 2 H200."""
+    return MLPConfig("mlp_8192x12_b1024_bf16", width=8192, depth=12, batch=1024, dtype="bf16")
+
+
+def mlp_1024x8_b64() -> MLPConfig:
+    """mlp_1024x8 at a quarter of the batch: compute about as long as the all-reduce on 2
+    gloo ranks of the CPU machine (the course study's regime)."""
+    return MLPConfig("mlp_1024x8_b64", width=1024, depth=8, batch=64)
+
+
+def mlp_1024x8_b16() -> MLPConfig:
+    """Communication-bound on gloo: compute a fraction of the all-reduce."""
+    return MLPConfig("mlp_1024x8_b16", width=1024, depth=8, batch=16)
+
+
 def gpt_tiny() -> GPTConfig:
     return GPTConfig("gpt_tiny", layers=2, heads=2, width=64, context=32, batch=4)
 
@@ -101,7 +123,8 @@ def gpt_small_bf16() -> GPTConfig:
 PRESETS = {
     f.__name__: f
     for f in (seed_layer_1024x512, seed_layer_1024x512_kernels, mlp_tiny, mlp_1024x8,
-              mlp_8192x12_bf16, gpt_tiny, gpt_small_bf16)
+              mlp_1024x8_b64, mlp_1024x8_b16, mlp_8192x12_bf16, mlp_8192x12_b2048_bf16,
+              mlp_8192x12_b1024_bf16, gpt_tiny, gpt_small_bf16)
 }
 
 
