@@ -79,18 +79,18 @@ def mlp_tiny() -> MLPConfig:
 
 
 def mlp_1024x8() -> MLPConfig:
-    """The CPU reference of ANCHORS.md: 8 × Linear(1024), batch 256, fp32."""
+    """The CPU reference of docs/ANCHORS.md: 8 × Linear(1024), batch 256, fp32."""
     return MLPConfig("mlp_1024x8", width=1024, depth=8, batch=256)
 
 
 def mlp_8192x12_bf16() -> MLPConfig:
-    """ANCHORS.md's reference: 805M parameters, 1.5 GiB of bf16 gradients, batch 8192."""
+    """docs/ANCHORS.md's reference: 805M parameters, 1.5 GiB of bf16 gradients, batch 8192."""
     return MLPConfig("mlp_8192x12_bf16", width=8192, depth=12, batch=8192, dtype="bf16")
 
 
 def mlp_8192x12_b2048_bf16() -> MLPConfig:
     """The reference MLP at a quarter of its batch: compute 18 ms, all-reduce 6 ms on 2 H200
-    (ANCHORS.md), between the compute-bound and the balanced regime."""
+    (docs/ANCHORS.md), between the compute-bound and the balanced regime."""
     return MLPConfig("mlp_8192x12_b2048_bf16", width=8192, depth=12, batch=2048, dtype="bf16")
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from impl.metrics import hidden_comm_fraction
 
 STRATEGY_ORDER = ("sequential", "threaded", "chunked", "mpi", "ddp")
-REFERENCE_WORKLOAD = "mlp_8192x12_bf16"  # ANCHORS.md's data-parallel reference model
+REFERENCE_WORKLOAD = "mlp_8192x12_bf16"  # docs/ANCHORS.md's data-parallel reference model
 REFERENCE_CHUNKS = 10
 TP_KINDS = ("tensor_parallel",)
 PIPELINE_KINDS = ("pipeline",)
@@ -47,7 +47,7 @@ class BusbwAnchor:
 
 
 BUSBW_ANCHOR_SOURCE = (
-    "ANCHORS.md (the suite's reference measurements): medians of short runs on 2026-11-21, "
+    "docs/ANCHORS.md (the suite's reference measurements): medians of short runs on 2026-11-21, "
     "4× NVIDIA H200 with all pairs NV18, driver 580.159.04, torch 2.11.0+cu130, NCCL 2.28, "
     "bf16 all-reduce; gloo on the 2-core CPU machine, 2 ranks, torch 2.13.0+cpu.")
 

@@ -306,7 +306,7 @@ def allreduce(groups: Sequence[dict]) -> Image:
                 ax.plot([r["size_bytes"] / 2**20 for r in referenced],
                         [r[field] for r in referenced], style, marker="x", markersize=3,
                         linewidth=0.9, color=tint,
-                        label=f"{peer}, {group['world_size']} ranks (ANCHORS.md)")
+                        label=f"{peer}, {group['world_size']} ranks (docs/ANCHORS.md)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.xaxis.set_major_formatter(FuncFormatter(

@@ -34,7 +34,7 @@ SECTIONS = (
     ("regression", "Regression against a baseline"),
 )
 GPU_PROFILES = tuple(PROFILES)  # the NCCL fabrics emulated on one host
-STUDY_SPEEDUP_PCT = 30.0  # the course study's reported speedup (ANCHORS.md)
+STUDY_SPEEDUP_PCT = 30.0  # the course study's reported speedup (docs/ANCHORS.md)
 
 
 @dataclass(frozen=True)
@@ -403,7 +403,7 @@ def section_allreduce(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
                          for label in dict.fromkeys(g["machine"] for g in groups))
     figure = _figure("fig-allreduce", figures.allreduce(groups),
                      f"All-reduce bus bandwidth against message size on {machines}, with the "
-                     f"reference measurements of ANCHORS.md (nccl-tests dashed, "
+                     f"reference measurements of docs/ANCHORS.md (nccl-tests dashed, "
                      f"torch.distributed dotted) where they exist for the device, backend, "
                      f"profile and rank count. {how_text(measured, runs)}",
                      "All-reduce bus bandwidth against message size")

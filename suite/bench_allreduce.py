@@ -1,6 +1,6 @@
 """All-reduce bandwidth in the style of nccl-tests: algbw and busbw per size, with #wrong.
 
-Sizes 1 MiB – 1 GiB on GPU (bf16, like ANCHORS.md), up to 64 MiB on gloo (256 MiB in --full).
+Sizes 1 MiB – 1 GiB on GPU (bf16, like docs/ANCHORS.md), up to 64 MiB on gloo (256 MiB in --full).
 Each round runs a fixed number of in-place all-reduces between CUDA events (perf_counter on
 CPU), then synchronises and meets at a barrier. After timing, a buffer of (rank + 1) is
 all-reduced once and every element compared with n(n+1)/2: the wrong-element count sits

@@ -31,7 +31,7 @@ from impl.workloads import DTYPES, preset
 from suite.conftest import launched_world, suite_axes
 from suite.harness import StepClock, Variant, measure_interleaved, record_round_times, sync
 
-GPU_GEMMS = 10  # ten 8192³ bf16 products ≈ 14 ms on an H200 (ANCHORS.md)
+GPU_GEMMS = 10  # ten 8192³ bf16 products ≈ 14 ms on an H200 (docs/ANCHORS.md)
 CPU_GEMM_MS = 20.0  # CPU: as many products as fill about this long
 COVER = 1.3  # the interfering work lasts this much longer than the GEMMs alone
 

@@ -353,7 +353,7 @@ def test_pdf_pages_and_headline_numbers(built, pdf_text):
     gib = [b["extra_info"] for b in json.loads(GPU_FIXTURE.read_text())["benchmarks"]
            if b["extra_info"].get("kind") == "allreduce" and b["extra_info"]["size_bytes"] == 2**30]
     widest = max(gib, key=lambda r: r["world_size"])
-    anchor = 355.1  # ANCHORS.md, nccl-tests 4 GPU, 1 GiB
+    anchor = 355.1  # docs/ANCHORS.md, nccl-tests 4 GPU, 1 GiB
     assert f"bus bandwidth of {fmt(widest['busbw_gbps'])} GB/s" in text
     assert f"{fmt_pct(widest['busbw_gbps'] / anchor * 100)} of the {fmt(anchor)} GB/s" in text
 
