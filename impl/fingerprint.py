@@ -62,6 +62,36 @@ def git_state() -> tuple[str | None, bool | None]:
     return commit, (None if status is None else bool(status))
 
 
+def gpu_limits() -> list[dict] | None:
+    """Per GPU (NVML order): power limit and clocks, which decide what a GPU can sustain.
+
+    A GPU near its power limit lowers its clocks, so energy and step times from two machines
+    compare only with these beside them. None without NVML.
+    """
+    if capabilities.missing_nvml():
+        return None
+    import pynvml
+
+    pynvml.nvmlInit()
+    try:
+        limits = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            limits.append({
+                "uuid": pynvml.nvmlDeviceGetUUID(handle),
+                "power_limit_w": pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1e3,
+                "max_sm_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(handle,
+                                                                     pynvml.NVML_CLOCK_SM),
+                "max_mem_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(handle,
+                                                                      pynvml.NVML_CLOCK_MEM),
+                "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
+                "mem_clock_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
+            })
+        return limits
+    finally:
+        pynvml.nvmlShutdown()
+
+
 def fingerprint(backend: str, world_size: int, profile: str) -> dict:
     driver = nvml_driver()
     commit, dirty = git_state()
@@ -78,6 +108,7 @@ def fingerprint(backend: str, world_size: int, profile: str) -> dict:
         "cpu_model": cpu_model(),
         "cpu_cores": os.cpu_count(),
         "gpu_topology": _run(["nvidia-smi", "topo", "-m"]),
+        "gpu_limits": gpu_limits(),
         "nccl_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")},
         "backend": backend,
         "world_size": world_size,
