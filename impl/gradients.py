@@ -5,6 +5,10 @@ their gradients, and every ``param.grad`` is a view into the buffer (as DDP's
 ``gradient_as_bucket_view``): autograd accumulates in place and a chunk is all-reduced
 without any copy. Chunks are element ranges, so K may exceed the number of parameter
 tensors: one parameter can span several chunks, which then become ready together.
+
+How the buffer is cut (``chunk_bounds``): ``bytes`` makes K chunks of equal size; ``layers``
+cuts only between parameters, K groups of as many parameter tensors each; a first chunk of a
+given size (DDP's 1 MB first bucket) lets the first all-reduce start as early as possible.
 """
 
 from __future__ import annotations
@@ -24,6 +28,36 @@ def max_chunks(model: nn.Module) -> int:
     return max(1, min(MAX_CHUNKS, numel // ALIGN_ELEMENTS))
 
 
+SPLITS = ("bytes", "layers")
+
+
+def chunk_bounds(spans: list[tuple[int, int]], chunks: int, split: str = "bytes",
+                 first_chunk_elements: int | None = None) -> list[int]:
+    """The K + 1 element offsets that cut a buffer of parameters laid out as ``spans``.
+
+    ``bytes``: equal chunks on ALIGN_ELEMENTS boundaries; with ``first_chunk_elements`` the first
+    chunk has that size (aligned) and the other K − 1 share the rest equally. ``layers``: K
+    groups of consecutive parameters, equal in count, cut only between parameters.
+    """
+    if split not in SPLITS:
+        raise ValueError(f"chunk split {split!r}: choose one of {', '.join(SPLITS)}")
+    total = spans[-1][1]
+    if split == "layers":
+        if chunks > len(spans):
+            raise ValueError(f"chunks={chunks} with split 'layers' needs at least {chunks} "
+                             f"parameter tensors; the model has {len(spans)}")
+        return [spans[round(i * len(spans) / chunks)][0] for i in range(chunks)] + [total]
+    start, parts = 0, chunks
+    bounds = []
+    if first_chunk_elements is not None and chunks > 1:
+        first = max(ALIGN_ELEMENTS, round(first_chunk_elements / ALIGN_ELEMENTS) * ALIGN_ELEMENTS)
+        bounds, start, parts = [0], min(first, total), chunks - 1
+    rest = total - start
+    bounds += [start + round(i * rest / parts / ALIGN_ELEMENTS) * ALIGN_ELEMENTS
+               for i in range(parts)]
+    return [*bounds, total]
+
+
 def check_chunks(chunks: object, model: nn.Module, workload_name: str) -> int:
     limit = max_chunks(model)
     if isinstance(chunks, bool) or not isinstance(chunks, int) or not 1 <= chunks <= limit:
@@ -33,7 +67,8 @@ def check_chunks(chunks: object, model: nn.Module, workload_name: str) -> int:
 
 
 class FlatGradients:
-    def __init__(self, model: nn.Module, chunks: int, workload_name: str):
+    def __init__(self, model: nn.Module, chunks: int, workload_name: str, split: str = "bytes",
+                 first_chunk_elements: int | None = None):
         check_chunks(chunks, model, workload_name)
         self.params = [p for p in reversed(list(model.parameters())) if p.requires_grad]
         dtypes = {p.dtype for p in self.params}
@@ -50,10 +85,18 @@ class FlatGradients:
             spans.append((offset, offset + param.numel()))
             offset += param.numel()
 
-        aligned = [round(i * total / chunks / ALIGN_ELEMENTS) * ALIGN_ELEMENTS
-                   for i in range(chunks)]
-        self.bounds = [*aligned, total]
+        self.bounds = chunk_bounds(spans, chunks, split, first_chunk_elements)
+        if any(b <= a for a, b in zip(self.bounds, self.bounds[1:])):
+            raise ValueError(f"chunks={chunks} leaves an empty chunk for workload "
+                             f"{workload_name!r} with these chunk sizes: use fewer chunks")
         self.chunks = [self.buffer[a:b] for a, b in zip(self.bounds, self.bounds[1:])]
+        # Per chunk, the slices of parameters and gradients it covers: what an update of that
+        # chunk alone touches (the update inside the overlap).
+        self.chunk_slices = [
+            [(param.detach().view(-1)[max(a, s) - s:min(b, e) - s],
+              param.grad.view(-1)[max(a, s) - s:min(b, e) - s])
+             for param, (s, e) in zip(self.params, spans) if s < b and e > a]
+            for a, b in zip(self.bounds, self.bounds[1:])]
         # chunks_of[i]: the chunks parameter i writes into; readiness counts per chunk.
         self.chunks_of = [
             [c for c, (a, b) in enumerate(zip(self.bounds, self.bounds[1:])) if s < b and e > a]

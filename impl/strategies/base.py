@@ -17,6 +17,7 @@ from torch import nn
 
 from impl.finite import FiniteCheck
 from impl.gradients import FlatGradients
+from impl.strategies.knobs import check_carveout, cublas_carveout
 from impl.timeline import Timeline, TimelineRecorder
 from impl.workloads import Batch, WorkloadConfig, check_batch, loss_fn
 
@@ -31,6 +32,20 @@ class StrategyOptions:
     # Check every gradient for NaN/Inf before it leaves the rank (impl/finite.py). It adds a
     # CPU-GPU sync per step, so the suite's timed rounds turn it off; its checks keep it on.
     check_finite: bool = True
+    # How the K chunks are cut (impl/gradients.py): "bytes" (equal sizes) or "layers" (equal
+    # numbers of parameter tensors); first_chunk_mb makes the first chunk that size (DDP's
+    # 1 MB first bucket) so the first all-reduce starts early.
+    chunk_split: str = "bytes"
+    first_chunk_mb: float | None = None
+    # Update each chunk's parameters as soon as its all-reduce has finished, on the
+    # communication side, so only the last chunk's update stays on the critical path
+    # (strategies with ``supports_update_in_overlap``).
+    update_in_overlap: bool = False
+    # GPU knobs: the communication stream's priority ("normal" or "high"), NCCL's CTA cap for
+    # the strategy's collectives (a process group of its own), and SMs kept from cuBLAS.
+    comm_priority: str = "normal"
+    nccl_max_ctas: int | None = None
+    cublas_sm_carveout: int | None = None
 
 
 class Strategy(ABC):
@@ -39,6 +54,8 @@ class Strategy(ABC):
     real: bool = True
     #: True where the timeline mixes host readings with CUDA events (see impl/timeline.py).
     host_marks: bool = False
+    #: True where each chunk can be updated on the communication side (``update_in_overlap``).
+    supports_update_in_overlap: bool = False
 
     def __init__(self, model: nn.Module, workload: WorkloadConfig,
                  group: dist.ProcessGroup | None, options: StrategyOptions):
@@ -48,6 +65,13 @@ class Strategy(ABC):
         self.recorder = TimelineRecorder(self.device, host_marks=self.host_marks)
         self.timeline = Timeline()
         self.steps_done = 0
+        check_carveout(options, self.device)
+        if options.update_in_overlap and not self.supports_update_in_overlap:
+            raise ValueError(f"update_in_overlap: strategy {self.name!r} cannot update chunks "
+                             "while it communicates; use chunked or threaded")
+        if options.update_in_overlap and options.check_finite:
+            raise ValueError("update_in_overlap updates each chunk before the step's "
+                             "non-finite check could veto it: set check_finite=False")
         if self.world_size == 1:
             self.recorder.notes.append("world size 1: no communication (all-reduce is a no-op)")
 
@@ -58,7 +82,8 @@ class Strategy(ABC):
     def step(self, batch: Batch) -> None:
         check_batch(self.workload, batch)
         self.recorder.begin()
-        self._step(batch)
+        with cublas_carveout(self.options):
+            self._step(batch)
         self.steps_done += 1
 
     @abstractmethod
@@ -98,7 +123,11 @@ class ChunkedGradientStrategy(Strategy):
 
     def __init__(self, model, workload, group, options):
         super().__init__(model, workload, group, options)
-        self.flat = FlatGradients(model, options.chunks, workload.name)
+        element_size = next(model.parameters()).element_size()
+        first = (None if options.first_chunk_mb is None
+                 else round(options.first_chunk_mb * 2**20 / element_size))
+        self.flat = FlatGradients(model, options.chunks, workload.name, options.chunk_split,
+                                  first)
         self.finite = FiniteCheck(model, self.flat.params, group) if options.check_finite else None
         self.flat.on_chunk_ready(self._record_ready, self.finite.record if self.finite else None)
 
@@ -122,7 +151,15 @@ class ChunkedGradientStrategy(Strategy):
         self._communicate()
         if self.finite is not None:
             self.finite.verify(self.steps_done)
-        self._sgd_update(1.0 / self.world_size)
+        if not self.options.update_in_overlap:
+            self._sgd_update(1.0 / self.world_size)
+
+    @torch.no_grad()
+    def _update_chunk(self, chunk: int) -> None:
+        """The SGD update of one chunk's parameters (its summed gradients, averaged here)."""
+        params, grads = zip(*self.flat.chunk_slices[chunk])
+        torch._foreach_add_(list(params), list(grads),
+                            alpha=-self.options.lr / self.world_size)
 
     @abstractmethod
     def _communicate(self) -> None:

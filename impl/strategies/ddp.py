@@ -20,6 +20,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from impl.finite import NonFiniteGradient
 from impl.strategies.base import Strategy
+from impl.strategies.knobs import communication_group
 from impl.timeline import LateMark
 
 DDP_DEFAULT_BUCKET_MB = 25.0
@@ -34,9 +35,11 @@ class DDPStrategy(Strategy):
             raise ValueError("ddp needs a process group; use sequential for compute-only runs")
         grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
         self.bucket_mb = options.ddp_bucket_mb or grad_bytes / options.chunks / 2**20
+        self.comm_group = communication_group(group, options)
         self.ddp = DistributedDataParallel(
             model, device_ids=[self.device] if self.device.type == "cuda" else None,
-            process_group=group, bucket_cap_mb=self.bucket_mb, gradient_as_bucket_view=True)
+            process_group=self.comm_group, bucket_cap_mb=self.bucket_mb,
+            gradient_as_bucket_view=True)
         self.ddp.register_comm_hook(None, self._observed_all_reduce)
         # The first registered parameter's gradient is the last one backward produces.
         last = next(p for p in model.parameters() if p.requires_grad)
@@ -58,7 +61,7 @@ class DDPStrategy(Strategy):
         tensor, index = bucket.buffer(), bucket.index()
         tensor.div_(self.world_size)
         start = self.recorder.mark()  # on the compute stream: the bucket's gradients are ready
-        future = dist.all_reduce(tensor, group=self.group, async_op=True).get_future()
+        future = dist.all_reduce(tensor, group=self.comm_group, async_op=True).get_future()
         end = LateMark() if self.device.type != "cuda" else None
 
         def finished(done: torch.futures.Future) -> torch.Tensor:
