@@ -39,6 +39,10 @@ STEP_FIELDS: tuple[Field, ...] = (
           "max(the chunk's ready time in the compute-only run, the end of the previous "
           "all-reduce); the step ends at max(backward end, last all-reduce end) plus the "
           "update.", False),
+    Field("bound_update_in_overlap_ms", "ms", "schedule bound with the update inside the "
+          "overlap: each chunk's share of the update (update / K) follows its all-reduce, and "
+          "the step ends at max(backward end, end of the last chunk's update). The bound of "
+          "the strategies run with update_in_overlap; it can be below compute-only.", False),
     Field("overlap_efficiency", "", "overlap efficiency = (sequential − step) / "
           "(sequential − limit): 0 is no gain over sequential, 1 is perfect overlap.", True),
     Field("bound_efficiency", "", "efficiency against the schedule bound = (sequential − "
@@ -105,7 +109,8 @@ def ideal_speedup(compute_to_comm):
 
 
 def schedule_bound_ms(ready_ms: Sequence[float], comm_ms: Sequence[float],
-                      backward_end_ms: float, update_ms: float) -> float:
+                      backward_end_ms: float, update_ms: float,
+                      update_in_overlap: bool = False) -> float:
     """The step of a perfect overlap with zero interference, for this chunking.
 
     Chunk c becomes ready at ``ready_ms[c]`` (compute-only run) and its all-reduce alone takes
@@ -114,12 +119,20 @@ def schedule_bound_ms(ready_ms: Sequence[float], comm_ms: Sequence[float],
     max(backward end, last all-reduce end) plus the update, which needs every chunk.
     Tighter than max(compute, comm): a chunk cannot be sent before it exists, and the last
     chunk's all-reduce can never be hidden.
+
+    With the update inside the overlap (``update_in_overlap``), each chunk's share of the
+    update (update / K) follows its all-reduce on the communication side and the step ends at
+    max(backward end, end of the last chunk's update): only the last share stays on the
+    critical path, so such a step can beat compute-only, whose update comes after backward.
     """
     if len(ready_ms) != len(comm_ms):
         raise ValueError(f"{len(ready_ms)} ready times for {len(comm_ms)} chunk durations")
+    share = update_ms / len(comm_ms) if update_in_overlap and comm_ms else 0.0
     comm_end = 0.0
     for ready, duration in zip(ready_ms, comm_ms):
-        comm_end = max(ready, comm_end) + duration
+        comm_end = max(ready, comm_end) + duration + share
+    if update_in_overlap:
+        return max(backward_end_ms, comm_end)
     return max(backward_end_ms, comm_end) + update_ms
 
 

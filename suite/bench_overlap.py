@@ -34,7 +34,7 @@ from impl import capabilities, comparisons, metrics
 from impl.check import errors_vs_sequential, weight_tolerance
 from impl.gradients import max_chunks
 from impl.strategies import StrategyOptions, build_strategy
-from impl.strategies.ddp import DDP_DEFAULT_BUCKET_MB
+from impl.strategies.knobs import variant_strategy
 from impl.workloads import DTYPES, build_model, describe, preset
 from suite.conftest import launched_world, suite_axes, under_mpirun
 from suite.harness import Measurement, Variant, batches, measure_interleaved, record_round_times
@@ -51,6 +51,7 @@ class Cell:
     profile: str
     strategies: tuple[str, ...]
     mpi: bool = False
+    knobs: tuple[str, ...] = ()  # named variants (impl/strategies/knobs.py) measured beside
 
     @property
     def sequential(self) -> str:
@@ -64,7 +65,7 @@ class Cell:
         if self.world_size == 1:  # nothing to communicate: overheads against compute-only
             return tuple(s for s in self.strategies if s in OVERLAP_STRATEGIES)
         return (*(s for s in self.strategies if s in OVERLAP_STRATEGIES),
-                comparisons.DDP, comparisons.DDP_DEFAULT)
+                comparisons.DDP, comparisons.DDP_DEFAULT, *self.knobs)
 
     @property
     def variants(self) -> tuple[str, ...]:
@@ -89,7 +90,8 @@ class Row:
 
 def cells(axes: dict, world: int, mpi: bool) -> list[Cell]:
     """The cells this launch can run: world sizes up to the launched world, K up to what the
-    workload allows (model sizes read on the meta device, no memory), MPI cells under mpirun."""
+    workload allows (model sizes read on the meta device, no memory), MPI cells under mpirun.
+    The cell at the knob K (``axes["knob_chunks"]``) also measures the named variants."""
     found = []
     for name in axes["workloads"]:
         limit = max_chunks(build_model(preset(name), torch.device("meta")))
@@ -99,8 +101,9 @@ def cells(axes: dict, world: int, mpi: bool) -> list[Cell]:
                 continue  # MPI runs over all launched ranks
             # Without communication K changes nothing: one cell at the smallest K.
             for k in chunks if size > 1 else chunks[:1]:
+                knobs = tuple(axes["knobs"]) if size > 1 and k == axes["knob_chunks"] else ()
                 found.append(Cell(name, k, size, axes["profile"], tuple(axes["strategies"]),
-                                  mpi=mpi))
+                                  mpi=mpi, knobs=() if mpi else knobs))
     return found
 
 
@@ -144,12 +147,9 @@ def build_variant(name: str, cell: Cell, group, context, data) -> tuple[Variant,
         runner.flat.buffer.normal_()  # timing on zeros can flatter a reduction
         step = runner.communicate_only
         return Variant(name, step, runner.finish_timeline), runner
-    elif name == comparisons.DDP_DEFAULT:
-        runner = build_strategy("ddp", model, workload, group,
-                                StrategyOptions(chunks=cell.chunks, check_finite=False,
-                                                ddp_bucket_mb=DDP_DEFAULT_BUCKET_MB))
     else:
-        runner = build_strategy(name, model, workload, group, options)
+        strategy, variant_options = variant_strategy(name, cell.chunks)
+        runner = build_strategy(strategy, model, workload, group, variant_options)
     rotation = itertools.cycle(data)
     return Variant(name, lambda: runner.step(next(rotation)), runner.finish_timeline), runner
 
@@ -159,9 +159,7 @@ def check_cell(cell: Cell, group, context, rounds) -> dict[str, dict]:
     workload = preset(cell.workload)
     candidates = {}
     for name in cell.compared:
-        bucket = DDP_DEFAULT_BUCKET_MB if name == comparisons.DDP_DEFAULT else None
-        strategy = "ddp" if name == comparisons.DDP_DEFAULT else name
-        candidates[name] = (strategy, StrategyOptions(chunks=cell.chunks, ddp_bucket_mb=bucket))
+        candidates[name] = variant_strategy(name, cell.chunks, check_finite=True)
     if not candidates:
         return {}
     errors = errors_vs_sequential(candidates, workload, group, context.device,

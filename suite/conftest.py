@@ -12,6 +12,7 @@ import pytest
 
 from impl import capabilities
 from impl.profiles import recorded_profile
+from impl.strategies.knobs import GPU_VARIANTS, VARIANTS
 
 DEFAULT_WORKLOADS = {
     # (gpu?, mode) -> presets
@@ -37,6 +38,9 @@ DEFAULT_CHUNKS = {
     (True, "full"): [1, 5, 10, 20, 50],
 }
 DEFAULT_STRATEGIES = ["sequential", "threaded", "chunked", "ddp", "mpi"]
+# The cell at this K also measures the named variants (the knobs, impl/strategies/knobs.py);
+# the quick mode measures none.
+KNOB_CHUNKS = {"quick": None, "default": (5, 20), "full": (5, 20)}  # (CPU, GPU)
 
 
 def under_mpirun() -> bool:
@@ -56,7 +60,11 @@ def suite_axes(config) -> dict:
     choices, mode = config.suite_choices, config.option.suite_mode
     gpu = capabilities.gpu_count() > 0
     backend = os.environ.get("OVERLAP_BACKEND") or capabilities.default_backend()
+    knob_chunks = KNOB_CHUNKS[mode][gpu] if KNOB_CHUNKS[mode] else None
+    knobs = [name for name in VARIANTS if name != "ddp-25mb"
+             and (backend == "nccl" or name not in GPU_VARIANTS)]
     return {
+        "knobs": knobs, "knob_chunks": knob_chunks,
         "profile": recorded_profile(backend),  # part of every benchmark id: runs merge safely
         "strategies": choices["strategies"] or DEFAULT_STRATEGIES,
         "workloads": choices["workloads"] or DEFAULT_WORKLOADS[gpu, mode],

@@ -10,8 +10,8 @@ from __future__ import annotations
 from impl.stats import MIN_ROUNDS, NO_DIFFERENCE
 
 WIDTH = 120
-COLUMNS = (("strategy", 10), ("step ms", 15), ("× sequential", 15), ("eff. limit", 15),
-           ("eff. bound", 15), ("hidden", 7), ("vs ddp", 8), ("vs ddp-25mb", 11))
+COLUMNS = (("strategy", 18), ("step ms", 14), ("× sequential", 14), ("eff. limit", 14),
+           ("eff. bound", 14), ("hidden", 6), ("vs ddp", 7), ("vs ddp-25mb", 11))
 VERDICTS = {"faster": "faster", "slower": "slower", NO_DIFFERENCE: "n.s."}
 LEGEND = """\
 step ms: median step time over rounds ± half-width of its 95% bootstrap interval (rounds of every

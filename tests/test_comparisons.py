@@ -144,3 +144,11 @@ def test_other_chunking_gets_no_efficiency():
 def test_median_round_picks_the_representative_step():
     assert comparisons.median_round([5.0, 1.0, 9.0, 3.0, 7.0]) == 0
     assert comparisons.median_round([2.0, 1.0, 4.0, 3.0]) == 0
+
+
+def test_schedule_bound_with_the_update_inside_the_overlap():
+    # Each chunk's third of the 3 ms update follows its all-reduce on the communication side.
+    assert metrics.schedule_bound_ms([4, 8, 12], [2, 2, 2], 12, 3, update_in_overlap=True) == 15
+    assert metrics.schedule_bound_ms([4, 8, 12], [2, 2, 2], 12, 3) == 17
+    # Backward-bound: the update hides completely, and the step beats compute-only (12 + 3).
+    assert metrics.schedule_bound_ms([4, 8, 20], [0.5] * 3, 20, 3, update_in_overlap=True) == 21.5

@@ -82,3 +82,29 @@ def cublas_carveout(options):
         yield
     finally:
         torch._C._set_sm_carveout_experimental(previous)
+
+
+# Named variants of the strategies: a strategy and the options that differ from its defaults.
+# The benchmark measures them side by side with the plain strategies in the same rounds.
+VARIANTS: dict[str, tuple[str, dict]] = {
+    "ddp-25mb": ("ddp", {"ddp_bucket_mb": 25.0}),  # DDP's default bucket cap
+    "chunked+update": ("chunked", {"update_in_overlap": True, "check_finite": False}),
+    "threaded+update": ("threaded", {"update_in_overlap": True, "check_finite": False}),
+    "chunked+layers": ("chunked", {"chunk_split": "layers"}),
+    "chunked+first1mb": ("chunked", {"first_chunk_mb": 1.0}),
+    "chunked+priority": ("chunked", {"comm_priority": "high"}),
+    "chunked+ctas8": ("chunked", {"nccl_max_ctas": 8}),
+    "chunked+carveout32": ("chunked", {"cublas_sm_carveout": 32}),
+}
+GPU_VARIANTS = ("chunked+priority", "chunked+ctas8", "chunked+carveout32")
+
+
+def variant_strategy(name: str, chunks: int, check_finite: bool = False):
+    """(strategy name, StrategyOptions) of a plain strategy or a named variant."""
+    from impl.strategies.base import StrategyOptions  # base imports this module
+
+    strategy, fields = VARIANTS.get(name, (name, {}))
+    fields = {"check_finite": check_finite, **fields}
+    if fields.get("update_in_overlap"):
+        fields["check_finite"] = False  # the update happens before the check could veto it
+    return strategy, StrategyOptions(chunks=chunks, **fields)
