@@ -102,3 +102,24 @@ def missing_world(world_size: int, launched_world: int) -> str | None:
     if world_size <= launched_world:
         return None
     return f"needs {world_size} ranks; this run launched {launched_world}"
+
+
+def missing_copy_engine(backend: str, profile: str, world_size: int) -> str | None:
+    """What the copy-engine strategy needs: CUDA GPUs of one node that all reach each other's
+    memory directly (NVLink: the ``nvlink`` profile), NCCL for the process group, and
+    PyTorch's symmetric memory."""
+    if backend != "nccl" or gpu_count() == 0:
+        return ("copy-engine moves gradients between GPUs through symmetric memory: it needs "
+                f"CUDA GPUs and NCCL ({missing_gpu(max(world_size, 1)) or backend})")
+    if profile != "nvlink":
+        return (f"copy-engine needs peer access between the GPUs; the {profile!r} profile "
+                "emulates a fabric without it")
+    if world_size > gpu_count():
+        return f"copy-engine runs within one node: {world_size} ranks, {gpu_count()} GPUs here"
+    if importlib.util.find_spec("torch.distributed._symmetric_memory") is None:
+        return f"torch {torch.__version__} has no symmetric memory"
+    blocked = [(a, b) for a in range(world_size) for b in range(world_size)
+               if a != b and not torch.cuda.can_device_access_peer(a, b)]
+    if blocked:
+        return f"GPUs {blocked[0][0]} and {blocked[0][1]} cannot access each other's memory"
+    return None

@@ -66,9 +66,16 @@ def check_chunks(chunks: object, model: nn.Module, workload_name: str) -> int:
     return chunks
 
 
+def zeros(numel: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    return torch.zeros(numel, dtype=dtype, device=device)
+
+
 class FlatGradients:
     def __init__(self, model: nn.Module, chunks: int, workload_name: str, split: str = "bytes",
-                 first_chunk_elements: int | None = None):
+                 first_chunk_elements: int | None = None,
+                 allocate: Callable[[int, torch.dtype, torch.device], torch.Tensor] = zeros):
+        """``allocate(numel, dtype, device)`` makes the zeroed flat buffer (symmetric memory
+        for strategies whose peers read it directly)."""
         check_chunks(chunks, model, workload_name)
         self.params = [p for p in reversed(list(model.parameters())) if p.requires_grad]
         dtypes = {p.dtype for p in self.params}
@@ -77,7 +84,7 @@ class FlatGradients:
                              "one flat gradient buffer needs one dtype")
         total = sum(p.numel() for p in self.params)
         first = self.params[0]
-        self.buffer = torch.zeros(total, dtype=first.dtype, device=first.device)
+        self.buffer = allocate(total, first.dtype, first.device)
 
         spans, offset = [], 0
         for param in self.params:

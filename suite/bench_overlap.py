@@ -40,7 +40,8 @@ from suite.conftest import launched_world, suite_axes, under_mpirun
 from suite.harness import Measurement, Variant, batches, measure_interleaved, record_round_times
 
 COMPARE = "compare"
-OVERLAP_STRATEGIES = ("threaded", "chunked")  # compared against the references under torchrun
+# compared against the references under torchrun
+OVERLAP_STRATEGIES = ("threaded", "chunked", "copy-engine")
 
 
 @dataclass(frozen=True)
@@ -100,10 +101,16 @@ def cells(axes: dict, world: int, mpi: bool) -> list[Cell]:
             if mpi and size != world:
                 continue  # MPI runs over all launched ranks
             # Without communication K changes nothing: one cell at the smallest K.
+            # Strategies that can never run here are not generated (copy-engine off NVLink).
+            runnable = tuple(s for s in axes["strategies"] if not s.startswith("copy-engine")
+                             or not capabilities.missing_copy_engine(axes["backend"],
+                                                                     axes["profile"], size))
+            knobs = tuple(v for v in axes["knobs"] if not v.startswith("copy-engine")
+                          or "copy-engine" in runnable)
             for k in chunks if size > 1 else chunks[:1]:
-                knobs = tuple(axes["knobs"]) if size > 1 and k == axes["knob_chunks"] else ()
-                found.append(Cell(name, k, size, axes["profile"], tuple(axes["strategies"]),
-                                  mpi=mpi, knobs=() if mpi else knobs))
+                found.append(Cell(name, k, size, axes["profile"], runnable, mpi=mpi,
+                                  knobs=knobs if size > 1 and k == axes["knob_chunks"]
+                                  and not mpi else ()))
     return found
 
 

@@ -37,7 +37,7 @@ DEFAULT_CHUNKS = {
     (True, "default"): [5, 20],
     (True, "full"): [1, 5, 10, 20, 50],
 }
-DEFAULT_STRATEGIES = ["sequential", "threaded", "chunked", "ddp", "mpi"]
+DEFAULT_STRATEGIES = ["sequential", "threaded", "chunked", "copy-engine", "ddp", "mpi"]
 # The cell at this K also measures the named variants (the knobs, impl/strategies/knobs.py);
 # the quick mode measures none.
 KNOB_CHUNKS = {"quick": None, "default": (5, 20), "full": (5, 20)}  # (CPU, GPU)
@@ -64,7 +64,7 @@ def suite_axes(config) -> dict:
     knobs = [name for name in VARIANTS if name != "ddp-25mb"
              and (backend == "nccl" or name not in GPU_VARIANTS)]
     return {
-        "knobs": knobs, "knob_chunks": knob_chunks,
+        "knobs": knobs, "knob_chunks": knob_chunks, "backend": backend,
         "profile": recorded_profile(backend),  # part of every benchmark id: runs merge safely
         "strategies": choices["strategies"] or DEFAULT_STRATEGIES,
         "workloads": choices["workloads"] or DEFAULT_WORKLOADS[gpu, mode],

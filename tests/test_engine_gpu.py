@@ -6,6 +6,8 @@ Skips without two CUDA GPUs. On the GPU machine:
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -13,6 +15,7 @@ from impl import capabilities, metrics
 from impl.check import max_abs_diff, train, weight_tolerance
 from impl.gradients import max_chunks
 from impl.strategies import StrategyOptions, build_strategy
+from impl.strategies.knobs import variant_strategy
 from impl.workloads import DTYPES, MLPConfig, build_model, make_batch, preset
 from tests.multirank import run_ranks
 
@@ -20,7 +23,10 @@ pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(capabilities.missing_gpu(2) is not None,
                                  reason=capabilities.missing_gpu(2) or "")]
 
-STRATEGIES = ("sequential", "threaded", "chunked", "ddp")
+STRATEGIES = ("sequential", "threaded", "chunked", "copy-engine", "ddp")
+# Named variants (impl/strategies/knobs.py) checked at one chunk count.
+VARIANTS = ("chunked+update", "threaded+update", "copy-engine+update", "chunked+priority",
+            "chunked+ctas8", "chunked+carveout32", "chunked+layers", "chunked+first1mb")
 LR, STEPS = 0.02, 5
 WORKLOADS = {
     "mlp_tiny": preset("mlp_tiny"),
@@ -46,6 +52,12 @@ def errors_per_strategy(context, workload_name: str) -> dict:
                             StrategyOptions(chunks=chunks, lr=LR), STEPS)
             results[strategy, chunks] = max_abs_diff(weights, reference)
             results["weights"][strategy, chunks] = [w.cpu() for w in weights]
+    for name in VARIANTS:
+        strategy, options = variant_strategy(name, chunks=5)
+        weights = train(strategy, workload, group, context.device,
+                        dataclasses.replace(options, lr=LR), STEPS)
+        results[name, 5] = max_abs_diff(weights, reference)
+        results["weights"][name, 5] = [w.cpu() for w in weights]
     return results
 
 
@@ -74,7 +86,7 @@ def gpu_timelines(context) -> dict:
     workload = MLPConfig("mlp_4096x8_bf16", width=4096, depth=8, batch=4096, dtype="bf16")
     group = context.group(context.world_size)
     out = {}
-    for name in ("sequential", "chunked", "threaded"):
+    for name in ("sequential", "chunked", "threaded", "copy-engine"):
         strategy = build_strategy(name, build_model(workload, context.device), workload, group,
                                   StrategyOptions(chunks=8))
         for step in range(3):
@@ -90,7 +102,7 @@ def test_gpu_chunked_overlaps_and_sequential_does_not():
     lanes = run_ranks(gpu_timelines, 2, env=NCCL)[0]
     compute, comm = lanes["sequential"]
     assert len(comm) == 8 and metrics.overlap_ms(compute, comm) == 0.0
-    for name in ("chunked", "threaded"):
+    for name in ("chunked", "threaded", "copy-engine"):
         compute, comm = lanes[name]
         assert len(comm) == 8
         assert metrics.overlap_ms(compute, comm) > 0, name

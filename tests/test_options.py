@@ -120,3 +120,27 @@ def _nccl_knob_on_gloo(context):
 def test_nccl_knobs_on_gloo_are_named():
     assert run_ranks(_nccl_knob_on_gloo, 2) == [
         "nccl_max_ctas is an NCCL knob; this group runs gloo"] * 2
+
+
+def test_copy_engine_pieces_cover_the_chunk_on_aligned_cuts():
+    from impl.strategies.copy_engine import pieces
+
+    assert pieces(0, 1000, 2) == [(0, 512), (512, 1000)]
+    assert pieces(128, 128 + 64 * 3, 4) == [(128, 192), (192, 256), (256, 256), (256, 320)]
+
+
+def _copy_engine_on_gloo(context):
+    workload = preset("mlp_tiny")
+    try:
+        build_strategy("copy-engine", build_model(workload, context.device), workload,
+                       context.group(2), StrategyOptions(chunks=2))
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+def test_copy_engine_without_gpus_says_why():
+    (first, second) = run_ranks(_copy_engine_on_gloo, 2)
+    assert first == second
+    assert first.startswith("copy-engine moves gradients between GPUs through symmetric "
+                            "memory: it needs CUDA GPUs and NCCL")

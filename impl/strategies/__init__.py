@@ -7,6 +7,7 @@ from torch import nn
 
 from impl.strategies.base import Strategy, StrategyOptions
 from impl.strategies.chunked import ChunkedStrategy
+from impl.strategies.copy_engine import CopyEngineStrategy
 from impl.strategies.ddp import DDPStrategy
 from impl.strategies.mpi import MPISequentialStrategy, MPIStrategy
 from impl.strategies.sequential import SequentialStrategy
@@ -20,6 +21,7 @@ STRATEGIES: dict[str, type[Strategy]] = {
     "mpi": MPIStrategy,
     "mpi-sequential": MPISequentialStrategy,
     "chunked": ChunkedStrategy,
+    "copy-engine": CopyEngineStrategy,
     "ddp": DDPStrategy,
     "synthetic": SyntheticStrategy,
 }

@@ -16,7 +16,7 @@ import torch.distributed as dist
 from torch import nn
 
 from impl.finite import FiniteCheck
-from impl.gradients import FlatGradients
+from impl.gradients import FlatGradients, zeros
 from impl.strategies.knobs import check_carveout, cublas_carveout
 from impl.timeline import Timeline, TimelineRecorder
 from impl.workloads import Batch, WorkloadConfig, check_batch, loss_fn
@@ -127,9 +127,14 @@ class ChunkedGradientStrategy(Strategy):
         first = (None if options.first_chunk_mb is None
                  else round(options.first_chunk_mb * 2**20 / element_size))
         self.flat = FlatGradients(model, options.chunks, workload.name, options.chunk_split,
-                                  first)
+                                  first, self._allocate_gradients)
         self.finite = FiniteCheck(model, self.flat.params, group) if options.check_finite else None
         self.flat.on_chunk_ready(self._record_ready, self.finite.record if self.finite else None)
+
+    def _allocate_gradients(self, numel: int, dtype: torch.dtype,
+                            device: torch.device) -> torch.Tensor:
+        """The zeroed flat gradient buffer; strategies whose peers read it override this."""
+        return zeros(numel, dtype, device)
 
     def _record_ready(self, chunk: int) -> None:
         ready = self.recorder.mark()

@@ -95,8 +95,9 @@ VARIANTS: dict[str, tuple[str, dict]] = {
     "chunked+priority": ("chunked", {"comm_priority": "high"}),
     "chunked+ctas8": ("chunked", {"nccl_max_ctas": 8}),
     "chunked+carveout32": ("chunked", {"cublas_sm_carveout": 32}),
+    "copy-engine+update": ("copy-engine", {"update_in_overlap": True, "check_finite": False}),
 }
-GPU_VARIANTS = ("chunked+priority", "chunked+ctas8", "chunked+carveout32")
+GPU_VARIANTS = ("chunked+priority", "chunked+ctas8", "chunked+carveout32", "copy-engine+update")
 
 
 def variant_strategy(name: str, chunks: int, check_finite: bool = False):
