@@ -15,20 +15,28 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from impl import capabilities, metrics
-from suite.conftest import suite_axes
+from impl import metrics
+from suite.conftest import launched_world, suite_axes
 from suite.harness import StepClock, sync
 
 SIZES_MIB = (1, 4, 16, 64, 256, 1024)
 CPU_MAX_MIB = {"quick": 16, "default": 64, "full": 256}
 
 
+def sizes_mib(cuda: bool, mode: str) -> list[int]:
+    return [s for s in SIZES_MIB if cuda or s <= CPU_MAX_MIB[mode]]
+
+
 def pytest_generate_tests(metafunc):
+    """Only what this launch can run: world sizes 2 up to the launched world, and on gloo the
+    sizes of the mode."""
     if "size_mib" in metafunc.fixturenames:
         axes = suite_axes(metafunc.config)
-        worlds = [w for w in axes["world_sizes"] if w > 1] or [2]
+        worlds = [w for w in axes["world_sizes"] if 1 < w <= launched_world()]
+        cuda = axes["backend"] == "nccl"
         metafunc.parametrize("world_size", worlds, ids=lambda w: f"w{w}-{axes['profile']}")
-        metafunc.parametrize("size_mib", SIZES_MIB, ids=lambda s: f"{s}MiB")
+        metafunc.parametrize("size_mib", sizes_mib(cuda, metafunc.config.option.suite_mode),
+                             ids=lambda s: f"{s}MiB")
 
 
 def ops_per_round(size_mib: int, cuda: bool) -> int:
@@ -44,12 +52,7 @@ def ops_per_round(size_mib: int, cuda: bool) -> int:
 
 def test_allreduce(benchmark, dist_context, rounds, pytestconfig, size_mib, world_size):
     context = dist_context
-    if reason := capabilities.missing_world(world_size, context.world_size):
-        pytest.skip(reason)
     cuda = context.device.type == "cuda"
-    cap = CPU_MAX_MIB[pytestconfig.option.suite_mode]
-    if not cuda and size_mib > cap:
-        pytest.skip(f"gloo on CPU: sizes above {cap} MiB run only in a larger mode")
     group = context.group(world_size)
     if group is None:
         pytest.skip(f"rank {context.rank} is outside the {world_size}-rank group")

@@ -31,8 +31,8 @@ from impl.settings import check_environment
 from suite.summary import summary_table
 
 SUITE_FILES = ("suite/bench_overlap.py", "suite/bench_allreduce.py", "suite/bench_synthetic.py",
-               "suite/bench_sampler.py", "suite/bench_interference.py", "suite/bench_autotune.py")
-GPU_ONLY_FILES = ("suite/bench_gemm.py",)
+               "suite/bench_interference.py", "suite/bench_autotune.py")
+GPU_ONLY_FILES = ("suite/bench_gemm.py", "suite/bench_sampler.py")
 CPU_RANKS = 2
 
 
