@@ -1,25 +1,47 @@
 """Sessions: tests, bench, report, gate, lint.
 
-Every session reuses the machine's torch (CPU or CUDA build) through
---system-site-packages and never installs another one: pyproject.toml does not list torch.
+Every session uses the torch (CPU or CUDA build) of the Python that runs nox and never
+installs another one: pyproject.toml does not list torch. A session's virtualenv sees the
+system's packages (--system-site-packages) and, when nox itself runs in a virtualenv (the
+README's setup), that virtualenv's packages too, through a .pth file: a virtualenv made from
+inside another one sees only the base interpreter's packages, not its parent's.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import sys
+import sysconfig
 
 import nox
 
 nox.options.sessions = ["tests"]
 nox.options.reuse_existing_virtualenvs = True
 VENV = {"venv_params": ["--system-site-packages"]}
+TORCH_INSTALL = ("pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu "
+                 "(or your CUDA build of torch)")
+
+# Run by a session's Python with folders as arguments: puts them on its sys.path for good, in a
+# .pth file of its site-packages (rewritten on every run, so a reused virtualenv follows along).
+LINK_FOLDERS = ("import pathlib, sys, sysconfig; "
+                "pathlib.Path(sysconfig.get_paths()['purelib'], 'nox-python.pth')"
+                ".write_text(''.join(folder + chr(10) for folder in sys.argv[1:]))")
+FIND_TORCH = "import importlib.util; print(importlib.util.find_spec('torch') is not None)"
+
+
+def nox_site_packages() -> list[str]:
+    """The site-packages of the virtualenv nox runs in; none for a system Python, whose
+    packages --system-site-packages already shows."""
+    if sys.prefix == sys.base_prefix:
+        return []
+    paths = sysconfig.get_paths()
+    return list(dict.fromkeys([paths["purelib"], paths["platlib"]]))
 
 
 def _require_torch(session: nox.Session) -> None:
-    # The session's virtualenv sees this interpreter's site-packages, so its torch is ours.
-    if importlib.util.find_spec("torch") is None:
-        session.error("torch is not installed: run `pip install torch==2.13.0` (CPU) or "
-                      "install your CUDA build first, then retry")
+    session.run("python", "-c", LINK_FOLDERS, *nox_site_packages(), silent=True, log=False)
+    if session.run("python", "-c", FIND_TORCH, silent=True, log=False).strip() != "True":
+        session.error(f"torch is not installed where nox runs ({sys.executable}): "
+                      f"{TORCH_INSTALL}, then retry (README, Setup)")
 
 
 def _install(session: nox.Session, extras: str = "") -> None:
@@ -37,7 +59,7 @@ def tests(session: nox.Session) -> None:
 @nox.session(**VENV)
 def bench(session: nox.Session) -> None:
     """The benchmark suite: nox -s bench [-- --quick|--full] [-- pytest args such as -k]."""
-    _install(session)
+    _install(session, "[studies]")
     session.run("python", "-m", "suite.run", *session.posargs)
 
 

