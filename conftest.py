@@ -12,67 +12,23 @@ import datetime
 import json
 import math
 import os
+import signal
 import sys
 
 import pytest
 
-from impl import capabilities
-from impl.gradients import MAX_CHUNKS
+from impl.options import SUITE_OPTIONS, check_suite_options
 from impl.profiles import recorded_profile
-from impl.sampler import DEFAULT_PERIOD_MS
-from impl.strategies import STRATEGIES
-from impl.workloads import PRESETS
-
-SUITE_MODES = ("quick", "default", "full")
-
-
-def _csv(kind: str, choices, convert=str, allowed: str = ""):
-    def parse(text: str) -> list:
-        values = []
-        for item in filter(None, (t.strip() for t in text.split(","))):
-            try:
-                value = convert(item)
-            except ValueError:
-                raise pytest.UsageError(f"--{kind}: {item!r} is not {allowed}") from None
-            if choices is not None and value not in choices:
-                raise pytest.UsageError(f"--{kind}: {item!r} is not one of "
-                                        f"{', '.join(map(str, choices))}")
-            values.append(value)
-        if not values:
-            raise pytest.UsageError(f"--{kind}: give at least one value")
-        return values
-    return parse
-
-
-def _chunk(text: str) -> int:
-    value = int(text)
-    if not 1 <= value <= MAX_CHUNKS:
-        raise ValueError(text)
-    return value
-
-
-def _world(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise ValueError(text)
-    return value
+from impl.settings import check_environment, selected_backend
+from suite.conftest import launched_world
 
 
 def pytest_addoption(parser):
     group = parser.getgroup("overlap suite")
-    group.addoption("--suite-mode", choices=SUITE_MODES, default="default",
-                    help="rounds and grid size: quick, default or full")
-    group.addoption("--strategies", default=None,
-                    help=f"comma-separated, from {', '.join(STRATEGIES)}")
-    group.addoption("--workloads", default=None,
-                    help=f"comma-separated presets, from {', '.join(PRESETS)}")
-    group.addoption("--chunks", default=None,
-                    help=f"comma-separated chunk counts K, 1..{MAX_CHUNKS} (default 1,5,10,20,50)")
-    group.addoption("--world-sizes", default=None,
-                    help="comma-separated world sizes (default 1,2,4,8; above the launched "
-                         "world they skip)")
-    group.addoption("--sampler-period-ms", type=float, default=DEFAULT_PERIOD_MS,
-                    help="NVML sampling period in ms (default 50)")
+    # Plain strings: impl.options checks them in pytest_configure, the same check suite/run.py
+    # makes before it launches, so both refuse a bad value with the same one line.
+    for option in SUITE_OPTIONS:
+        group.addoption(option.flag, default=option.default, help=option.help)
     group.addoption("--results-json", default=None,
                     help="write the results here (rank 0; written whole, checkpointed after "
                          "every benchmark and marked partial until the run ends)")
@@ -82,32 +38,19 @@ def _rank() -> int:
     return int(os.environ.get("RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
 
 
-def _validate(config) -> dict:
-    options = config.option
-    if not 1 <= options.sampler_period_ms <= 10_000:
-        raise pytest.UsageError(f"--sampler-period-ms={options.sampler_period_ms}: choose 1 to "
-                                "10000 ms")
-    parsed = {
-        "strategies": options.strategies and _csv("strategies", list(STRATEGIES))(
-            options.strategies),
-        "workloads": options.workloads and _csv("workloads", list(PRESETS))(options.workloads),
-        "chunks": options.chunks and _csv("chunks", None, _chunk,
-                                          f"an integer from 1 to {MAX_CHUNKS}")(options.chunks),
-        "world_sizes": options.world_sizes and _csv("world-sizes", None, _world,
-                                                    "an integer ≥ 1")(options.world_sizes),
-    }
-    return parsed
-
-
 def pytest_configure(config):
-    from impl.settings import check_environment
-
     try:
         check_environment()
+        config.suite_choices = check_suite_options(vars(config.option))
     except ValueError as error:
         raise pytest.UsageError(str(error)) from None
-    config.suite_choices = _validate(config)
     config.suite_rank = _rank()
+    if launched_world() > 1:
+        # Ctrl-C ends a rank at once, as SIGTERM does. pytest's KeyboardInterrupt would run
+        # the teardown barriers while other ranks are dead or inside a collective (a hang until
+        # the process-group timeout), and a rank blocked in a collective would not even see
+        # it. Nothing is lost: the results file is checkpointed after every benchmark.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
     if config.suite_rank != 0:
         # Only rank 0 reports; the others still run every benchmark (same collectives).
         config.option.benchmark_autosave = False
@@ -155,7 +98,7 @@ def sampler_factory(dist_context, pytestconfig):
         dist.all_gather_object(uuids, local)
     else:
         uuids = [local]
-    period = pytestconfig.option.sampler_period_ms
+    period = pytestconfig.suite_choices["sampler_period_ms"]
 
     def make(world_size: int) -> NvmlSampler | None:
         if dist_context.device.type != "cuda":
@@ -169,7 +112,7 @@ def pytest_benchmark_update_machine_info(config, machine_info):
     from impl.fingerprint import fingerprint
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    backend = os.environ.get("OVERLAP_BACKEND") or capabilities.default_backend()
+    backend = selected_backend()
     machine_info["overlap"] = fingerprint(backend, world, recorded_profile(backend))
 
 

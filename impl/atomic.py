@@ -8,6 +8,20 @@ import tempfile
 from pathlib import Path
 
 
+def unwritable(folder: str | os.PathLike) -> str | None:
+    """Why files cannot be written in ``folder`` (made if missing), or None when they can.
+
+    Checked before any work starts, so a bad output path is one line, not a late traceback.
+    """
+    folder = Path(folder)
+    existing = next(p for p in (folder, *folder.parents) if p.exists() or p == Path("."))
+    if not existing.is_dir():
+        return f"{existing} is a file, not a folder"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"cannot write in {existing}"
+    return None
+
+
 def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import os
 import shutil
 
 import torch
@@ -36,16 +37,6 @@ def missing_gpu(count: int = 1) -> str | None:
     if not torch.cuda.is_available():
         return f"needs {count} CUDA GPU(s); torch {torch.__version__} sees none"
     return f"needs {count} CUDA GPU(s); {present} present"
-
-
-def missing_nccl() -> str | None:
-    if gpu_count() == 0:
-        return missing_gpu(1)
-    return None if dist.is_nccl_available() else "torch was built without NCCL"
-
-
-def missing_gloo() -> str | None:
-    return None if dist.is_gloo_available() else "torch was built without gloo"
 
 
 @functools.cache
@@ -97,6 +88,26 @@ def missing_nvml() -> str | None:
     return None
 
 
+@functools.cache
+def missing_sklearn() -> str | None:
+    """scikit-learn importable (it ships the digits of the hybrid study), else the skip reason."""
+    try:
+        import sklearn.datasets  # noqa: F401
+    except ImportError:
+        return "scikit-learn is not installed (pip install 'overlap-suite[studies]')"
+    return None
+
+
+@functools.cache
+def missing_pipelining() -> str | None:
+    """torch.distributed.pipelining (PipelineStage, ScheduleGPipe, Schedule1F1B) importable."""
+    try:
+        from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe  # noqa: F401
+    except ImportError as error:
+        return f"torch {torch.__version__} has no usable torch.distributed.pipelining: {error}"
+    return None
+
+
 def missing_world(world_size: int, launched_world: int) -> str | None:
     """A benchmark for ``world_size`` ranks needs at least that many launched."""
     if world_size <= launched_world:
@@ -118,8 +129,53 @@ def missing_copy_engine(backend: str, profile: str, world_size: int) -> str | No
         return f"copy-engine runs within one node: {world_size} ranks, {gpu_count()} GPUs here"
     if importlib.util.find_spec("torch.distributed._symmetric_memory") is None:
         return f"torch {torch.__version__} has no symmetric memory"
+    return missing_peer_access(world_size)
+
+
+def missing_peer_access(world_size: int) -> str | None:
+    """Every pair of the first ``world_size`` GPUs reaches each other's memory directly."""
     blocked = [(a, b) for a in range(world_size) for b in range(world_size)
                if a != b and not torch.cuda.can_device_access_peer(a, b)]
     if blocked:
         return f"GPUs {blocked[0][0]} and {blocked[0][1]} cannot access each other's memory"
+    return None
+
+
+#: PyTorch's fused collective-GEMM ops over symmetric memory (the tensor-parallel peer).
+SYMM_MEM_OPS = ("fused_all_gather_matmul", "fused_matmul_reduce_scatter")
+#: NVLink multicast must stay off on shared machines (impl/profiles.py sets these).
+MULTICAST_OFF = {"TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NCCL_NVLS_ENABLE": "0"}
+
+
+@functools.cache
+def missing_symm_mem_ops() -> str | None:
+    """torch.distributed._symmetric_memory with the fused all-gather-matmul and
+    matmul-reduce-scatter ops (importing the module registers torch.ops.symm_mem)."""
+    if importlib.util.find_spec("torch.distributed._symmetric_memory") is None:
+        return f"torch {torch.__version__} has no torch.distributed._symmetric_memory"
+    importlib.import_module("torch.distributed._symmetric_memory")
+    for op in SYMM_MEM_OPS:
+        if not hasattr(torch.ops.symm_mem, op):
+            return f"torch {torch.__version__} lacks torch.ops.symm_mem.{op}"
+    return None
+
+
+def missing_fused_tp(world_size: int, backend: str) -> str | None:
+    """PyTorch's fused ops for ``world_size`` ranks: the ops, CUDA GPUs of one node under
+    NCCL that reach each other's memory (peer access), at least 2 of them, multicast off."""
+    if reason := missing_symm_mem_ops():
+        return reason
+    if backend != "nccl" or gpu_count() == 0:
+        return (f"needs CUDA GPUs under NCCL (symmetric memory); this run uses {backend} "
+                f"with {gpu_count()} GPU(s)")
+    if world_size < 2:
+        return "needs 2 or more GPUs: on one GPU there is nothing to gather or scatter"
+    if reason := missing_gpu(world_size):
+        return reason
+    if reason := missing_peer_access(world_size):
+        return reason
+    for name, value in MULTICAST_OFF.items():
+        if os.environ.get(name) != value:
+            return (f"NVLink multicast must stay off: needs {name}={value}, the environment "
+                    f"has {name}={os.environ.get(name)!r}")
     return None

@@ -19,6 +19,7 @@ import torch.distributed as dist
 
 from impl import capabilities
 from impl.profiles import DEFAULT_PROFILE, PROFILE_ENV, apply_profile, recorded_profile
+from impl.settings import BACKENDS, selected_backend
 
 # A collective that waits longer than this ends the run with an error instead of a hang.
 # Long enough for the slowest benchmark round (socket profile, 1.5 GiB), short enough that a
@@ -84,7 +85,8 @@ def init_distributed(timeout_s: int | None = None) -> DistContext:
     """Start (or join) the default process group from the launcher's environment.
 
     Without a launcher this is a world of one. Backend nccl where CUDA is present, gloo
-    otherwise; the interconnect profile (OVERLAP_PROFILE) is applied before NCCL starts.
+    otherwise; with nccl the interconnect profile (OVERLAP_PROFILE) is applied before NCCL
+    starts.
     """
     _adopt_mpi_environment()
     timeout_s = timeout_s or env_int("OVERLAP_PG_TIMEOUT_S", DEFAULT_TIMEOUT_S, minimum=1)
@@ -92,14 +94,14 @@ def init_distributed(timeout_s: int | None = None) -> DistContext:
     world_size = env_int("WORLD_SIZE", 1, minimum=1)
     local_rank = env_int("LOCAL_RANK", 0)
     local_world = env_int("LOCAL_WORLD_SIZE", world_size, minimum=1)
-    profile = os.environ.get(PROFILE_ENV, DEFAULT_PROFILE)
-    apply_profile(profile)
-    backend = os.environ.get("OVERLAP_BACKEND") or capabilities.default_backend()
-    if backend not in ("nccl", "gloo"):
-        raise ValueError(f"OVERLAP_BACKEND={backend!r}: choose 'nccl' or 'gloo'")
+    backend = selected_backend()
+    if backend not in BACKENDS:
+        raise ValueError(f"OVERLAP_BACKEND={backend!r}: choose {' or '.join(BACKENDS)}")
     if backend == "nccl":
         if reason := capabilities.missing_gpu(local_world):
             raise ValueError(f"world size {local_world} on this node with nccl: {reason}")
+        # Profiles are NCCL settings: applied before NCCL starts, and only for NCCL.
+        apply_profile(os.environ.get(PROFILE_ENV, DEFAULT_PROFILE))
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
         # Errors on one rank abort the communicator so the others fail instead of hanging.

@@ -7,7 +7,7 @@ starts (NCCL reads its environment when a communicator is created).
 from __future__ import annotations
 
 import os
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 
 # NVLink multicast (NVLS) can take a shared host's GPUs out of service: always off here.
 ALWAYS = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
@@ -34,8 +34,8 @@ def profile_env(name: str) -> dict[str, str]:
     return {**ALWAYS, **PROFILES[check_profile(name)]}
 
 
-def apply_profile(name: str, environ: MutableMapping[str, str] = os.environ) -> dict[str, str]:
-    """Set the profile's variables in ``environ``; conflicting values already there are an error.
+def profile_conflict(name: str, environ: Mapping[str, str] = os.environ) -> str | None:
+    """Why profile ``name`` cannot be applied over ``environ``, or None when it can.
 
     Silently overriding a user's NCCL_P2P_DISABLE would measure a different fabric than the
     one the results are labelled with.
@@ -43,8 +43,17 @@ def apply_profile(name: str, environ: MutableMapping[str, str] = os.environ) -> 
     wanted = profile_env(name)
     for key in PROFILES["socket"]:
         if key not in wanted and environ.get(key, "0") not in ("0", ""):
-            raise ValueError(f"profile {name!r} needs {key} unset, but the environment has "
-                             f"{key}={environ[key]}")
+            return (f"profile {name!r} needs {key} unset, but the environment has "
+                    f"{key}={environ[key]}")
+    return None
+
+
+def apply_profile(name: str, environ: MutableMapping[str, str] = os.environ) -> dict[str, str]:
+    """Set the profile's variables in ``environ``; conflicting values already there are an error
+    (``profile_conflict``)."""
+    if conflict := profile_conflict(name, environ):
+        raise ValueError(conflict)
+    wanted = profile_env(name)
     environ.update(wanted)
     return wanted
 

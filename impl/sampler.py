@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from impl import capabilities
+from impl import capabilities, metrics
 
 DEFAULT_PERIOD_MS = 50.0
 SERIES = ("power_w", "gpu_util_pct", "mem_util_pct", "sm_clock_mhz", "mem_used_mib", "temp_c")
@@ -46,7 +46,8 @@ class Samples:
         return {"available": True, "power_source": self.power_source, "gpus": self.gpus,
                 "period_ms": self.period_ms, "samples": len(self.t_s),
                 "energy_j": self.energy_j, "duration_s": self.duration_s,
-                "energy_per_step_j": sum(self.energy_j) / steps if steps else None,
+                "energy_per_step_j": (metrics.energy_per_step_j(sum(self.energy_j), steps)
+                                      if steps else None),
                 "mean": means}
 
     def to_json(self) -> dict:

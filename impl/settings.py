@@ -1,4 +1,8 @@
-"""Environment variables the suite reads: one table, one validation (README lists them)."""
+"""Environment variables the suite reads: one table, one validation (README lists them).
+
+The machine label and the process-group backend are read here and nowhere else, so the
+launcher, the workers and the report agree on what is allowed.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,13 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from impl.profiles import PROFILES
+from impl.profiles import DEFAULT_PROFILE, PROFILE_ENV, PROFILES, profile_conflict
+
+# A label names a folder under results/: a letter or digit first, so "." and ".." (and hidden
+# folders) cannot be one; no separators, so it stays one folder.
+LABEL_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
+RESERVED_LABELS = ("baselines",)  # results/baselines/ holds the gate's references
+BACKENDS = ("nccl", "gloo")
 
 
 @dataclass(frozen=True)
@@ -22,22 +32,69 @@ def _positive_int(text: str) -> bool:
     return text.isdigit() and int(text) >= 1
 
 
+def _extra_compute(text: str) -> bool:
+    try:
+        return 0 <= float(text) <= 1
+    except ValueError:
+        return False
+
+
+def valid_label(label: str) -> bool:
+    return re.fullmatch(LABEL_PATTERN, label) is not None and label not in RESERVED_LABELS
+
+
 SETTINGS = (
     Setting("OVERLAP_PROFILE", " | ".join(PROFILES), "interconnect profile (NCCL environment)",
             lambda v: v in PROFILES),
-    Setting("OVERLAP_BACKEND", "nccl | gloo", "process-group backend (default: nccl with "
-            "CUDA, else gloo)", lambda v: v in ("nccl", "gloo")),
+    Setting("OVERLAP_BACKEND", " | ".join(BACKENDS), "process-group backend (default: nccl "
+            "with CUDA, else gloo)", lambda v: v in BACKENDS),
     Setting("OVERLAP_PG_TIMEOUT_S", "integer ≥ 1", "seconds a collective may wait before the "
             "run fails (default 300)", _positive_int),
-    Setting("OVERLAP_MACHINE_LABEL", "letters, digits, . _ -", "results folder name "
-            "(default e.g. cpu-2core, h200x4)", lambda v: re.fullmatch(r"[A-Za-z0-9._-]+", v)
-            is not None),
+    Setting("OVERLAP_MACHINE_LABEL", "1 to 64 letters, digits, . _ - starting with a letter or "
+            f"digit, not {', '.join(RESERVED_LABELS)}", "results folder name (default e.g. "
+            "cpu-2core, h200x4)", valid_label),
+    Setting("OVERLAP_EXTRA_COMPUTE", "number from 0 to 1", "real extra compute added to every "
+            "MLP preset's step (a fraction of its forward, MLPConfig.extra_compute), to test "
+            "the regression gate on a known slowdown", _extra_compute),
 )
 
 
+def check_setting(name: str, value: str) -> str:
+    """``value`` if variable ``name`` allows it, else ValueError naming both and what is allowed."""
+    setting = next(s for s in SETTINGS if s.name == name)
+    if not setting.valid(value):
+        raise ValueError(f"{name}={value!r} is not allowed; use {setting.allowed}")
+    return value
+
+
+def selected_backend(environ: Mapping[str, str] = os.environ) -> str:
+    """OVERLAP_BACKEND, or nccl where CUDA is present and gloo otherwise."""
+    from impl import capabilities  # torch: imported only here, the report and gate need none
+
+    return environ.get("OVERLAP_BACKEND") or capabilities.default_backend()
+
+
 def check_environment(environ: Mapping[str, str] = os.environ) -> None:
-    """Raise ValueError naming the first variable whose value is not allowed."""
+    """Raise ValueError naming the first variable whose value is not allowed.
+
+    Beyond each value on its own: the backend must be usable here, and an interconnect
+    profile only applies to nccl and must not contradict NCCL variables already set.
+    """
     for setting in SETTINGS:
-        value = environ.get(setting.name)
-        if value not in (None, "") and not setting.valid(value):
-            raise ValueError(f"{setting.name}={value!r} is not allowed; use {setting.allowed}")
+        if value := environ.get(setting.name):
+            check_setting(setting.name, value)
+    from impl import capabilities
+
+    backend = selected_backend(environ)
+    # gloo is part of every torch build the suite supports; nccl needs a GPU here.
+    if backend == "nccl" and (missing := capabilities.missing_gpu(1)):
+        raise ValueError(f"OVERLAP_BACKEND={backend}: {missing}; use "
+                         f"{' or '.join(b for b in BACKENDS if b != backend)} or leave it unset")
+    profile = environ.get(PROFILE_ENV) or None
+    if backend == "gloo":
+        if profile:
+            raise ValueError(f"{PROFILE_ENV}={profile}: interconnect profiles are NCCL "
+                             "settings and this run uses gloo; leave it unset")
+        return
+    if conflict := profile_conflict(profile or DEFAULT_PROFILE, environ):
+        raise ValueError(conflict)

@@ -12,6 +12,7 @@ import pytest
 
 from impl import capabilities
 from impl.profiles import recorded_profile
+from impl.settings import selected_backend
 from impl.strategies.knobs import GPU_VARIANTS, VARIANTS
 
 DEFAULT_WORKLOADS = {
@@ -59,7 +60,7 @@ def launched_world() -> int:
 def suite_axes(config) -> dict:
     choices, mode = config.suite_choices, config.option.suite_mode
     gpu = capabilities.gpu_count() > 0
-    backend = os.environ.get("OVERLAP_BACKEND") or capabilities.default_backend()
+    backend = selected_backend()
     knob_chunks = KNOB_CHUNKS[mode][gpu] if KNOB_CHUNKS[mode] else None
     knobs = [name for name in VARIANTS if name != "ddp-25mb"
              and (backend == "nccl" or name not in GPU_VARIANTS)]

@@ -1,39 +1,58 @@
 """Run the whole suite on what this machine has and write one results file.
 
-    python -m suite.run [--quick | --full] [--profiles nvlink,socket] [-- <pytest args>]
+    python -m suite.run [--quick | --full] [--profiles nvlink,socket] [--workloads mlp_tiny]
+                        [-- <pytest args>]
 
 CPU only: 2 gloo ranks (one thread each) and the tiny presets. GPUs: torchrun over all of
 them with the GPU presets, once per interconnect profile (NCCL reads its environment at
 start-up, so each profile is its own launch). With MPI present, the mpi strategy runs in a
 pass of its own under mpirun. Every pass writes its own file; they are merged into
-results/<machine-label>/<UTC timestamp>.json, written whole (marked partial if a pass failed).
+results/<machine-label>/<UTC timestamp>-<suffix>.json (the suffix keeps runs started in the
+same second apart), written whole and marked partial if a pass failed or the run was stopped.
+
+Every argument, environment variable and the results folder are checked before anything is
+created or launched: a bad one is one line on stderr and exit 2. Ctrl-C, SIGTERM or SIGHUP
+stop the running pass within seconds (suite/launch.py), keep what finished in a whole file
+marked partial, and exit 128 + the signal's number.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
+import io
 import json
 import os
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from impl import capabilities
-from impl.atomic import write_json_atomic
+from impl.atomic import unwritable, write_json_atomic
 from impl.fingerprint import machine_label
-from impl.profiles import ALWAYS, PROFILES, check_profile
-from impl.settings import check_environment
+from impl.options import SUITE_OPTIONS, check_suite_options
+from impl.profiles import ALWAYS, PROFILE_ENV, PROFILES, recorded_profile
+from impl.settings import check_environment, selected_backend
+from suite.launch import Launcher
 from suite.summary import summary_table
 
 SUITE_FILES = ("suite/bench_overlap.py", "suite/bench_allreduce.py", "suite/bench_synthetic.py",
-               "suite/bench_interference.py", "suite/bench_autotune.py")
+               "suite/bench_interference.py", "suite/bench_autotune.py", "suite/bench_pipeline.py",
+               "suite/bench_hybrid.py", "suite/bench_tp.py")
 GPU_ONLY_FILES = ("suite/bench_gemm.py", "suite/bench_sampler.py")
 CPU_RANKS = 2
+MAX_GLOO_RANKS = 64
+
+
+class InputError(Exception):
+    """A bad argument, variable or folder: one line on stderr, exit 2, nothing created."""
 
 
 @dataclass
@@ -55,30 +74,35 @@ def is_open_mpi(launcher: str) -> bool:
     return "Open MPI" in result.stdout + result.stderr
 
 
-def plan(mode: str, profiles: list[str], gpus: int, workdir: Path, stamp: str,
-         pytest_args: list[str], skip_mpi: bool = False, ranks: int | None = None) -> list[Pass]:
+def suite_files(gpus: int) -> list[str]:
+    return [*SUITE_FILES, *(GPU_ONLY_FILES if gpus else ())]
+
+
+def plan(mode: str, profiles: list[str], gpus: int, scratch: Path, pytest_args: list[str],
+         skip_mpi: bool = False, ranks: int | None = None) -> list[Pass]:
+    """The passes of a run. ``profiles`` are NCCL profiles, or [GLOO] for a gloo run."""
     ranks = ranks or gpus or CPU_RANKS
     common = ["-p", "no:cacheprovider", "--suite-mode", mode, "-v", *pytest_args]
     passes = []
     for profile in profiles:
-        files = [*SUITE_FILES, *(GPU_ONLY_FILES if gpus else ())]
+        files = suite_files(gpus)
         narrowed = []
-        if profile != "nvlink":  # slower fabrics: the reference workload over several ranks
+        if profile in ("shm", "socket"):  # slower fabrics: the reference workload, several ranks
             narrowed = ["--strategies", "sequential,chunked,ddp", "--world-sizes",
                         ",".join(str(w) for w in (2, 4, 8) if w <= ranks),
                         "--workloads", "mlp_8192x12_bf16"]
             files = ["suite/bench_overlap.py", "suite/bench_allreduce.py"]
-        output = workdir / f".{stamp}-{profile}.json.tmp"
+        output = scratch / f"{profile}.json.tmp"
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                    f"--nproc-per-node={ranks}", "--local-ranks-filter=0", "-m", "pytest",
                    *files, *common, *narrowed, "--results-json", str(output)]
-        passes.append(Pass(f"torchrun {profile}", command, {"OVERLAP_PROFILE": profile}, output))
+        passes.append(Pass(f"torchrun {profile}", command, profile_env(profile), output))
     if skip_mpi:
         print("[suite] mpi pass skipped: --skip-mpi", flush=True)
     elif capabilities.missing_mpi() is None:
         launcher = capabilities.mpi_launcher()
         extra = ["--allow-run-as-root", "--oversubscribe"] if is_open_mpi(launcher) else []
-        output = workdir / f".{stamp}-mpi.json.tmp"
+        output = scratch / "mpi.json.tmp"
         # On GPUs MPI stages every chunk through host memory: seconds per step for the
         # 1.5 GiB reference model, so this pass uses the smaller transformer.
         narrowed = ["--workloads", "gpt_small_bf16", "--chunks", "1,10"] if gpus else []
@@ -86,22 +110,36 @@ def plan(mode: str, profiles: list[str], gpus: int, workdir: Path, stamp: str,
                    "suite/bench_overlap.py", *common, "--strategies", "mpi", "--world-sizes",
                    str(ranks), *narrowed, "--results-json", str(output)]
         passes.append(Pass("mpirun", command, {"MASTER_PORT": str(free_port()),
-                                               "OVERLAP_PROFILE": profiles[0]}, output))
+                                               **profile_env(profiles[0])}, output))
     else:
         print(f"[suite] mpi pass skipped: {capabilities.missing_mpi()}", flush=True)
     return passes
 
 
-def run_pass(step: Pass, base_env: dict[str, str]) -> int:
+def profile_env(profile: str) -> dict[str, str]:
+    """OVERLAP_PROFILE for an NCCL profile; nothing for gloo, where profiles do not apply."""
+    return {PROFILE_ENV: profile} if profile in PROFILES else {}
+
+
+def run_pass(step: Pass, base_env: dict[str, str], launcher: Launcher) -> int | None:
+    """The pass's exit status, or None when a stop signal came before it started."""
+    if launcher.stop_signal is not None:
+        return None
     print(f"\n[suite] {step.name}: {shlex.join(step.command)}", flush=True)
     started = time.monotonic()
-    code = subprocess.run(step.command, env={**base_env, **step.env}, check=False).returncode
+    code = launcher.run(step.command, {**base_env, **step.env})
     print(f"[suite] {step.name} finished with exit {code} in {time.monotonic() - started:.0f} s",
           flush=True)
     return code
 
 
-def merge(passes: list[Pass], codes: list[int], command: str, label: str) -> dict | None:
+def merge(passes: list[Pass], codes: list[int | None], command: str, label: str,
+          stop_signal: str | None = None) -> dict | None:
+    """One document of every benchmark the passes finished; None when none finished.
+
+    A pass stopped part-way left a whole file of what it finished (conftest.py checkpoints
+    after every benchmark); a pass that never started has exit ``None``.
+    """
     documents = []
     for step in passes:
         if step.output and step.output.exists():
@@ -113,86 +151,179 @@ def merge(passes: list[Pass], codes: list[int], command: str, label: str) -> dic
     failed = [s.name for s, code in zip(passes, codes) if code not in (0, 5)]
     merged["suite"] = {
         **documents[0][1].get("suite", {}), "label": label, "command": command,
-        "partial": bool(failed) or any(doc.get("suite", {}).get("partial") for _, doc in documents),
+        "partial": (bool(failed) or stop_signal is not None
+                    or any(doc.get("suite", {}).get("partial") for _, doc in documents)),
         "failed_passes": failed,
+        "stopped_by": stop_signal,
         "passes": [{"name": s.name, "command": shlex.join(s.command), "env": s.env,
                     "exit": code} for s, code in zip(passes, codes)],
     }
     return merged
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        raise InputError(message)  # one line, not argparse's usage block
+
+
 def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """The launcher's options and the pytest arguments: the suite's options given before
+    ``--`` followed by everything after it. Anything else before ``--`` is refused."""
     pytest_args = []
     if "--" in argv:
         at = argv.index("--")
         argv, pytest_args = argv[:at], argv[at + 1:]
-    parser = argparse.ArgumentParser(prog="nox -s bench --", description=__doc__.split("\n")[0])
+    parser = _Parser(prog="python -m suite.run", description=__doc__.split("\n")[0])
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_const", const="quick", dest="mode")
     size.add_argument("--full", action="store_const", const="full", dest="mode")
     parser.add_argument("--profiles", default=None,
                         help=f"comma-separated interconnect profiles from {', '.join(PROFILES)} "
-                             "(default: nvlink; --full on several GPUs: nvlink,shm,socket)")
+                             "(NCCL only; default: nvlink; --full on several GPUs: "
+                             "nvlink,shm,socket)")
     parser.add_argument("--results-dir", default="results")
     parser.add_argument("--skip-mpi", action="store_true", help="leave out the mpirun pass")
     parser.add_argument("--ranks", type=int, default=None,
                         help="processes to launch (default: one per GPU, or 2 gloo ranks on "
                              "CPU); with GPUs at most their number")
-    args, unknown = parser.parse_known_args(argv)
-    # Anything not for the launcher goes to pytest (-k, --workloads, ...).
-    return args, [*unknown, *pytest_args]
+    suite = parser.add_argument_group("suite options (passed to pytest, checked here first)")
+    for option in SUITE_OPTIONS:
+        if option.flag != "--suite-mode":  # set by --quick / --full
+            suite.add_argument(option.flag, default=None, help=option.help)
+    args = parser.parse_args(argv)
+    given = [[option.flag, str(getattr(args, option.dest))] for option in SUITE_OPTIONS
+             if getattr(args, option.dest, None) is not None]
+    return args, [*(part for pair in given for part in pair), *pytest_args]
+
+
+def choose_profiles(requested: str | None, backend: str, gpus: int, mode: str) -> list[str]:
+    """The NCCL profiles to run, or [gloo's label] when the run uses gloo."""
+    if backend == "gloo":
+        if requested is not None:
+            raise InputError(f"--profiles={requested}: interconnect profiles are NCCL settings "
+                             "and this run uses gloo (no GPU, or OVERLAP_BACKEND=gloo); leave "
+                             "--profiles out")
+        return [recorded_profile("gloo")]
+    if requested is not None:
+        profiles = [p.strip() for p in requested.split(",") if p.strip()]
+        unknown = [p for p in profiles if p not in PROFILES]
+        if unknown or not profiles:
+            raise InputError(f"--profiles={requested}: choose from {', '.join(PROFILES)}")
+        return profiles
+    if gpus >= 2 and mode == "full":
+        # Slower fabrics only in --full: the socket pass alone took over 9 minutes on 4 H200
+        # (1.5 GiB per step at ~3.5 GB/s), which would break the default's 10-minute budget.
+        return ["nvlink", "shm", "socket"]
+    return ["nvlink"]  # one GPU: fabric profiles change nothing
+
+
+def check_ranks(ranks: int | None, backend: str, gpus: int) -> None:
+    limit = gpus if backend == "nccl" else MAX_GLOO_RANKS
+    if ranks is not None and not 1 <= ranks <= limit:
+        where = f"this machine has {gpus} GPUs" if backend == "nccl" else "gloo ranks"
+        raise InputError(f"--ranks={ranks}: choose 1 to {limit} ({where})")
+
+
+def check_results_folder(results_dir: str, label: str) -> Path:
+    """results_dir/label, if it is or can be made a writable folder (nothing is created)."""
+    folder = Path(results_dir, label)
+    if problem := unwritable(folder):
+        raise InputError(f"--results-dir={results_dir}: {problem}")
+    return folder
+
+
+def pytest_complaint(output: str) -> str:
+    """pytest's reason for refusing a command line, as one line."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    for line in lines:  # argparse: "...: error: unrecognized arguments: --quik"
+        if ": error: " in line:
+            return line.split(": error: ", 1)[1]
+    for line in lines:  # pytest's own: "ERROR: --chunks: '0' is not an integer from 1 to 256"
+        if line.startswith("ERROR: "):
+            return line.removeprefix("ERROR: ")
+    return lines[-1] if lines else "pytest refused the arguments"
+
+
+def check_pytest_args(files: list[str], mode: str, pytest_args: list[str]) -> None:
+    """Let pytest read the arguments and collect the suite here, before anything launches.
+
+    --collect-only runs no benchmark and writes nothing, but pytest parses every option and
+    conftest.py checks the suite's options (impl.options) as in a real run: an unknown option,
+    a bad value, an unreadable -k expression or a missing file is refused now, as one line,
+    instead of failing in every rank of every pass.
+    """
+    import pytest
+
+    output = io.StringIO()
+    with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
+        code = pytest.main([*files, "-p", "no:cacheprovider", "--collect-only", "-q",
+                            "--suite-mode", mode, *pytest_args])
+    if code == pytest.ExitCode.NO_TESTS_COLLECTED:
+        raise InputError(f"no benchmark of {' '.join(files)} is selected by the pytest "
+                         f"arguments {shlex.join(pytest_args)}")
+    if code != pytest.ExitCode.OK:
+        raise InputError(f"pytest: {pytest_complaint(output.getvalue())}")
+
+
+def run_name(workdir: Path) -> tuple[str, Path]:
+    """A name no other run has, and its scratch folder for the passes' files.
+
+    The folder is made atomically (mkdtemp), so two runs started in the same second, even on a
+    shared file system, get different names: ``<UTC time>-<its random suffix>``.
+    """
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    scratch = Path(tempfile.mkdtemp(prefix=f".{stamp}-", suffix=".run", dir=workdir))
+    return scratch.name.removeprefix(".").removesuffix(".run"), scratch
 
 
 def main(argv: list[str] | None = None) -> int:
-    args, pytest_args = parse(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
     try:
+        args, pytest_args = parse(argv)
+        check_suite_options(vars(args))  # those given before "--"; pytest checks the rest
         check_environment()
-    except ValueError as error:
+        mode = args.mode or "default"
+        gpus = capabilities.gpu_count()
+        backend = selected_backend()
+        profiles = choose_profiles(args.profiles, backend, gpus, mode)
+        check_ranks(args.ranks, backend, gpus)
+        label = machine_label()
+        workdir = check_results_folder(args.results_dir, label)
+        check_pytest_args(suite_files(gpus), mode, pytest_args)
+        workdir.mkdir(parents=True, exist_ok=True)
+        name, scratch = run_name(workdir)
+    except (InputError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    mode = args.mode or "default"
-    gpus = capabilities.gpu_count()
-    if args.profiles:
-        try:
-            profiles = [check_profile(p.strip()) for p in args.profiles.split(",") if p.strip()]
-        except ValueError as error:
-            print(f"error: --profiles: {error}", file=sys.stderr)
-            return 2
-    elif gpus >= 2 and mode == "full":
-        # Slower fabrics only in --full: the socket pass alone took over 9 minutes on 4 H200
-        # (1.5 GiB per step at ~3.5 GB/s), which would break the default's 10-minute budget.
-        profiles = ["nvlink", "shm", "socket"]
-    else:
-        profiles = ["nvlink"]  # one GPU or gloo: fabric profiles change nothing
-    label = machine_label()
-    workdir = Path(args.results_dir, label)
-    workdir.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    command = shlex.join(["python", "-m", "suite.run", *(sys.argv[1:] if argv is None else argv)])
+    except OSError as error:  # the results folder could not be made after all
+        print(f"error: --results-dir={args.results_dir}: {error}", file=sys.stderr)
+        return 2
+    command = shlex.join(["python", "-m", "suite.run", *argv])
     env = {**os.environ, **ALWAYS, "OVERLAP_COMMAND": command, "PYTHONUNBUFFERED": "1"}
     if not gpus:
         env.setdefault("OMP_NUM_THREADS", "1")  # 2 ranks on 2 cores: one thread each
 
-    if args.ranks is not None and not 1 <= args.ranks <= (gpus or 64):
-        print(f"error: --ranks={args.ranks}: choose 1 to {gpus or 64}"
-              + (f" (this machine has {gpus} GPUs)" if gpus else " gloo ranks"), file=sys.stderr)
-        return 2
-    passes = plan(mode, profiles, gpus, workdir, stamp, pytest_args, args.skip_mpi, args.ranks)
+    launcher = Launcher()
     started = time.monotonic()
-    codes = [run_pass(step, env) for step in passes]
-    merged = merge(passes, codes, command, label)
-    for step in passes:
-        if step.output:
-            step.output.unlink(missing_ok=True)
+    try:
+        with launcher.handling_signals():
+            passes = plan(mode, profiles, gpus, scratch, pytest_args, args.skip_mpi, args.ranks)
+            codes = [run_pass(step, env, launcher) for step in passes]
+            stopped = launcher.stop_signal.name if launcher.stop_signal else None
+            merged = merge(passes, codes, command, label, stopped)
+            target = write_json_atomic(workdir / f"{name}.json", merged) if merged else None
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    failed = next((code for code in codes if code not in (0, 5, None)), 0)
+    status = 128 + launcher.stop_signal if launcher.stop_signal else failed
     if merged is None:
         print("[suite] no benchmark finished; nothing written", file=sys.stderr)
-        return max(codes) or 1
-    target = write_json_atomic(workdir / f"{stamp}.json", merged)
+        return status or 1
     print("\n" + summary_table(merged))
     state = "PARTIAL " if merged["suite"]["partial"] else ""
     print(f"\n[suite] wrote {state}{target} ({len(merged['benchmarks'])} benchmarks) in "
           f"{time.monotonic() - started:.0f} s")
-    return next((code for code in codes if code not in (0, 5)), 0)
+    return status
 
 
 if __name__ == "__main__":

@@ -1,0 +1,141 @@
+"""Launch the suite's passes so that Ctrl-C, `timeout` or a CI cancel stops all of them.
+
+Each pass (torchrun or mpirun and their workers) starts in a session of its own, so a Ctrl-C
+at the terminal reaches only the launcher, which then stops the pass deliberately:
+
+1. SIGTERM to every process of the pass: the launcher's process group and each descendant.
+   torchrun starts every worker in a session of its own, so signalling the group alone would
+   miss them. Workers have no SIGTERM handler and end at once; the results file rank 0
+   checkpointed after its last finished benchmark stays whole (impl/atomic.py).
+2. After GRACE_S, or at a second signal, SIGKILL to every process of the pass still there.
+
+No further pass starts after a stop. Processes are found through /proc (Linux).
+
+    launcher = Launcher()
+    with launcher.handling_signals():
+        code = launcher.run(["torchrun", ...], env)
+    if launcher.stop_signal: ...  # what stopped the run, e.g. signal.SIGINT
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+GRACE_S = 5.0  # between SIGTERM and SIGKILL: workers end in well under a second on SIGTERM
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+POLL_S = 0.2
+
+
+def _stat(pid: int) -> tuple[int, int] | None:
+    """(parent pid, start time in clock ticks) of a live process, or None."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:  # gone, or not ours to read
+        return None
+    fields = text[text.rindex(")") + 2:].split()  # the name in parentheses may hold spaces
+    if fields[0] == "Z":  # a zombie has ended; only its parent's wait is missing
+        return None
+    return int(fields[1]), int(fields[19])
+
+
+def process_tree(root: int) -> dict[int, int]:
+    """``root`` and all its descendants alive now: pid -> start time (tells reused pids apart)."""
+    children: dict[int, list[int]] = {}
+    started: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (stat := _stat(int(entry.name))):
+            children.setdefault(stat[0], []).append(int(entry.name))
+            started[int(entry.name)] = stat[1]
+    tree, todo = {}, [root]
+    while todo:
+        pid = todo.pop()
+        if pid in started and pid not in tree:
+            tree[pid] = started[pid]
+            todo += children.get(pid, [])
+    return tree
+
+
+def signal_processes(processes: dict[int, int], signum: int) -> None:
+    """Send ``signum`` to each process still alive with the same start time."""
+    for pid, started in processes.items():
+        stat = _stat(pid)
+        if stat is not None and stat[1] == started:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signum)
+
+
+class Launcher:
+    """Runs one pass at a time; a stop signal ends the running pass and every later one."""
+
+    def __init__(self) -> None:
+        self.stop_signal: signal.Signals | None = None
+        self._stopped_at = 0.0
+        self._sent: int | None = None  # the strongest signal the current pass has had
+        self._current: subprocess.Popen | None = None
+        self._known: dict[int, int] = {}  # every process of the current pass seen so far
+
+    @contextlib.contextmanager
+    def handling_signals(self) -> Iterator[Launcher]:
+        previous = {signum: signal.signal(signum, self._on_signal) for signum in STOP_SIGNALS}
+        try:
+            yield self
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+    def _on_signal(self, signum: int, frame) -> None:
+        if self.stop_signal is None:
+            self.stop_signal = signal.Signals(signum)
+            self._stopped_at = time.monotonic()
+            print(f"\n[suite] {self.stop_signal.name}: stopping the running pass (SIGKILL after "
+                  f"{GRACE_S:g} s); no further pass starts", flush=True)
+            self._signal_pass(signal.SIGTERM)
+        else:  # a second Ctrl-C: do not wait for the grace period
+            self._signal_pass(signal.SIGKILL)
+
+    def _signal_pass(self, signum: int) -> None:
+        if self._current is None:  # between passes: run() starts no other
+            return
+        self._known.update(process_tree(self._current.pid))
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._current.pid, signum)
+        signal_processes(self._known, signum)
+        self._sent = signum
+
+    def _escalate(self) -> None:
+        """While stopping: SIGTERM if the pass has had none yet, SIGKILL after GRACE_S."""
+        if self.stop_signal is None:
+            return
+        if self._sent is None:  # the stop came while the pass was being started
+            self._signal_pass(signal.SIGTERM)
+        elif self._sent != signal.SIGKILL and time.monotonic() - self._stopped_at > GRACE_S:
+            print(f"[suite] the pass is still running {GRACE_S:g} s after SIGTERM: SIGKILL",
+                  flush=True)
+            self._signal_pass(signal.SIGKILL)
+
+    def run(self, command: list[str], env: dict[str, str]) -> int | None:
+        """Run ``command`` to its end and return its exit status; None if a stop came first."""
+        if self.stop_signal is not None:
+            return None
+        self._known, self._sent = {}, None
+        self._current = subprocess.Popen(command, env=env, start_new_session=True)
+        try:
+            while True:
+                try:
+                    code = self._current.wait(timeout=POLL_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    self._escalate()
+        finally:
+            current, self._current = self._current, None
+        if self.stop_signal is not None:
+            # The pass's own process is gone; its workers (other sessions) must be too.
+            self._known.update(process_tree(current.pid))
+            signal_processes(self._known, signal.SIGKILL)
+        return code

@@ -1,0 +1,128 @@
+"""Hostile result files and output paths: the report and the gate stop with one line, exit 2.
+
+Each case is a real result file (tests/data/) with one value made absurd; both tools read it
+through reports/results.py, which must name the file and the field.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).with_name("data")
+SOURCE = json.loads((DATA / "cpu-2core-trimmed.json").read_text())
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _set(document: dict, path: tuple, value: object) -> dict:
+    mutated = copy.deepcopy(document)
+    parent = mutated
+    for key in path[:-1]:
+        parent = parent[key]
+    parent[path[-1]] = value
+    return mutated
+
+
+def _first_step_index() -> int:
+    return next(i for i, b in enumerate(SOURCE["benchmarks"]) if "step_ms" in b["extra_info"])
+
+
+STEP = _first_step_index()
+
+# case -> (file text, what the one line must contain)
+CASES = {
+    "deep-nesting": ('{"benchmarks": ' + "[" * 100_000 + "]" * 100_000 + "}",
+                     "nested too deeply"),
+    "400-digit-integer": (json.dumps(_set(SOURCE, ("benchmarks", STEP, "extra_info", "step_ms"),
+                                          0)).replace('"step_ms": 0', '"step_ms": ' + "9" * 400),
+                          f"benchmarks[{STEP}].extra_info.step_ms = an integer of 400 digits"),
+    "5000-digit-integer": (json.dumps(SOURCE).replace('"machine_info": {',
+                                                      '"machine_info": {"n": ' + "7" * 5000 + ", ",
+                                                      1),
+                           "machine_info.n = an integer of 5000 digits"),
+    "step-ms-zero": (json.dumps(_set(SOURCE, ("benchmarks", STEP, "extra_info", "step_ms"), 0)),
+                     "extra_info.step_ms = 0; expected a number > 0"),
+    "median-zero": (json.dumps(_set(SOURCE, ("benchmarks", 0, "stats", "median"), 0.0)),
+                    "stats.median = 0.0; expected a finite number > 0"),
+    "negative-time": (json.dumps(_set(SOURCE, ("benchmarks", 0, "stats", "min"), -1e-3)),
+                      "stats.min = -0.001; expected a finite number > 0"),
+    "1e308-squared": (json.dumps(SOURCE).replace('"median": ', '"median": 1e309, "x": ', 1),
+                      "stats.median = inf; expected a finite number"),
+    "infinity": (json.dumps(_set(SOURCE, ("benchmarks", 0, "stats", "mean"), float("inf"))),
+                 "stats.mean = inf; expected a finite number"),
+    "nan": (json.dumps(_set(SOURCE, ("benchmarks", 0, "extra_info", "world_size"),
+                            float("nan"))), "extra_info.world_size = nan; expected a finite"),
+    "world-size-zero": (json.dumps(_set(SOURCE, ("benchmarks", STEP, "extra_info", "world_size"),
+                                        0)), "extra_info.world_size = 0; expected an integer"),
+    "world-size-negative": (json.dumps(_set(SOURCE, ("machine_info", "overlap", "world_size"),
+                                            -2)),
+                            "machine_info.overlap.world_size = -2; expected an integer >= 1"),
+    "lone-surrogate": (json.dumps(_set(SOURCE, ("benchmarks", 0, "name"), "step\ud800")),
+                       "benchmarks[0].name = 'step\\ud800'; not valid Unicode text"),
+}
+
+
+def _run(module: str, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=300)
+
+
+def _one_line_exit_2(result: subprocess.CompletedProcess, *expected: str) -> str:
+    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    for text in expected:
+        assert text in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_report_and_gate_name_the_file_and_field(tmp_path, case):
+    text, expected = CASES[case]
+    bad = tmp_path / f"{case}.json"
+    bad.write_text(text)
+    good = DATA / "cpu-2core-trimmed.json"
+    _one_line_exit_2(_run("reports.build", str(bad), "--out", str(tmp_path / "out"),
+                          "--html-only"), str(bad), expected)
+    assert not (tmp_path / "out").exists()
+    _one_line_exit_2(_run("reports.gate", str(good), str(bad), "--summary",
+                          str(tmp_path / "summary.md")), str(bad), expected)
+
+
+def test_mathtext_strategy_name_is_plain_text(tmp_path):
+    """A "$\\foo$" label would make matplotlib parse TeX and fail; it is drawn as written."""
+    document = copy.deepcopy(SOURCE)
+    for benchmark in document["benchmarks"]:
+        if benchmark["extra_info"].get("strategy") == "chunked":
+            benchmark["extra_info"]["strategy"] = r"$\foo$"
+    path = tmp_path / "mathtext.json"
+    path.write_text(json.dumps(document))
+    result = _run("reports.build", str(path), "--out", str(tmp_path / "out"), "--html-only")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert r"$\foo$" in (tmp_path / "out" / "report.html").read_text()
+
+
+def test_report_output_that_is_a_file_is_refused(tmp_path):
+    taken = tmp_path / "taken"
+    taken.write_text("not a folder")
+    for out in (taken, taken / "sub"):
+        line = _one_line_exit_2(_run("reports.build", str(DATA / "cpu-2core-trimmed.json"),
+                                     "--out", str(out), "--html-only"))
+        assert line == f"error: --out={out}: {taken} is a file, not a folder"
+    assert taken.read_text() == "not a folder"
+
+
+def test_gate_summary_under_a_file_is_refused(tmp_path):
+    taken = tmp_path / "taken"
+    taken.write_text("not a folder")
+    good = str(DATA / "cpu-2core-trimmed.json")
+    line = _one_line_exit_2(_run("reports.gate", good, good, "--summary",
+                                 str(taken / "summary.md")))
+    assert line.startswith("gate: error: ") and str(taken) in line, line

@@ -1,0 +1,144 @@
+"""suite.run refuses bad input before anything starts, and stops cleanly on a signal."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from impl import capabilities
+from suite.launch import process_tree
+from suite.run import main, run_name
+
+ROOT = Path(__file__).resolve().parent.parent
+LABEL = "launch-test"
+
+
+def _suite_run(results: Path, *args: str, env: dict | None = None, **popen) -> subprocess.Popen:
+    environ = {**os.environ, "PYTHONPATH": str(ROOT), "OVERLAP_MACHINE_LABEL": LABEL,
+               **(env or {})}
+    return subprocess.Popen([sys.executable, "-m", "suite.run", "--results-dir", str(results),
+                             *args], cwd=ROOT, env=environ, text=True, start_new_session=True,
+                            **popen)
+
+
+BAD_INPUT = [
+    (["--chunks", "0"], {}, "--chunks: '0' is not an integer from 1 to"),
+    (["--strategies", "nope"], {}, "--strategies: 'nope' is not one of sequential"),
+    (["--workloads", "nope"], {}, "--workloads: 'nope' is not one of"),
+    (["--world-sizes", "0"], {}, "--world-sizes: '0' is not an integer ≥ 1"),
+    (["--sampler-period-ms", "0"], {}, "--sampler-period-ms='0': choose a number from 1 to"),
+    (["--quik"], {}, "unrecognized arguments: --quik"),
+    (["--", "--chunks", "0"], {}, "pytest: --chunks: '0' is not an integer from 1 to"),
+    (["--", "--quik"], {}, "pytest: unrecognized arguments: --quik"),
+    (["--ranks", "0"], {}, "--ranks=0: choose 1 to"),
+    ([], {"OVERLAP_MACHINE_LABEL": ".."}, "OVERLAP_MACHINE_LABEL='..' is not allowed"),
+    ([], {"OVERLAP_MACHINE_LABEL": "."}, "OVERLAP_MACHINE_LABEL='.' is not allowed"),
+    ([], {"OVERLAP_MACHINE_LABEL": "a/../b"}, "OVERLAP_MACHINE_LABEL='a/../b' is not allowed"),
+    ([], {"OVERLAP_MACHINE_LABEL": "baselines"}, "OVERLAP_MACHINE_LABEL='baselines' is not"),
+]
+CPU_ONLY_BAD_INPUT = [
+    (["--profiles", "socket"], {}, "--profiles=socket: interconnect profiles are NCCL settings"),
+    (["--profiles", "shm"], {}, "--profiles=shm: interconnect profiles are NCCL settings"),
+    ([], {"OVERLAP_PROFILE": "nvlink", "NCCL_P2P_DISABLE": "1"},
+     "OVERLAP_PROFILE=nvlink: interconnect profiles are NCCL settings"),
+    ([], {"OVERLAP_BACKEND": "nccl"}, "OVERLAP_BACKEND=nccl: needs 1 CUDA GPU"),
+]
+NO_GPU = pytest.mark.skipif(capabilities.gpu_count() > 0, reason="checks a CPU-only machine")
+
+
+@pytest.mark.parametrize("args, env, expected", [
+    *BAD_INPUT, *(pytest.param(*case, marks=NO_GPU) for case in CPU_ONLY_BAD_INPUT)])
+def test_bad_input_is_one_line_before_anything_starts(tmp_path, monkeypatch, capsys, args, env,
+                                                      expected):
+    results = tmp_path / "results"
+    if args[:1] == ["--"]:  # pytest reads these: in a process of its own, as in a real run
+        run = _suite_run(results, "--quick", *args, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+        out, err = run.communicate(timeout=120)
+        code = run.returncode
+    else:  # in this process: the checks need no fresh interpreter
+        for name, value in {"OVERLAP_MACHINE_LABEL": LABEL, **env}.items():
+            monkeypatch.setenv(name, value)
+        code = main(["--results-dir", str(results), "--quick", *args])
+        out, err = capsys.readouterr()
+    assert code == 2, err
+    assert err.splitlines() == [err.strip()] and expected in err, err
+    assert "[suite]" not in out  # no pass was planned or launched
+    assert not results.exists()
+
+
+def test_results_dir_that_is_a_file_is_refused(tmp_path):
+    taken = tmp_path / "taken"
+    taken.write_text("x")
+    run = _suite_run(taken, "--quick", stderr=subprocess.PIPE)
+    _, err = run.communicate(timeout=120)
+    assert run.returncode == 2
+    assert err.strip() == f"error: --results-dir={taken}: {taken} is a file, not a folder"
+    assert taken.read_text() == "x"
+
+
+def test_runs_started_in_the_same_second_get_their_own_names(tmp_path):
+    names = [run_name(tmp_path) for _ in range(20)]
+    assert len({name for name, _ in names}) == 20
+    assert len({scratch for _, scratch in names}) == 20
+    assert all(scratch.is_dir() and scratch.parent == tmp_path for _, scratch in names)
+
+
+def _wait_for(predicate, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if found := predicate():
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _stop_and_check(run: subprocess.Popen, results: Path, signum: int) -> dict:
+    tree = process_tree(run.pid)
+    run.send_signal(signum)  # what a terminal's Ctrl-C or `timeout` delivers to the launcher
+    started = time.monotonic()
+    run.communicate(timeout=30)
+    assert time.monotonic() - started < 10
+    assert run.returncode == 128 + signum
+    left = [pid for pid in tree if Path(f"/proc/{pid}").exists()
+            and Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"]
+    assert left == [], f"processes left running: {left}"
+    files = list((results / LABEL).glob("*.json"))
+    assert len(files) == 1, files
+    assert not list((results / LABEL).glob(".*")), "scratch files left behind"
+    document = json.loads(files[0].read_text())
+    assert document["suite"]["partial"] is True
+    assert document["suite"]["stopped_by"] == signal.Signals(signum).name
+    return document
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_signal_during_torchrun_stops_everything_and_keeps_what_finished(tmp_path, signum):
+    results = tmp_path / "results"
+    run = _suite_run(results, "--quick", "--skip-mpi", "--", "--workloads", "mlp_tiny",
+                     "--chunks", "1", stdout=subprocess.DEVNULL)
+    # The pass checkpoints after each benchmark: stop once the first one is in the file.
+    _wait_for(lambda: list((results / LABEL).glob(".*.run/*.json.tmp")), 240,
+              "the first checkpoint")
+    document = _stop_and_check(run, results, signum)
+    assert document["benchmarks"], "the benchmarks that finished are kept"
+    assert all("nvlink" not in b["fullname"] for b in document["benchmarks"])
+
+
+@pytest.mark.skipif(capabilities.missing_mpi() is not None, reason="needs mpirun and mpi4py")
+def test_signal_during_mpirun_stops_everything(tmp_path):
+    results = tmp_path / "results"
+    # The torchrun pass selects nothing that runs there (mpi runs only under mpirun).
+    run = _suite_run(results, "--quick", "--", "--workloads", "mlp_tiny", "--chunks", "1",
+                     "--strategies", "mpi", stdout=subprocess.DEVNULL)
+    _wait_for(lambda: list((results / LABEL).glob(".*.run/mpi.json.tmp")), 240,
+              "the mpirun pass's first checkpoint")
+    document = _stop_and_check(run, results, signal.SIGTERM)
+    assert [p["name"] for p in document["suite"]["passes"]] == ["torchrun gloo-tcp", "mpirun"]
