@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from impl import metrics
+from impl.gradients import chunk_bounds
 
 
 @dataclass(frozen=True)
@@ -89,10 +90,9 @@ class ReadyProfile:
         return self.ready_ms[min(index, len(self.ready_ms) - 1)]
 
 
-def equal_chunk_ends(total: int, chunks: int, align: int = 64) -> list[int]:
-    """Where K equal chunks end (impl/gradients.py's ``bytes`` split, same alignment)."""
-    starts = [round(i * total / chunks / align) * align for i in range(chunks)]
-    return [*starts[1:], total]
+def equal_chunk_ends(total: int, chunks: int) -> list[int]:
+    """Where K equal chunks of ``total`` elements end: impl/gradients.py's ``bytes`` split."""
+    return chunk_bounds([(0, total)], chunks)[1:]
 
 
 def predict_step_ms(profile: ReadyProfile, fabric: Fabric, chunks: int,

@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 from impl import capabilities
+from impl.settings import check_setting
 
 
 def _run(command: list[str]) -> str | None:
@@ -32,9 +33,7 @@ def gpu_uuids() -> list[str]:
 def machine_label(gpus: int | None = None) -> str:
     """``cpu-2core``, ``h200x4``…; OVERLAP_MACHINE_LABEL overrides it."""
     if label := os.environ.get("OVERLAP_MACHINE_LABEL"):
-        if not re.fullmatch(r"[A-Za-z0-9._-]+", label):
-            raise ValueError(f"OVERLAP_MACHINE_LABEL={label!r}: use letters, digits, '.', '_', '-'")
-        return label
+        return check_setting("OVERLAP_MACHINE_LABEL", label)
     count = capabilities.gpu_count() if gpus is None else gpus
     if count == 0:
         return f"cpu-{os.cpu_count()}core"

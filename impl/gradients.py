@@ -97,13 +97,15 @@ class FlatGradients:
             raise ValueError(f"chunks={chunks} leaves an empty chunk for workload "
                              f"{workload_name!r} with these chunk sizes: use fewer chunks")
         self.chunks = [self.buffer[a:b] for a, b in zip(self.bounds, self.bounds[1:])]
-        # Per chunk, the slices of parameters and gradients it covers: what an update of that
-        # chunk alone touches (the update inside the overlap).
-        self.chunk_slices = [
-            [(param.detach().view(-1)[max(a, s) - s:min(b, e) - s],
-              param.grad.view(-1)[max(a, s) - s:min(b, e) - s])
-             for param, (s, e) in zip(self.params, spans) if s < b and e > a]
-            for a, b in zip(self.bounds, self.bounds[1:])]
+        # Per chunk, the slices of parameters and of gradients it covers, as the two lists
+        # torch._foreach_add_ takes: what an update of that chunk alone touches (the update
+        # inside the overlap, on the step's critical path, so grouped once here).
+        self.chunk_slices: list[tuple[list[torch.Tensor], list[torch.Tensor]]] = []
+        for a, b in zip(self.bounds, self.bounds[1:]):
+            cut = [(max(a, s) - s, min(b, e) - s, param)
+                   for param, (s, e) in zip(self.params, spans) if s < b and e > a]
+            self.chunk_slices.append(([param.detach().view(-1)[i:j] for i, j, param in cut],
+                                      [param.grad.view(-1)[i:j] for i, j, param in cut]))
         # chunks_of[i]: the chunks parameter i writes into; readiness counts per chunk.
         self.chunks_of = [
             [c for c, (a, b) in enumerate(zip(self.bounds, self.bounds[1:])) if s < b and e > a]
@@ -112,13 +114,6 @@ class FlatGradients:
         self.writers = [sum(c in owned for owned in self.chunks_of) for c in range(chunks)]
         self._pending: list[int] = []
         self._hooks: list = []
-
-    @property
-    def nbytes(self) -> int:
-        return self.buffer.numel() * self.buffer.element_size()
-
-    def chunk_bytes(self) -> list[int]:
-        return [c.numel() * c.element_size() for c in self.chunks]
 
     def zero_(self) -> None:
         """Zero in place: ``param.grad`` must stay a view, so never set it to None."""

@@ -9,6 +9,9 @@ variant together, so drift shared by a round cancels instead of widening the int
 Intervals are 95% percentile intervals of ``scipy.stats.bootstrap`` (fixed seed, so the same
 data always print the same numbers). A verdict ("faster", "slower") is given only when the
 interval of the difference excludes zero; otherwise "no significant difference".
+
+Samples that share no rounds (two result files made at different times, as the regression
+gate compares) are resampled each on its own instead: ``estimate(..., paired=False)``.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import bootstrap
+from scipy.stats import binomtest, bootstrap
 
 CONFIDENCE = 0.95
 RESAMPLES = 4000
@@ -63,16 +66,18 @@ def _finite(value: float) -> float | None:
 
 
 def estimate(statistic: Callable[..., np.ndarray], *samples: Sequence[float],
-             seed: int = 0, resamples: int = RESAMPLES) -> Estimate:
+             seed: int = 0, resamples: int = RESAMPLES, paired: bool = True) -> Estimate:
     """``statistic(*samples, axis=-1)`` with its bootstrap interval, samples paired by round.
 
     ``statistic`` must be vectorised over the last axis (numpy reductions with ``axis``) and
     may return NaN where the figure is undefined (say, an efficiency without headroom); a
     resample landing there makes the interval undefined too, which is reported as such.
+    ``paired=False`` resamples each sample on its own (their lengths may then differ);
+    ``rounds`` is the shortest sample's length.
     """
     arrays = [np.asarray(s, dtype=float) for s in samples]
     rounds = min(len(a) for a in arrays)
-    if len({len(a) for a in arrays}) != 1:
+    if paired and len({len(a) for a in arrays}) != 1:
         raise ValueError(f"paired samples need equal round counts, got {[len(a) for a in arrays]}")
     if rounds == 0:
         return Estimate(None, None, None, 0)
@@ -83,9 +88,11 @@ def estimate(statistic: Callable[..., np.ndarray], *samples: Sequence[float],
         return Estimate(value, value, value, rounds)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # NaN resamples are handled below
-        result = bootstrap(arrays, statistic, n_resamples=resamples, vectorized=True,
-                           paired=True, confidence_level=CONFIDENCE, method="percentile",
-                           rng=np.random.default_rng(seed))
+        # Batches bound memory when a benchmark saved many thousands of rounds.
+        batch = max(1, 4_000_000 // max(len(a) for a in arrays))
+        result = bootstrap(arrays, statistic, n_resamples=resamples, batch=batch,
+                           vectorized=True, paired=paired, confidence_level=CONFIDENCE,
+                           method="percentile", rng=np.random.default_rng(seed))
     interval = result.confidence_interval
     return Estimate(value, _finite(interval.low), _finite(interval.high), rounds)
 
@@ -104,13 +111,32 @@ def difference(a: Sequence[float], b: Sequence[float]) -> Estimate:
     return estimate(lambda x, y, axis=-1: np.median(x - y, axis=axis), a, b)
 
 
+def _ratio_of_medians(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.median(x, axis=axis) / np.median(y, axis=axis)
+
+
 def ratio(numerator: Sequence[float], denominator: Sequence[float]) -> Estimate:
     """median(numerator) / median(denominator), rounds resampled together.
 
     With step times, ratio(reference, candidate) is the candidate's speedup over the reference.
     """
-    return estimate(lambda x, y, axis=-1: np.median(x, axis=axis) / np.median(y, axis=axis),
-                    numerator, denominator)
+    return estimate(_ratio_of_medians, numerator, denominator)
+
+
+def ratio_unpaired(numerator: Sequence[float], denominator: Sequence[float]) -> Estimate:
+    """median(numerator) / median(denominator) of two samples that share no rounds (two runs
+    made apart), each resampled on its own; their lengths may differ."""
+    return estimate(_ratio_of_medians, numerator, denominator, paired=False)
+
+
+def proportion(count: int, trials: int) -> Estimate:
+    """count / trials with its 95% Clopper-Pearson (exact binomial) interval, from
+    ``scipy.stats.binomtest(count, trials).proportion_ci()``; ``rounds`` holds ``trials``."""
+    if trials <= 0:
+        return Estimate(None, None, None, 0)
+    interval = binomtest(count, trials).proportion_ci(confidence_level=CONFIDENCE,
+                                                      method="exact")
+    return Estimate(count / trials, float(interval.low), float(interval.high), trials)
 
 
 def verdict(diff: Estimate, below: str = "faster", above: str = "slower") -> str:

@@ -143,3 +143,37 @@ class TimelineRecorder:
                 previous_comm_end = end_ms
             intervals.append(Interval(lane, label, chunk, start_ms, end_ms))
         return Timeline(intervals, list(self.notes))
+
+
+class TimedSteps:
+    """What a training-step class with a timeline shares: ``step`` runs ``_step`` between the
+    recorder's ``begin`` and the step count, ``finish_timeline`` resolves the last step.
+
+    The class sets ``device``, ``recorder`` (a TimelineRecorder), ``timeline`` and
+    ``steps_done``; ``check(batch)`` may reject a batch before anything runs.
+    """
+
+    device: torch.device
+    recorder: TimelineRecorder
+    timeline: Timeline
+    steps_done: int
+
+    def check(self, batch) -> None:
+        """Raise ValueError for a batch this step cannot take (default: accept it)."""
+
+    def step(self, batch):
+        self.check(batch)
+        self.recorder.begin()
+        result = self._step(batch)
+        self.steps_done += 1
+        return result
+
+    def _step(self, batch):
+        raise NotImplementedError
+
+    def finish_timeline(self) -> Timeline:
+        """Resolve the last step's marks; synchronises, so call it outside timed regions."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.timeline = self.recorder.resolve()
+        return self.timeline

@@ -8,7 +8,8 @@ result is reproducible from its name alone. Every rank builds identical initial 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+import os
+from dataclasses import asdict, dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -58,6 +59,7 @@ class GPTConfig:
     batch: int
     vocab: int = 10000
     dtype: str = "fp32"
+    dropout: float = 0.0  # after attention, the MLP and the embeddings (the pipeline study: 0.2)
     kind: str = "gpt"
 
 
@@ -128,11 +130,23 @@ PRESETS = {
 }
 
 
+EXTRA_COMPUTE_ENV = "OVERLAP_EXTRA_COMPUTE"
+
+
 def preset(name: str) -> WorkloadConfig:
-    """The preset called ``name``; a ValueError lists the valid names."""
+    """The preset called ``name``; a ValueError lists the valid names.
+
+    OVERLAP_EXTRA_COMPUTE=f gives MLP presets ``extra_compute=f``: real extra work in every
+    step, for testing the regression gate (reports/gate_trials.py) on a known slowdown. The
+    config, and so every benchmark row's ``extra_info["config"]``, records it.
+    """
     if name not in PRESETS:
         raise ValueError(f"unknown workload {name!r}; choose one of {sorted(PRESETS)}")
-    return PRESETS[name]()
+    config = PRESETS[name]()
+    extra = float(os.environ.get(EXTRA_COMPUTE_ENV) or 0)
+    if extra and isinstance(config, MLPConfig):
+        config = replace(config, extra_compute=extra)
+    return config
 
 
 def describe(config: WorkloadConfig) -> dict:
@@ -176,6 +190,11 @@ class MLP(nn.Module):
         return x
 
 
+def dropout(config: GPTConfig) -> nn.Module:
+    """Dropout where the preset asks for it; no module call at all where it does not."""
+    return nn.Dropout(config.dropout) if config.dropout > 0 else nn.Identity()
+
+
 class Block(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -186,14 +205,15 @@ class Block(nn.Module):
         self.norm2 = nn.LayerNorm(config.width)
         self.fc = nn.Linear(config.width, 4 * config.width)
         self.out = nn.Linear(4 * config.width, config.width)
+        self.drop = dropout(config)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, length, width = x.shape
         q, k, v = self.qkv(self.norm1(x)).split(width, dim=2)
         q, k, v = (t.view(batch, length, self.heads, -1).transpose(1, 2) for t in (q, k, v))
         attended = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(attended.transpose(1, 2).reshape(batch, length, width))
-        return x + self.out(F.gelu(self.fc(self.norm2(x))))
+        x = x + self.drop(self.proj(attended.transpose(1, 2).reshape(batch, length, width)))
+        return x + self.drop(self.out(F.gelu(self.fc(self.norm2(x)))))
 
 
 class GPT(nn.Module):
@@ -204,10 +224,11 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.layers))
         self.norm = nn.LayerNorm(config.width)
         self.head = nn.Linear(config.width, config.vocab, bias=False)
+        self.drop = dropout(config)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         positions = torch.arange(tokens.shape[1], device=tokens.device)
-        x = self.tokens(tokens) + self.positions(positions)
+        x = self.drop(self.tokens(tokens) + self.positions(positions))
         for block in self.blocks:
             x = block(x)
         return self.head(self.norm(x))

@@ -34,7 +34,7 @@ from impl import capabilities, comparisons, metrics
 from impl.check import errors_vs_sequential, weight_tolerance
 from impl.gradients import max_chunks
 from impl.strategies import StrategyOptions, build_strategy
-from impl.strategies.knobs import variant_strategy
+from impl.strategies.knobs import chunking_problem, variant_strategy
 from impl.workloads import DTYPES, build_model, describe, preset
 from suite.conftest import launched_world, suite_axes, under_mpirun
 from suite.harness import Measurement, Variant, batches, measure_interleaved, record_round_times
@@ -95,7 +95,8 @@ def cells(axes: dict, world: int, mpi: bool) -> list[Cell]:
     The cell at the knob K (``axes["knob_chunks"]``) also measures the named variants."""
     found = []
     for name in axes["workloads"]:
-        limit = max_chunks(build_model(preset(name), torch.device("meta")))
+        meta = build_model(preset(name), torch.device("meta"))
+        limit = max_chunks(meta)
         chunks = [k for k in axes["chunks"] if k <= limit] or [min(axes["chunks"][0], limit)]
         for size in sorted(w for w in axes["world_sizes"] if w <= world):
             if mpi and size != world:
@@ -108,9 +109,13 @@ def cells(axes: dict, world: int, mpi: bool) -> list[Cell]:
             knobs = tuple(v for v in axes["knobs"] if not v.startswith("copy-engine")
                           or "copy-engine" in runnable)
             for k in chunks if size > 1 else chunks[:1]:
+                measured = ()
+                if size > 1 and k == axes["knob_chunks"] and not mpi:
+                    # A variant whose chunking cannot cut this model (equal layers with fewer
+                    # layers than K) is left out, not failed.
+                    measured = tuple(v for v in knobs if not chunking_problem(v, k, meta, name))
                 found.append(Cell(name, k, size, axes["profile"], runnable, mpi=mpi,
-                                  knobs=knobs if size > 1 and k == axes["knob_chunks"]
-                                  and not mpi else ()))
+                                  knobs=measured))
     return found
 
 
@@ -232,7 +237,15 @@ def result_for(cell: Cell, cache: dict, context, rounds, sampler_factory) -> Cel
     if cell not in cache:
         cache.clear()  # one cell's results at a time: the rows of a cell are consecutive
         sampler = sampler_factory(cell.world_size) if context.rank == 0 else None
-        cache[cell] = measure_cell(cell, context, rounds, sampler)
+        try:
+            cache[cell] = measure_cell(cell, context, rounds, sampler)
+        except Exception as error:
+            # Kept, so that the cell's other rows fail with it instead of measuring it again
+            # (each attempt runs collectives the ranks may no longer agree on).
+            cache[cell] = error
+            raise
+    if isinstance(cache[cell], Exception):
+        pytest.fail(f"the cell {cell.id('*')} failed: {cache[cell]}", pytrace=False)
     return cache[cell]
 
 
@@ -289,13 +302,14 @@ def variant_info(variant: str, cell: Cell, result: CellResult) -> dict:
     round_ms = measurement.round_ms(variant)
     references = result.figures["references"]
     figures = result.figures["strategies"].get(variant, {})
-    step_ms = comparisons.stats.median(round_ms).value
+    step_estimate = comparisons.stats.median(round_ms)
+    step_ms = step_estimate.value
     info = {
         "kind": "step", "strategy": variant, "sequential_reference": cell.sequential,
         "step_ms": step_ms, "step_ms_rounds": round_ms, "step_ms_all": steps,
         "samples_per_s": metrics.samples_per_s(cell.world_size, workload.batch, step_ms),
         "samples_per_round": cell.world_size * workload.batch * measurement.steps_per_round,
-        "intervals": {"step_ms": comparisons.stats.median(round_ms).to_json(), **{
+        "intervals": {"step_ms": step_estimate.to_json(), **{
             key: figures[key] for key in ("overlap_efficiency", "bound_efficiency",
                                           "hidden_comm_fraction") if figures.get(key)}},
         "timeline": result.timelines[variant],

@@ -123,3 +123,15 @@ def test_mpi_cell_under_mpirun(tmp_path):
     assert cell["variants"] == ["compute-only", "comm-only", "mpi-sequential", "mpi"]
     assert cell["world_size"] == 2
     assert "Iallreduce" in json.dumps(cell["timelines"]["comm-only"])
+
+
+def test_knob_variants_that_cannot_cut_the_model_are_left_out():
+    from suite.bench_overlap import cells
+
+    axes = {"workloads": ["mlp_tiny"], "chunks": [5, 20], "world_sizes": [2], "profile": "gloo",
+            "backend": "gloo", "strategies": ["sequential", "chunked"], "knob_chunks": 20,
+            "knobs": ["chunked+update", "chunked+layers"]}
+    knob_cell, = [cell for cell in cells(axes, world=2, mpi=False) if cell.chunks == 20]
+    # mlp_tiny has 8 parameter tensors: 20 chunks of whole layers cannot exist
+    assert knob_cell.knobs == ("chunked+update",)
+    assert "chunked+layers" not in knob_cell.variants

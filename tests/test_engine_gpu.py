@@ -15,7 +15,7 @@ from impl import capabilities, metrics
 from impl.check import max_abs_diff, train, weight_tolerance
 from impl.gradients import max_chunks
 from impl.strategies import StrategyOptions, build_strategy
-from impl.strategies.knobs import variant_strategy
+from impl.strategies.knobs import chunking_problem, variant_strategy
 from impl.workloads import DTYPES, MLPConfig, build_model, make_batch, preset
 from tests.multirank import run_ranks
 
@@ -52,13 +52,22 @@ def errors_per_strategy(context, workload_name: str) -> dict:
                             StrategyOptions(chunks=chunks, lr=LR), STEPS)
             results[strategy, chunks] = max_abs_diff(weights, reference)
             results["weights"][strategy, chunks] = [w.cpu() for w in weights]
+    meta = build_model(workload, torch.device("meta"))
     for name in VARIANTS:
+        if chunking_problem(name, 5, meta, workload.name):
+            continue  # a 1 MiB first chunk of a 1 MiB model: the other workloads cover it
         strategy, options = variant_strategy(name, chunks=5)
         weights = train(strategy, workload, group, context.device,
                         dataclasses.replace(options, lr=LR), STEPS)
         results[name, 5] = max_abs_diff(weights, reference)
         results["weights"][name, 5] = [w.cpu() for w in weights]
     return results
+
+
+def test_every_variant_is_checked_on_some_workload():
+    fitting = {name: [w for w, config in WORKLOADS.items() if not chunking_problem(
+        name, 5, build_model(config, torch.device("meta")), w)] for name in VARIANTS}
+    assert all(fitting.values()), fitting
 
 
 @pytest.fixture(scope="module", params=[1, 2], ids=lambda w: f"world{w}")

@@ -104,3 +104,25 @@ def test_round_order_is_identical_in_another_process():
                            check=True, env={"PYTHONHASHSEED": "12345",
                                             "PYTHONPATH": ".", "PATH": "/usr/bin:/bin"})
     assert other.stdout.strip() == str([stats.round_order(names, 7, r) for r in range(5)])
+
+
+def test_unpaired_ratio_takes_samples_of_different_lengths_and_widens_with_drift():
+    base, cand = noisy(20.0, 0.2, 15, 12), noisy(22.0, 0.2, 40, 13)
+    unpaired = stats.ratio_unpaired(base, cand)
+    assert unpaired.value == pytest.approx(np.median(base) / np.median(cand))
+    assert unpaired.low < 20 / 22 < unpaired.high and unpaired.rounds == 15
+    # Resampled on their own, a shared drift is not cancelled: the interval is wider than
+    # the paired one on the same (paired) data.
+    drift = np.linspace(0.0, 4.0, 15)
+    a, b = 20.0 + drift + noisy(0, 0.1, 15, 14), 22.0 + drift + noisy(0, 0.1, 15, 15)
+    assert stats.ratio_unpaired(a, b).half_width > 3 * stats.ratio(a, b).half_width
+
+
+def test_proportion_has_the_clopper_pearson_interval():
+    none = stats.proportion(0, 40)
+    assert none.value == 0.0 and none.low == 0.0
+    assert none.high == pytest.approx(1 - 0.025 ** (1 / 40))  # exact for zero successes
+    two = stats.proportion(2, 40)
+    assert (round(two.low, 4), round(two.high, 4)) == (0.0061, 0.1692)
+    assert stats.proportion(40, 40).low == pytest.approx(0.025 ** (1 / 40))
+    assert stats.proportion(0, 0).value is None

@@ -17,8 +17,8 @@ from torch import nn
 
 from impl.finite import FiniteCheck
 from impl.gradients import FlatGradients, zeros
-from impl.strategies.knobs import check_carveout, cublas_carveout
-from impl.timeline import Timeline, TimelineRecorder
+from impl.strategies.knobs import check_carveout, cublas_carveout, first_chunk_elements
+from impl.timeline import TimedSteps, Timeline, TimelineRecorder
 from impl.workloads import Batch, WorkloadConfig, check_batch, loss_fn
 
 
@@ -48,7 +48,7 @@ class StrategyOptions:
     cublas_sm_carveout: int | None = None
 
 
-class Strategy(ABC):
+class Strategy(TimedSteps, ABC):
     name: str = ""
     #: False for the labelled sleep-based model, whose numbers never join real tables.
     real: bool = True
@@ -79,22 +79,15 @@ class Strategy(ABC):
     def communicates(self) -> bool:
         return self.world_size > 1
 
-    def step(self, batch: Batch) -> None:
+    def check(self, batch: Batch) -> None:
         check_batch(self.workload, batch)
-        self.recorder.begin()
+
+    def step(self, batch: Batch) -> None:
         with cublas_carveout(self.options):
-            self._step(batch)
-        self.steps_done += 1
+            super().step(batch)
 
     @abstractmethod
     def _step(self, batch: Batch) -> None: ...
-
-    def finish_timeline(self) -> Timeline:
-        """Resolve the last step's marks; synchronises, so call it outside timed regions."""
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        self.timeline = self.recorder.resolve()
-        return self.timeline
 
     def close(self) -> None:
         """Release threads and hooks; the strategy cannot step afterwards."""
@@ -123,9 +116,8 @@ class ChunkedGradientStrategy(Strategy):
 
     def __init__(self, model, workload, group, options):
         super().__init__(model, workload, group, options)
-        element_size = next(model.parameters()).element_size()
-        first = (None if options.first_chunk_mb is None
-                 else round(options.first_chunk_mb * 2**20 / element_size))
+        first = first_chunk_elements(options.first_chunk_mb,
+                                     next(model.parameters()).element_size())
         self.flat = FlatGradients(model, options.chunks, workload.name, options.chunk_split,
                                   first, self._allocate_gradients)
         self.finite = FiniteCheck(model, self.flat.params, group) if options.check_finite else None
@@ -162,9 +154,8 @@ class ChunkedGradientStrategy(Strategy):
     @torch.no_grad()
     def _update_chunk(self, chunk: int) -> None:
         """The SGD update of one chunk's parameters (its summed gradients, averaged here)."""
-        params, grads = zip(*self.flat.chunk_slices[chunk])
-        torch._foreach_add_(list(params), list(grads),
-                            alpha=-self.options.lr / self.world_size)
+        params, grads = self.flat.chunk_slices[chunk]
+        torch._foreach_add_(params, grads, alpha=-self.options.lr / self.world_size)
 
     @abstractmethod
     def _communicate(self) -> None:

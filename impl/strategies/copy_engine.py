@@ -58,6 +58,10 @@ class CopyEngineStrategy(ChunkedGradientStrategy):
 
         self.handle = symm_mem.rendezvous(self.flat.buffer, group)
         self.rank = dist.get_rank(group)
+        self.peers = [r for r in range(self.world_size) if r != self.rank]
+        # Per chunk, the piece each rank owns (reduces): fixed by the chunking, cut once here.
+        self.owned = [pieces(a, b, self.world_size)
+                      for a, b in zip(self.flat.bounds, self.flat.bounds[1:])]
         largest = max(b - a for a, b in zip(self.flat.bounds, self.flat.bounds[1:]))
         piece = -(-largest // self.world_size) + ALIGN_ELEMENTS
         self.scratch = torch.empty((self.world_size - 1, piece), dtype=self.flat.buffer.dtype,
@@ -75,23 +79,24 @@ class CopyEngineStrategy(ChunkedGradientStrategy):
         return self.handle.get_buffer(rank, (end - start,), self.flat.buffer.dtype, start)
 
     def _all_reduce_chunk(self, chunk: int) -> None:
-        a, b = self.flat.bounds[chunk], self.flat.bounds[chunk + 1]
-        owned = pieces(a, b, self.world_size)
+        owned, peers = self.owned[chunk], self.peers
         mine_start, mine_end = owned[self.rank]
         length = mine_end - mine_start
-        peers = [r for r in range(self.world_size) if r != self.rank]
         self.handle.barrier(channel=0)
         if length:
             for slot, peer in enumerate(peers):
                 self.scratch[slot, :length].copy_(self._peer(peer, mine_start, mine_end))
             mine = self.flat.buffer[mine_start:mine_end]
-            # Sum in rank order on every rank: the same additions, the same rounding.
+            # Sum in rank order on every rank: the same additions, the same rounding. The sum
+            # builds up in place in the first term: this rank's piece on rank 0, elsewhere the
+            # scratch row pulled from rank 0, which is not read again.
             ordered = [mine if r == self.rank else self.scratch[peers.index(r), :length]
                        for r in range(self.world_size)]
-            total = ordered[0].clone()
+            total = ordered[0]
             for term in ordered[1:]:
                 total.add_(term)
-            mine.copy_(total)
+            if total is not mine:
+                mine.copy_(total)
         self.handle.barrier(channel=0)
         for peer in peers:
             start, end = owned[peer]

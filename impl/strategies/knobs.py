@@ -20,6 +20,9 @@ import contextlib
 
 import torch
 import torch.distributed as dist
+from torch import nn
+
+from impl.gradients import FlatGradients
 
 HIGHEST_PRIORITY = -100  # CUDA maps it to the highest priority the device offers
 
@@ -109,3 +112,24 @@ def variant_strategy(name: str, chunks: int, check_finite: bool = False):
     if fields.get("update_in_overlap"):
         fields["check_finite"] = False  # the update happens before the check could veto it
     return strategy, StrategyOptions(chunks=chunks, **fields)
+
+
+def first_chunk_elements(first_chunk_mb: float | None, element_size: int) -> int | None:
+    """The first chunk's size in elements of the gradient buffer (``first_chunk_mb`` MiB)."""
+    return None if first_chunk_mb is None else round(first_chunk_mb * 2**20 / element_size)
+
+
+def chunking_problem(name: str, chunks: int, model: nn.Module, workload_name: str) -> str | None:
+    """Why the chunking of a strategy or named variant cannot cut ``model`` into ``chunks``
+    (too few parameter tensors for equal layers, a first chunk as large as the model...), or
+    None. A model on the meta device will do: nothing is allocated."""
+    _, options = variant_strategy(name, chunks)
+    first = first_chunk_elements(options.first_chunk_mb, next(model.parameters()).element_size())
+    try:
+        FlatGradients(model, chunks, workload_name, options.chunk_split, first)
+    except ValueError as error:
+        return f"{name} at K={chunks}: {error}"
+    finally:
+        for param in model.parameters():
+            param.grad = None
+    return None
