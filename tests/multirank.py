@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -36,6 +37,12 @@ def _entry(rank: int, world: int, port: int, out_dir: str, fn: Callable, args: t
 
         dist.destroy_process_group()
     Path(out_dir, f"rank{rank}.pkl").write_bytes(pickle.dumps(result))
+    # The result is written: leave without the interpreter's finalisation. Gloo's worker threads
+    # can still hold finished async work whose tensors have Python references; freeing those
+    # while the interpreter is torn down aborts the process (SIGABRT, "terminate called without
+    # an active exception"; pytorch/pytorch#179291), now and then, after a correct run.
+    sys.stdout.flush(), sys.stderr.flush()
+    os._exit(0)
 
 
 def run_ranks(fn: Callable, world: int, *args, env: dict[str, str] | None = None) -> list:
