@@ -1,0 +1,78 @@
+"""The one contract of the hybrid study's training steps, and the plain one: all on one device.
+
+Built from (model, loss, options); ``step(batch)`` does forward, backward and the Adam update
+(the study's optimiser) and returns the loss; ``timeline`` describes the last step. The loss is
+a callable (outputs, targets) -> scalar, so the same steps train the suite's MLP presets and
+the study's digits classifier.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from impl.timeline import TimedSteps, Timeline, TimelineRecorder
+from impl.workloads import Batch
+
+Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class HybridOptions:
+    lr: float = 1e-3  # the study's Adam learning rate
+    cpu_threads: int | None = None  # host threads for the CPU's share (None: every core)
+
+    def threads(self) -> int:
+        return self.cpu_threads or os.cpu_count() or 1
+
+
+class Trainer(TimedSteps, ABC):
+    name: str = ""
+    #: True where the timeline mixes host readings with CUDA events (impl/timeline.py).
+    host_marks: bool = False
+
+    def __init__(self, model: nn.Module, loss: Loss, options: HybridOptions):
+        self.model, self.loss, self.options = model, loss, options
+        self.device = next(model.parameters()).device
+        self.recorder = TimelineRecorder(self.device, host_marks=self.host_marks)
+        self.timeline = Timeline()
+        self.steps_done = 0
+
+    @abstractmethod
+    def _step(self, batch: Batch) -> torch.Tensor:
+        """One training step; returns the loss (a tensor: reading it is a device sync)."""
+
+    def close(self) -> None:
+        """Release threads and hooks; the trainer cannot step afterwards."""
+
+    def _forward_backward(self, batch: Batch, scale: float = 1.0) -> torch.Tensor:
+        start = self.recorder.mark()
+        loss = self.loss(self.model(batch.inputs), batch.targets)
+        forward_end = self.recorder.mark()
+        self.recorder.add("compute", "forward", None, start, forward_end)
+        (loss * scale if scale != 1.0 else loss).backward()
+        self.recorder.add("compute", "backward", None, forward_end, self.recorder.mark())
+        return loss.detach()
+
+
+class DeviceAdam(Trainer):
+    """Everything on the model's device: forward, backward, torch.optim.Adam."""
+
+    name = "device-adam"
+
+    def __init__(self, model: nn.Module, loss: Loss, options: HybridOptions):
+        super().__init__(model, loss, options)
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=options.lr)
+
+    def _step(self, batch: Batch) -> torch.Tensor:
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self._forward_backward(batch)
+        start = self.recorder.mark()
+        self.optimizer.step()
+        self.recorder.add("compute", "update", None, start, self.recorder.mark())
+        return loss

@@ -1,0 +1,166 @@
+"""The coarse-grained CPU–GPU hybrid: two workers, each with the whole model, each training on
+its own share of every batch, their gradients averaged over gloo every step.
+
+One process per worker (the GPU worker and a CPU worker with its threads), joined by a gloo
+group. Worker r takes rows [start_r, start_r + n_r) of the batch of N rows and scales its loss
+(a mean over its rows) by n_r / N, so the sum of the workers' gradients, one all-reduce, is the
+whole batch's mean gradient: the average weighted by share. Both then apply the same Adam
+update to the same gradient. The shares are set by ``balanced_shares`` from measured compute
+times, so both workers finish their forward and backward together.
+
+    torchrun --nproc-per-node 2 ...   with OVERLAP_BACKEND=gloo: rank 0 takes the GPU if there
+                                      is one, rank 1 is the CPU worker
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections.abc import Sequence
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from impl import capabilities
+from impl.hybrid.base import HybridOptions, Loss, Trainer
+from impl.timeline import Timeline
+from impl.workloads import Batch
+
+
+def residual_imbalance(a_ms: float, b_ms: float) -> float:
+    """|t_a − t_b| / max(t_a, t_b) of two workers' compute times: 0 when both finish together."""
+    return abs(a_ms - b_ms) / max(a_ms, b_ms)
+
+
+def balanced_shares(rows: Sequence[int], compute_ms: Sequence[float], total: int) -> list[int]:
+    """Rows per worker so that all finish together: n_r ∝ measured rate rows_r / time_r.
+
+    Each worker keeps at least one row; the rounding remainder goes to the fastest worker.
+    """
+    if len(rows) != len(compute_ms) or not rows:
+        raise ValueError(f"one measured time per worker: rows={list(rows)}, "
+                         f"compute_ms={list(compute_ms)}")
+    if any(r < 1 for r in rows) or any(t <= 0 for t in compute_ms):
+        raise ValueError(f"rows={list(rows)} and compute_ms={list(compute_ms)} must be positive")
+    if total < len(rows):
+        raise ValueError(f"a batch of {total} rows cannot be shared by {len(rows)} workers")
+    rates = [r / t for r, t in zip(rows, compute_ms)]
+    shares = [max(1, round(total * rate / sum(rates))) for rate in rates]
+    fastest = max(range(len(rates)), key=rates.__getitem__)
+    shares[fastest] += total - sum(shares)
+    if shares[fastest] < 1:
+        raise ValueError(f"cannot share {total} rows at rates {rates}")
+    return shares
+
+
+class CoarseHybrid(Trainer):
+    name = "coarse-hybrid"
+
+    def __init__(self, model: nn.Module, loss: Loss, options: HybridOptions,
+                 group: dist.ProcessGroup, shares: Sequence[int]):
+        super().__init__(model, loss, options)
+        self.group = group
+        self.rank, self.world = dist.get_rank(group), dist.get_world_size(group)
+        if len(shares) != self.world:
+            raise ValueError(f"shares={list(shares)}: one share per worker of the "
+                             f"{self.world}-rank group")
+        self.set_shares(shares)
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        # Every gradient, then the share-weighted loss: one all-reduce sums both.
+        self.host_grads = torch.zeros(sum(p.numel() for p in self.params) + 1,
+                                      dtype=torch.float32, pin_memory=self.device.type == "cuda")
+        self.optimizer = torch.optim.Adam(self.params, lr=options.lr)
+        self.compute_ms: list[float] = []  # per step: this worker's forward and backward
+
+    def set_shares(self, shares: Sequence[int]) -> None:
+        if any(n < 1 for n in shares):
+            raise ValueError(f"shares={list(shares)}: every worker needs at least one row")
+        self.shares = list(shares)
+        self.start = sum(self.shares[:self.rank])
+
+    def _step(self, batch: Batch) -> torch.Tensor:
+        total = len(batch)
+        if total != sum(self.shares):
+            raise ValueError(f"a batch of {total} rows, but the shares {self.shares} add up to "
+                             f"{sum(self.shares)}")
+        rows = slice(self.start, self.start + self.shares[self.rank])
+        mine = Batch(batch.inputs[rows], batch.targets[rows])
+        self.optimizer.zero_grad(set_to_none=True)
+        weight = self.shares[self.rank] / total
+        loss = self._forward_backward(mine, scale=weight)
+        whole_batch_loss = self._exchange(loss * weight)
+        start = self.recorder.mark()
+        self.optimizer.step()
+        self.recorder.add("compute", "update", None, start, self.recorder.mark())
+        return whole_batch_loss
+
+    @torch.no_grad()
+    def _exchange(self, weighted_loss: torch.Tensor) -> torch.Tensor:
+        """Sum the workers' gradients and weighted losses over gloo (through host memory for the
+        GPU worker); returns the whole batch's loss."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)  # CPU-GPU sync: the compute time ends here
+        compute_end = self.recorder.mark()
+        offset = 0
+        for param in self.params:
+            size = param.numel()
+            self.host_grads[offset:offset + size].copy_(param.grad.reshape(-1))
+            offset += size
+        self.host_grads[-1] = weighted_loss
+        dist.all_reduce(self.host_grads, group=self.group)
+        offset = 0
+        for param in self.params:
+            size = param.numel()
+            param.grad.copy_(self.host_grads[offset:offset + size].view_as(param))
+            offset += size
+        self.recorder.add("comm", "gradient all-reduce (gloo)", None, compute_end,
+                          self.recorder.mark())
+        return self.host_grads[-1].clone()
+
+    def finish_timeline(self) -> Timeline:
+        """Also keeps the step's compute time (its forward and backward), for balancing."""
+        timeline = super().finish_timeline()
+        compute = [i for i in timeline.intervals if i.label in ("forward", "backward")]
+        self.compute_ms.append(max(i.end_ms for i in compute) - min(i.start_ms for i in compute))
+        return timeline
+
+
+def balance(trainer: CoarseHybrid, batch: Batch, steps: int = 5) -> dict:
+    """Time ``steps`` steps at the current shares, then set shares from the measured rates.
+
+    One step first, untimed: it pays the first-use costs (allocations, kernel loading) that
+    would make a worker look slower than it is. Every worker of the group must call it (an
+    all-gather). Returns the shares before and after and each worker's median compute time at
+    the old shares.
+    """
+    before = list(trainer.shares)
+    for _ in range(steps + 1):
+        trainer.step(batch)
+        trainer.finish_timeline()
+    mine = statistics.median(trainer.compute_ms[-steps:])
+    measured: list[float] = [0.0] * trainer.world
+    dist.all_gather_object(measured, mine, group=trainer.group)
+    after = balanced_shares(before, measured, len(batch))
+    trainer.set_shares(after)
+    return {"shares_before": before, "compute_ms_before": measured, "shares": after}
+
+
+def worker_device(rank: int) -> torch.device:
+    """Rank 0 is the GPU worker where a GPU is visible; every other rank is a CPU worker."""
+    if rank == 0 and capabilities.gpu_count() > 0:
+        return torch.device("cuda", 0)
+    return torch.device("cpu")
+
+
+def even_shares(total: int, workers: int) -> list[int]:
+    return [total // workers + (r < total % workers) for r in range(workers)]
+
+
+def cpu_worker_threads(world: int) -> int:
+    """Host threads of a CPU worker: every core but one per GPU worker beside it, or an even
+    split of the cores between CPU workers on a machine without a GPU."""
+    cores = os.cpu_count() or 1
+    if capabilities.gpu_count() > 0:
+        return max(1, cores - 1)
+    return max(1, cores // world)

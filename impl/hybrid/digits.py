@@ -1,0 +1,185 @@
+"""The study's MLP experiment on real handwritten digits: Adam, lr 1e-3, batch 100, 100 epochs.
+
+Data: scikit-learn's ``load_digits`` (1797 images of 8×8 pixels, shipped with the package, no
+download), pixels scaled to [0, 1], a seeded 80/20 split; or a local MNIST file given by path
+(an ``.npz`` with ``x_train``, ``y_train``, ``x_test``, ``y_test``, as Keras ships it). The
+classifier: inputs → 256 → 256 → 10, ReLU, cross-entropy (the study names no widths; these
+are in the preset's name). Each epoch draws a seeded permutation and drops the last partial
+batch, so every step has the study's 100 rows and the coarse-grained hybrid can share them.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from impl import capabilities
+from impl.hybrid.base import Trainer
+from impl.workloads import Batch
+
+NPZ_KEYS = ("x_train", "y_train", "x_test", "y_test")
+CLASSES = 10
+
+
+@dataclass(frozen=True)
+class DigitsConfig:
+    name: str = "digits_mlp_h256x2_b100"
+    hidden: tuple[int, ...] = (256, 256)
+    batch: int = 100
+    lr: float = 1e-3
+    epochs: int = 100  # the study's; the suite's quick and CPU modes run fewer (they say so)
+    test_fraction: float = 0.2
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class DigitsData:
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+    source: str
+
+    def to(self, device: torch.device) -> DigitsData:
+        return DigitsData(self.x_train.to(device), self.y_train.to(device),
+                          self.x_test.to(device), self.y_test.to(device), self.source)
+
+
+def load_data(path: str | Path | None = None, config: DigitsConfig = DigitsConfig()
+              ) -> DigitsData:
+    """scikit-learn's digits split 80/20 with the config's seed, or a local MNIST ``.npz``."""
+    if path is not None:
+        return _load_npz(Path(path))
+    if reason := capabilities.missing_sklearn():
+        raise RuntimeError(reason)
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    images = torch.from_numpy(digits.data.astype(np.float32) / 16.0)
+    labels = torch.from_numpy(digits.target.astype(np.int64))
+    order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(config.seed))
+    test = round(len(labels) * config.test_fraction)
+    train_rows, test_rows = order[test:], order[:test]
+    return DigitsData(images[train_rows], labels[train_rows], images[test_rows],
+                      labels[test_rows], "sklearn.datasets.load_digits (8×8, 1797 images)")
+
+
+def _load_npz(path: Path) -> DigitsData:
+    if not path.is_file():
+        raise ValueError(f"MNIST path {str(path)!r} is not a file; give an .npz with "
+                         f"{', '.join(NPZ_KEYS)}")
+    with np.load(path) as archive:
+        if missing := [k for k in NPZ_KEYS if k not in archive.files]:
+            raise ValueError(f"{path}: no {', '.join(missing)} in the archive (it has "
+                             f"{', '.join(archive.files) or 'nothing'}); expected {NPZ_KEYS}")
+        x_train, y_train, x_test, y_test = (archive[k] for k in NPZ_KEYS)
+
+    def images(x: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(x.reshape(len(x), -1).astype(np.float32) / 255.0)
+
+    return DigitsData(images(x_train), torch.from_numpy(y_train.astype(np.int64)),
+                      images(x_test), torch.from_numpy(y_test.astype(np.int64)),
+                      f"{path} ({x_train.shape[1:]} pixels, {len(y_train)} training images)")
+
+
+def build_classifier(config: DigitsConfig, inputs: int, device: torch.device,
+                     seed: int = 0) -> nn.Sequential:
+    """inputs → hidden… → 10, ReLU between; identical weights for the same seed."""
+    widths = [inputs, *config.hidden, CLASSES]
+    layers: list[nn.Module] = []
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        for a, b in zip(widths, widths[1:]):
+            layers += [nn.Linear(a, b), nn.ReLU()]
+        model = nn.Sequential(*layers[:-1])  # no ReLU after the logits
+    return model.to(device)
+
+
+def classification_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits, labels)
+
+
+def epoch_batches(data: DigitsData, config: DigitsConfig, epoch: int) -> list[Batch]:
+    """This epoch's batches of ``config.batch`` rows in a seeded order, last partial dropped."""
+    generator = torch.Generator().manual_seed(config.seed * 1_000_003 + epoch)
+    order = torch.randperm(len(data.y_train), generator=generator).to(data.x_train.device)
+    full = len(order) // config.batch * config.batch
+    return [Batch(data.x_train[rows], data.y_train[rows])
+            for rows in order[:full].split(config.batch)]
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
+    """(mean cross-entropy, accuracy) of ``model`` on (x, y)."""
+    logits = model(x)
+    return (classification_loss(logits, y).item(),
+            (logits.argmax(dim=1) == y).float().mean().item())
+
+
+def train_curve(trainer: Trainer, data: DigitsData, config: DigitsConfig,
+                epochs: int) -> dict:
+    """Train ``epochs`` epochs; per epoch the mean training loss, test loss and accuracy."""
+    if epochs < 1:
+        raise ValueError(f"epochs={epochs}: choose an integer ≥ 1 (the study ran 100)")
+    curve: dict[str, list[float]] = {"train_loss": [], "test_loss": [], "test_accuracy": [],
+                                     "epoch_s": []}
+    for epoch in range(epochs):
+        started = time.perf_counter()
+        losses = [trainer.step(batch) for batch in epoch_batches(data, config, epoch)]
+        curve["train_loss"].append(torch.stack(losses).mean().item())  # one sync per epoch
+        curve["epoch_s"].append(time.perf_counter() - started)
+        test_loss, accuracy = evaluate(trainer.model, data.x_test, data.y_test)
+        curve["test_loss"].append(test_loss)
+        curve["test_accuracy"].append(accuracy)
+    return curve
+
+
+DIGITS_VARIANTS = ("cpu", "gpu", "coarse-hybrid", "offload-overlap")
+
+
+def run_digits(variant: str, data: DigitsData, config: DigitsConfig, epochs: int,
+               threads: int, group=None) -> dict:
+    """One curve of the study's experiment: ``variant`` trained from the config's seed.
+
+    cpu: model and Adam on the CPU. gpu: both on the GPU. offload-overlap: the fine-grained
+    hybrid (GPU model, Adam on the CPU; on a CPU-only machine the model stays on the CPU).
+    coarse-hybrid: this rank's worker of the coarse-grained hybrid over ``group`` (every rank
+    calls it), shares balanced first on a copy of the model, so training starts balanced.
+    """
+    from impl.hybrid import HybridOptions, build_trainer
+    from impl.hybrid.coarse import CoarseHybrid, balance, even_shares, worker_device
+
+    if variant not in DIGITS_VARIANTS:
+        raise ValueError(f"unknown digits variant {variant!r}; choose one of {DIGITS_VARIANTS}")
+    options = HybridOptions(lr=config.lr, cpu_threads=threads)
+    inputs = data.x_train.shape[1]
+    info: dict = {}
+    if variant == "coarse-hybrid":
+        import torch.distributed as dist
+
+        device = worker_device(dist.get_rank(group))
+        data = data.to(device)
+        shares = even_shares(config.batch, dist.get_world_size(group))
+        probe = CoarseHybrid(build_classifier(config, inputs, device, config.seed),
+                             classification_loss, options, group, shares)
+        info["balance"] = balance(probe, epoch_batches(data, config, 0)[0])
+        trainer = CoarseHybrid(build_classifier(config, inputs, device, config.seed),
+                               classification_loss, options, group, info["balance"]["shares"])
+    else:
+        device = torch.device("cuda" if variant == "gpu" or (
+            variant == "offload-overlap" and torch.cuda.is_available()) else "cpu")
+        data = data.to(device)
+        trainer = build_trainer("device-adam" if variant in ("cpu", "gpu") else variant,
+                                build_classifier(config, inputs, device, config.seed),
+                                classification_loss, options)
+    try:
+        curve = train_curve(trainer, data, config, epochs)
+    finally:
+        trainer.close()
+    return {"variant": variant, "device": device.type, "epochs": epochs, "curve": curve, **info}

@@ -1,0 +1,387 @@
+"""The CPU–GPU hybrid benchmark and the study's experiments.
+
+- offload: the fine-grained hybrid (gradients to the host during backward, Adam on the CPU in
+  parallel threads) against the same copies and host Adam after backward, and against
+  training all on the GPU; interleaved, with intervals and verdicts. Rank 0, its GPU.
+- coarse: the coarse-grained hybrid (worker 0 on rank 0's GPU, worker 1 on rank 1's CPU cores,
+  gloo between them), shares balanced from measured times, against each worker training the
+  whole batch alone (worker0-alone, worker1-alone); 2 ranks.
+- digits: the study's MLP on scikit-learn's digits (Adam, lr 1e-3, batch 100), loss and
+  accuracy curves on CPU, GPU and both hybrids.
+- gpt_forward: the study's decoder, time per forward for 10 iterations on CPU and GPU, each in
+  a fresh process so the first iteration shows the warm-up.
+
+On a CPU-only machine the "GPU" side is the CPU (rows say which device ran). One GPU and its
+host, every row (two processes, one per worker; rank 0 takes the GPU):
+
+    OVERLAP_BACKEND=gloo torchrun --standalone --nproc-per-node 2 --local-ranks-filter 0 \\
+        -m pytest suite/bench_hybrid.py --results-json /tmp/hybrid.json
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import statistics
+from dataclasses import asdict
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from impl import capabilities, stats
+from impl.check import max_abs_diff
+from impl.hybrid import (
+    HYBRID_FIELDS,
+    HybridOptions,
+    build_trainer,
+    host_initialised_model,
+    loss_curves_match,
+    mlp_4096x8_b8192,
+    offload_tolerance,
+    reference_weights,
+)
+from impl.hybrid.coarse import (
+    CoarseHybrid,
+    balance,
+    cpu_worker_threads,
+    even_shares,
+    residual_imbalance,
+    worker_device,
+)
+from impl.hybrid.digits import DIGITS_VARIANTS, DigitsConfig, load_data, run_digits
+from impl.hybrid.gpt_forward import STUDY_TABLE, gpt_study_w384_b2, measure_in_fresh_process
+from impl.workloads import Batch, build_model, describe, loss_fn, preset
+from suite.harness import Variant, batches, measure_interleaved, record_round_times
+from suite.study_rows import comparison, round_seconds
+
+OFFLOAD_VARIANTS = ("device-adam", "offload-after-backward", "offload-overlap")
+OFFLOAD_PAIRS = (("offload-overlap", "offload-after-backward"),
+                 ("offload-overlap", "device-adam"))
+COARSE_VARIANTS = ("coarse-hybrid", "worker0-alone", "worker1-alone")
+CHECK_ROWS = 512  # the offload check's batch rows: the CPU reference of a whole batch is slow
+DIGITS_EPOCHS = {"quick": 5, "default": 30, "full": 100}  # CPU-only; with a GPU always 100
+GPT_ITERATIONS = 10  # the study's; a CPU-only machine runs 2 (first and one more) outside
+# --suite-mode full: one forward takes 5-9 s on 2 cores
+
+
+def gpu_here() -> bool:
+    return capabilities.gpu_count() > 0
+
+
+def main_device() -> torch.device:
+    """The GPU where there is one, whatever backend the process group uses (gloo here)."""
+    return torch.device("cuda", 0) if gpu_here() else torch.device("cpu")
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"cpu ({torch.get_num_threads()} threads)"
+
+
+def mlp_loss(workload):
+    return lambda outputs, targets: loss_fn(workload, outputs, targets)
+
+
+# --- fine-grained: offload overlapped vs after backward vs all on the GPU -------------------
+
+
+_offload: dict[str, dict] = {}
+
+
+def offload_workload():
+    return mlp_4096x8_b8192() if gpu_here() else preset("mlp_tiny")
+
+
+def measure_offload(rounds) -> dict:
+    workload, device = offload_workload(), main_device()
+    loss = mlp_loss(workload)
+    options = HybridOptions(cpu_threads=os.cpu_count() if gpu_here() else 1)
+    data = batches(workload, device, rank=0)
+    check = [Batch(b.inputs[:CHECK_ROWS], b.targets[:CHECK_ROWS]) for b in data]
+    steps = [check[i % len(check)] for i in range(rounds.check_steps)]
+    reference = reference_weights(build_model(workload, torch.device("cpu")), loss, steps,
+                                  options.lr)
+    tolerance = offload_tolerance(options.lr, len(steps))
+    errors, trainers = {}, {}
+    for name in OFFLOAD_VARIANTS:
+        model = host_initialised_model(workload, device)
+        trainer = build_trainer(name, model, loss, options)
+        for batch in steps:
+            trainer.step(batch)
+        trainer.close()
+        errors[name] = max_abs_diff([p.detach().cpu() for p in model.parameters()], reference)
+        assert errors[name] <= tolerance, (f"{name}: weights differ from the reference (Adam "
+                                           f"on the CPU, fp32) by {errors[name]:.3g} "
+                                           f"(tolerance {tolerance:.3g})")
+        trainers[name] = build_trainer(name, host_initialised_model(workload, device), loss,
+                                       options)
+
+    def variant(name: str) -> Variant:
+        trainer, rotation = trainers[name], itertools.cycle(data)
+
+        def after_round() -> dict:
+            return {"timeline": trainer.finish_timeline().to_json()}
+
+        return Variant(name, lambda: trainer.step(next(rotation)), after_round)
+
+    result = measure_interleaved([variant(n) for n in OFFLOAD_VARIANTS], rounds, device, None)
+    for trainer in trainers.values():
+        trainer.close()
+    return {"workload": workload, "device": device, "options": options, "errors": errors,
+            "tolerance": tolerance, "measurement": result}
+
+
+def offload_measured(context, rounds) -> dict:
+    if context.rank != 0:
+        pytest.skip("the fine-grained hybrid is one process: it runs on rank 0")
+    if "offload" not in _offload:
+        _offload["offload"] = measure_offload(rounds)
+    return _offload["offload"]
+
+
+@pytest.mark.parametrize("variant", OFFLOAD_VARIANTS)
+def test_offload(benchmark, variant, dist_context, rounds):
+    measured = offload_measured(dist_context, rounds)
+    result, workload = measured["measurement"], measured["workload"]
+    round_ms = result.round_ms(variant)
+    step = stats.median(round_ms)
+    benchmark.group = f"hybrid-offload-{workload.name}"
+    record_round_times(benchmark, round_seconds(round_ms))
+    benchmark.extra_info.update({
+        "kind": "hybrid_step", "study": "fine-grained", "variant": variant,
+        "workload": workload.name, "device": device_name(measured["device"]),
+        "step_ms": step.value, "step_ms_estimate": step.to_json(), "round_ms": round_ms,
+        "samples_per_s": workload.batch / (step.value / 1e3),
+        "max_abs_err_vs_reference": measured["errors"][variant],
+        "tolerance": measured["tolerance"], "check_rows": CHECK_ROWS,
+        "stage_timelines": [result.extras[variant][-1]["timeline"]],
+        "config": describe(workload), "options": asdict(measured["options"]),
+        "fields": [f.name for f in HYBRID_FIELDS],
+    })
+
+
+def test_offload_comparison(benchmark, dist_context, rounds):
+    measured = offload_measured(dist_context, rounds)
+    result, workload = measured["measurement"], measured["workload"]
+    pairs = [comparison(a, b, result.round_ms(a), result.round_ms(b)) for a, b in OFFLOAD_PAIRS]
+    benchmark.group = f"hybrid-offload-{workload.name}"
+    record_round_times(benchmark, [sum(per) for per in zip(*result.wall_s.values())])
+    benchmark.extra_info.update({
+        "kind": "hybrid_comparison", "study": "fine-grained", "workload": workload.name,
+        "device": device_name(measured["device"]), "comparisons": pairs,
+        "measurement": result.to_json() | {"extras": {}},  # timelines are in the variant rows
+    })
+
+
+# --- coarse-grained: a GPU worker and a CPU worker sharing each batch ------------------------
+
+
+def coarse_workload():
+    return preset("mlp_1024x8" if gpu_here() else "mlp_tiny")
+
+
+def measure_coarse(context, rounds) -> dict:
+    group = context.group(2)
+    rank, workload = context.rank, coarse_workload()
+    device = worker_device(rank)
+    threads = cpu_worker_threads(2) if device.type == "cpu" else 1
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    loss = mlp_loss(workload)
+    options = HybridOptions(cpu_threads=threads)
+    # Made on the CPU and moved: a CUDA generator draws other numbers than a CPU one, and
+    # both workers must share the same batch.
+    data = [Batch(b.inputs.to(device), b.targets.to(device))
+            for b in batches(workload, torch.device("cpu"), rank=0)]
+    shares = even_shares(workload.batch, 2)
+    probe = CoarseHybrid(host_initialised_model(workload, device), loss, options, group, shares)
+    balanced = balance(probe, data[0])
+    # Correctness first: the check's steps against the reference on the whole batch.
+    model = host_initialised_model(workload, device)
+    checked = CoarseHybrid(model, loss, options, group, balanced["shares"])
+    steps = [data[i % len(data)] for i in range(rounds.check_steps)]
+    for batch in steps:
+        checked.step(batch)
+    reference = reference_weights(build_model(workload, torch.device("cpu")), loss, steps,
+                                  options.lr)
+    error = max_abs_diff([p.detach().cpu() for p in model.parameters()], reference)
+    tolerance = offload_tolerance(options.lr, len(steps))
+    errors: list[float] = [0.0, 0.0]
+    dist.all_gather_object(errors, error, group=group)
+    assert max(errors) <= tolerance, (f"coarse-grained hybrid: weights differ from the "
+                                      f"reference by {max(errors):.3g} (tolerance "
+                                      f"{tolerance:.3g})")
+    hybrid = CoarseHybrid(host_initialised_model(workload, device), loss, options, group,
+                          balanced["shares"])
+    alone = build_trainer("device-adam", host_initialised_model(workload, device), loss, options)
+    rotation = itertools.cycle(data)  # one rotation, shared by the hybrid and the worker alone
+
+    def hybrid_round() -> dict:
+        hybrid.finish_timeline()
+        return {"compute_ms": hybrid.compute_ms[-1]}
+
+    def alone_on(worker: int):
+        return lambda: alone.step(next(rotation)) if rank == worker else None
+
+    variants = [Variant("coarse-hybrid", lambda: hybrid.step(next(rotation)), hybrid_round),
+                Variant("worker0-alone", alone_on(0)), Variant("worker1-alone", alone_on(1))]
+    result = measure_interleaved(variants, rounds, device, group)
+    torch.set_num_threads(previous_threads)
+    mine = {"round_ms": {n: result.round_ms(n) for n in COARSE_VARIANTS},
+            "compute_ms": [e["compute_ms"] for e in result.extras["coarse-hybrid"]],
+            "device": device_name(device), "threads": threads}
+    workers: list[dict] = [{}, {}]
+    dist.all_gather_object(workers, mine, group=group)
+    # Rank 0's step of the hybrid waits for the exchange, so it is the hybrid's step; each
+    # worker's time alone is taken where that worker ran.
+    round_ms = {"coarse-hybrid": workers[0]["round_ms"]["coarse-hybrid"],
+                "worker0-alone": workers[0]["round_ms"]["worker0-alone"],
+                "worker1-alone": workers[1]["round_ms"]["worker1-alone"]}
+    imbalance = [residual_imbalance(a, b) for a, b in zip(workers[0]["compute_ms"],
+                                                          workers[1]["compute_ms"])]
+    return {"workload": workload, "balance": balanced, "errors": errors,
+            "tolerance": tolerance, "round_ms": round_ms, "workers": workers,
+            "imbalance": imbalance, "orders": result.orders}
+
+
+_coarse: dict[str, dict] = {}
+
+
+def coarse_skip_reason(context) -> str | None:
+    """The coarse-grained hybrid needs ranks 0 and 1 of a gloo run: one process per worker."""
+    if reason := capabilities.missing_world(2, context.world_size):
+        return (f"{reason}: one process per worker (OVERLAP_BACKEND=gloo torchrun "
+                "--nproc-per-node 2 on a one-GPU machine)")
+    if context.group(2) is None:
+        return f"rank {context.rank} is not one of the two workers"
+    if context.backend != "gloo":
+        return "the workers exchange gradients over gloo: launch with OVERLAP_BACKEND=gloo"
+    return None
+
+
+def coarse_measured(context, rounds) -> dict:
+    if reason := coarse_skip_reason(context):
+        pytest.skip(reason)
+    if "coarse" not in _coarse:
+        _coarse["coarse"] = measure_coarse(context, rounds)
+    return _coarse["coarse"]
+
+
+@pytest.mark.parametrize("variant", COARSE_VARIANTS)
+def test_coarse(benchmark, variant, dist_context, rounds):
+    measured = coarse_measured(dist_context, rounds)
+    workload, round_ms = measured["workload"], measured["round_ms"][variant]
+    step = stats.median(round_ms)
+    worker = 1 if variant == "worker1-alone" else 0
+    benchmark.group = f"hybrid-coarse-{workload.name}"
+    record_round_times(benchmark, round_seconds(round_ms))
+    imbalance = stats.median(measured["imbalance"]) if variant == "coarse-hybrid" else None
+    benchmark.extra_info.update({
+        "kind": "hybrid_step", "study": "coarse-grained", "variant": variant,
+        "workload": workload.name, "device": " + ".join(w["device"] for w in measured["workers"])
+        if variant == "coarse-hybrid" else measured["workers"][worker]["device"],
+        "step_ms": step.value, "step_ms_estimate": step.to_json(), "round_ms": round_ms,
+        "samples_per_s": workload.batch / (step.value / 1e3),
+        "shares": measured["balance"]["shares"] if variant == "coarse-hybrid" else None,
+        "balance": measured["balance"] if variant == "coarse-hybrid" else None,
+        "residual_imbalance": imbalance.value if imbalance else None,
+        "residual_imbalance_estimate": imbalance.to_json() if imbalance else None,
+        "worker_compute_ms": [w["compute_ms"] for w in measured["workers"]]
+        if variant == "coarse-hybrid" else None,
+        "max_abs_err_vs_reference": max(measured["errors"]) if variant == "coarse-hybrid"
+        else None, "tolerance": measured["tolerance"],
+        "config": describe(workload), "fields": [f.name for f in HYBRID_FIELDS],
+    })
+
+
+def test_coarse_comparison(benchmark, dist_context, rounds):
+    measured = coarse_measured(dist_context, rounds)
+    round_ms = measured["round_ms"]
+    pairs = [comparison("coarse-hybrid", alone, round_ms["coarse-hybrid"], round_ms[alone])
+             for alone in ("worker0-alone", "worker1-alone")]
+    benchmark.group = f"hybrid-coarse-{measured['workload'].name}"
+    record_round_times(benchmark, round_seconds([sum(r) for r in zip(*round_ms.values())]))
+    benchmark.extra_info.update({
+        "kind": "hybrid_comparison", "study": "coarse-grained",
+        "workload": measured["workload"].name, "comparisons": pairs, "round_ms": round_ms,
+        "orders": measured["orders"], "residual_imbalance_per_round": measured["imbalance"],
+    })
+
+
+# --- the study's experiments --------------------------------------------------------------
+
+
+_curves: dict[str, dict] = {}
+
+
+def digits_epochs(mode: str) -> int:
+    return DigitsConfig().epochs if gpu_here() else DIGITS_EPOCHS[mode]
+
+
+@pytest.mark.parametrize("variant", DIGITS_VARIANTS)
+def test_digits(benchmark, variant, dist_context, pytestconfig):
+    context = dist_context
+    if reason := capabilities.missing_sklearn():
+        pytest.skip(reason)
+    if variant == "gpu" and (reason := capabilities.missing_gpu()):
+        pytest.skip(reason)
+    if variant == "coarse-hybrid" and (reason := coarse_skip_reason(context)):
+        pytest.skip(reason)
+    if variant != "coarse-hybrid" and context.rank != 0:
+        pytest.skip(f"{variant} is one process: it runs on rank 0")
+    config = DigitsConfig()
+    epochs = digits_epochs(pytestconfig.option.suite_mode)
+    data = load_data(config=config)
+    if variant == "coarse-hybrid":  # the GPU worker drives its GPU; the CPU worker computes
+        on_cpu = worker_device(context.rank).type == "cpu"
+        threads = cpu_worker_threads(2) if on_cpu else 1
+    else:
+        threads = (os.cpu_count() or 1) if gpu_here() else 1
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        result = run_digits(variant, data, config, epochs, threads,
+                            group=context.group(2) if variant == "coarse-hybrid" else None)
+    finally:
+        torch.set_num_threads(previous)
+    _curves[variant] = result
+    curve = result["curve"]
+    matched = None
+    if variant != "cpu" and "cpu" in _curves:
+        matched = loss_curves_match(curve["train_loss"], _curves["cpu"]["curve"]["train_loss"])
+    benchmark.group = f"digits-{config.name}"
+    record_round_times(benchmark, curve["epoch_s"])
+    benchmark.extra_info.update({
+        "kind": "digits_curve", "variant": variant, "device": result["device"],
+        "threads": threads, "epochs": epochs, "study_epochs": config.epochs,
+        "data": data.source, "train_rows": len(data.y_train), "test_rows": len(data.y_test),
+        "curve": curve, "final_test_accuracy": curve["test_accuracy"][-1],
+        "balance": result.get("balance"),
+        "loss_curve_max_diff_vs_cpu": matched, "loss_curve_tolerance": 0.05,
+        "config": asdict(config),
+    })
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_gpt_forward(benchmark, device, dist_context, pytestconfig):
+    if dist_context.rank != 0:
+        pytest.skip("the forward table is one process: it runs on rank 0")
+    if device == "cuda" and (reason := capabilities.missing_gpu()):
+        pytest.skip(reason)
+    full = gpu_here() or pytestconfig.option.suite_mode == "full"
+    iterations = GPT_ITERATIONS if full or device == "cuda" else 2
+    threads = os.cpu_count() or 1
+    measured = measure_in_fresh_process(device, iterations, threads)
+    times = measured["iteration_ms"]
+    config = gpt_study_w384_b2()
+    benchmark.group = f"gpt-forward-{config.name}"
+    record_round_times(benchmark, round_seconds(times))
+    benchmark.extra_info.update({
+        "kind": "gpt_forward", "device": device, "device_name": measured["device_name"],
+        "threads": measured["threads"], "iterations": iterations, "iteration_ms": times,
+        "first_ms": times[0],
+        "steady_ms": statistics.median(times[1:]) if len(times) > 1 else None,
+        "study": STUDY_TABLE[device], "config": describe(config),
+    })

@@ -1,0 +1,188 @@
+"""Pipeline schedules: plans that cannot deadlock, and the weights of single-device training
+on 2 and 4 gloo ranks for every schedule and several micro-batch counts."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from impl import capabilities
+from impl.check import max_abs_diff, weight_tolerance
+from impl.pipeline import SCHEDULES, PipelineOptions, build_schedule, cut_stage
+from impl.pipeline.check import max_abs_err_vs_single, pipeline_weights, single_device_weights
+from impl.pipeline.measure import bubble_fraction, bubble_theory, mean_bubble
+from impl.pipeline.plans import (
+    MICROBATCH_COUNTS,
+    Action,
+    Message,
+    Op,
+    actions,
+    check_deadlock_free,
+    replay,
+)
+from impl.workloads import build_model, preset
+from tests.multirank import run_ranks
+
+WORKLOAD = "mlp_tiny"
+LR = 0.02  # large enough that three steps move the weights far past the tolerance
+STEPS = 3
+VARIANTS = ("gpipe", "gpipe+recompute", "1f1b", "torch-gpipe", "torch-1f1b")
+MICROBATCHES = (1, 2, 4, 8)
+
+
+def F(i: int) -> Action:  # noqa: N802 - reads like the schedule diagrams
+    return Action("F", i)
+
+
+def B(i: int) -> Action:  # noqa: N802
+    return Action("B", i)
+
+
+def test_gpipe_runs_every_forward_then_every_backward():
+    assert actions("gpipe", 1, 4, 3) == [F(0), F(1), F(2), B(0), B(1), B(2)]
+
+
+def test_1f1b_warms_up_p_minus_s_minus_1_forwards_then_alternates():
+    assert actions("1f1b", 0, 4, 5) == [F(0), F(1), F(2), F(3), B(0), F(4), B(1), B(2), B(3),
+                                        B(4)]
+    assert actions("1f1b", 3, 4, 3) == [F(0), B(0), F(1), B(1), F(2), B(2)]
+    assert actions("1f1b", 0, 4, 2) == [F(0), F(1), B(0), B(1)]  # fewer micro-batches than p
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+@pytest.mark.parametrize("stages", [2, 3, 4, 8])
+def test_plans_cannot_deadlock(schedule, stages):
+    for m in (*MICROBATCH_COUNTS, 3, 5):
+        check_deadlock_free(schedule, stages, m)
+
+
+def test_replay_finds_a_deadlock():
+    # Both stages receive before they send: each waits for the other forever.
+    activation, gradient = Message("activation", 0, 0, 1), Message("gradient", 0, 1, 0)
+    groups = [[[Op(False, gradient)], [Op(True, activation)]],
+              [[Op(False, activation)], [Op(True, gradient)]]]
+    with pytest.raises(RuntimeError) as error:
+        replay(groups, "toy plan")
+    assert str(error.value) == ("toy plan would deadlock; stages wait in "
+                                "{0: ['recv gradient 0'], 1: ['recv activation 0']}")
+
+
+def test_bubble_formulas():
+    assert bubble_theory(2, 1) == 0.5
+    assert bubble_theory(4, 4) == pytest.approx(3 / 7)
+    assert bubble_theory(1, 8) == 0.0
+    assert bubble_fraction(10.0, 7.5) == 0.25
+    assert mean_bubble(10.0, [10.0, 5.0]) == 0.25
+
+
+@pytest.mark.parametrize("bad, message", [
+    (dict(schedule="zb"), "unknown pipeline schedule 'zb'; choose one of ['gpipe', '1f1b', "
+                          "'torch-gpipe', 'torch-1f1b']"),
+    (dict(microbatches=3), "microbatches=3 does not divide the batch of 64 rows of workload "
+                           "'mlp_tiny'"),
+    (dict(stages=9), "stages=9: workload 'mlp_tiny' has 8 layers; choose 1 to 8 stages"),
+    (dict(workload="gpt_tiny"), "workload 'gpt_tiny' is a gpt: pipeline stages are cut from "
+                                "MLP workloads only"),
+])
+def test_bad_arguments_name_the_value(bad, message):
+    args = {"schedule": "gpipe", "microbatches": 4, "stages": 1, "workload": WORKLOAD, **bad}
+    workload = preset(args["workload"])
+    model = build_model(preset(WORKLOAD), torch.device("cpu"))
+    with pytest.raises(ValueError) as error:
+        stage = cut_stage(model, preset(WORKLOAD), min(args["stages"], 8), 0)
+        stage.count = args["stages"]
+        build_schedule(args["schedule"], stage, workload, None,
+                       PipelineOptions(microbatches=args["microbatches"]))
+    assert str(error.value) == message
+
+
+def test_one_stage_timeline_has_every_microbatch():
+    workload = preset(WORKLOAD)
+    stage = cut_stage(build_model(workload, torch.device("cpu")), workload, 1, 0)
+    schedule = build_schedule("1f1b", stage, workload, None, PipelineOptions(microbatches=4))
+    from impl.workloads import make_batch
+
+    schedule.step(make_batch(workload, torch.device("cpu")))
+    labels = [i.label for i in schedule.finish_timeline().intervals]
+    assert labels == ["forward 0", "backward 0", "forward 1", "backward 1", "forward 2",
+                      "backward 2", "forward 3", "backward 3", "update"]
+    assert schedule.busy_ms() > 0
+
+
+def stage_weights(context, variants, microbatches) -> dict:
+    group = context.group(context.world_size)
+    workload, results = preset(WORKLOAD), {}
+    for variant in variants:
+        name, recompute = variant.split("+")[0], variant.endswith("+recompute")
+        for m in microbatches:
+            if reason := SCHEDULES[name].unsupported(context.world_size, m):
+                results[variant, m] = reason
+                continue
+            options = PipelineOptions(microbatches=m, lr=LR, recompute=recompute)
+            layers, weights = pipeline_weights(name, workload, group, context.device, options,
+                                               STEPS)
+            results[variant, m] = (list(layers), [w.numpy() for w in weights])
+    return results
+
+
+@pytest.fixture(scope="module", params=[2, 4], ids=lambda w: f"{w}stages")
+def trained(request):
+    if reason := capabilities.missing_pipelining():
+        pytest.skip(reason)
+    stages = request.param
+    return stages, run_ranks(stage_weights, stages, VARIANTS, MICROBATCHES)
+
+
+@pytest.fixture(scope="module")
+def reference() -> list[torch.Tensor]:
+    return single_device_weights(preset(WORKLOAD), torch.device("cpu"), LR, STEPS)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_weights_equal_single_device_training(trained, reference, variant):
+    stages, per_rank = trained
+    workload = preset(WORKLOAD)
+    device = torch.device("cpu")
+    initial = [layer.weight for layer in build_model(workload, device).layers]
+    assert max_abs_diff(reference, initial) > 1e-2, "training did not move the weights"
+    tolerance = weight_tolerance(torch.float32, max(w.abs().max().item() for w in reference))
+    checked = 0
+    for m in MICROBATCHES:
+        if isinstance(per_rank[0][variant, m], str):  # the library's own limit, stated
+            assert variant == "torch-1f1b" and m < stages, per_rank[0][variant, m]
+            continue
+        covered = []
+        for rank, results in enumerate(per_rank):
+            layers, weights = results[variant, m]
+            covered += layers
+            error = max_abs_diff([torch.from_numpy(w) for w in weights],
+                                 [reference[i] for i in layers])
+            assert error <= tolerance, f"{variant} m={m} stage {rank}: {error:.3g}"
+        assert covered == list(range(workload.depth))
+        checked += 1
+    assert checked >= 2
+
+
+def stage_errors(context, variants, microbatches) -> dict:
+    """max |w_pipeline − w_single| per variant and m, the reference trained on this GPU."""
+    group, workload = context.group(context.world_size), preset(WORKLOAD)
+    errors = {}
+    for variant in variants:
+        name, recompute = variant.split("+")[0], variant.endswith("+recompute")
+        for m in microbatches:
+            options = PipelineOptions(microbatches=m, lr=LR, recompute=recompute)
+            errors[variant, m] = max_abs_err_vs_single(name, workload, group, context.device,
+                                                       options, STEPS)
+    return errors
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(capabilities.missing_gpu(2) is not None,
+                    reason=capabilities.missing_gpu(2) or "")
+def test_weights_equal_single_device_training_over_nccl(reference):
+    """The same check with one stage per GPU and NCCL point-to-point groups."""
+    errors = run_ranks(stage_errors, 2, VARIANTS, (2, 8), env={"OVERLAP_BACKEND": "nccl"})[0]
+    tolerance = weight_tolerance(torch.float32, max(w.abs().max().item() for w in reference))
+    assert len(errors) == len(VARIANTS) * 2
+    for (variant, m), error in errors.items():
+        assert error <= tolerance, f"{variant} m={m}: {error:.3g}"
