@@ -1,13 +1,39 @@
 """How often the gate cries wolf, and how often it catches a real slowdown, on this machine.
 
-Runs tests/gate_bench/gate_workload.py (real CPU training steps) in fresh processes, in pairs:
-baseline then an identical candidate (any "regressed" is a false positive), and baseline then
-a candidate with ``--slowdown`` more real compute (each "regressed" is a detection). Every pair
-is judged by reports.gate's ``decide``, the rule the gate applies, and the counts go to JSON:
+    python -m reports.gate_trials --pairs 40 --out results/cpu-2core/gate-trials.json
+    python -m reports.gate_trials --target gpu --pairs 20 --max-minutes 9 \\
+        --out results/h100x1/gate-trials.json [--resume]
 
-    python -m reports.gate_trials --trials 20 --out results/cpu-2core/gate-trials.json
+Each trial is what the gate meets in CI, made for real, in fresh processes:
 
-About 6 s per run on the 2-core CPU machine, so 20 + 20 pairs take about 8 minutes.
+1. a baseline run, then a candidate run of the target's benchmarks: the same code (an
+   unchanged pair) or the candidate with ``--extra-compute`` more real compute in every step
+   (a slowed pair: MLPConfig.extra_compute through the target's environment variable);
+2. the baseline file made into a baseline the way CI makes one, with the run-to-run spread of
+   calibration runs of the same code made before the trials and kept out of them
+   (``python -m reports.gate --update-baseline BASE --spread-from CALIBRATION...``);
+3. the gate as CI runs it: ``python -m reports.gate BASELINE CANDIDATE --confirm
+   --candidate-env VAR=EXTRA --json ...``: the files-only verdict, then the interleaved
+   re-run of the suspect benchmarks (baseline code: the commit recorded in the baseline file,
+   checked out in a temporary worktree; or this tree where there is no git repository).
+
+Unchanged and slowed pairs alternate, so slow changes of the machine hit both kinds alike.
+Every pair records the files-only verdict, the re-run's, the gate's exit status, and the
+machine's load: the 1-minute load average before and after, and the busiest other processes.
+Rates: false alarms (unchanged pairs the gate failed) and detections (slowed pairs it failed),
+per pair and files-only too, each with its 95% Clopper-Pearson interval (impl/stats.py
+``proportion``, scipy.stats.binomtest).
+
+The slowdown is measured before the trials, in one process: plain and slowed steps of the
+target's workload interleaved (suite/harness.py ``measure_interleaved``), its ratio with a 95%
+interval (impl/stats.py ``ratio``); the slowed pairs' re-runs measure it again across
+processes. The JSON is rewritten whole after every pair (impl/atomic.py), so ``--resume``
+continues a run that was stopped or that ran out of ``--max-minutes``.
+
+Targets: ``cpu`` (default) is tests/gate_bench/gate_workload.py, real MLP training steps on one
+CPU thread, about 8 s per process on the idle 2-core machine; ``gpu`` is the suite's quick-mode
+step benchmarks at world size 1 on one GPU (sequential and chunked, K = 10), slowed through
+OVERLAP_EXTRA_COMPUTE.
 """
 
 from __future__ import annotations
@@ -17,109 +43,379 @@ import json
 import os
 import platform
 import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from importlib.metadata import version
 from pathlib import Path
 
-from reports.gate import Rule, decide
-from reports.results import load_results, round_times
+from impl import stats
+from impl.atomic import write_json_atomic
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOAD = ROOT / "tests" / "gate_bench" / "gate_workload.py"
+KINDS = ("unchanged", "slowed")
 
 
-def run_workload(out: Path, extra_compute: float = 0.0, rounds: int = 60,
-                 warmup: int = 5) -> Path:
-    """Benchmark the gate workload in a fresh process; the pytest-benchmark JSON goes to out."""
+@dataclass(frozen=True)
+class Target:
+    """What a trial runs: pytest arguments selecting benchmarks, and how to slow them."""
+
+    name: str
+    pytest_args: tuple[str, ...]
+    slowdown_env: str  # environment variable carrying the candidate's extra compute
+    workload: str  # the MLP the in-process slowdown measurement uses
+    device: str
+    env: dict[str, str] = field(default_factory=dict)
+
+
+TARGETS = {
+    "cpu": Target("cpu", ("tests/gate_bench/gate_workload.py::test_gate_mlp_step",),
+                  "GATE_EXTRA_COMPUTE", "gate_mlp_512x8", "cpu", {"OMP_NUM_THREADS": "1"}),
+    "gpu": Target("gpu", ("suite/bench_overlap.py", "--suite-mode", "quick", "--world-sizes", "1",
+                          "--strategies", "sequential,chunked", "--chunks", "10", "-k",
+                          "test_overlap"),
+                  "OVERLAP_EXTRA_COMPUTE", "mlp_8192x12_bf16", "cuda"),
+}
+
+
+def _env(extra: dict[str, str]) -> dict[str, str]:
+    """This environment, this tree first on PYTHONPATH, plus ``extra``."""
     env = {key: value for key, value in os.environ.items() if key != "GITHUB_STEP_SUMMARY"}
-    env.update(GATE_EXTRA_COMPUTE=str(extra_compute), GATE_ROUNDS=str(rounds),
-               GATE_WARMUP=str(warmup), OMP_NUM_THREADS="1")
-    command = [sys.executable, "-m", "pytest", str(WORKLOAD), "-q", "-p", "no:cacheprovider",
-               # the file matches no python_files pattern on purpose, and the suite's root
-               # conftest (process groups, fingerprints) has no business in this run
-               "-o", "python_files=gate_workload.py", f"--confcutdir={WORKLOAD.parent}",
-               f"--benchmark-json={out}", "--benchmark-save-data"]
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    return {**env, **extra}
+
+
+def run_target(target: Target, out: Path, extra_compute: float = 0.0) -> Path:
+    """Benchmark the target in a fresh process; the pytest-benchmark JSON goes to ``out``."""
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+               *target.pytest_args, f"--benchmark-json={out}", "--benchmark-save-data"]
+    env = _env({**target.env, target.slowdown_env: str(extra_compute)})
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
                             check=False)
     if result.returncode != 0:
-        raise RuntimeError(f"gate workload (extra_compute={extra_compute}) failed with exit "
-                           f"{result.returncode}:\n{result.stdout[-3000:]}{result.stderr[-3000:]}")
+        raise RuntimeError(f"{shlex.join(command)} (extra_compute={extra_compute}) failed with "
+                           f"exit {result.returncode}:\n{result.stdout[-3000:]}"
+                           f"{result.stderr[-3000:]}")
     return out
 
 
-def _rounds(path: Path) -> list[float]:
-    (benchmark,) = load_results(path).benchmarks
-    return round_times(benchmark)
+def run_workload(out: Path, extra_compute: float = 0.0) -> Path:
+    """The CPU gate workload in a fresh process (tests use it for their pairs)."""
+    return run_target(TARGETS["cpu"], out, extra_compute)
 
 
-def trial(folder: Path, index: int, slowdown: float, rounds: int, rule: Rule) -> dict:
-    """One baseline/candidate pair; returns the gate's verdict and numbers for it."""
-    load_before = os.getloadavg()[0]
-    base = run_workload(folder / f"base-{index}.json", 0.0, rounds)
-    cand = run_workload(folder / f"cand-{index}.json", slowdown, rounds)
-    decision = decide(_rounds(base), _rounds(cand), rule)
-    # The 1-minute load average around the pair: other jobs on the machine show up here.
-    return {"verdict": decision.verdict, "ratio": round(decision.ratio, 4),
-            "p_slower": decision.p_slower, "ci": decision.ci,
-            "load_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)]}
+# --- the slowdown, measured in one process ----------------------------------------------------
 
 
-def summarise(trials: list[dict], slowdown: float) -> dict:
-    verdicts = {v: sum(t["verdict"] == v for t in trials) for v in ("regressed", "improved",
-                                                                     "unchanged")}
-    rate_name = "detection_rate" if slowdown > 0 else "false_positive_rate"
-    return {"extra_compute": slowdown, "trials": len(trials), "verdicts": verdicts,
-            rate_name: verdicts["regressed"] / len(trials), "pairs": trials}
+def _mlp(target: Target, extra_compute: float):
+    from impl.workloads import MLPConfig, preset
+
+    if target.workload == "gate_mlp_512x8":
+        # tests/gate_bench/gate_workload.py's shape
+        return MLPConfig("gate_mlp_512x8", width=512, depth=8, batch=128,
+                         extra_compute=extra_compute)
+    from dataclasses import replace
+
+    return replace(preset(target.workload), extra_compute=extra_compute)
 
 
-def cpu_model() -> str:
-    cpuinfo = Path("/proc/cpuinfo")
-    lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
-    models = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
-    return models[0] if models else platform.machine()
+class _CpuTimed:
+    """A step that also sums its thread CPU time: on a machine shared with other jobs, time
+    spent waiting for a core inflates wall-clock steps but not the work they do."""
+
+    def __init__(self, step):
+        self.step, self.cpu_s, self.steps = step, 0.0, 0
+
+    def __call__(self) -> None:
+        started = time.thread_time()
+        self.step()
+        self.cpu_s += time.thread_time() - started
+        self.steps += 1
+
+    def after_round(self) -> dict:
+        cpu_ms, self.cpu_s, self.steps = self.cpu_s * 1e3 / self.steps, 0.0, 0
+        return {"cpu_ms": cpu_ms}
+
+
+def measure_slowdown(target: Target, extra_compute: float, rounds: int = 30) -> dict:
+    """Plain and slowed steps interleaved in one process: step time ratio with its interval
+    (and, on CPU, the ratio of thread CPU time per step)."""
+    import torch
+
+    from impl.strategies import StrategyOptions, build_strategy
+    from impl.workloads import build_model, make_batch
+    from suite.harness import Rounds, Variant, measure_interleaved
+
+    if target.device == "cpu":
+        torch.set_num_threads(1)
+    device = torch.device(target.device)
+    variants, strategies = [], []
+    for name, extra in (("plain", 0.0), ("slowed", extra_compute)):
+        config = _mlp(target, extra)
+        strategy = build_strategy("sequential", build_model(config, device), config, None,
+                                  StrategyOptions())
+        batch = make_batch(config, device)
+        strategies.append(strategy)
+        timed = _CpuTimed(lambda s=strategy, b=batch: s.step(b))
+        variants.append(Variant(name, timed, timed.after_round if device.type == "cpu"
+                                else None))
+    try:
+        measured = measure_interleaved(variants, Rounds(warmup=3, rounds=rounds,
+                                                        steps_per_round=5), device, None)
+    finally:
+        for strategy in strategies:
+            strategy.close()
+    result = {
+        "extra_compute": extra_compute,
+        "step_time_ratio": stats.ratio(measured.round_ms("slowed"),
+                                       measured.round_ms("plain")).to_json(),
+        "plain_step_ms": stats.median(measured.round_ms("plain")).to_json(),
+        "how": f"{rounds} rounds x 5 steps of each, interleaved in a shuffled order per round "
+               "(suite/harness.py measure_interleaved); ratio = median slowed round / median "
+               "plain round, 95% bootstrap interval paired by round"}
+    if device.type == "cpu":
+        cpu = {name: [r["cpu_ms"] for r in measured.extras[name]] for name in ("plain", "slowed")}
+        result["cpu_time_ratio"] = stats.ratio(cpu["slowed"], cpu["plain"]).to_json()
+    return result
+
+
+# --- the machine's load -------------------------------------------------------------------------
+
+
+def busiest_processes(limit: int = 5) -> list[dict]:
+    """The other processes using the most CPU (ps's %CPU: over each one's lifetime)."""
+    result = subprocess.run(["ps", "-eo", "pid=,pcpu=,etime=,args=", "--sort=-pcpu"],
+                            capture_output=True, text=True, check=False)
+    busy = []
+    for line in result.stdout.splitlines():
+        pid, pcpu, elapsed, command = (line.split(None, 3) + ["", "", "", ""])[:4]
+        if pid.isdigit() and int(pid) != os.getpid() and float(pcpu or 0) >= 5:
+            busy.append({"pcpu": float(pcpu), "elapsed": elapsed, "command": command[:120]})
+    return busy[:limit]
+
+
+def load_now() -> dict:
+    return {"load_1min": round(os.getloadavg()[0], 2), "busiest": busiest_processes()}
+
+
+# --- one trial ----------------------------------------------------------------------------------
+
+
+def git_clean_commit() -> tuple[str | None, bool]:
+    """(HEAD, whether tracked files are unmodified), or (None, False) outside a repository."""
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=False)
+    if head.returncode != 0:
+        return None, False
+    status = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain",
+                             "--untracked-files=no"], capture_output=True, text=True, check=False)
+    return head.stdout.strip(), status.returncode == 0 and not status.stdout.strip()
+
+
+def gate_command(baseline: Path, candidate: Path, folder: Path, target: Target,
+                 extra_compute: float, blocks: int, baseline_tree: Path | None) -> list[str]:
+    """The gate's arguments for one pair (after ``python -m reports.gate``)."""
+    command = [str(baseline), str(candidate), "--confirm",
+               "--confirm-blocks", str(blocks), "--candidate-env",
+               f"{target.slowdown_env}={extra_compute}", "--json", str(folder / "gate.json"),
+               "--summary", str(folder / "summary.md"), "--confirm-log",
+               str(folder / "confirm.log")]
+    if baseline_tree is not None:
+        command += ["--baseline-tree", str(baseline_tree)]
+    return command
+
+
+def _gate(target: Target, *args: str) -> subprocess.CompletedProcess:
+    # The target's environment reaches the re-run's blocks through the gate's own.
+    return subprocess.run([sys.executable, "-m", "reports.gate", *args], cwd=ROOT,
+                          env=_env(target.env), capture_output=True, text=True, check=False)
+
+
+def trial(kind: str, index: int, folder: Path, target: Target, extra_compute: float,
+          calibration: list[Path], blocks: int, baseline_tree: Path | None) -> dict:
+    """One baseline/candidate pair judged by the gate; its record."""
+    started, before = time.monotonic(), load_now()
+    folder.mkdir(parents=True)
+    extra = extra_compute if kind == "slowed" else 0.0
+    base = run_target(target, folder / "base.json")
+    cand = run_target(target, folder / "cand.json", extra)
+    made = _gate(target, "--update-baseline", str(base), "--spread-from", *map(str, calibration),
+                 "--baselines-dir", str(folder / "baselines"))
+    if made.returncode != 0:
+        raise RuntimeError(f"--update-baseline failed: {made.stderr.strip()}")
+    (baseline,) = (folder / "baselines").glob("*.json")
+    arguments = gate_command(baseline, cand, folder, target, extra, blocks, baseline_tree)
+    result = _gate(target, *arguments)
+    if result.returncode not in (0, 1):
+        raise RuntimeError(f"gate exited {result.returncode}: {result.stderr.strip()}")
+    verdicts = json.loads((folder / "gate.json").read_text())
+    rows = [{"fullname": r["fullname"], "files_verdict": r["files_verdict"],
+             "files_ratio": r["ratio"], "threshold": r["threshold"], "suspect": r["suspect"],
+             "verdict": r["verdict"], "rerun": r["confirmation"]} for r in verdicts["rows"]]
+    return {"kind": kind, "index": index, "extra_compute": extra,
+            "gate_exit": result.returncode, "regressed": result.returncode == 1,
+            "files_regressed": any(r["files_verdict"] == "regressed" for r in rows),
+            "rows": rows, "seconds": round(time.monotonic() - started, 1),
+            "load_before": before, "load_after": load_now()}
+
+
+def calibration_runs(target: Target, count: int, folder: Path) -> tuple[list[Path], bool]:
+    """``count`` runs of unchanged code in ``folder`` for the spread; those a previous
+    invocation left there (``--workdir``) are used again. Returns (paths, reused)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = [folder / f"calibration-{i}.json" for i in range(count)]
+    reused = all(path.exists() for path in paths)
+    if not reused:
+        paths = [run_target(target, path) for path in paths]
+    return paths, reused
+
+
+# --- summary ------------------------------------------------------------------------------------
+
+
+def _rate(count: int, trials: int) -> dict:
+    estimate = stats.proportion(count, trials)
+    return {"count": count, "trials": trials, "rate": estimate.value,
+            "ci95": [estimate.low, estimate.high]}
+
+
+def summarise(pairs: list[dict]) -> dict:
+    """Per kind: the gate's rate per pair and per benchmark, and the files-only rate."""
+    summary = {}
+    for kind in KINDS:
+        done = [p for p in pairs if p["kind"] == kind]
+        rows = [r for p in done for r in p["rows"]]
+        summary[kind] = {
+            "pairs": len(done),
+            "gate_failed": _rate(sum(p["regressed"] for p in done), len(done)),
+            "files_only_failed": _rate(sum(p["files_regressed"] for p in done), len(done)),
+            "benchmarks_regressed": _rate(sum(r["verdict"] == "regressed" for r in rows),
+                                          len(rows)),
+            "re_measured": sum(r["rerun"] is not None for r in rows),
+            "rerun_outcomes": {outcome: sum((r["rerun"] or {}).get("outcome") == outcome
+                                            for r in rows)
+                               for outcome in ("regressed", "cleared", "inconclusive")},
+        }
+    slowed = [r["rerun"]["ratio"]["value"] for p in pairs if p["kind"] == "slowed"
+              for r in p["rows"] if r["rerun"] and r["rerun"]["ratio"]]
+    summary["slowed"]["rerun_throughput_ratio_median"] = (
+        statistics.median(slowed) if slowed else None)
+    loads = sorted(p[side]["load_1min"] for p in pairs for side in ("load_before", "load_after"))
+    summary["load_1min"] = ({"min": loads[0], "median": statistics.median(loads), "max": loads[-1]}
+                            if loads else None)
+    return summary
+
+
+def machine() -> dict:
+    import torch
+
+    from impl.fingerprint import cpu_model, machine_label
+
+    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return {"label": machine_label(), "cpu": cpu_model(), "cpu_cores": os.cpu_count(),
+            "gpus": gpus, "python": platform.python_version(), "torch": version("torch")}
+
+
+# --- command line -------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m reports.gate_trials",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--target", choices=sorted(TARGETS), default="cpu")
+    parser.add_argument("--pairs", type=int, default=40, help="pairs of each kind (default 40)")
+    parser.add_argument("--extra-compute", type=float, default=0.1,
+                        help="MLPConfig.extra_compute of the slowed candidates (default 0.1)")
+    parser.add_argument("--calibration-runs", type=int, default=8,
+                        help="runs of unchanged code for the spread (default 8)")
+    parser.add_argument("--confirm-blocks", type=int, default=None,
+                        help="the gate's --confirm-blocks (default: the gate's default)")
+    parser.add_argument("--max-minutes", type=float, default=None,
+                        help="start no pair after this many minutes (then --resume)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the pairs already in --out (same target and settings)")
+    parser.add_argument("--workdir", type=Path, default=None,
+                        help="keep the calibration runs here, for --resume to use again "
+                             "(default: a temporary folder)")
+    parser.add_argument("--allow-dirty", action="store_true",
+                        help="run with uncommitted changes (the baseline side then runs the "
+                             "commit, the candidate side the modified tree)")
+    parser.add_argument("--out", type=Path, required=True, help="JSON file to write")
+    args = parser.parse_args(argv)
+    if args.pairs < 1 or args.calibration_runs < 2 or not 0 < args.extra_compute <= 1:
+        parser.error("--pairs >= 1, --calibration-runs >= 2 and 0 < --extra-compute <= 1")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reports.gate_trials",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=20, help="pairs of each kind")
-    parser.add_argument("--slowdown", type=float, default=0.1,
-                        help="extra compute of the slowed candidate (default 0.1)")
-    parser.add_argument("--rounds", type=int, default=60, help="rounds per run (default 60)")
-    parser.add_argument("--out", type=Path, required=True, help="JSON file to write")
-    args = parser.parse_args(argv)
-    rule = Rule()
-    results: dict[str, list[dict]] = {"unchanged": [], "slowed": []}
-    with tempfile.TemporaryDirectory(prefix="gate-trials-") as folder:
-        for index in range(args.trials):
-            # Interleaved, so slow drifts of the machine hit both kinds of pair alike.
-            for kind, slowdown in (("unchanged", 0.0), ("slowed", args.slowdown)):
-                outcome = trial(Path(folder), len(results[kind]), slowdown, args.rounds, rule)
-                results[kind].append(outcome)
-                print(f"{kind:>9} {index + 1}/{args.trials}: {outcome['verdict']:<9} "
-                      f"ratio {outcome['ratio']:.3f}", flush=True)
-    report = {
-        "what": "false positives and detections of reports.gate on real CPU training steps",
-        "command": "python -m reports.gate_trials " + shlex.join(argv or sys.argv[1:]),
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "machine": {"cpu": cpu_model(), "cpu_cores": os.cpu_count(),
-                    "python": platform.python_version(), "torch": version("torch"),
-                    "threads_per_run": 1},
-        "workload": {"file": str(WORKLOAD.relative_to(ROOT)), "rounds": args.rounds,
-                     "warmup": 5},
-        "rule": {"threshold": rule.threshold, "alpha": rule.alpha,
-                 "min_rounds": rule.min_rounds, "test": "one-sided Mann-Whitney U"},
-        "unchanged": summarise(results["unchanged"], 0.0),
-        "slowed": summarise(results["slowed"], args.slowdown),
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
-    print(f"false positives {report['unchanged']['verdicts']['regressed']}/{args.trials}, "
-          f"detections {report['slowed']['verdicts']['regressed']}/{args.trials}; "
-          f"wrote {args.out}")
+    from reports.gate_confirm import DEFAULT_BLOCKS
+
+    args = parse_args(argv)
+    target = TARGETS[args.target]
+    blocks = args.confirm_blocks or DEFAULT_BLOCKS
+    commit, clean = git_clean_commit()
+    if commit is not None and not clean and not args.allow_dirty:
+        print("gate_trials: error: uncommitted changes: the baseline side would run the commit "
+              "and the candidate side the modified tree (commit first, or --allow-dirty)",
+              file=sys.stderr)
+        return 2
+    # Without a repository there is no commit to check out: both sides run this tree.
+    baseline_tree = None if commit is not None else ROOT
+    started = time.monotonic()
+    report = json.loads(args.out.read_text()) if args.resume and args.out.exists() else None
+    if report is None:
+        report = {
+            "what": "false alarms and detections of reports.gate (files-only verdict, then the "
+                    "interleaved re-run) on real training steps",
+            "commands": [],
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "machine": machine(), "code": {"git_commit": commit, "clean": clean},
+            "target": asdict(target),
+            "gate": {"threshold": 0.05, "alpha": 0.01, "confirm_blocks": blocks,
+                     "command": "python -m reports.gate " + shlex.join(gate_command(
+                         Path("BASELINE"), Path("CANDIDATE"), Path("PAIR"), target,
+                         args.extra_compute, blocks, baseline_tree))},
+            "slowdown": measure_slowdown(target, args.extra_compute),
+            "calibrations": [], "pairs": []}
+        print(f"slowdown: {report['slowdown']['step_time_ratio']}", flush=True)
+    report["commands"].append("python -m reports.gate_trials " + shlex.join(
+        sys.argv[1:] if argv is None else argv))
+    pairs = report["pairs"]
+    with tempfile.TemporaryDirectory(prefix="gate-trials-") as scratch:
+        folder = Path(scratch)
+        calibration, reused = calibration_runs(target, args.calibration_runs,
+                                               args.workdir or folder)
+        report["calibrations"].append({"runs": len(calibration), "first_pair": len(pairs),
+                                       "reused": reused, "load": load_now()})
+        while min(sum(p["kind"] == k for p in pairs) for k in KINDS) < args.pairs:
+            if args.max_minutes and time.monotonic() - started > args.max_minutes * 60:
+                print(f"stopped after {args.max_minutes} minutes: --resume continues", flush=True)
+                break
+            counts = {k: sum(p["kind"] == k for p in pairs) for k in KINDS}
+            kind = KINDS[len(pairs) % 2]
+            if counts[kind] >= args.pairs:
+                kind = KINDS[1 - KINDS.index(kind)]
+            index = counts[kind]
+            pair = trial(kind, index, folder / f"pair-{len(pairs)}", target,
+                         args.extra_compute, calibration, blocks, baseline_tree)
+            pair["calibration"] = len(report["calibrations"]) - 1
+            pairs.append(pair)
+            report["summary"] = summarise(pairs)
+            report["updated"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            write_json_atomic(args.out, report)
+            rerun = [r["rerun"]["verdict"] if r["rerun"] else "-" for r in pair["rows"]]
+            print(f"{kind:>9} {index + 1}/{args.pairs}: files "
+                  f"{[r['files_verdict'] for r in pair['rows']]}, re-run {rerun}, gate exit "
+                  f"{pair['gate_exit']}, load {pair['load_before']['load_1min']}, "
+                  f"{pair['seconds']} s", flush=True)
+    summary = report.get("summary") or summarise(pairs)
+    print(f"false alarms {summary['unchanged']['gate_failed']}, detections "
+          f"{summary['slowed']['gate_failed']}; wrote {args.out}")
     return 0
 
 

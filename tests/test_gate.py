@@ -11,8 +11,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from impl import atomic
 from reports import gate
 from reports.gate import Rule, decide, machine_mismatches, threshold_for
+from reports.gate_spread import (
+    SPREAD_KEY,
+    GroupSpread,
+    is_suspect,
+    measure_spread,
+    noise_aware_threshold,
+)
 from reports.results import (
     ResultsError,
     find_result_files,
@@ -226,7 +234,7 @@ def _valid(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("problem, expected", [
     ("truncated", "not valid JSON (truncated or corrupt?)"),
     ("foreign", "not a pytest-benchmark results file"),
-    ("nan", "round times must be finite and > 0"),
+    ("nan", "stats.data[3] = nan; expected a finite number"),
     ("negative", "round times must be finite and > 0"),
     ("no_stats", "has no 'stats' object"),
     ("bad_median", "has no numeric stats.median"),
@@ -274,7 +282,9 @@ def test_missing_path_and_bad_arguments_exit_2(tmp_path, capsys):
     code, _, err = run_gate(capsys, good, tmp_path / "nowhere")
     assert code == 2 and f"{tmp_path / 'nowhere'}: no such file or folder" in err
     for args in ([good], [good, good, "--threshold", "5"], [good, good, "--alpha", "0"],
-                 [good, good, "--group-threshold", "nogroup"], ["--update-baseline", good, good]):
+                 [good, good, "--group-threshold", "nogroup"], ["--spread-from", good],
+                 [good, good, "--confirm-blocks", "3"], [good, good, "--candidate-env", "A"],
+                 [good, good, "--baseline-rev", "HEAD", "--baseline-tree", "."]):
         with pytest.raises(SystemExit) as exit_info:
             gate.main([str(a) for a in args])
         assert exit_info.value.code == 2
@@ -294,7 +304,7 @@ def test_only_in_one_side_is_listed_not_failed(tmp_path, capsys):
     assert "only in baseline: suite/bench_x.py::test_gone" in out
     assert "only in candidate: suite/bench_x.py::test_new" in out
     summary = (tmp_path / "s.md").read_text()
-    assert "### Only in baseline (1)" in summary and "`suite/bench_x.py::test_new`" in summary
+    assert "### Only in baseline (1)" in summary and r"- suite/bench\_x.py::test\_new" in summary
 
 
 def test_nothing_in_common_is_an_error(tmp_path, capsys):
@@ -333,12 +343,15 @@ def test_markdown_summary(tmp_path, capsys, monkeypatch):
     assert code == 1
     text = summary.read_text()
     lines = text.splitlines()
-    assert lines[0] == "## Throughput gate: FAIL (1 regressed, 0 improved, 1 unchanged)"
-    assert "| benchmark | baseline | candidate | ratio | 95% CI | p | verdict |" in text
-    regressed = next(line for line in lines if line.startswith("| test_s"))
-    assert "**regressed**" in regressed and "samples_per_s 3000 -> 2400" in regressed
-    assert "| 0.800 |" in regressed and "20.0% slower" in regressed
-    assert "Mann-Whitney U" in text and "p < 0.01" in text
+    assert lines[0] == ("## Throughput gate: FAIL (1 regressed, 0 improved, 1 unchanged; 1 of "
+                        "the regressions unconfirmed (files only: --confirm re-measures))")
+    assert ("| benchmark | baseline | candidate | ratio | 95% CI | p | threshold | re-run ratio "
+            "[95% CI] | verdict |") in text
+    regressed = next(line for line in lines if line.startswith(r"| test\_s"))
+    assert "**regressed (unconfirmed: files only)**" in regressed
+    assert "samples\\_per\\_s 3000 -&gt; 2400" in regressed
+    assert "| 0.800 |" in regressed and "20.0% slower (&gt; 5%)" in regressed
+    assert "Mann-Whitney U" in text and "p &lt; 0.01" in text
     assert step_summary.read_text() == "earlier step\n" + text
     assert "Throughput gate: FAIL" in out
 
@@ -356,17 +369,22 @@ def test_update_baseline_writes_atomically(tmp_path, capsys, monkeypatch):
     def recording_replace(source, target):
         # The target is complete only through this rename, from a temp file in its folder.
         assert Path(source).parent == Path(target).parent == baselines
-        assert Path(source).read_bytes() == newest.read_bytes()
+        assert json.loads(Path(source).read_text())["benchmarks"] == json.loads(
+            newest.read_text())["benchmarks"]
         replaced.append(Path(target))
         real_replace(source, target)
 
-    monkeypatch.setattr(gate.os, "replace", recording_replace)
+    monkeypatch.setattr(atomic.os, "replace", recording_replace)
     code, out, _ = run_gate(capsys, "--update-baseline", folder, "--baselines-dir", baselines)
     assert code == 0
     assert replaced == [baselines / "cpu-2core.json"]
-    assert (baselines / "cpu-2core.json").read_bytes() == newest.read_bytes()
+    written = json.loads((baselines / "cpu-2core.json").read_text())
+    assert {k: v for k, v in written.items() if k != SPREAD_KEY} == json.loads(newest.read_text())
+    assert sorted(run["path"] for run in written[SPREAD_KEY]["runs"]) == [
+        str(folder / "new.json"), str(folder / "old.json")]
     assert sorted(p.name for p in baselines.iterdir()) == ["cpu-2core.json"]  # no temp left
     assert f"wrote {baselines / 'cpu-2core.json'}: 1 benchmarks of cpu-2core" in out
+    assert (baselines / "cpu-2core.json").stat().st_mode & 0o777 == 0o644
 
 
 def test_comparing_never_writes_a_baseline(tmp_path, capsys, monkeypatch):
@@ -417,3 +435,151 @@ def test_labels_and_newest_per_machine(tmp_path):
     assert newest_per_machine(tmp_path) == [newer, plain]
     assert load_results(plain).label == "laptop"  # no suite key: the folder names the machine
     assert load_results(newer).label == "cpu-2core"
+
+
+# --- noise-aware thresholds ---------------------------------------------------------------
+
+QUICK_H200 = [Path(__file__).resolve().parent.parent / "results" / "h200x4" / name
+              for name in ("20261121T224707Z.json", "20261121T231222Z.json")]
+
+
+def test_spread_and_thresholds_on_two_recorded_quick_runs():
+    """Two quick runs of the same suite on 4 H200 (results/h200x4): the all-reduce groups drift
+    far more between runs than the step groups, and their thresholds follow."""
+    runs = [gate.merge_benchmarks([load_results(path)]) for path in QUICK_H200]
+    spreads = measure_spread(runs)
+    drifts = sorted(abs(np.log(runs[0][n]["stats"]["median"] / runs[1][n]["stats"]["median"]))
+                    for n in runs[0].keys() & runs[1].keys()
+                    if runs[0][n]["group"] == "allreduce-w4-nvlink")
+    assert spreads["allreduce-w4-nvlink"].log_ratio_p95 == pytest.approx(
+        np.percentile(drifts, 95))
+    assert spreads["allreduce-w4-nvlink"].pairs == 6
+    assert round(noise_aware_threshold(0.05, spreads["allreduce-w4-nvlink"]), 3) == 0.225
+    assert round(noise_aware_threshold(0.05, spreads["allreduce-w2-nvlink"]), 3) == 0.292
+    # The step groups drift 3-4%: their threshold stays at the 5% minimum.
+    assert noise_aware_threshold(0.05, spreads["mlp_8192x12_bf16-w1-nvlink"]) == 0.05
+
+    comparison = gate.compare(runs[0], runs[1], Rule(), spreads=spreads)
+    regressed = {row.name: row for row in comparison.rows if row.verdict == "regressed"}
+    # Files only, the 21% drop of the 4 MiB all-reduce is now inside its group's 29.2%, but
+    # the 28% drop of the 1 MiB one is beyond 22.5%: unconfirmed, for --confirm to decide.
+    assert list(regressed) == ["test_allreduce[w4-1MiB]"]
+    assert regressed["test_allreduce[w4-1MiB]"].verdict_text == (
+        "regressed (unconfirmed: files only)")
+    assert "within the 29.2% threshold" in next(
+        r.reason for r in comparison.rows if r.name == "test_allreduce[w2-4MiB]")
+
+
+def test_suspects_allow_for_the_recorded_drift():
+    spread = GroupSpread(log_ratio_p95=0.1, pairs=10, benchmarks=1)
+    assert is_suspect(0.96, 0.05, None) is False  # 4% slower, no drift recorded
+    assert is_suspect(0.94, 0.05, None) is True
+    assert is_suspect(1.04, 0.05, spread) is True  # 0.95 * e^0.1 = 1.0499
+    assert is_suspect(1.06, 0.05, spread) is False
+
+
+def test_update_baseline_records_the_spread_of_several_runs(tmp_path, capsys):
+    folder = tmp_path / "runs"
+    for index, median in enumerate((0.020, 0.021, 0.019, 0.0205)):
+        write_results(folder / f"r{index}.json", [benchmark("test_s", round_times(20, median),
+                                                            group="step")],
+                      CPU_MACHINE, created=f"2026-11-2{index}T10:00:00+00:00")
+    baselines = tmp_path / "baselines"
+    code, out, _ = run_gate(capsys, "--update-baseline", folder, "--baselines-dir", baselines)
+    assert code == 0
+    written = json.loads((baselines / "cpu-2core.json").read_text())
+    medians = [0.020, 0.021, 0.019, 0.0205]
+    drifts = [abs(np.log(a / b)) for i, a in enumerate(medians) for b in medians[i + 1:]]
+    recorded = written[SPREAD_KEY]["groups"]["step"]
+    assert recorded["pairs"] == 6 and recorded["benchmarks"] == 1
+    assert recorded["log_ratio_p95"] == pytest.approx(np.percentile(drifts, 95))
+    assert len(written[SPREAD_KEY]["runs"]) == 4
+    assert written["suite"]["created"] == "2026-11-23T10:00:00+00:00"  # the newest run's data
+    assert "  step: spread 0.0941 over 6 pairs -> threshold at least 9%" in out
+
+    # A candidate 8% slower than that baseline is inside the noise-aware threshold (~9.5%)
+    # but still a suspect: --confirm would re-measure it.
+    cand = write_results(tmp_path / "cand.json", [benchmark(
+        "test_s", round_times(40, 0.0205 * 1.08, seed=3), group="step")], CPU_MACHINE)
+    code, out, _ = run_gate(capsys, baselines / "cpu-2core.json", cand, "--summary",
+                            tmp_path / "s.md", "--json", tmp_path / "g.json")
+    assert code == 0, out
+    (row,) = json.loads((tmp_path / "g.json").read_text())["rows"]
+    assert row["files_verdict"] == "unchanged" and row["suspect"]
+    assert row["threshold"] == pytest.approx(1 - np.exp(-recorded["log_ratio_p95"]))
+    assert "the run-to-run spread recorded in" in out
+
+
+def test_spread_runs_must_be_of_one_commit(tmp_path, capsys):
+    write_results(tmp_path / "a.json", [benchmark("test_s", round_times(9))], CPU_MACHINE)
+    write_results(tmp_path / "b.json", [benchmark("test_s", round_times(9))],
+                  {**CPU_MACHINE, "git_commit": "def"}, created="2026-11-22T10:00:00+00:00")
+    code, _, err = run_gate(capsys, "--update-baseline", tmp_path / "a.json", "--spread-from",
+                            tmp_path / "b.json", "--baselines-dir", tmp_path / "baselines")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "the spread needs runs of unchanged code, but the runs are of 2 commits" in err
+    assert not (tmp_path / "baselines").exists()
+
+
+def test_a_malformed_recorded_spread_is_one_line(tmp_path, capsys):
+    base = write_results(tmp_path / "a.json", [benchmark("test_s", round_times(9))],
+                         CPU_MACHINE)
+    data = json.loads(base.read_text())
+    data[SPREAD_KEY] = {"groups": {"step": {"log_ratio_p95": -1, "pairs": 3, "benchmarks": 1}}}
+    base.write_text(json.dumps(data))
+    code, _, err = run_gate(capsys, base, base, "--summary", tmp_path / "s.md")
+    assert code == 2
+    assert "gate_spread.groups['step'] = {'log_ratio_p95': -1" in err
+
+
+# --- suite modes, escaping, permissions (issue 20) ------------------------------------------
+
+
+def test_a_quick_run_is_not_compared_with_a_default_run(tmp_path, capsys):
+    rounds = round_times(20)
+    base = write_results(tmp_path / "a.json", [benchmark("test_s", rounds)], CPU_MACHINE)
+    cand = tmp_path / "b.json"
+    data = json.loads(base.read_text())
+    base_data = {**data, "suite": {**data["suite"], "mode": "default"}}
+    base.write_text(json.dumps(base_data))
+    cand.write_text(json.dumps({**data, "suite": {**data["suite"], "mode": "quick"}}))
+    code, _, err = run_gate(capsys, base, cand, "--summary", tmp_path / "s.md")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert err.startswith("gate: error: refusing to compare runs of different suite modes "
+                          "(other rounds and sizes): ")
+    assert "suite.mode 'default' vs 'quick'" in err and "--force" in err
+    code, out, _ = run_gate(capsys, base, cand, "--force", "--summary", tmp_path / "s.md")
+    assert code == 0 and "compared anyway (--force)" in out
+
+
+def test_markdown_summary_escapes_html_in_every_cell(tmp_path, capsys):
+    hostile = "test_<script>alert(1)</script>|x"
+    base = write_results(tmp_path / "<b>.json", [benchmark(hostile, round_times(20)),
+                                                 benchmark("test_gone<img>", round_times(20))],
+                         CPU_MACHINE)
+    cand = write_results(tmp_path / "c.json", [benchmark(hostile, round_times(20, 0.03))],
+                         CPU_MACHINE)
+    code, _, _ = run_gate(capsys, base, cand, "--summary", tmp_path / "s.md")
+    assert code == 1
+    text = (tmp_path / "s.md").read_text()
+    assert "<script>" not in text and "<img>" not in text and "<b>" not in text
+    assert r"test\_&lt;script&gt;alert(1)&lt;/script&gt;\|x" in text
+    assert r"- suite/bench\_x.py::test\_gone&lt;img&gt;" in text
+    assert all(line.count(" | ") == len(gate.COLUMNS) - 1 for line in text.splitlines()
+               if line.startswith("| test"))
+
+
+def test_every_file_the_gate_writes_is_0644(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(os, "umask", os.umask)  # restored by monkeypatch
+    old = os.umask(0o077)  # a strict umask must not leak into shared result files
+    try:
+        base = write_results(tmp_path / "a.json", [benchmark("test_s", round_times(20))],
+                             CPU_MACHINE)
+        run_gate(capsys, base, base, "--summary", tmp_path / "out" / "s.md", "--json",
+                 tmp_path / "out" / "g.json")
+        run_gate(capsys, "--update-baseline", base, "--baselines-dir", tmp_path / "baselines")
+    finally:
+        os.umask(old)
+    for path in (tmp_path / "out" / "s.md", tmp_path / "out" / "g.json",
+                 tmp_path / "baselines" / "cpu-2core.json"):
+        assert path.stat().st_mode & 0o777 == 0o644, path

@@ -5,8 +5,9 @@ Each run is a fresh process benchmarking tests/gate_bench/gate_workload.py (abou
 the machine meanwhile (other test processes, a compile) can shift one run as a whole by more
 than the threshold, and no test on the rounds of one pair can tell that from a code change.
 Each check therefore gets up to ATTEMPTS fresh pairs and fails only when every one of them
-disagrees: a gate that always or never fails still fails here. reports/gate_trials.py measures
-the single-pair rates (results/cpu-2core/gate-trials.json).
+disagrees: a gate that always or never fails still fails here. This is the files-only gate;
+tests/test_gate_confirm.py checks the interleaved re-run that removes the drift between runs,
+and reports/gate_trials.py measures the rates of both (results/cpu-2core/gate-trials.json).
 """
 
 from __future__ import annotations

@@ -1,0 +1,75 @@
+"""The gate trials' bookkeeping, and the extra-compute setting the slowed candidates use."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from impl.settings import check_environment
+from impl.workloads import preset
+from reports import gate_trials
+
+
+def row(verdict: str, outcome: str | None, ratio: float | None = None) -> dict:
+    rerun = None if outcome is None else {"outcome": outcome, "ratio": {"value": ratio}}
+    return {"files_verdict": verdict, "verdict": outcome == "regressed" and "regressed"
+            or "unchanged", "rerun": rerun}
+
+
+def pair(kind: str, regressed: bool, files: bool, rows: list[dict], load: float) -> dict:
+    return {"kind": kind, "regressed": regressed, "files_regressed": files, "rows": rows,
+            "load_before": {"load_1min": load}, "load_after": {"load_1min": load + 1}}
+
+
+def test_summary_counts_gate_files_and_re_run_outcomes():
+    pairs = [pair("unchanged", False, True, [row("regressed", "cleared", 0.99)], 1.0),
+             pair("unchanged", False, False, [row("unchanged", None)], 2.0),
+             pair("slowed", True, True, [row("regressed", "regressed", 0.90)], 3.0),
+             pair("slowed", False, False, [row("unchanged", "inconclusive", 0.93)], 4.0)]
+    summary = gate_trials.summarise(pairs)
+    assert summary["unchanged"]["gate_failed"]["count"] == 0
+    assert summary["unchanged"]["files_only_failed"]["count"] == 1
+    assert summary["unchanged"]["re_measured"] == 1
+    assert summary["slowed"]["gate_failed"] == {"count": 1, "trials": 2, "rate": 0.5,
+                                                "ci95": pytest.approx([0.0126, 0.9874],
+                                                                      abs=1e-4)}
+    assert summary["slowed"]["rerun_outcomes"] == {"regressed": 1, "cleared": 0,
+                                                   "inconclusive": 1}
+    # the median of 0.90 and 0.93
+    assert summary["slowed"]["rerun_throughput_ratio_median"] == pytest.approx(0.915)
+    assert summary["load_1min"] == {"min": 1.0, "median": 3.0, "max": 5.0}
+
+
+def test_calibration_runs_left_in_the_workdir_are_used_again(tmp_path, monkeypatch):
+    made = []
+
+    def fake_run(target, out):
+        made.append(out)
+        out.write_text("{}")
+        return out
+
+    monkeypatch.setattr(gate_trials, "run_target", fake_run)
+    target = gate_trials.TARGETS["cpu"]
+    paths, reused = gate_trials.calibration_runs(target, 3, tmp_path)
+    assert not reused and made == paths == [tmp_path / f"calibration-{i}.json" for i in range(3)]
+    again, reused = gate_trials.calibration_runs(target, 3, tmp_path)
+    assert reused and again == paths and len(made) == 3
+
+
+def test_load_is_the_load_average_and_other_busy_processes():
+    load = gate_trials.load_now()
+    assert load["load_1min"] == round(os.getloadavg()[0], 2)
+    assert all(p["pcpu"] >= 5 and len(p["command"]) <= 120 for p in load["busiest"])
+
+
+def test_extra_compute_setting_slows_mlp_presets_only(monkeypatch):
+    monkeypatch.setenv("OVERLAP_EXTRA_COMPUTE", "0.1")
+    assert preset("mlp_tiny").extra_compute == 0.1
+    assert not hasattr(preset("gpt_tiny"), "extra_compute")
+    monkeypatch.delenv("OVERLAP_EXTRA_COMPUTE")
+    assert preset("mlp_tiny").extra_compute == 0.0
+    for bad in ("2", "fast", "-0.1"):
+        with pytest.raises(ValueError, match=f"OVERLAP_EXTRA_COMPUTE='{bad}' is not allowed; "
+                                             "use number from 0 to 1"):
+            check_environment({"OVERLAP_EXTRA_COMPUTE": bad})
