@@ -19,15 +19,13 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from impl.metrics import hidden_comm_fraction
-
 STRATEGY_ORDER = ("sequential", "threaded", "chunked", "mpi", "ddp")
-REFERENCE_WORKLOAD = "mlp_8192x12_bf16"  # docs/ANCHORS.md's data-parallel reference model
-REFERENCE_CHUNKS = 10
-TP_KINDS = ("tensor_parallel",)
-PIPELINE_KINDS = ("pipeline",)
-KNOWN_KINDS = ("step", "allreduce", "synthetic", "gemm", "seed_step", "tensor_core_ceiling",
-               "sampler_overhead", *TP_KINDS, *PIPELINE_KINDS)
+TP_KINDS = ("tensor_parallel", "tensor_parallel_comparison")
+PIPELINE_KINDS = ("pipeline", "pipeline_comparison", "hybrid_step", "hybrid_comparison",
+                  "digits_curve", "gpt_forward")  # reports/pipeline.py draws them
+KNOWN_KINDS = ("step", "comparison", "interference", "allreduce", "synthetic", "gemm",
+               "seed_step", "tensor_core_ceiling", "sampler_overhead", *TP_KINDS,
+               *PIPELINE_KINDS)
 GIB = 2**30
 MIB = 2**20
 
@@ -86,16 +84,26 @@ def anchor_for(row: dict, peer: str) -> BusbwAnchor | None:
 
 
 def benchmark_rows(machine: str, run: int, benchmarks: Iterable[dict]) -> list[dict]:
-    """One flat row per benchmark: its extra_info plus machine, run index and round count."""
+    """One flat row per benchmark: its extra_info plus machine, run index, round count and the
+    per-round times in seconds (``round_s``, pytest-benchmark's stats.data, None when not
+    saved). The suite's round plan (extra_info.rounds: warmup, rounds, steps per round) is
+    kept as ``round_plan``: ``rounds`` is the count."""
     return [{**b["extra_info"], "machine": machine, "run": run, "name": b["name"],
-             "rounds": b["stats"].get("rounds")} for b in benchmarks]
+             "rounds": b["stats"].get("rounds"), "round_s": b["stats"].get("data"),
+             "round_plan": b["extra_info"].get("rounds")
+             if isinstance(b["extra_info"].get("rounds"), dict) else None}
+            for b in benchmarks]
 
 
 def identity(row: dict) -> tuple:
     """What makes two rows the same measurement (a newer run replaces an older one)."""
     kind = row.get("kind")
+    cell = ("workload", "chunks", "world_size", "profile", "sequential_reference")
     keys = {
-        "step": ("workload", "strategy", "chunks", "world_size", "profile"),
+        # Interleaved and old-format step rows of one setting are different measurements.
+        "step": (*cell, "strategy", "intervals_kept"),
+        "comparison": cell,
+        "interference": ("workload", "world_size", "profile"),
         "allreduce": ("world_size", "profile", "size_bytes"),
         "synthetic": ("chunks",),
         "gemm": ("version", "preset", "dtype"),
@@ -103,6 +111,8 @@ def identity(row: dict) -> tuple:
         "tensor_core_ceiling": ("instruction", "dtype"),
         "sampler_overhead": ("workload",),
     }.get(kind, ("name",))
+    if kind == "step":
+        row = {**row, "intervals_kept": "intervals" in row}
     return (row["machine"], kind, *(row.get(key) for key in keys))
 
 
@@ -138,20 +148,41 @@ def _step_sort(row: dict) -> tuple:
 EFFICIENCY_ABOVE_ONE = ("above 1: the step beat the measured limit. compute-only, comm-only "
                         "and sequential are separate measurements, so this is their noise (or "
                         "a reference measured under other conditions), not super-perfect "
-                        "overlap; left out of every 'best' choice")
+                        "overlap")
+
+
+def efficiency_note_before_interleaving(row: dict) -> str | None:
+    """Why an overlap efficiency of a step row measured before interleaving is missing or
+    cannot be read as one (the interleaved cells have reports.cells.efficiency_note)."""
+    value, strategy = row.get("overlap_efficiency"), row.get("strategy")
+    buckets = row.get("ddp_bucket_count")
+    if row.get("world_size") == 1:
+        return "undefined at world size 1: there is no communication to hide"
+    if strategy in ("sequential", "mpi-sequential"):
+        return ("sequential against its own reference measured at another moment: only the "
+                "noise between the two, not an overlap")
+    if strategy == "ddp" and buckets is not None and buckets != row.get("chunks"):
+        return (f"DDP made {buckets} bucket(s), not K = {row.get('chunks')}: the K-chunk limit "
+                f"does not describe it")
+    if strategy in ("threaded", "chunked", "mpi") and row.get("chunks") == 1:
+        return "K = 1: nothing can overlap"
+    if strategy == "mpi" and row.get("sequential_reference") != "mpi-sequential":
+        return "MPI against the torch.distributed references, not MPI's own"
+    if value is None:
+        return ("undefined: sequential is already at or below the limit "
+                "max(compute-only, comm-only), so there is nothing to hide")
+    if value < 0:
+        return "negative: slower than sequential measured at another moment"
+    if value > 1 + 1e-9:
+        return EFFICIENCY_ABOVE_ONE
+    return None
 
 
 def note_for(field: str, row: dict) -> str | None:
     """Why a value is n/a (or needs a warning), in words for a table footnote; None if fine."""
     value = row.get(field)
     if field == "overlap_efficiency":
-        if value is None and row.get("world_size") == 1:
-            return "undefined at world size 1: there is no communication to hide"
-        if value is None:
-            return ("undefined: sequential is already at or below the limit "
-                    "max(compute-only, comm-only), so there is nothing to hide")
-        if value > 1 + 1e-9:
-            return EFFICIENCY_ABOVE_ONE
+        return efficiency_note_before_interleaving(row)
     if value is not None:
         return None
     if field == "hidden_comm_fraction":
@@ -173,10 +204,6 @@ def note_for(field: str, row: dict) -> str | None:
     return "not recorded in this result file"
 
 
-def plausible_efficiency(value: float | None) -> bool:
-    return value is not None and value <= 1 + 1e-9
-
-
 # --- step tables ------------------------------------------------------------------------------
 
 
@@ -188,70 +215,6 @@ def step_groups(rows: Iterable[dict]) -> list[dict]:
     return [{"machine": m, "workload": w, "world_size": n, "profile": p,
              "backend": members[0].get("backend"), "rows": sorted(members, key=_step_sort)}
             for (m, w, n, p), members in sorted(groups.items())]
-
-
-def best_overlap(rows: Iterable[dict]) -> list[dict]:
-    """Per machine and strategy, the step row with the highest plausible overlap efficiency.
-
-    Sequential is the baseline (its own "efficiency" is only the noise between it and its
-    reference), so it is left out; so are values above 1 (see EFFICIENCY_ABOVE_ONE).
-    """
-    best: dict[tuple, dict] = {}
-    for row in of_kind(rows, "step"):
-        value = row.get("overlap_efficiency")
-        if row["strategy"] == "sequential" or not plausible_efficiency(value):
-            continue
-        key = (row["machine"], row["strategy"])
-        if key not in best or value > best[key]["overlap_efficiency"]:
-            best[key] = row
-    return sorted(best.values(), key=lambda r: (r["machine"], strategy_rank(r["strategy"])))
-
-
-def same_setting(rows: Iterable[dict], like: dict, strategy: str) -> dict | None:
-    """The step row of ``strategy`` at the machine, workload, K, world size and profile of
-    ``like``."""
-    for row in of_kind(rows, "step"):
-        if row["strategy"] == strategy and all(
-                row.get(k) == like.get(k)
-                for k in ("machine", "workload", "chunks", "world_size", "profile")):
-            return row
-    return None
-
-
-def reference_settings(rows: Iterable[dict]) -> list[dict]:
-    """Per machine, the setting the step-anatomy figures show.
-
-    The reference workload when present (else the one with most rows), its first profile,
-    the largest world size measured, and K = 10 when measured (else the largest K).
-    """
-    by_machine: dict[str, list[dict]] = defaultdict(list)
-    for row in of_kind(rows, "step"):
-        by_machine[row["machine"]].append(row)
-    settings = []
-    for machine, members in sorted(by_machine.items()):
-        workloads = [r["workload"] for r in members]
-        workload = (REFERENCE_WORKLOAD if REFERENCE_WORKLOAD in workloads
-                    else max(sorted(set(workloads)), key=workloads.count))
-        members = [r for r in members if r["workload"] == workload]
-        profile = sorted({r["profile"] for r in members})[0]
-        members = [r for r in members if r["profile"] == profile]
-        # The largest world that most strategies reached (one lone mpi row must not win).
-        worlds = [r["world_size"] for r in members]
-        world = max(set(worlds), key=lambda w: (worlds.count(w) > 1, w))
-        members = [r for r in members if r["world_size"] == world]
-        chunk_counts = {r["chunks"] for r in members}
-        chunks = REFERENCE_CHUNKS if REFERENCE_CHUNKS in chunk_counts else max(chunk_counts)
-        settings.append({"machine": machine, "workload": workload, "profile": profile,
-                         "world_size": world, "chunks": chunks,
-                         "backend": members[0].get("backend")})
-    return settings
-
-
-def setting_rows(rows: Iterable[dict], setting: dict, chunks: bool = True) -> list[dict]:
-    """Step rows of one setting, in strategy order (every K when ``chunks`` is False)."""
-    keys = ("machine", "workload", "profile", "world_size", *(("chunks",) if chunks else ()))
-    found = [r for r in of_kind(rows, "step") if all(r.get(k) == setting[k] for k in keys)]
-    return sorted(found, key=_step_sort)
 
 
 # --- step anatomy: timelines ------------------------------------------------------------------
@@ -268,104 +231,7 @@ def timeline_bars(timeline: dict) -> list[dict]:
             for i in intervals]
 
 
-def timeline_hidden_fraction(timeline: dict) -> float | None:
-    """The hidden-communication fraction recomputed from stored intervals (for captions)."""
-    intervals = timeline.get("intervals") or []
-    lane = lambda name: [(i["start_ms"], i["end_ms"]) for i in intervals if i["lane"] == name]
-    return hidden_comm_fraction(lane("compute"), lane("comm"))
-
-
-def chunk_durations(row: dict) -> list[dict]:
-    """Per chunk: backward compute ms and all-reduce ms from the step's timeline."""
-    per_chunk: dict[int, dict] = {}
-    for interval in (row.get("timeline") or {}).get("intervals") or []:
-        chunk = interval.get("chunk")
-        if chunk is None:
-            continue
-        entry = per_chunk.setdefault(chunk, {"chunk": chunk, "compute_ms": None,
-                                             "comm_ms": None})
-        field = "compute_ms" if interval["lane"] == "compute" else "comm_ms"
-        entry[field] = (entry[field] or 0.0) + interval["end_ms"] - interval["start_ms"]
-    return [per_chunk[c] for c in sorted(per_chunk)]
-
-
-def step_spread(rows: Sequence[dict]) -> list[dict]:
-    """Per strategy: the per-step times of the timed rounds and their min / median / max."""
-    spread = []
-    for row in rows:
-        times = sorted(row.get("step_ms_all") or [])
-        if not times:
-            continue
-        spread.append({"strategy": row["strategy"], "step_ms_all": times,
-                       "min_ms": times[0], "median_ms": row["step_ms"], "max_ms": times[-1],
-                       "spread_pct": (times[-1] - times[0]) / row["step_ms"] * 100})
-    return spread
-
-
-def totals(rows: Sequence[dict]) -> dict | None:
-    """Sequential vs overlapped: the references of one setting and each strategy's step.
-
-    The reference bars are the torch.distributed ones (mpi measures its own references over
-    MPI; they stay on its row only).
-    """
-    if not rows:
-        return None
-    first = next((r for r in rows if r["strategy"] != "mpi"), rows[0])
-    return {"compute_only_ms": first["compute_only_ms"], "comm_only_ms": first["comm_only_ms"],
-            "sum_ms": first["compute_only_ms"] + first["comm_only_ms"],
-            "sequential_ms": first["sequential_ms"], "limit_ms": first["limit_ms"],
-            "strategies": [{"strategy": r["strategy"], "step_ms": r["step_ms"],
-                            "sequential_ms": r["sequential_ms"], "limit_ms": r["limit_ms"]}
-                           for r in rows]}
-
-
-def chunk_sweep(rows: Iterable[dict], setting: dict) -> dict:
-    """Step time against K per strategy, with the limit and sequential reference per K."""
-    lines: dict[str, list[tuple[int, float]]] = defaultdict(list)
-    limit: dict[int, float] = {}
-    sequential: dict[int, float] = {}
-    for row in setting_rows(rows, setting, chunks=False):
-        lines[row["strategy"]].append((row["chunks"], row["step_ms"]))
-        limit[row["chunks"]] = row["limit_ms"]
-        sequential[row["chunks"]] = row["sequential_ms"]
-    return {"lines": {s: sorted(points) for s, points in sorted(lines.items(),
-                                                               key=lambda i: strategy_rank(i[0]))},
-            "limit": sorted(limit.items()), "sequential": sorted(sequential.items())}
-
-
-# --- scaling and interconnects ----------------------------------------------------------------
-
-
-def scaling(rows: Iterable[dict]) -> list[dict]:
-    """Throughput over world size at a fixed per-rank batch, per strategy and K.
-
-    ``scaling_efficiency`` = samples_per_s(w) / (w · samples_per_s(1)) of the same strategy,
-    workload, K and profile; None without a 1-rank run.
-    """
-    series: dict[tuple, dict[int, dict]] = defaultdict(dict)
-    for row in of_kind(rows, "step"):
-        key = (row["machine"], row["workload"], row["profile"], row["chunks"], row["strategy"])
-        series[key][row["world_size"]] = row
-    table = []
-    for (machine, workload, profile, chunks, strategy), by_world in series.items():
-        one = by_world.get(1)
-        for world, row in sorted(by_world.items()):
-            efficiency = (row["samples_per_s"] / (world * one["samples_per_s"])
-                          if one is not None else None)
-            table.append({"machine": machine, "workload": workload, "profile": profile,
-                          "chunks": chunks, "strategy": strategy, "world_size": world,
-                          "samples_per_s": row["samples_per_s"], "step_ms": row["step_ms"],
-                          "scaling_efficiency": efficiency})
-    return sorted(table, key=lambda r: (r["machine"], r["workload"], r["profile"], r["chunks"],
-                                        strategy_rank(r["strategy"]), r["world_size"]))
-
-
-def world_sizes(rows: Iterable[dict]) -> dict[str, list[int]]:
-    """The world sizes of step rows per machine."""
-    found: dict[str, set[int]] = defaultdict(set)
-    for row in of_kind(rows, "step"):
-        found[row["machine"]].add(row["world_size"])
-    return {machine: sorted(sizes) for machine, sizes in sorted(found.items())}
+# --- fabrics ----------------------------------------------------------------------------------
 
 
 def profiles(rows: Iterable[dict]) -> dict[str, list[str]]:
@@ -374,33 +240,6 @@ def profiles(rows: Iterable[dict]) -> dict[str, list[str]]:
     for row in of_kind(rows, "step", "allreduce"):
         found[row["machine"]].add(row["profile"])
     return {machine: sorted(names) for machine, names in sorted(found.items())}
-
-
-def interconnect(rows: Iterable[dict], settings: Sequence[dict]) -> list[dict]:
-    """Per machine, profile and strategy at the reference K and largest multi-rank world:
-    step time, overlap efficiency, and the all-reduce busbw at the largest size measured."""
-    rows = list(rows)
-    busbw: dict[tuple, dict] = {}
-    for row in of_kind(rows, "allreduce"):
-        key = (row["machine"], row["profile"], row["world_size"])
-        if key not in busbw or row["size_bytes"] > busbw[key]["size_bytes"]:
-            busbw[key] = row
-    table = []
-    for setting in settings:
-        for row in of_kind(rows, "step"):
-            if (row["machine"] != setting["machine"] or row["workload"] != setting["workload"]
-                    or row["world_size"] != setting["world_size"]
-                    or row["chunks"] != setting["chunks"]):
-                continue
-            largest = busbw.get((row["machine"], row["profile"], row["world_size"]))
-            table.append({**{k: row[k] for k in ("machine", "profile", "strategy", "workload",
-                                                 "chunks", "world_size", "step_ms",
-                                                 "overlap_efficiency")},
-                          "backend": row.get("backend"),
-                          "busbw_gbps": largest["busbw_gbps"] if largest else None,
-                          "busbw_size_bytes": largest["size_bytes"] if largest else None})
-    return sorted(table, key=lambda r: (r["machine"], strategy_rank(r["strategy"]),
-                                        r["profile"]))
 
 
 # --- all-reduce ---------------------------------------------------------------------------------
@@ -437,44 +276,35 @@ def _mean_over_gpus(row: dict, field: str) -> float | None:
     return sum(numbers) / len(numbers) if numbers else None
 
 
-def energy(rows: Iterable[dict], settings: Sequence[dict]) -> list[dict]:
-    """Energy per step, samples per joule and mean NVML readings per strategy and world size,
-    at each machine's reference workload, profile and K."""
+def nvml_series(series: dict | None, label: str) -> dict | None:
+    """An NVML series (impl.sampler.Samples.to_json) as time (s) and the mean over GPUs of
+    each quantity, labelled for a legend; None without samples."""
+    if not series or not series.get("t_s"):
+        return None
+    means = {}
+    for name, per_gpu in series["series"].items():
+        columns = list(zip(*per_gpu))
+        means[name] = [sum(values) / len(values) for values in columns]
+    return {"strategy": label, "t_s": list(series["t_s"]), "mean": means,
+            "gpus": len(series.get("gpus") or [])}
+
+
+def energy_before_interleaving(rows: Iterable[dict]) -> list[dict]:
+    """Step rows measured before interleaving that have NVML energy: energy per step against
+    mean power (summed over the run's GPUs) × step time, and their disagreement in %."""
     table = []
-    for setting in settings:
-        for row in of_kind(rows, "step"):
-            if not all(row.get(k) == setting[k]
-                       for k in ("machine", "workload", "profile", "chunks")):
-                continue
-            table.append({**{k: row.get(k) for k in ("machine", "run", "rounds", "strategy",
-                                                     "world_size", "chunks", "step_ms",
-                                                     "energy_per_step_j", "samples_per_joule",
-                                                     "nvml")},
-                          "mean_power_w": _mean_over_gpus(row, "power_w"),
-                          "mean_gpu_util_pct": _mean_over_gpus(row, "gpu_util_pct"),
-                          "mean_sm_clock_mhz": _mean_over_gpus(row, "sm_clock_mhz")})
-    return sorted(table, key=lambda r: (r["machine"], r["world_size"],
-                                        strategy_rank(r["strategy"])))
-
-
-def has_energy(rows: Iterable[dict]) -> bool:
-    return any(r.get("energy_per_step_j") is not None for r in of_kind(rows, "step"))
-
-
-def nvml_series(rows: Sequence[dict]) -> list[dict]:
-    """Per strategy of one setting: time (s) and the mean over GPUs of each NVML series."""
-    out = []
-    for row in rows:
-        series = row.get("nvml_series")
-        if not series or not series.get("t_s"):
+    for row in of_kind(rows, "step"):
+        if row.get("energy_per_step_j") is None or "intervals" in row:
             continue
-        means = {}
-        for name, per_gpu in series["series"].items():
-            columns = list(zip(*per_gpu))
-            means[name] = [sum(values) / len(values) for values in columns]
-        out.append({"strategy": row["strategy"], "t_s": list(series["t_s"]), "mean": means,
-                    "gpus": len(series.get("gpus") or [])})
-    return out
+        powers = [p for p in ((row.get("nvml") or {}).get("mean") or {}).get("power_w") or []
+                  if isinstance(p, (int, float)) and not isinstance(p, bool)]
+        predicted = sum(powers) * row["step_ms"] / 1e3 if powers else None
+        table.append({**row, "power_w": sum(powers) if powers else None,
+                      "power_times_step_j": predicted,
+                      "disagreement_pct": 100 * (row["energy_per_step_j"] / predicted - 1)
+                      if predicted else None})
+    return sorted(table, key=lambda r: (r["machine"], r["workload"], r["world_size"],
+                                        r["chunks"], strategy_rank(r["strategy"])))
 
 
 def sampler_overhead(rows: Iterable[dict]) -> list[dict]:
@@ -596,11 +426,9 @@ def seed_steps(rows: Iterable[dict]) -> list[dict]:
 
 
 def headline(rows: Sequence[dict]) -> dict:
-    """The abstract's numbers: best overlap and DDP beside it, busbw at 1 GiB vs nccl-tests,
-    the simulation's speedup and the best own GEMM kernel (None where there is no data)."""
-    candidates = best_overlap(rows)
-    best = max(candidates, key=lambda r: r["overlap_efficiency"], default=None)
-    ddp = same_setting(rows, best, "ddp") if best else None
+    """The abstract's numbers beside the overlap answers (reports.cells): busbw at 1 GiB vs
+    nccl-tests, the simulation's speedup and the best own GEMM kernel (None where there is
+    no data)."""
     busbw = None
     for group in allreduce_groups(rows):
         for row in group["rows"]:
@@ -612,15 +440,17 @@ def headline(rows: Sequence[dict]) -> dict:
                 if r["version"] != "cublas" and r.get("pct_of_cublas") is not None]
     best_gemm = max(own_gemm, key=lambda r: (r["m"] * r["n"] * r["k"], r["pct_of_cublas"]),
                     default=None)
-    return {"best": best, "ddp": ddp, "busbw": busbw, "synthetic": simulated,
-            "gemm": best_gemm}
+    return {"busbw": busbw, "synthetic": simulated, "gemm": best_gemm}
 
 
 # --- regression against a baseline ------------------------------------------------------------
 
 
 def regression_rows(comparison) -> list[dict]:
-    """reports.gate's Comparison as table rows (the decision itself is the gate's)."""
+    """reports.gate's Comparison as table rows (the decision itself is the gate's); the
+    verdict says where it comes from ("regressed (unconfirmed: files only)")."""
+    from reports.gate import percent
+
     table = []
     for row in comparison.rows:
         decision = row.decision
@@ -628,7 +458,8 @@ def regression_rows(comparison) -> list[dict]:
                       "baseline_ms": row.baseline_median_s * 1e3,
                       "candidate_ms": row.candidate_median_s * 1e3,
                       "ratio": decision.ratio, "ci": decision.ci,
-                      "p_value": decision.p_value, "verdict": decision.verdict,
-                      "reason": decision.reason})
+                      "threshold": percent(decision.threshold),
+                      "p_value": decision.p_value, "verdict": row.verdict_text,
+                      "reason": row.reason})
     order = {"regressed": 0, "improved": 1, "unchanged": 2}
-    return sorted(table, key=lambda r: (order.get(r["verdict"], 3), r["benchmark"]))
+    return sorted(table, key=lambda r: (order.get(r["verdict"].split()[0], 3), r["benchmark"]))

@@ -5,20 +5,38 @@
     python -m reports.build results --baseline results/baselines/h200x4.json --out /tmp/r
     nox -s report -- results/h200x4
 
-Writes OUT/report.html (self-contained: figures are data URIs) and OUT/report.pdf, each
-through a temporary file and a rename, and only once both rendered: a good earlier report is
-never replaced by a half-written one. Several files of one machine are merged; where two
-measure the same thing (same benchmark identity, analysis.identity) the newer file's row wins.
+Writes OUT/report.html (self-contained: figures are data URIs) and then OUT/report.pdf, each
+through a temporary file and a rename, so a good earlier file is never replaced by a
+half-written one. The HTML does not depend on the PDF: it is written even when the PDF cannot
+be made, and an earlier report.pdf is then removed so that it is not taken for this build's.
+Every step timeline the report draws is also written as a Chrome/Perfetto trace,
+OUT/traces/<name>.json (reports/traces.py), named in its caption.
+Several files of one machine are merged; where two measure the same thing (same benchmark
+identity, analysis.identity) the newer file's row wins.
 
 Exit status: 0 built; 2 unusable input (the message names the file and the problem) or a
-missing dependency; 3 WeasyPrint reported content it could not render (listed).
+missing dependency; 3 WeasyPrint reported content it could not render (listed). When the
+PDF is what failed (no Pango, or lost content), report.html was written and the message says so.
 
-WeasyPrint's log during rendering is captured. Every ERROR (an image, stylesheet or anchor
-target that failed) fails the build, and so does every WARNING except TOLERATED_WARNINGS,
-which change how something looks but lose nothing: font subsetting falling back to whole
-fonts, colour-space fallbacks to sRGB, deprecated prefixes. The rest (an ignored or invalid
-CSS declaration, a glyph missing from every font, a target-counter without its anchor, an
-anchor defined twice, table cells dropped) means the PDF lacks something the HTML shows.
+WeasyPrint's log during rendering is captured and sorted by what each record costs the PDF:
+
+- Lost content fails the build (exit 3): every ERROR (an image, stylesheet or anchor target
+  that failed to load), and every WARNING not named below (an ignored or invalid CSS
+  declaration, a target-counter without its anchor, an anchor defined twice, table cells
+  dropped).
+- TOLERATED_WARNINGS change how the PDF is stored or looks, never what it says: fonts subset
+  by fontTools because libharfbuzz-subset0 is missing (the same glyphs), a font embedded whole
+  because subsetting failed, a colour-space fallback to sRGB, a deprecated CSS prefix. Each
+  kind is printed once as a note, with "(no content lost)".
+- A glyph that no installed font has (".notdef glyph rendered"): the PDF draws a box in its
+  place and keeps the character in its text layer (pdftotext reads it back); the HTML shows
+  it with the reader's fonts. A box is lost content only where it hides a value, and the
+  report writes every value (numbers, units, axis and column names) with ASCII and
+  REPORT_CHARACTERS, which DejaVu Sans has. So a box for one of those fails the build; a box
+  for any other character (CJK or emoji in a workload name, a command, a path, a CPU model:
+  text that comes from the inputs) is tolerated and named in one note, with the fonts that
+  would draw it. The figures follow the same rule: matplotlib draws their text as outlines
+  with its own DejaVu Sans, and a character it lacks becomes a box in the figure.
 """
 
 from __future__ import annotations
@@ -26,12 +44,15 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import re
 import sys
-from collections.abc import Sequence
+import warnings
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from impl.atomic import write_bytes_atomic
-from reports import analysis
+from impl.atomic import unwritable, write_bytes_atomic
+from reports import analysis, traces
 from reports.results import (
     ResultsError,
     ResultsFile,
@@ -44,16 +65,38 @@ from reports.sections import Baseline, Run, report_context
 TEMPLATES = Path(__file__).parent / "templates"
 DEFAULT_OUT = Path("reports/out")
 PANGO_HINT = "WeasyPrint needs Pango: apt-get install libpango-1.0-0 libpangoft2-1.0-0"
-TOLERATED_WARNINGS = ("Unable to subset", "Unable to instantiate", "Unable to save emoji font",
-                      "use sRGB instead", "Deprecated `")
+TOLERATED_WARNINGS = ("Using fontTools instead of HarfBuzz-Subset", "Unable to subset",
+                      "Unable to instantiate", "Unable to save emoji font", "use sRGB instead",
+                      "Deprecated `")
+MISSING_GLYPH = re.compile(r"^\.notdef glyph rendered for Unicode string unsupported by fonts: "
+                           r".* \(U\+([0-9A-F]{4,6})\)$")
+# Besides ASCII, the characters reports/format.py, reports/sections.py and the templates write
+# values with (tests/test_report.py checks that they use no other).
+REPORT_CHARACTERS = "×·−±–—≤≥≈Δ…³“”ᵀ"
+FIGURE_MISSING_GLYPH = re.compile(r"^Glyph (\d+) \(.*\) missing from font\(s\)")
+FONT_HINT = "fonts-noto-cjk and fonts-noto-color-emoji draw them"
 
 # The fields each kind of row must carry for the report to use it.
 REQUIRED_TEXT = {
     "step": ("strategy", "workload", "profile"),
+    "comparison": ("workload", "profile", "sequential_reference"),
+    "interference": ("workload", "profile"),
     "allreduce": ("profile",),
     "gemm": ("version", "preset", "dtype"),
     "seed_step": ("impl",),
     "tensor_core_ceiling": ("instruction", "dtype"),
+    "pipeline": ("variant", "workload"),
+    "pipeline_comparison": ("workload",),
+    "hybrid_step": ("study", "variant", "workload", "device"),
+    "hybrid_comparison": ("study", "workload"),
+    "digits_curve": ("variant", "device"),
+    "gpt_forward": ("device",),
+    "tensor_parallel": ("preset", "gemm_backend", "scaling", "schedule", "dtype"),
+}
+# Nested objects a row of the kind must have (their shapes are in NESTED_SHAPES).
+REQUIRED_NESTED = {
+    "comparison": ("references", "strategies", "measurement"),
+    "interference": ("gemm", "gemm_alone_ms", "slowdown"),
 }
 # Text fields a row may lack (older runs) or leave null, but that must be text when given:
 # the single-GPU studies are selected by device_name (analysis.newest_run_per_gpu).
@@ -65,6 +108,8 @@ OPTIONAL_TEXT = {
 REQUIRED_NUMBERS = {
     "step": ("chunks", "world_size", "step_ms", "samples_per_s", "compute_only_ms",
              "comm_only_ms", "sequential_ms", "limit_ms"),
+    "comparison": ("chunks", "world_size"),
+    "interference": ("world_size",),
     "allreduce": ("world_size", "size_bytes", "time_ms", "algbw_gbps", "busbw_gbps",
                   "wrong_elements"),
     "synthetic": ("chunks", "step_ms", "sequential_ms", "speedup_pct"),
@@ -72,27 +117,75 @@ REQUIRED_NUMBERS = {
     "seed_step": ("step_ms",),
     "tensor_core_ceiling": ("tflops", "cublas_8192_tflops", "pct_of_cublas_8192"),
     "sampler_overhead": ("overhead_pct", "step_ms_sampler_on", "step_ms_sampler_off"),
+    "pipeline": ("stages", "microbatches", "step_ms", "samples_per_s", "bubble_theory"),
+    "pipeline_comparison": ("stages", "microbatches"),
+    "hybrid_step": ("step_ms", "samples_per_s"),
+    "digits_curve": ("epochs", "final_test_accuracy"),
+    "gpt_forward": ("first_ms",),
+    "tensor_parallel": ("world_size", "step_ms"),
 }
 
 
 # Shapes of the nested extra_info values the report reads; checked once, here, so the
 # analysis can trust them. "num" is a finite number, a trailing "?" allows null, a list holds
-# one shape for every element, a dict names its keys (extra keys are allowed).
+# one shape for every element (a second element "?" lets the list be null), a dict names its
+# keys (extra keys are allowed; a "?" key set to True lets the whole dict be null).
 NUM, INT, TEXT = "num", "int", "str"
 INTERVAL = {"lane": TEXT, "label": TEXT, "chunk": "int?", "start_ms": NUM, "end_ms": NUM}
+TIMELINE = {"intervals": [INTERVAL], "notes": [TEXT]}
+NVML_SERIES = {"t_s": [NUM], "series": {"*": [[NUM]]}}
+# impl.stats.Estimate as JSON, and impl.comparisons.versus
+ESTIMATE = {"value": "num?", "low": "num?", "high": "num?", "rounds": INT}
+OPTIONAL_ESTIMATE = {**ESTIMATE, "?": True}
+VERSUS = {"speedup": ESTIMATE, "difference_ms": ESTIMATE, "verdict": TEXT}
+STRATEGY_FIGURES = {  # impl.comparisons.strategy_figures
+    "step_ms": ESTIMATE, "vs_sequential": VERSUS, "vs_ddp?": VERSUS, "vs_ddp_25mb?": VERSUS,
+    "hidden_comm_fraction?": OPTIONAL_ESTIMATE, "overlap_efficiency?": OPTIONAL_ESTIMATE,
+    "bound_efficiency?": OPTIONAL_ESTIMATE,
+    "lost_time": {"exposed_comm_ms": ESTIMATE, "compute_slowdown_ms": ESTIMATE,
+                  "other_ms": ESTIMATE, "parts_sum_ms": ESTIMATE, "gap_ms": ESTIMATE}}
 NESTED_SHAPES = {
-    "timeline": {"intervals": [INTERVAL], "notes": [TEXT]},
+    "timeline": TIMELINE,
     "step_ms_all": [NUM],
     "nvml": {"mean?": {"*": ["num?"]}, "energy_j?": [NUM], "gpus?": [TEXT],
-             "period_ms?": "num?", "energy_per_step_j?": "num?", "reason?": "str?"},
-    "nvml_series": {"t_s": [NUM], "series": {"*": [[NUM]]}},
+             "period_ms?": "num?", "energy_per_step_j?": "num?", "reason?": "str?",
+             "series?": NVML_SERIES},
+    "nvml_series": NVML_SERIES,
     "blocks": {"*": [NUM]},
+    "curve": {"train_loss": [NUM], "test_loss": [NUM], "test_accuracy": [NUM],
+              "epoch_s": [NUM]},
+    "iteration_ms": [NUM],
+    # tensor_parallel rows (suite/bench_tp.py): Estimate.to_json() per figure, verdicts, GEMMs
+    "estimates": {"*": ESTIMATE},
+    "verdicts": {"*": TEXT},
+    "gemms": [{"label": TEXT, "m": INT, "n": INT, "k": INT, "ms": "num?", "tflops": "num?",
+               "arithmetic_intensity": NUM}],
+    # interleaved comparisons (suite/bench_overlap.py, bench_interference.py, bench_sampler.py)
+    "intervals": {"*": OPTIONAL_ESTIMATE},
+    "references": {"compute_only_ms": ESTIMATE, "sequential_ms": ESTIMATE,
+                   "sequential_vs_compute_only": VERSUS, "comm_only_ms?": ESTIMATE,
+                   "limit_ms?": ESTIMATE, "bound_ms?": ESTIMATE, "compute_to_comm?": ESTIMATE,
+                   "bound_update_in_overlap_ms?": ESTIMATE},
+    "strategies": {"*": STRATEGY_FIGURES},
+    "compared": [TEXT],
+    "timelines": {"*": TIMELINE},
+    "measurement": {"names": [TEXT], "steps_per_round": INT, "step_ms": {"*": [[NUM]]},
+                    "wall_s?": {"*": [NUM]}, "energy_j?": {"*": [NUM]}},
+    "ddp_bucket_counts": {"*": INT},
+    "gemm": {"m": INT, "n": INT, "k": INT, "dtype": TEXT, "per_step": INT},
+    "gemm_alone_ms": ESTIMATE,
+    "slowdown": {"*": {"ratio": ESTIMATE, "verdict": TEXT}},
+    "overhead_ratio": ESTIMATE,
 }
 FINGERPRINT_SHAPE = {"gpu_names?": [TEXT], "gpu_uuids?": [TEXT], "machine_label?": "str?",
                      "driver?": "str?", "cuda?": "str?", "nccl?": "str?", "torch?": "str?",
                      "mpi?": "str?", "cpu_model?": "str?", "cpu_cores?": "int?",
                      "gpu_topology?": "str?", "nccl_env?": {"*": TEXT}, "backend?": "str?",
-                     "world_size?": "int?", "profile?": "str?", "git_commit?": "str?"}
+                     "world_size?": "int?", "profile?": "str?", "git_commit?": "str?",
+                     "git_dirty?": "bool?",
+                     "gpu_limits?": [{"uuid?": "str?", "power_limit_w?": "num?",
+                                      "max_sm_clock_mhz?": "num?", "max_mem_clock_mhz?": "num?",
+                                      "sm_clock_mhz?": "num?", "mem_clock_mhz?": "num?"}, "?"]}
 
 
 def _shape_error(value: object, shape: object, where: str) -> str | None:
@@ -102,16 +195,22 @@ def _shape_error(value: object, shape: object, where: str) -> str | None:
             return None if value is None else _shape_error(value, shape[:-1], where)
         ok = {NUM: _is_number(value) and math.isfinite(value),
               INT: isinstance(value, int) and not isinstance(value, bool),
-              TEXT: isinstance(value, str)}[shape]
+              TEXT: isinstance(value, str), "bool": isinstance(value, bool)}[shape]
         return None if ok else f"{where} = {value!r:.60}; expected {shape}"
     if isinstance(shape, list):
+        if value is None and shape[1:] == ["?"]:
+            return None
         if not isinstance(value, list):
             return f"{where} is {type(value).__name__}; expected a list"
         return next((e for i, item in enumerate(value)
                      if (e := _shape_error(item, shape[0], f"{where}[{i}]"))), None)
+    if value is None and shape.get("?"):
+        return None
     if not isinstance(value, dict):
         return f"{where} is {type(value).__name__}; expected an object"
     for key, inner in shape.items():
+        if key == "?":
+            continue
         if key == "*":
             error = next((e for k, item in value.items()
                           if (e := _shape_error(item, inner, f"{where}.{k}"))), None)
@@ -164,6 +263,11 @@ def check_rows(results: ResultsFile) -> None:
                 raise ResultsError(results.path, f"benchmark {name!r} ({kind}) has "
                                                  f"extra_info.{key} = {info[key]!r:.60}; "
                                                  "expected a string or null")
+        for key in REQUIRED_NESTED.get(kind, ()):
+            if not isinstance(info.get(key), dict):
+                raise ResultsError(results.path, f"benchmark {name!r} ({kind}) has "
+                                                 f"extra_info.{key} = {info.get(key)!r:.60}; "
+                                                 "expected an object")
         for key in REQUIRED_NUMBERS.get(kind, ()):
             if not _is_number(info.get(key)):
                 raise ResultsError(results.path, f"benchmark {name!r} ({kind}) has "
@@ -195,9 +299,12 @@ def describe_run(index: int, results: ResultsFile) -> Run:
     command = suite.get("command") or "pytest (no suite record)"
     launcher = suite.get("launcher_command") or command
     created = results.created.isoformat(timespec="seconds") if results.created else None
+    passes = suite.get("passes") if isinstance(suite.get("passes"), list) else []
+    kinds = Counter(str(b["extra_info"].get("kind")) for b in results.benchmarks)
     return Run(index, results.label, str(results.path), command, launcher, suite.get("mode"),
                results.partial, created, results.fingerprint,
-               tuple(suite.get("failed_passes") or ()), suite.get("note"))
+               tuple(suite.get("failed_passes") or ()), suite.get("note"),
+               tuple(p for p in passes if isinstance(p, dict)), tuple(sorted(kinds.items())))
 
 
 def load_baseline(path: str, inputs: Sequence[ResultsFile]) -> Baseline:
@@ -227,7 +334,11 @@ def load_baseline(path: str, inputs: Sequence[ResultsFile]) -> Baseline:
 def import_weasyprint():
     """WeasyPrint, or a BuildError saying what to install (it loads Pango when imported)."""
     try:
-        import weasyprint
+        with warnings.catch_warnings():
+            # Without libharfbuzz-subset0 WeasyPrint also warns on import; rendering names the
+            # same fact once as a note (TOLERATED_WARNINGS).
+            warnings.filterwarnings("ignore", message="HarfBuzz-Subset will be required")
+            import weasyprint
     except OSError as error:  # Pango or one of its libraries is missing
         raise BuildError(f"{PANGO_HINT} ({error})") from None
     except ImportError as error:
@@ -253,16 +364,82 @@ class _Collector(logging.Handler):
         self.records.append(record)
 
 
+def missing_glyph(record: logging.LogRecord) -> str | None:
+    """The character WeasyPrint drew as a box because no installed font has it, or None."""
+    match = MISSING_GLYPH.match(record.getMessage())
+    return chr(int(match.group(1), 16)) if match else None
+
+
+def writes_values(character: str) -> bool:
+    """True for the characters the report writes its values with (module docstring)."""
+    return character.isascii() or character in REPORT_CHARACTERS
+
+
 def lost_content(record: logging.LogRecord) -> bool:
     """True when a WeasyPrint log record means the PDF lacks something (module docstring)."""
     if record.levelno >= logging.ERROR:
         return True
-    message = record.getMessage()
-    return not any(marker in message for marker in TOLERATED_WARNINGS)
+    character = missing_glyph(record)
+    if character is not None:
+        return writes_values(character)
+    return not any(marker in record.getMessage() for marker in TOLERATED_WARNINGS)
+
+
+def _unique(texts: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(texts))
+
+
+def _listed(characters: Sequence[str]) -> str:
+    return ", ".join(f"{c} (U+{ord(c):04X})" for c in characters)
+
+
+def tolerated_notes(records: Sequence[logging.LogRecord]) -> list[str]:
+    """One line per kind of tolerated record (WeasyPrint repeats them per font or glyph)."""
+    characters = _unique(c for r in records if (c := missing_glyph(r)) is not None)
+    by_kind: dict[str, list[str]] = {}
+    for record in records:
+        if missing_glyph(record) is None:
+            by_kind.setdefault(record.msg, []).append(record.getMessage())
+    notes = []
+    for messages in by_kind.values():
+        messages = _unique(messages)
+        more = f" (and {len(messages) - 1} more like it)" if len(messages) > 1 else ""
+        notes.append(f"WeasyPrint: {messages[0]}{more} (no content lost)")
+    if characters:
+        notes.append(f"WeasyPrint: no installed font has {_listed(characters)}: the PDF draws "
+                     "boxes in their place and keeps them in its text, the HTML shows them "
+                     f"({FONT_HINT}; input text only, no value lost)")
+    return notes
+
+
+def render_report_html(rows: list[dict], runs: list[Run], compared: Baseline | None
+                       ) -> tuple[str, list[str], list[dict]]:
+    """The HTML, with its figures, a note naming characters the figures drew as boxes, and
+    the step timelines it draws (for their traces)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        context = report_context(rows, runs, compared)
+        html = render_html(context)
+    characters = []
+    for warning in caught:
+        match = FIGURE_MISSING_GLYPH.match(str(warning.message))
+        if match is None:  # not about glyphs: shown as it would have been
+            warnings.warn_explicit(warning.message, warning.category, warning.filename,
+                                   warning.lineno)
+        else:
+            characters.append(chr(int(match.group(1))))
+    characters = _unique(characters)
+    if lost := [c for c in characters if writes_values(c)]:
+        raise BuildError(f"matplotlib's font has no {_listed(lost)}, which the figures write "
+                         "values with", status=3)
+    if not characters:
+        return html, [], context["timelines"]
+    return html, [f"matplotlib: its font has no {_listed(characters)}: the figures draw boxes "
+                  "in their place (input text only, no value lost)"], context["timelines"]
 
 
 def render_pdf(weasyprint, html: str, base_url: str) -> tuple[bytes, list[str]]:
-    """The PDF and the tolerated warnings; raises BuildError listing any lost content."""
+    """The PDF and notes on the tolerated warnings; raises BuildError listing lost content."""
     logger = logging.getLogger("weasyprint")
     collector = _Collector()
     propagate = logger.propagate
@@ -273,33 +450,52 @@ def render_pdf(weasyprint, html: str, base_url: str) -> tuple[bytes, list[str]]:
     finally:
         logger.removeHandler(collector)
         logger.propagate = propagate
-    fatal = [r for r in collector.records if lost_content(r)]
+    fatal = _unique(f"{r.levelname.lower()}: {r.getMessage()}"
+                    for r in collector.records if lost_content(r))
     if fatal:
-        listed = "; ".join(f"{r.levelname.lower()}: {r.getMessage()}" for r in fatal)
         raise BuildError(f"WeasyPrint could not render all of the report ({len(fatal)} "
-                         f"problem(s)): {listed}", status=3)
-    return pdf, [r.getMessage() for r in collector.records]
+                         f"problem(s)): {'; '.join(fatal)}", status=3)
+    return pdf, tolerated_notes(collector.records)
 
 
 def build(paths: Sequence[str], out: Path, baseline: str | None = None,
           pdf: bool = True) -> dict:
-    """Build the report into ``out``; returns {"html": path, "pdf": path or None, "notes"}."""
-    weasyprint = import_weasyprint() if pdf else None  # fail before any slow work
+    """Build the report into ``out``; returns {"html": path, "pdf": path or None, "notes"}.
+
+    A BuildError from the PDF step says that report.html was written.
+    """
     inputs = load_inputs(paths)
     runs = [describe_run(index, results) for index, results in enumerate(inputs)]
     rows = analysis.merge_rows(row for run, results in zip(runs, inputs)
                                for row in analysis.benchmark_rows(results.label, run.index,
                                                                   results.benchmarks))
     compared = load_baseline(baseline, inputs) if baseline else None
-    html = render_html(report_context(rows, runs, compared))
-    notes: list[str] = []
-    document = None
-    if weasyprint is not None:
-        document, notes = render_pdf(weasyprint, html, str(out.resolve()))
+    html, notes, timelines = render_report_html(rows, runs, compared)
     written = {"html": write_bytes_atomic(out / "report.html", html.encode()), "pdf": None,
-               "notes": notes}
-    if document is not None:
-        written["pdf"] = write_bytes_atomic(out / "report.pdf", document)
+               "notes": notes, "traces": write_traces(out, timelines)}
+    if not pdf:
+        return written
+    try:
+        document, pdf_notes = render_pdf(import_weasyprint(), html, str(out.resolve()))
+    except BuildError as error:
+        earlier = out / "report.pdf"
+        removed = f"; removed the earlier {earlier}" if earlier.exists() else ""
+        earlier.unlink(missing_ok=True)
+        raise BuildError(f"{error} (wrote {written['html']}, no PDF{removed})",
+                         error.status) from None
+    written["notes"] += pdf_notes
+    written["pdf"] = write_bytes_atomic(out / "report.pdf", document)
+    return written
+
+
+def write_traces(out: Path, timelines: Sequence[dict]) -> list[Path]:
+    """One Perfetto trace per step timeline of the report; traces of earlier builds that this
+    one does not draw are removed, so OUT/traces always matches the report beside it."""
+    written = [write_bytes_atomic(out / t["file"], traces.encode(
+        traces.trace(t["timeline"], t["process"], t["about"]))) for t in timelines]
+    for stale in (out / "traces").glob("*.json"):
+        if stale not in written:
+            stale.unlink()
     return written
 
 
@@ -315,6 +511,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--html-only", action="store_true",
                         help="skip the PDF (no WeasyPrint needed)")
     args = parser.parse_args(argv)
+    if problem := unwritable(args.out):
+        print(f"error: --out={args.out}: {problem}", file=sys.stderr)
+        return 2
     try:
         written = build(args.paths, args.out, args.baseline, pdf=not args.html_only)
     except ResultsError as error:
@@ -324,8 +523,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return error.status
     for note in written["notes"]:
-        print(f"note: WeasyPrint: {note}", file=sys.stderr)
-    print(f"wrote {written['html']}" + (f" and {written['pdf']}" if written["pdf"] else ""))
+        print(f"note: {note}", file=sys.stderr)
+    print(f"wrote {written['html']}" + (f" and {written['pdf']}" if written["pdf"] else "")
+          + (f", {len(written['traces'])} trace(s) in {args.out / 'traces'}"
+             if written["traces"] else ""))
     return 0
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import functools
 import io
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -27,14 +28,22 @@ from reports.analysis import gemm_version_rank  # noqa: E402
 
 WIDTH_IN = 6.8  # the PDF's text width (A4 minus margins), so 1 figure inch = 1 inch on paper
 PNG_DPI = 200
-STRATEGY_COLORS = {"sequential": "#7f7f7f", "threaded": "#ff7f0e", "chunked": "#1f77b4",
-                   "mpi": "#9467bd", "ddp": "#2ca02c", "synthetic": "#8c564b"}
+STRATEGY_COLORS = {"sequential": "#7f7f7f", "mpi-sequential": "#7f7f7f", "threaded": "#ff7f0e",
+                   "chunked": "#1f77b4", "mpi": "#9467bd", "ddp": "#2ca02c",
+                   "ddp-25mb": "#98df8a", "synthetic": "#8c564b", "compute-only": "#bcbd22",
+                   "comm-only": "#17becf"}
+LOST_TIME_COLORS = {"exposed_comm_ms": "#d62728", "compute_slowdown_ms": "#ff9896",
+                    "other_ms": "#c7c7c7"}
+LOST_TIME_LABELS = {"exposed_comm_ms": "exposed communication",
+                    "compute_slowdown_ms": "compute slowdown", "other_ms": "other"}
 STYLE = {
     "font.size": 8, "axes.titlesize": 8.5, "axes.labelsize": 8, "legend.fontsize": 7,
     "xtick.labelsize": 7, "ytick.labelsize": 7, "axes.spines.top": False,
     "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.3, "grid.linewidth": 0.5,
     "svg.fonttype": "path",  # text as outlines: the SVG renders the same without our fonts
     "svg.hashsalt": "overlap-report",  # stable ids, so rebuilding gives identical files
+    # Labels come from result files: "$...$" in a strategy name is text, not TeX to parse.
+    "text.parse_math": False,
 }
 
 
@@ -91,9 +100,6 @@ def _styled(function):
     return wrapper
 
 
-_grouped = FuncFormatter(lambda value, _: f"{value:,.0f}")
-
-
 # --- step anatomy ------------------------------------------------------------------------
 
 
@@ -101,9 +107,10 @@ _grouped = FuncFormatter(lambda value, _: f"{value:,.0f}")
 def gantt(panels: Sequence[dict]) -> Image:
     """One step per panel: compute and communication lanes, bars coloured by chunk.
 
-    ``panels``: [{"title", "bars": analysis.timeline_bars(...), "notes": [...]}].
+    ``panels``: [{"title", "bars": analysis.timeline_bars(...), "note": text or None}];
+    the note is written on a panel whose communication lane is empty (a reference step).
     """
-    fig, axes = _figure(len(panels), 1, height=0.55 + 0.72 * len(panels), sharex=True)
+    fig, axes = _figure(len(panels), 1, height=0.5 + 0.6 * len(panels), sharex=True)
     chunk_colors = plt.get_cmap("tab10")
     for ax, panel in zip(axes[:, 0], panels):
         for bar in panel["bars"]:
@@ -113,11 +120,9 @@ def gantt(panels: Sequence[dict]) -> Image:
             ax.broken_barh([(bar["start_ms"], max(bar["duration_ms"], 1e-9))],
                            (lane - 0.38, 0.76), facecolors=face, edgecolors="white",
                            linewidth=0.3)
-        has_comm = any(b["lane"] == "comm" for b in panel["bars"])
-        if not has_comm:
-            ax.text(0.99, 0.74, "communication not observable (inside backward)",
-                    transform=ax.transAxes, ha="right", va="center", fontsize=6.5,
-                    color="#555555")
+        if panel.get("note"):
+            ax.text(0.99, 0.74, panel["note"], transform=ax.transAxes, ha="right",
+                    va="center", fontsize=6.5, color="#555555")
         ax.set_yticks([0, 1], ["compute", "comm"])
         ax.set_ylim(-0.6, 1.6)
         ax.set_title(panel["title"], loc="left", pad=2)
@@ -126,170 +131,198 @@ def gantt(panels: Sequence[dict]) -> Image:
     return _save(fig)
 
 
-@_styled
-def chunk_consistency(per_chunk: Sequence[dict], spread: Sequence[dict]) -> Image:
-    """Left: per-chunk backward and all-reduce durations from one step's timeline, per
-    strategy. Right: every timed step's duration per strategy, with the median marked."""
-    fig, axes = _figure(1, 2, height=2.5, gridspec_kw={"width_ratios": [3, 2]})
-    left, right = axes[0]
-    for entry in per_chunk:
-        chunks = [d["chunk"] for d in entry["chunks"]]
-        for field, style, name in (("compute_ms", "-", "backward"), ("comm_ms", "--",
-                                                                      "all-reduce")):
-            values = [d[field] for d in entry["chunks"]]
-            if any(v is not None for v in values):
-                left.plot(chunks, [float("nan") if v is None else v for v in values], style,
-                          marker="o", markersize=2.5, linewidth=1, color=color(entry["strategy"]),
-                          label=f"{entry['strategy']} {name}")
-    left.set_xlabel("chunk (in the order backward produces them)")
-    left.set_ylabel("duration (ms)")
-    left.set_ylim(bottom=0)
-    if per_chunk:
-        left.legend(ncols=3, frameon=False, loc="lower left", bbox_to_anchor=(0, 1.0),
-                    fontsize=6.5)
-    for index, entry in enumerate(spread):
-        times = entry["step_ms_all"]
-        right.scatter([index] * len(times), times, s=9, color=color(entry["strategy"]),
-                      alpha=0.7, linewidths=0)
-        right.plot([index - 0.3, index + 0.3], [entry["median_ms"]] * 2, color="black",
-                   linewidth=1)
-    right.set_xticks(range(len(spread)), [e["strategy"] for e in spread], rotation=30)
-    right.set_ylabel("step time of each timed step (ms)")
-    return _save(fig)
+# --- interleaved comparisons: every value drawn with its 95% interval ----------------------
+
+
+def _errors(estimates: Sequence[dict | None]) -> tuple[list[float], list[list[float]]]:
+    """Values and matplotlib's asymmetric error bars for Estimates (as JSON); an estimate
+    without an interval gets a zero-length bar (its caption says so), an undefined one NaN."""
+    values, below, above = [], [], []
+    for estimate in estimates:
+        value = (estimate or {}).get("value")
+        values.append(float("nan") if value is None else value)
+        low, high = (estimate or {}).get("low"), (estimate or {}).get("high")
+        ok = value is not None and low is not None and high is not None
+        below.append(max(value - low, 0.0) if ok else 0.0)
+        above.append(max(high - value, 0.0) if ok else 0.0)
+    return values, [below, above]
 
 
 @_styled
-def totals_bars(totals: dict) -> Image:
-    """Horizontal bars: the reference measurements, then each strategy's step time."""
-    labels = ["compute only", "comm only", "compute + comm", "sequential (reference)"]
-    values = [totals["compute_only_ms"], totals["comm_only_ms"], totals["sum_ms"],
-              totals["sequential_ms"]]
-    colors = ["#bcbd22", "#17becf", "#dddddd", color("sequential")]
-    for entry in totals["strategies"]:
-        labels.append(f"{entry['strategy']} (step)")
-        values.append(entry["step_ms"])
-        colors.append(color(entry["strategy"]))
-    fig, axes = _figure(1, 1, height=0.45 + 0.2 * len(labels))
+def step_bars(entries: Sequence[dict]) -> Image:
+    """Horizontal bars with 95% intervals: a cell's references (compute-only, comm-only,
+    limit, schedule bound, sequential), then each strategy's step.
+
+    ``entries``: [{"label", "estimate", "color"}], top to bottom.
+    """
+    fig, axes = _figure(1, 1, height=0.45 + 0.2 * len(entries))
     ax = axes[0, 0]
-    positions = list(range(len(labels)))[::-1]
-    ax.barh(positions, values, color=colors, height=0.7)
-    for position, value in zip(positions, values):
-        ax.text(value, position, f" {value:.3g}", va="center", fontsize=6.5)
-    ax.axvline(totals["limit_ms"], color="black", linestyle="--", linewidth=0.8)
-    ax.text(totals["limit_ms"], positions[0] + 0.6, " limit", fontsize=6.5, va="bottom")
-    ax.set_yticks(positions, labels)
-    ax.set_xlabel("time per step (ms)")
-    ax.set_xlim(0, max(values) * 1.12)
+    positions = list(range(len(entries)))[::-1]
+    values, errors = _errors([e["estimate"] for e in entries])
+    ax.barh(positions, values, xerr=errors, color=[e["color"] for e in entries], height=0.7,
+            error_kw={"elinewidth": 0.8, "capsize": 2, "ecolor": "black"})
+    for position, value, high in zip(positions, values, errors[1]):
+        ax.text(value + high, position, f" {value:.3g}", va="center", fontsize=6.5)
+    ax.set_yticks(positions, [e["label"] for e in entries])
+    ax.set_xlabel("time per step (ms), median over rounds with its 95% interval")
+    finite = [v + h for v, h in zip(values, errors[1]) if v == v]
+    ax.set_xlim(0, max(finite, default=1) * 1.15)
     ax.grid(axis="y", visible=False)
     return _save(fig)
 
 
 @_styled
-def chunk_sweep(sweep: dict) -> Image:
-    """Step time against chunk count K per strategy, with the limit and sequential per K.
+def lost_time(entries: Sequence[dict]) -> Image:
+    """Per strategy: step − compute-only split into exposed communication, compute slowdown
+    and other (stacked, each part's interval at its segment's end), and below it the gap
+    measured by the clocks with its interval.
 
-    A strategy measured at one K only (e.g. mpi) is a lone marker; one far above the lines
-    (host-staged MPI at seconds per step) is drawn at the top edge with its value, so that it
-    does not flatten every line into the floor.
+    ``entries``: [{"strategy", "exposed_comm_ms", "compute_slowdown_ms", "other_ms",
+    "gap_ms"}] with Estimates as JSON.
     """
-    fig, axes = _figure(1, 1, height=2.4)
+    parts = tuple(LOST_TIME_COLORS)
+    fig, axes = _figure(1, 1, height=0.55 + 0.42 * len(entries))
     ax = axes[0, 0]
-    in_lines = [v for points in sweep["lines"].values() if len(points) > 1 for _, v in points]
-    in_lines += [v for _, v in sweep["limit"]] + [v for _, v in sweep["sequential"]]
-    ceiling = max(in_lines) * 1.12 if in_lines else None
-    for strategy, points in sweep["lines"].items():
-        shown = [(k, min(v, ceiling) if ceiling else v) for k, v in points]
-        ax.plot([k for k, _ in shown], [v for _, v in shown], marker="o", markersize=3,
-                linewidth=1.2, color=color(strategy), label=strategy)
-        for k, v in points:
-            if ceiling and v > ceiling:
-                ax.annotate(f"{strategy}: {v:,.0f} ms (off scale)", (k, ceiling),
-                            xytext=(4, -3), textcoords="offset points", fontsize=6.5,
-                            va="top", color=color(strategy))
-    if sweep["limit"]:
-        ax.plot([k for k, _ in sweep["limit"]], [v for _, v in sweep["limit"]], "k--",
-                linewidth=0.9, label="limit max(compute, comm)")
-    if sweep["sequential"]:
-        ax.plot([k for k, _ in sweep["sequential"]], [v for _, v in sweep["sequential"]],
-                ":", color="#555555", linewidth=0.9, label="sequential (reference)")
-    chunk_counts = sorted({k for points in sweep["lines"].values() for k, _ in points})
-    if chunk_counts and chunk_counts[-1] / chunk_counts[0] > 8:
+    labels, ticks = [], []
+    for index, entry in enumerate(entries):
+        top = 2 * (len(entries) - 1 - index) + 1
+        positive = negative = 0.0
+        for offset, part in zip((-0.14, 0.0, 0.14), parts):
+            value, error = _errors([entry[part]])
+            value = 0.0 if value[0] != value[0] else value[0]
+            start = positive if value >= 0 else negative
+            ax.barh(top, value, left=start, height=0.7, color=LOST_TIME_COLORS[part],
+                    edgecolor="white", linewidth=0.3,
+                    label=LOST_TIME_LABELS[part] if index == 0 else None)
+            end = start + value
+            ax.errorbar(end, top + offset, xerr=[[error[0][0]], [error[1][0]]], fmt="none",
+                        ecolor="black", elinewidth=0.7, capsize=1.5)
+            if value >= 0:
+                positive = end
+            else:
+                negative = end
+        gap, error = _errors([entry["gap_ms"]])
+        ax.barh(top - 1, gap, xerr=error, height=0.45, color="#444444",
+                error_kw={"elinewidth": 0.8, "capsize": 2, "ecolor": "black"},
+                label="step − compute-only (clocks)" if index == 0 else None)
+        labels += [f"{entry['strategy']}: parts", f"{entry['strategy']}: measured gap"]
+        ticks += [top, top - 1]
+    ax.axvline(0, color="black", linewidth=0.6)
+    ax.set_yticks(ticks, labels)
+    ax.set_xlabel("time lost against compute-only (ms per step), 95% intervals")
+    ax.grid(axis="y", visible=False)
+    ax.legend(ncols=4, frameon=False, loc="lower left", bbox_to_anchor=(0, 1.0), fontsize=6.5)
+    return _save(fig)
+
+
+@_styled
+def speedup_by_chunks(panels: Sequence[dict]) -> Image:
+    """Speedup over sequential against K, one line per strategy, one panel per workload.
+
+    ``panels``: [{"title", "lines": {strategy: [(K, Estimate), ...]}}].
+    """
+    fig, axes = _figure(1, len(panels), height=2.3)
+    for ax, panel in zip(axes[0], panels):
+        count = max(len(panel["lines"]), 1)
+        for index, (strategy, points) in enumerate(panel["lines"].items()):
+            # Strategies side by side around each K, so their bars do not hide each other.
+            shift = 1 + 0.05 * (index - (count - 1) / 2)
+            values, errors = _errors([estimate for _, estimate in points])
+            ax.errorbar([k * shift for k, _ in points], values, yerr=errors, marker="o",
+                        markersize=2.5, linewidth=1, capsize=1.5, elinewidth=0.7,
+                        color=color(strategy), label=strategy)
+        chunk_counts = sorted({k for points in panel["lines"].values() for k, _ in points})
+        ax.axhline(1.0, color="black", linestyle=":", linewidth=0.8)
         ax.set_xscale("log")
-    ax.set_xticks(chunk_counts, [str(k) for k in chunk_counts])
-    ax.minorticks_off()
-    if ceiling:
-        # Not from 0: the differences between strategies are a few percent of the step.
-        ax.set_ylim(min(in_lines) * 0.9, ceiling * 1.02)
-    ax.set_xlabel("chunks K")
-    ax.set_ylabel("step time (ms)")
-    ax.legend(ncols=4, frameon=False, loc="lower center", bbox_to_anchor=(0.5, 1.0))
-    return _save(fig)
-
-
-# --- scaling and interconnects -------------------------------------------------------------
-
-
-@_styled
-def scaling(rows: Sequence[dict]) -> Image:
-    """Samples/s and scaling efficiency against world size, one line per strategy."""
-    fig, axes = _figure(1, 2, height=2.3)
-    left, right = axes[0]
-    strategies = list(dict.fromkeys(r["strategy"] for r in rows))
-    worlds = sorted({r["world_size"] for r in rows})
-    for strategy in strategies:
-        points = [r for r in rows if r["strategy"] == strategy]
-        left.plot([r["world_size"] for r in points], [r["samples_per_s"] for r in points],
-                  marker="o", markersize=3, color=color(strategy), label=strategy)
-        efficient = [r for r in points if r["scaling_efficiency"] is not None]
-        right.plot([r["world_size"] for r in efficient],
-                   [r["scaling_efficiency"] for r in efficient], marker="o", markersize=3,
-                   color=color(strategy), label=strategy)
-    single = [r for r in rows if r["world_size"] == 1]
-    if single:
-        base = max(r["samples_per_s"] for r in single)
-        left.plot(worlds, [base * w for w in worlds], ":", color="black", linewidth=0.8,
-                  label="ideal (w × best 1-rank)")
-    right.axhline(1.0, color="black", linestyle=":", linewidth=0.8)
-    for ax in (left, right):
-        ax.set_xticks(worlds, [str(w) for w in worlds])
+        ax.set_xticks(chunk_counts, [str(k) for k in chunk_counts])
         ax.minorticks_off()
-        ax.set_xlabel("world size (ranks)")
-    left.set_ylabel("samples/s (all ranks)")
-    left.yaxis.set_major_formatter(_grouped)
-    right.set_ylabel("scaling efficiency")
-    left.legend(frameon=False)
+        ax.set_xlabel("chunks K")
+        ax.set_title(panel["title"], loc="left", pad=2)
+    axes[0, 0].set_ylabel("speedup over sequential (×)")
+    _legend_above(fig, axes[0, 0])
+    return _save(fig)
+
+
+def _legend_above(fig, ax) -> None:
+    """One legend for every panel, above them (a legend on one panel would widen it)."""
+    fig.legend(*ax.get_legend_handles_labels(), ncols=6, frameon=False, loc="outside upper left",
+               fontsize=6.5)
+
+
+@_styled
+def regime(panels: Sequence[dict], study_ratio: float) -> Image:
+    """Speedup over sequential against the measured compute:communication ratio, both with
+    their intervals, under the ideal curve of a perfect overlap (impl.metrics.ideal_speedup).
+
+    ``panels``: [{"title", "points": [{"strategy", "ratio", "speedup"}]}].
+    """
+    from impl.metrics import ideal_speedup
+
+    fig, axes = _figure(1, len(panels), height=2.6, sharey=True)
+    for ax, panel in zip(axes[0], panels):
+        ratios = [p["ratio"] for p in panel["points"]]
+        # Log axis: an interval end at or below 0 (not a ratio of two times) is not drawn.
+        lows = [r["low"] if (r.get("low") or 0) > 0 else r["value"] for r in ratios]
+        highs = [r["high"] if (r.get("high") or 0) > 0 else r["value"] for r in ratios]
+        span = (min([*lows, study_ratio]) / 1.5, max([*highs, study_ratio]) * 1.5)
+        xs = [span[0] * (span[1] / span[0]) ** (i / 200) for i in range(201)]
+        ax.plot(xs, ideal_speedup(xs), color="black", linewidth=0.9,
+                label="ideal: (r + 1) / max(r, 1)")
+        for strategy in dict.fromkeys(p["strategy"] for p in panel["points"]):
+            mine = [p for p in panel["points"] if p["strategy"] == strategy]
+            x, xerr = _errors([p["ratio"] for p in mine])
+            y, yerr = _errors([p["speedup"] for p in mine])
+            ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="o", markersize=3, elinewidth=0.6,
+                        capsize=1, alpha=0.85, color=color(strategy), label=strategy)
+        ax.axvline(study_ratio, color="#8c564b", linestyle="--", linewidth=0.8)
+        ax.text(study_ratio, 0.99, " course study", transform=ax.get_xaxis_transform(),
+                fontsize=6.5, va="top", color="#8c564b")
+        ax.axhline(1.0, color="black", linestyle=":", linewidth=0.8)
+        ax.set_xscale("log")
+        ax.set_xlim(*span)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.set_xlabel("compute : communication (compute-only / comm-only)")
+        ax.set_title(panel["title"], loc="left", pad=2)
+    axes[0, 0].set_ylabel("speedup over sequential (×)")
+    _legend_above(fig, axes[0, 0])
     return _save(fig)
 
 
 @_styled
-def interconnect(rows: Sequence[dict]) -> Image:
-    """Grouped bars: step time per strategy, one bar per interconnect profile."""
-    profiles = sorted({r["profile"] for r in rows})
-    strategies = list(dict.fromkeys(r["strategy"] for r in rows))
-    fig, axes = _figure(1, 2, height=2.3)
-    width = 0.8 / len(profiles)
-    hatches = ["", "//", "..", "xx"]
-    for axis, field, label in ((axes[0, 0], "step_ms", "step time (ms)"),
-                               (axes[0, 1], "overlap_efficiency", "overlap efficiency")):
-        for p_index, profile in enumerate(profiles):
-            for s_index, strategy in enumerate(strategies):
-                value = next((r[field] for r in rows if r["profile"] == profile
-                              and r["strategy"] == strategy), None)
-                if value is None:
-                    continue
-                axis.bar(s_index + (p_index - (len(profiles) - 1) / 2) * width, value, width,
-                         color=color(strategy), hatch=hatches[p_index % len(hatches)],
-                         edgecolor="white", label=profile if s_index == 0 else None)
-        axis.set_xticks(range(len(strategies)), strategies, rotation=30)
-        axis.set_ylabel(label)
-    axes[0, 0].legend(frameon=False, ncols=len(profiles), loc="lower left",
-                      bbox_to_anchor=(0, 1.0))
+def interference(entries: Sequence[dict]) -> Image:
+    """GEMM time beside traffic / GEMM time alone, with 95% intervals, per workload.
+
+    ``entries``: [{"label", "interferer", "ratio"}], one bar each.
+    """
+    fig, axes = _figure(1, 1, height=0.5 + 0.22 * len(entries))
+    ax = axes[0, 0]
+    positions = list(range(len(entries)))[::-1]
+    values, errors = _errors([e["ratio"] for e in entries])
+    colors = {"all-reduce": "#d62728", "copy": "#1f77b4", "add": "#ff7f0e"}
+    ax.barh(positions, [v - 1 for v in values], left=1, xerr=errors,
+            color=[colors.get(e["interferer"], "#7f7f7f") for e in entries], height=0.65,
+            error_kw={"elinewidth": 0.8, "capsize": 2, "ecolor": "black"})
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_yticks(positions, [e["label"] for e in entries])
+    ax.set_xlabel("GEMM time beside the traffic / alone (×), 95% interval")
+    ax.grid(axis="y", visible=False)
     return _save(fig)
+
+
+def round_range(row: dict) -> tuple[float, float]:
+    """busbw below and above the median's for the slowest and fastest round: the median busbw
+    scaled by median round time / round time (round wall times include the sync)."""
+    times = sorted(row.get("round_s") or [])
+    if len(times) < 2:
+        return 0.0, 0.0
+    middle, busbw = statistics.median(times), row["busbw_gbps"]
+    return busbw - busbw * middle / times[-1], busbw * middle / times[0] - busbw
 
 
 @_styled
 def allreduce(groups: Sequence[dict]) -> Image:
-    """busbw against message size per (machine, ranks, profile), with reference lines."""
+    """busbw against message size per (machine, ranks, profile), with the spread of the rounds
+    (round_range) and reference lines."""
     fig, axes = _figure(1, 1, height=3.4)
     ax = axes[0, 0]
     palette = plt.get_cmap("tab10")
@@ -297,8 +330,10 @@ def allreduce(groups: Sequence[dict]) -> Image:
         rows = group["rows"]
         tint = palette(index % 10)
         sizes = [r["size_bytes"] / 2**20 for r in rows]
-        ax.plot(sizes, [r["busbw_gbps"] for r in rows], marker="o", markersize=3, color=tint,
-                label=f"{group['machine']} {group['world_size']} ranks, {group['profile']}")
+        spread = list(zip(*(round_range(r) for r in rows)))
+        ax.errorbar(sizes, [r["busbw_gbps"] for r in rows], yerr=spread, marker="o",
+                    markersize=3, color=tint, capsize=1.5, elinewidth=0.7,
+                    label=f"{group['machine']} {group['world_size']} ranks, {group['profile']}")
         for field, style, peer in (("nccl_tests_gbps", "--", "nccl-tests"),
                                    ("torch_ref_gbps", ":", "torch.distributed ref.")):
             referenced = [r for r in rows if r[field] is not None]
@@ -342,52 +377,6 @@ def nvml_timelines(series: Sequence[dict]) -> Image:
     axes[0, 0].legend(ncols=len(series) or 1, frameon=False)
     axes[-1, 0].set_xlabel("time since the sampler started (s)")
     return _save(fig, "png")
-
-
-@_styled
-def energy_bars(rows: Sequence[dict]) -> Image:
-    """Energy per step and samples per joule, per strategy and world size."""
-    measured = [r for r in rows if r["energy_per_step_j"] is not None]
-    worlds = sorted({r["world_size"] for r in measured})
-    strategies = list(dict.fromkeys(r["strategy"] for r in measured))
-    fig, axes = _figure(1, 2, height=2.2)
-    width = 0.8 / max(len(strategies), 1)
-    for axis, field, label in ((axes[0, 0], "energy_per_step_j", "energy per step (J)"),
-                               (axes[0, 1], "samples_per_joule", "samples per joule")):
-        for s_index, strategy in enumerate(strategies):
-            for w_index, world in enumerate(worlds):
-                value = next((r[field] for r in measured if r["strategy"] == strategy
-                              and r["world_size"] == world), None)
-                if value is not None:
-                    axis.bar(w_index + (s_index - (len(strategies) - 1) / 2) * width, value,
-                             width, color=color(strategy),
-                             label=strategy if w_index == 0 else None)
-        axis.set_xticks(range(len(worlds)), [f"{w} GPU" for w in worlds])
-        axis.set_ylabel(label)
-    axes[0, 0].legend(frameon=False)
-    return _save(fig)
-
-
-@_styled
-def sampler_overhead(row: dict) -> Image:
-    """The sampler-off and sampler-on blocks' median step times, in the order they ran."""
-    blocks = row.get("blocks") or {}
-    off, on = blocks.get("off", []), blocks.get("on", [])
-    order = []
-    for index in range(max(len(off), len(on))):
-        if index < len(off):
-            order.append(("off", off[index]))
-        if index < len(on):
-            order.append(("on", on[index]))
-    fig, axes = _figure(1, 1, height=1.9)
-    ax = axes[0, 0]
-    ax.bar(range(len(order)), [v for _, v in order],
-           color=["#aaaaaa" if s == "off" else "#d62728" for s, _ in order])
-    ax.set_xticks(range(len(order)), [f"{s}\nblock {i + 1}" for i, (s, _) in enumerate(order)])
-    low = min(v for _, v in order) if order else 0
-    ax.set_ylim(low * 0.97, None)
-    ax.set_ylabel("median step (ms)")
-    return _save(fig)
 
 
 # --- simulation, GEMM ----------------------------------------------------------------------

@@ -49,6 +49,28 @@ def fmt_pct(value: float | None) -> str:
     return NA if value is None else f"{fmt(value)}%"
 
 
+def fmt_estimate(estimate: dict | None, digits: int = 3) -> str:
+    """An impl.stats.Estimate (as JSON) as "value [low, high]"; the value alone with "(no
+    interval)" where the rounds gave none; n/a where the figure is undefined."""
+    if not estimate or estimate.get("value") is None:
+        return NA
+    return f"{fmt(estimate['value'], digits)} {fmt_range(estimate, digits)}"
+
+
+def fmt_range(estimate: dict | None, digits: int = 3) -> str:
+    """The 95% interval of an Estimate as "[low, high]", or "(no interval)"."""
+    if not estimate or estimate.get("low") is None or estimate.get("high") is None:
+        return "(no interval)"
+    return f"[{fmt(estimate['low'], digits)}, {fmt(estimate['high'], digits)}]"
+
+
+def fmt_times(estimate: dict | None) -> str:
+    """A speedup Estimate as "1.16× [0.95, 1.61]"."""
+    if not estimate or estimate.get("value") is None:
+        return NA
+    return f"{fmt(estimate['value'])}× {fmt_range(estimate)}"
+
+
 def fmt_bytes(size: int) -> str:
     """1048576 -> "1 MiB", 1073741824 -> "1 GiB"."""
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
@@ -67,6 +89,7 @@ class Column:
     render: Callable[[object], str] = fmt
     numeric: bool = True
     nowrap: bool = False  # short codes such as shapes, which read badly when broken
+    detail: Callable[[object], str] | None = None  # a second, smaller line (an interval)
 
     @property
     def title(self) -> str:
@@ -78,12 +101,19 @@ def text_column(key: str, header: str, nowrap: bool = False) -> Column:
                   nowrap=nowrap)
 
 
+def estimate_column(key: str, header: str, unit: str = "") -> Column:
+    """A column of Estimates: the median, and its 95% interval on a second line."""
+    return Column(key, header, unit, render=lambda e: fmt((e or {}).get("value")),
+                  detail=lambda e: "" if not e or e.get("value") is None else fmt_range(e))
+
+
 @dataclass(frozen=True)
 class Cell:
     text: str
     mark: str = ""  # footnote letter, when the value is n/a or needs a warning
     numeric: bool = False
     nowrap: bool = False
+    detail: str = ""  # a second, smaller line: the interval of an estimate
 
 
 @dataclass
@@ -96,11 +126,18 @@ class Table:
     numeric: list[bool] = field(default_factory=list)
 
 
-def make_table(table_id: str, caption: str, columns: Sequence[Column],
-               rows: Sequence[dict]) -> Table:
-    """Rows rendered through their columns; an n/a or flagged value gets a lettered footnote.
+def missing_value_note(key: str, row: dict) -> str | None:
+    """The default footnote rule: why a value is n/a (and any overlap efficiency's warning)."""
+    if row.get(key) is None or key == "overlap_efficiency":
+        return note_for(key, row)
+    return None
 
-    The footnote text comes from ``analysis.note_for`` (the same reason gets the same letter
+
+def make_table(table_id: str, caption: str, columns: Sequence[Column],
+               rows: Sequence[dict],
+               note: Callable[[str, dict], str | None] = missing_value_note) -> Table:
+    """Rows rendered through their columns; a value ``note`` has words for gets a lettered
+    footnote (by default ``missing_value_note``; the same reason gets the same letter
     throughout one table).
     """
     notes: dict[str, str] = {}
@@ -109,13 +146,14 @@ def make_table(table_id: str, caption: str, columns: Sequence[Column],
         cells = []
         for column in columns:
             value = row.get(column.key)
-            reason = note_for(column.key, row) if column.numeric else None
+            reason = note(column.key, row) if column.numeric else None
             mark = ""
-            if reason is not None and (value is None or column.key == "overlap_efficiency"):
+            if reason is not None:
                 if reason not in notes:
                     notes[reason] = string.ascii_lowercase[len(notes) % 26]
                 mark = notes[reason]
-            cells.append(Cell(column.render(value), mark, column.numeric, column.nowrap))
+            detail = column.detail(value) if column.detail else ""
+            cells.append(Cell(column.render(value), mark, column.numeric, column.nowrap, detail))
         rendered.append(cells)
     return Table(table_id, caption, [c.title for c in columns], rendered,
                  [(mark, reason) for reason, mark in notes.items()],

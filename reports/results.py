@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -35,7 +36,16 @@ SCHEMAS = (1,)  # values of suite.schema this loader reads
 BASELINES_DIR = "baselines"  # results/baselines/<label>.json: the gate's references, not runs
 # Files that live beside the results but are not pytest-benchmark output.
 SIDE_FILES = ("gate-trials.json",)
-STATS_NUMBERS = ("min", "max", "mean", "median", "stddev", "q1", "q3", "iqr")
+# Round-time statistics (seconds): a round takes time, so these are > 0; spreads may be 0.
+POSITIVE_STATS = ("min", "max", "mean", "median", "q1", "q3")
+SPREAD_STATS = ("stddev", "iqr")
+# extra_info numbers that no real measurement has otherwise. Checked here, for every kind of
+# row, so neither the report nor the gate divides by a zero step or a zero world size.
+POSITIVE_FIELDS = ("step_ms", "compute_only_ms", "sequential_ms", "limit_ms", "time_ms",
+                   "wall_step_ms", "step_ms_sampler_on", "step_ms_sampler_off", "samples_per_s",
+                   "algbw_gbps", "size_bytes", "tflops")
+NON_NEGATIVE_FIELDS = ("comm_only_ms",)
+COUNT_FIELDS = ("world_size", "chunks")  # integers >= 1
 
 
 class ResultsError(Exception):
@@ -100,24 +110,102 @@ def _check_benchmark(path: Path, index: int, benchmark: object) -> None:
     if not _is_number(stats.get("median")):
         raise ResultsError(path, f"benchmark {name!r} has no numeric stats.median "
                                  f"(got {stats.get('median')!r})")
-    for key in STATS_NUMBERS:
-        value = stats.get(key)
+    for key in (*POSITIVE_STATS, *SPREAD_STATS):
+        value, positive = stats.get(key), key in POSITIVE_STATS
         # stddev is legitimately absent (null) with one round; anything present must be sane.
-        if value is not None and (not _is_number(value) or not math.isfinite(value)
-                                  or value < 0):
+        if value is not None and (not _is_number(value) or value < 0 or (positive and value == 0)):
             raise ResultsError(path, f"benchmark {name!r} has stats.{key} = {value!r}; "
-                                     "expected a finite number >= 0")
+                                     f"expected a finite number {'> 0' if positive else '>= 0'}")
     data = stats.get("data")
     if data is not None:
         if not isinstance(data, list) or not data:
             raise ResultsError(path, f"benchmark {name!r} has stats.data = {data!r}; "
                                      "expected a non-empty list of round times")
         for round_index, value in enumerate(data):
-            if not _is_number(value) or not math.isfinite(value) or value <= 0:
+            if not _is_number(value) or value <= 0:
                 raise ResultsError(path, f"benchmark {name!r} has stats.data[{round_index}] = "
                                          f"{value!r}; round times must be finite and > 0")
-    if not isinstance(benchmark.get("extra_info"), dict):
+    info = benchmark.get("extra_info")
+    if not isinstance(info, dict):
         raise ResultsError(path, f"benchmark {name!r} has no 'extra_info' object")
+    for key, value in info.items():
+        if _is_number(value) and (problem := _field_problem(key, value)):
+            raise ResultsError(path, f"benchmark {name!r} has extra_info.{key} = {value!r}; "
+                                     f"{problem}")
+
+
+def _field_problem(key: str, value: float) -> str | None:
+    """Why ``value`` cannot be extra_info's ``key`` (the *_FIELDS above), or None."""
+    if key in COUNT_FIELDS and (not isinstance(value, int) or value < 1):
+        return "expected an integer >= 1"
+    if key in POSITIVE_FIELDS and value <= 0:
+        return "expected a number > 0"
+    if key in NON_NEGATIVE_FIELDS and value < 0:
+        return "expected a number >= 0"
+    return None
+
+
+class _LongInteger(float):
+    """A JSON integer longer than 19 characters, held as a float (inf beyond the float range).
+
+    Python's int() refuses 4300+ digits without naming the field, and a 400-digit int
+    overflows the first float operation; as a float _first_bad_value names it.
+    """
+
+    def __new__(cls, text: str) -> _LongInteger:
+        value = super().__new__(cls, text)
+        value.digits = len(text.lstrip("-"))
+        return value
+
+    def __repr__(self) -> str:
+        return f"an integer of {self.digits} digits"
+
+
+def _parse_int(text: str) -> int | float:
+    return int(text) if len(text) <= 19 else _LongInteger(text)
+
+
+def _first_bad_value(document: object) -> str | None:
+    """The first value no result file may hold, described with its place in the document.
+
+    Not finite numbers (NaN, Infinity, beyond the float range) and text that is not valid
+    Unicode (a lone surrogate such as "\\ud800", which no UTF-8 output can hold), in keys too.
+    Iterative: the depth of a document must not matter.
+    """
+    todo: list[tuple[str, object]] = [("", document)]
+    while todo:
+        where, value = todo.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            return (f"{where or 'the document'} = {value!r}; expected a finite number "
+                    "(within ±1.8e308)")
+        if isinstance(value, str) and not _is_unicode(value):
+            return f"{where or 'the document'} = {value!r:.80}; not valid Unicode text"
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if not _is_unicode(key):
+                    return f"{where or 'the document'} has the key {key!r:.80}; not valid text"
+                todo.append((f"{where}.{key}" if where else key, item))
+        elif isinstance(value, list):
+            todo.extend((f"{where}[{index}]", item) for index, item in enumerate(value))
+    return None
+
+
+def _with_benchmark_name(document: dict, problem: str) -> str:
+    """``problem`` led by the benchmark's name when it lies inside ``benchmarks[i]``."""
+    index = re.match(r"benchmarks\[(\d+)\]", problem)
+    try:
+        name = document["benchmarks"][int(index[1])]["fullname"]
+    except (TypeError, LookupError, ValueError):
+        return problem
+    return f"benchmark {name!r}: {problem}" if _is_unicode(str(name)) else problem
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _parse_time(path: Path, field: str, value: object) -> datetime:
@@ -144,10 +232,15 @@ def load_results(path: str | Path) -> ResultsFile:
     except (OSError, UnicodeDecodeError) as error:
         raise ResultsError(path, f"cannot read: {error}") from None
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_int=_parse_int)
     except json.JSONDecodeError as error:
         raise ResultsError(path, f"not valid JSON (truncated or corrupt?): {error.msg} at line "
                                  f"{error.lineno} column {error.colno}") from None
+    except RecursionError:
+        raise ResultsError(path, "nested too deeply to be a result file (more than "
+                                 f"{sys.getrecursionlimit()} levels)") from None
+    if problem := _first_bad_value(data):
+        raise ResultsError(path, _with_benchmark_name(data, problem))
     if (not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list)
             or not isinstance(data.get("machine_info"), dict)):
         raise ResultsError(path, "not a pytest-benchmark results file (expected a JSON object "
@@ -159,6 +252,9 @@ def load_results(path: str | Path) -> ResultsFile:
     if overlap is not None and not isinstance(overlap, dict):
         raise ResultsError(path, f"machine_info.overlap is a {type(overlap).__name__}, "
                                  "expected an object")
+    world = (overlap or {}).get("world_size")
+    if _is_number(world) and (problem := _field_problem("world_size", world)):
+        raise ResultsError(path, f"machine_info.overlap.world_size = {world!r}; {problem}")
 
     suite = data.get("suite")
     created = None
@@ -218,25 +314,44 @@ def newest(files: Iterable[ResultsFile]) -> ResultsFile:
 
 
 MODE_RANK = {"quick": 0, "default": 1, "full": 2}  # more rounds and a larger grid rank higher
+OVERLAP_KINDS = ("step", "comparison")
 
 
 def _profile(result: ResultsFile) -> str:
     return str(result.data.get("suite", {}).get("profile") or result.fingerprint.get("profile"))
 
 
-def _thoroughness(result: ResultsFile) -> tuple[int, datetime, str]:
+def is_interleaved(result: ResultsFile) -> bool:
+    """A run whose overlap cells were measured interleaved (it has comparison rows)."""
+    return any(b["extra_info"].get("kind") == "comparison" for b in result.benchmarks)
+
+
+def strength(result: ResultsFile) -> tuple:
+    """How much a run is worth as the source of a machine's answer, for ``max``: interleaved
+    before older runs, then the most thorough mode, complete before partial, then newest."""
     mode = result.data.get("suite", {}).get("mode")
-    return MODE_RANK.get(mode, -1), result.sort_time, result.path.name
+    return (is_interleaved(result), MODE_RANK.get(mode, -1), not result.partial,
+            result.sort_time, result.path.name)
+
+
+def _overlap_workloads(result: ResultsFile) -> set[tuple]:
+    return {(b["extra_info"].get("workload"), b["extra_info"].get("world_size"))
+            for b in result.benchmarks if b["extra_info"].get("kind") in OVERLAP_KINDS}
 
 
 def newest_per_machine(results_dir: str | Path = "results") -> list[Path]:
-    """The newest results of each machine-label folder of ``results_dir``, per fabric profile.
+    """The strongest results of each machine-label folder of ``results_dir``, per profile.
 
     Folders are ``results/<label>/``; ``results/baselines`` is skipped. Each interconnect
-    profile is a run of its own (suite/run.py), so one file is chosen per profile: the most
-    thorough mode present (full, then default, then quick), newest among those by
-    ``suite.created`` (or pytest-benchmark's ``datetime``), else modification time, ties by file
-    name. Every file looked at is validated, so a broken one raises ResultsError.
+    profile is a run of its own (suite/run.py), so files are chosen per profile: first the
+    strongest (``strength``: interleaved, most thorough mode, complete, newest), so a quick
+    run made on a laptop never displaces a thorough GPU run and an old-format run never
+    displaces an interleaved one; then, strongest first, every other file that measured
+    overlap workloads (workload × world size) none of the chosen files did, such as the
+    course study's layer on its own kernels, so that no workload is lost to a file that did
+    not measure it. A file sharing a workload with a chosen one is left out: its rows would
+    replace the stronger file's when merged. Every file looked at is validated, so a broken
+    one raises ResultsError.
     """
     results_dir = Path(results_dir)
     if not results_dir.is_dir():
@@ -249,7 +364,15 @@ def newest_per_machine(results_dir: str | Path = "results") -> list[Path]:
         for path in find_result_files(folder):
             result = load_results(path)
             by_profile.setdefault(_profile(result), []).append(result)
-        chosen += sorted(max(files, key=_thoroughness).path for files in by_profile.values())
+        for files in by_profile.values():
+            ranked = sorted(files, key=strength, reverse=True)
+            picked, measured = [ranked[0]], _overlap_workloads(ranked[0])
+            for result in ranked[1:]:
+                workloads = _overlap_workloads(result)
+                if workloads and not workloads & measured:
+                    picked.append(result)
+                    measured |= workloads
+            chosen += sorted(result.path for result in picked)
     return chosen
 
 

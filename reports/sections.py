@@ -1,8 +1,10 @@
 """What each section of the report shows: tables, figures and captions from the analysis.
 
 ``report_context`` is the whole template context; each ``section_*`` function fills one
-section's partial (reports/templates/sections/<id>.html.j2). Captions say what was
-measured, on which machine (label and GPUs) and how (command, mode, rounds).
+section's partial (reports/templates/sections/<id>.html.j2). The overlap chapters are in
+reports/overlap.py, the appendices in reports/appendix.py. Captions say what was measured,
+on which machine (label and GPUs) and how (command, mode, rounds). A section whose context
+says ``empty`` is left out of the report and its table of contents.
 """
 
 from __future__ import annotations
@@ -13,53 +15,52 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from impl.metrics import ALLREDUCE_FIELDS, STEP_FIELDS
-from impl.profiles import PROFILES
-from reports import analysis, figures
-from reports.format import Cell, Column, Table, fmt, fmt_bytes, fmt_pct, make_table, text_column
+from reports import analysis, appendix, cells, figures, overlap, pipeline, tensor_parallel
+from reports.captions import (
+    Run,
+    and_list,
+    how_text,
+    in_machine_order,
+    machine_labels,
+    machine_text,
+    make_figure,
+    runs_of,
+)
+from reports.format import (
+    Cell,
+    Column,
+    Table,
+    estimate_column,
+    fmt,
+    fmt_estimate,
+    make_table,
+    missing_value_note,
+    text_column,
+)
 
 TITLE = "Hiding gradient all-reduce behind backward: measurements"
+# (id, title, context key, role): "front" sections follow the title page, a "chapter" starts
+# on a new page, a "section" flows on, an "appendix" is a chapter lettered A, B, ...
 SECTIONS = (
-    ("abstract", "Abstract"),
-    ("methodology", "Methodology"),
-    ("environment", "Environment"),
-    ("step-anatomy", "Anatomy of a step"),
-    ("scaling", "Scaling over GPU counts"),
-    ("interconnect", "Interconnect profiles"),
-    ("allreduce", "All-reduce bandwidth"),
-    ("energy", "Power, utilisation and energy"),
-    ("synthetic", "The original simulation (sleep-based), not a measurement"),
-    ("gemm", "GEMM ladder and the seed step"),
-    ("tensor-parallel", "Tensor parallelism"),
-    ("pipeline", "Pipeline and CPU-GPU hybrid training"),
-    ("regression", "Regression against a baseline"),
+    ("abstract", "Abstract", "abstract", "front"),
+    ("methodology", "Methodology", "methodology", "front"),
+    ("overlap", "Overlap, measured interleaved", "overlap", "chapter"),
+    ("step-anatomy", "Anatomy of a step", "anatomy", "chapter"),
+    ("interference", "Interference: compute beside communication", "interference", "section"),
+    ("course-study", "The course study, reproduced", "study", "chapter"),
+    ("allreduce", "All-reduce bandwidth", "allreduce", "chapter"),
+    ("energy", "Power and energy", "energy", "section"),
+    ("gemm", "GEMM ladder and the seed step", "gemm", "chapter"),
+    ("tensor-parallel", "Tensor parallelism", "tensor_parallel", "chapter"),
+    ("pipeline", "Pipeline and CPU-GPU hybrid training", "pipeline", "chapter"),
+    ("regression", "Regression against a baseline", "regression", "chapter"),
+    ("environment", "Environment", "environment", "chapter"),
+    ("runs", "Runs loaded and how this report uses them", "runs", "appendix"),
+    ("before-interleaving", appendix.BEFORE_INTERLEAVING_TITLE, "before_interleaving",
+     "appendix"),
+    ("cells", "Every interleaved cell", "cells", "appendix"),
+    ("tables", "Dense tables", "tables", "appendix"),
 )
-GPU_PROFILES = tuple(PROFILES)  # the NCCL fabrics emulated on one host
-STUDY_SPEEDUP_PCT = 30.0  # the course study's reported speedup (docs/ANCHORS.md)
-
-
-@dataclass(frozen=True)
-class Run:
-    """One result file as the report describes it."""
-
-    index: int
-    label: str
-    path: str
-    command: str  # as recorded (suite.command), wrappers such as timeout included
-    launcher: str  # the suite's own command line (suite.launcher_command), for captions
-    mode: str | None
-    partial: bool
-    created: str | None
-    fingerprint: dict
-    failed_passes: tuple[str, ...] = ()
-    note: str | None = None
-
-
-@dataclass(frozen=True)
-class Figure:
-    id: str
-    src: str  # data URI
-    caption: str
-    alt: str
 
 
 @dataclass
@@ -73,123 +74,40 @@ class Baseline:
     notes: list[str] = field(default_factory=list)  # candidate files left out, and why
 
 
-# --- captions -------------------------------------------------------------------------------
-
-
-def _runs_of(label: str, runs: Sequence[Run]) -> list[Run]:
-    return [r for r in runs if r.label == label]
-
-
-def machine_text(label: str, runs: Sequence[Run]) -> str:
-    """"h200x4 (4× NVIDIA H200)" or "cpu-2core (AMD EPYC, 2 cores, no GPU)"."""
-    fingerprint = _runs_of(label, runs)[-1].fingerprint
-    gpus = Counter(fingerprint.get("gpu_names") or [])
-    if gpus:
-        return f"{label} ({', '.join(f'{n}× {name}' for name, n in gpus.items())})"
-    cpu = fingerprint.get("cpu_model") or "CPU"
-    cores = fingerprint.get("cpu_cores")
-    return f"{label} ({cpu}{f', {cores} cores' if cores else ''}, no GPU)"
-
-
-def how_text(rows: Sequence[dict], runs: Sequence[Run]) -> str:
-    """The command(s), mode(s) and round counts the rows were measured with."""
-    used = [runs[i] for i in sorted({r["run"] for r in rows})]
-    commands = "; ".join(dict.fromkeys(f"{run.launcher} ({run.mode or 'unknown'} mode)"
-                                       for run in used))
-    rounds = sorted({r["rounds"] for r in rows if r.get("rounds") is not None})
-    counted = (f"{rounds[0]}" if len(rounds) == 1 else f"{rounds[0]}–{rounds[-1]}"
-               ) if rounds else "an unknown number of"
-    return f"Run by {commands}; {counted} timed rounds per benchmark."
-
-
-def clock_text(rows: Sequence[dict]) -> str:
-    return ("CUDA events" if any(r.get("backend") == "nccl" for r in rows)
-            else "perf_counter")
-
-
-def setting_text(setting: dict) -> str:
-    return (f"{setting['workload']}, K = {setting['chunks']}, {setting['world_size']} ranks, "
-            f"{setting['profile']} profile")
-
-
-def _ordered(items, runs: Sequence[Run]) -> list:
-    """Items with a "machine" key in the report's machine order (stable within a machine)."""
-    order = {label: index for index, label in enumerate(_labels(runs))}
-    return sorted(items, key=lambda item: order.get(item["machine"], len(order)))
-
-
-def _figure(figure_id: str, image: figures.Image, caption: str, alt: str) -> Figure:
-    return Figure(figure_id, figures.data_uri(image), caption, alt)
-
-
-# --- columns ----------------------------------------------------------------------------------
-
-STEP_COLUMNS = (
-    text_column("strategy", "strategy"), Column("chunks", "K"),
-    Column("step_ms", "step", "ms"), Column("compute_only_ms", "compute-only", "ms"),
-    Column("comm_only_ms", "comm-only", "ms"), Column("sequential_ms", "sequential", "ms"),
-    Column("limit_ms", "limit", "ms"), Column("overlap_efficiency", "overlap eff."),
-    Column("hidden_comm_fraction", "hidden comm."), Column("samples_per_s", "samples/s"),
-    Column("max_abs_err_vs_sequential", "max\u00a0|Δw|"),
-)
-
-
-def step_table(group: dict, runs: Sequence[Run]) -> Table:
-    caption = (f"Step times on {machine_text(group['machine'], runs)}: {group['workload']}, "
-               f"{group['world_size']} ranks, {group['profile']} profile ({group['backend']}); "
-               f"medians of per-step {clock_text(group['rows'])} times. "
-               f"{how_text(group['rows'], runs)}")
-    table_id = (f"tab-steps-{group['machine']}-{group['workload']}-w{group['world_size']}-"
-                f"{group['profile']}")
-    return make_table(table_id, caption, STEP_COLUMNS, group["rows"])
-
-
 # --- sections -----------------------------------------------------------------------------------
-
-
-def section_abstract(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
-    top = analysis.headline(rows)
-    best, ddp, busbw = top["best"], top["ddp"], top["busbw"]
-    out: dict = {"machines": [machine_text(label, runs) for label in _labels(runs)],
-                 "best": None, "busbw": None, "synthetic": None, "gemm": None}
-    if best:
-        out["best"] = {"efficiency": fmt(best["overlap_efficiency"]),
-                       "strategy": best["strategy"], "chunks": best["chunks"],
-                       "world_size": best["world_size"], "machine": best["machine"],
-                       "profile": best["profile"], "workload": best["workload"],
-                       "step_ms": fmt(best["step_ms"]), "sequential_ms": fmt(best["sequential_ms"]),
-                       "limit_ms": fmt(best["limit_ms"]),
-                       "ddp": fmt(ddp["overlap_efficiency"]) if ddp else None,
-                       "ddp_step_ms": fmt(ddp["step_ms"]) if ddp else None}
-    if busbw:
-        out["busbw"] = {"busbw": fmt(busbw["busbw_gbps"]), "world_size": busbw["world_size"],
-                        "machine": busbw["machine"], "anchor": fmt(busbw["nccl_tests_gbps"]),
-                        "pct": fmt_pct(busbw["pct_of_nccl_tests"]),
-                        "wrong": busbw["wrong_elements"]}
-    if top["synthetic"]:
-        out["synthetic"] = {"speedup": fmt_pct(top["synthetic"]["speedup_pct"]),
-                            "chunks": top["synthetic"]["chunks"]}
-    if top["gemm"]:
-        gemm = top["gemm"]
-        out["gemm"] = {"version": version_label(gemm), "dtype": gemm["dtype"],
-                       "shape": f"{gemm['m']}×{gemm['n']}×{gemm['k']}",
-                       "tflops": fmt(gemm["tflops"]), "pct": fmt_pct(gemm["pct_of_cublas"])}
-    return out
 
 
 def section_methodology(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
     quote = lambda fields: [{"name": f.name, "unit": f.unit or "–", "definition": f.definition}
                             for f in fields]
-    return {"step_fields": quote(STEP_FIELDS), "allreduce_fields": quote(ALLREDUCE_FIELDS),
-            "modes": sorted({r.mode or "unknown" for r in runs})}
+    return {"empty": False, "step_fields": quote(STEP_FIELDS),
+            "allreduce_fields": quote(ALLREDUCE_FIELDS),
+            "modes": sorted({r.mode or "unknown" for r in runs}),
+            "answer_chunks": cells.ANSWER_CHUNKS, "lost_time_doc": overlap.LOST_TIME_DOC,
+            "ideal_doc": overlap.IDEAL_DOC}
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# Per-GPU limits of the fingerprint (``gpu_limits``, impl/fingerprint.py), shown where a run
+# recorded them.
+GPU_FIELDS = (("power limit (W)", "power_limit_w"), ("max SM clock (MHz)", "max_sm_clock_mhz"),
+              ("max memory clock (MHz)", "max_mem_clock_mhz"), ("SM clock (MHz)", "sm_clock_mhz"),
+              ("memory clock (MHz)", "mem_clock_mhz"))
+
+
+def per_gpu(limits: list[dict] | None, key: str) -> str | None:
+    """One field of every GPU as "700 (×4)" when all agree, else each value; None when no GPU
+    recorded it."""
+    values = [gpu.get(key) for gpu in limits or []]
+    if all(v is None for v in values):
+        return None
+    shown = [fmt(v) if v is not None else "n/a" for v in values]
+    return f"{shown[0]} (×{len(shown)})" if len(set(shown)) == 1 else ", ".join(shown)
 
 
 def section_environment(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
-    labels = _labels(runs)
-    newest = {label: _runs_of(label, runs)[-1] for label in labels}
+    labels = machine_labels(runs)
+    newest = {label: runs_of(label, runs)[-1] for label in labels}
 
     def value(label: str, key: str) -> str:
         fp = newest[label].fingerprint
@@ -199,29 +117,28 @@ def section_environment(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
         if key == "cpu":
             return f"{fp.get('cpu_model') or 'n/a'}, {fp.get('cpu_cores') or '?'} cores"
         if key == "git":
-            commit = fp.get("git_commit")
-            if not commit:
-                return "n/a (not recorded: the run's copy had no git history)"
-            return f"{commit[:12]}{' (dirty)' if fp.get('git_dirty') else ' (clean)'}"
+            return "; ".join(f"{appendix.commit_text(r.fingerprint)}"
+                             for r in runs_of(label, runs))
         if key == "profiles":
             return ", ".join(analysis.profiles(rows).get(label, [])) or "n/a"
         if key == "files":
             return "; ".join(f"{r.path}{' (partial)' if r.partial else ''}"
-                             for r in _runs_of(label, runs))
-        if key == "commands":
-            return "; ".join(r.command for r in _runs_of(label, runs))
-        if key == "created":
-            return "; ".join(r.created or "n/a" for r in _runs_of(label, runs))
+                             for r in runs_of(label, runs))
+        if key in dict(GPU_FIELDS).values():
+            return per_gpu(fp.get("gpu_limits"), key) or "n/a"
         found = fp.get(key)
         return "n/a" if found in (None, "", []) else str(found)
 
-    fields = (("GPUs", "gpus"), ("driver", "driver"), ("CUDA", "cuda"), ("NCCL", "nccl"),
+    fields = [("GPUs", "gpus"), ("driver", "driver"), ("CUDA", "cuda"), ("NCCL", "nccl"),
               ("torch", "torch"), ("MPI", "mpi"), ("CPU", "cpu"), ("Python", "python"),
-              ("backend", "backend"), ("profiles measured", "profiles"),
-              ("git commit", "git"), ("command", "commands"), ("created", "created"),
-              ("result files", "files"))
-    table = Table("tab-environment", "Environment of each machine, from the result files' "
-                  "fingerprint (machine_info.overlap).", ["", *labels],
+              ("backend", "backend"), ("profiles measured", "profiles")]
+    fields += [(name, key) for name, key in GPU_FIELDS
+               if any(per_gpu(newest[label].fingerprint.get("gpu_limits"), key)
+                      for label in labels)]
+    fields += [("git commit", "git"), ("result files", "files")]
+    table = Table("tab-environment", "Environment of each machine, from the newest result "
+                  "file's fingerprint (machine_info.overlap); git commit per file. Each run's "
+                  "command lines per pass are in the appendix.", ["", *labels],
                   [[Cell(name), *(Cell(value(label, key)) for label in labels)]
                    for name, key in fields], [], [False] * (len(labels) + 1))
     partial = [{"label": r.label, "path": r.path, "failed": ", ".join(r.failed_passes),
@@ -229,292 +146,62 @@ def section_environment(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
     topology = [{"label": label,
                  "text": _ANSI.sub("", newest[label].fingerprint.get("gpu_topology") or "")}
                 for label in labels if newest[label].fingerprint.get("gpu_topology")]
-    return {"table": table, "partial": partial, "topology": topology,
+    return {"empty": not runs, "table": table, "partial": partial, "topology": topology,
             "unknown_kinds": analysis.unknown_kinds(rows)}
 
 
-def section_step_anatomy(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
-    machines = []
-    for setting in _ordered(analysis.reference_settings(rows), runs):
-        label = setting["machine"]
-        members = analysis.setting_rows(rows, setting)
-        where = f"{setting_text(setting)} on {machine_text(label, runs)}"
-        how = how_text(members, runs)
-        clock = clock_text(members)
-        panels = []
-        for row in members:
-            hidden = row.get("hidden_comm_fraction")
-            panels.append({"title": f"{row['strategy']}: step {fmt(row['step_ms'])} ms, hidden "
-                           f"comm. {fmt(hidden)}", "bars": analysis.timeline_bars(
-                               row.get("timeline") or {})})
-        entry = {"machine": label, "setting": setting_text(setting), "figures": []}
-        entry["figures"].append(_figure(
-            f"fig-gantt-{label}", figures.gantt(panels),
-            f"One training step per strategy ({where}): compute lane (forward, backward of "
-            f"each gradient chunk, SGD update) and communication lane (the all-reduce of each "
-            f"chunk), from the strategy's own timeline of its last timed step ({clock}). A "
-            f"chunk's backward and all-reduce share a colour; grey is forward and update. DDP's "
-            f"bucket all-reduces run inside its reducer and are not observable, so its backward "
-            f"bar includes them. {how}",
-            f"Gantt chart of one step per strategy, {label}"))
-        per_chunk = [{"strategy": r["strategy"], "chunks": analysis.chunk_durations(r)}
-                     for r in members if analysis.chunk_durations(r)]
-        spread = analysis.step_spread(members)
-        entry["figures"].append(_figure(
-            f"fig-chunks-{label}", figures.chunk_consistency(per_chunk, spread),
-            f"Chunk-wise consistency ({where}). Left: duration of each chunk's backward (solid) "
-            f"and all-reduce (dashed) in the timeline of the last timed step. Right: every timed "
-            f"step's time per strategy (dots) and their median (bar). {how}",
-            f"Per-chunk compute and communication durations, {label}"))
-        total = analysis.totals(members)
-        entry["figures"].append(_figure(
-            f"fig-totals-{label}", figures.totals_bars(total),
-            f"Sequential against overlapped ({where}): compute-only, comm-only (same chunking, "
-            f"no compute), their sum, the sequential strategy's reference step, and each "
-            f"strategy's median step; the dashed line is the limit max(compute-only, "
-            f"comm-only). {how}", f"Bars of sequential and overlapped step times, {label}"))
-        sweep = analysis.chunk_sweep(rows, setting)
-        chunk_counts = sorted({k for points in sweep["lines"].values() for k, _ in points})
-        entry["sweep_note"] = None
-        if len(chunk_counts) > 1:
-            entry["figures"].append(_figure(
-                f"fig-sweep-{label}", figures.chunk_sweep(sweep),
-                f"Step time against chunk count K ({setting['workload']}, "
-                f"{setting['world_size']} ranks, {setting['profile']} profile on "
-                f"{machine_text(label, runs)}), with the limit and the sequential reference "
-                f"measured at each K. Chunk counts measured: "
-                f"{', '.join(map(str, chunk_counts))} (the full sweep is 1, 5, 10, 20, 50). "
-                f"{how}", f"Step time against chunk count, {label}"))
-        else:
-            entry["sweep_note"] = (f"Only K = {chunk_counts[0] if chunk_counts else 'n/a'} was "
-                                   f"measured on {label}: no sweep over chunk counts to plot.")
-        machines.append(entry)
-    best = make_table("tab-best-overlap", "Best overlap efficiency per strategy and machine "
-                      "over every workload, K, world size and profile measured (sequential, the "
-                      "baseline, and values above 1 left out).",
-                      (text_column("machine", "machine"), text_column("strategy", "strategy"),
-                       Column("overlap_efficiency", "overlap eff."),
-                       Column("hidden_comm_fraction", "hidden comm."),
-                       text_column("workload", "workload"), Column("chunks", "K"),
-                       Column("world_size", "ranks"), text_column("profile", "profile")),
-                      _ordered(analysis.best_overlap(rows), runs))
-    return {"machines": machines,
-            "step_tables": [step_table(g, runs)
-                            for g in _ordered(analysis.step_groups(rows), runs)],
-            "best": best}
-
-
-SCALING_COLUMNS = (text_column("strategy", "strategy"), Column("chunks", "K"),
-                   Column("world_size", "ranks"), Column("step_ms", "step", "ms"),
-                   Column("samples_per_s", "samples/s"),
-                   Column("scaling_efficiency", "scaling eff."))
-
-
-def section_scaling(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
-    table = analysis.scaling(rows)
-    entries = []
-    for setting in _ordered(analysis.reference_settings(rows), runs):
-        members = [r for r in table if r["machine"] == setting["machine"]
-                   and r["workload"] == setting["workload"] and r["profile"] == setting["profile"]]
-        label = setting["machine"]
-        worlds = sorted({r["world_size"] for r in members})
-        step_rows = [r for r in analysis.of_kind(rows, "step") if r["machine"] == label]
-        entry = {"machine": label, "worlds": worlds, "figure": None,
-                 "table": make_table(
-                     f"tab-scaling-{label}",
-                     f"Throughput over world size at a fixed per-rank batch on "
-                     f"{machine_text(label, runs)}: {setting['workload']}, "
-                     f"{setting['profile']} profile. Scaling efficiency = samples/s(w) / "
-                     f"(w · samples/s(1)) of the same strategy and K. {how_text(step_rows, runs)}",
-                     SCALING_COLUMNS, members)}
-        at_k = [r for r in members if r["chunks"] == setting["chunks"]]
-        if len(worlds) > 1:
-            entry["figure"] = _figure(
-                f"fig-scaling-{label}", figures.scaling(at_k),
-                f"Weak scaling (fixed per-rank batch) on {machine_text(label, runs)}: "
-                f"{setting['workload']}, K = {setting['chunks']}, {setting['profile']} profile. "
-                f"Left: samples/s over all ranks, with the ideal line w × the best 1-rank "
-                f"throughput. Right: scaling efficiency against the same strategy's 1-rank run. "
-                f"{how_text(step_rows, runs)}", f"Scaling over world size, {label}")
-        entries.append(entry)
-    return {"machines": entries}
-
-
-INTERCONNECT_COLUMNS = (text_column("machine", "machine"), text_column("strategy", "strategy"),
-                        text_column("profile", "profile"), text_column("backend", "backend"),
-                        Column("world_size", "ranks"), Column("chunks", "K"),
-                        Column("step_ms", "step", "ms"),
-                        Column("overlap_efficiency", "overlap eff."),
-                        Column("busbw_gbps", "busbw at largest size", "GB/s"))
-
-
-def section_interconnect(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
-    measured = analysis.profiles(rows)
-    settings = _ordered(analysis.reference_settings(rows), runs)
-    table_rows = _ordered(analysis.interconnect(rows, settings), runs)
-    lines = []
-    for label, names in sorted(measured.items(), key=lambda i: _labels(runs).index(i[0])):
-        missing = [p for p in GPU_PROFILES if p not in names]
-        if not any(r["machine"] == label and r.get("backend") == "nccl"
-                   for r in analysis.of_kind(rows, "step", "allreduce")):
-            lines.append(f"{label}: {', '.join(names)} only (CPU runs use gloo over TCP; the "
-                         f"NCCL profiles do not apply).")
-        elif missing:
-            lines.append(f"{label}: measured {', '.join(names)}; no results for "
-                         f"{', '.join(missing)} in the loaded files yet.")
-        else:
-            lines.append(f"{label}: measured {', '.join(names)}.")
-    figure_list = []
-    for setting in settings:
-        members = [r for r in table_rows if r["machine"] == setting["machine"]]
-        if len({r["profile"] for r in members}) > 1:
-            label = setting["machine"]
-            measured_steps = [r for r in analysis.of_kind(rows, "step") if r["machine"] == label]
-            figure_list.append(_figure(
-                f"fig-interconnect-{label}", figures.interconnect(members),
-                f"Interconnect profiles on {machine_text(label, runs)}: step time and overlap "
-                f"efficiency per strategy ({setting['workload']}, K = {setting['chunks']}, "
-                f"{setting['world_size']} ranks); profiles are NCCL settings on the same host "
-                f"(shm: NCCL_P2P_DISABLE=1; socket: also NCCL_SHM_DISABLE=1). "
-                f"{how_text(measured_steps, runs)}",
-                f"Step time per interconnect profile, {label}"))
-    table = make_table("tab-interconnect", "Step time and overlap efficiency per interconnect "
-                       "profile at each machine's reference K and largest world size, with the "
-                       "all-reduce busbw at the largest message size measured for that profile.",
-                       INTERCONNECT_COLUMNS, table_rows)
-    return {"lines": lines, "figures": figure_list, "table": table}
-
-
-ALLREDUCE_COLUMNS = (Column("size_bytes", "size", render=fmt_bytes),
-                     Column("time_ms", "time", "ms"), Column("algbw_gbps", "algbw", "GB/s"),
-                     Column("busbw_gbps", "busbw", "GB/s"),
-                     Column("nccl_tests_gbps", "nccl-tests", "GB/s"),
-                     Column("pct_of_nccl_tests", "of nccl-tests", "%"),
-                     Column("torch_ref_gbps", "torch ref.", "GB/s"),
-                     Column("wrong_elements", "#wrong"))
-
-
 def section_allreduce(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
-    groups = _ordered(analysis.allreduce_groups(rows), runs)
+    groups = in_machine_order(analysis.allreduce_groups(rows), runs)
     if not groups:
-        return {"figure": None, "tables": []}
+        return {"empty": True, "figure": None}
     measured = [r for g in groups for r in g["rows"]]
     machines = ", ".join(machine_text(label, runs)
                          for label in dict.fromkeys(g["machine"] for g in groups))
-    figure = _figure("fig-allreduce", figures.allreduce(groups),
-                     f"All-reduce bus bandwidth against message size on {machines}, with the "
-                     f"reference measurements of docs/ANCHORS.md (nccl-tests dashed, "
-                     f"torch.distributed dotted) where they exist for the device, backend, "
-                     f"profile and rank count. {how_text(measured, runs)}",
-                     "All-reduce bus bandwidth against message size")
-    tables = []
-    for group in groups:
-        tables.append(make_table(
-            f"tab-allreduce-{group['machine']}-{group['profile']}-w{group['world_size']}",
-            f"All-reduce on {machine_text(group['machine'], runs)}, {group['world_size']} ranks, "
-            f"{group['profile']} profile ({group['backend']}, "
-            f"{group['rows'][0].get('dtype', 'n/a')}): median time per all-reduce, algbw, busbw "
-            f"and the wrong-element count after the timed rounds. {how_text(group['rows'], runs)}",
-            ALLREDUCE_COLUMNS, group["rows"]))
-    return {"figure": figure, "tables": tables, "source": analysis.BUSBW_ANCHOR_SOURCE}
-
-
-ENERGY_COLUMNS = (text_column("strategy", "strategy"), Column("world_size", "ranks"),
-                  Column("step_ms", "step", "ms"), Column("energy_per_step_j", "energy/step", "J"),
-                  Column("samples_per_joule", "samples/J"),
-                  Column("mean_power_w", "power/GPU", "W"),
-                  Column("mean_gpu_util_pct", "GPU util.", "%"),
-                  Column("mean_sm_clock_mhz", "SM clock", "MHz"))
+    figure = make_figure(
+        "fig-allreduce", figures.allreduce(groups),
+        f"All-reduce bus bandwidth against message size on {machines}, with the reference "
+        f"measurements of docs/ANCHORS.md (nccl-tests dashed, torch.distributed dotted) where "
+        f"they exist for the device, backend, profile and rank count; vertical bars span the "
+        f"busbw of the slowest and fastest round (the median's busbw scaled by median round "
+        f"time / round time; round wall times include the sync). The tables are in the "
+        f"appendix. {how_text(measured, runs)}", "All-reduce bus bandwidth against message size")
+    return {"empty": False, "figure": figure, "source": analysis.BUSBW_ANCHOR_SOURCE}
 
 
 def section_energy(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
-    out: dict = {"available": analysis.has_energy(rows), "machines": [], "overhead": []}
-    if out["available"]:
-        for setting in _ordered(analysis.reference_settings(rows), runs):
-            label = setting["machine"]
-            table_rows = analysis.energy(rows, [setting])
-            if not any(r["energy_per_step_j"] is not None for r in table_rows):
-                out["machines"].append({"machine": label, "line": (
-                    f"{label}: no NVML readings (no GPU in this run)."), "figures": [],
-                    "table": None})
-                continue
-            members = analysis.setting_rows(rows, setting)
-            how = how_text(members, runs)
-            entry = {"machine": label, "line": None, "figures": [], "table": make_table(
-                f"tab-energy-{label}",
-                f"Energy per step (NVML total-energy counter over the timed rounds, summed over "
-                f"the run's GPUs, per step), samples per joule and mean NVML readings per GPU, on "
-                f"{machine_text(label, runs)}: {setting['workload']}, K = {setting['chunks']}, "
-                f"{setting['profile']} profile. {how_text(table_rows, runs)}",
-                ENERGY_COLUMNS, table_rows)}
-            series = analysis.nvml_series(members)
-            if series:
-                period = (members[0].get("nvml") or {}).get("period_ms")
-                entry["figures"].append(_figure(
-                    f"fig-nvml-{label}", figures.nvml_timelines(series),
-                    f"Power, GPU utilisation and SM clock during the timed rounds, mean over the "
-                    f"{setting['world_size']} GPUs of each run ({setting_text(setting)} on "
-                    f"{machine_text(label, runs)}), sampled by NVML every "
-                    f"{fmt(period)} ms. {how}", f"NVML timelines, {label}"))
-            entry["figures"].append(_figure(
-                f"fig-energy-{label}", figures.energy_bars(table_rows),
-                f"Energy per step and samples per joule per strategy and world size "
-                f"({setting['workload']}, K = {setting['chunks']} on "
-                f"{machine_text(label, runs)}). {how_text(table_rows, runs)}",
-                f"Energy per step, {label}"))
-            out["machines"].append(entry)
-    for index, row in enumerate(_ordered(analysis.sampler_overhead(rows), runs)):
-        label = row["machine"]
-        blocks = [v for values in (row.get("blocks") or {}).values() for v in values]
-        out["overhead"].append({
-            "machine": label, "pct": fmt_pct(row["overhead_pct"]),
-            "off": fmt(row["step_ms_sampler_off"]), "on": fmt(row["step_ms_sampler_on"]),
-            "low": fmt(min(blocks)) if blocks else "n/a",
-            "high": fmt(max(blocks)) if blocks else "n/a",
-            "figure": _figure(
-                f"fig-sampler-{label}-{index}", figures.sampler_overhead(row),
-                f"NVML sampler overhead on {machine_text(label, runs)}: median step of "
-                f"{row['workload']} (sequential, one rank) in alternating blocks with the "
-                f"sampler off and on ({fmt(row.get('period_ms'))} ms period); overhead = "
-                f"{fmt_pct(row['overhead_pct'])} (median of the on blocks against the off "
-                f"blocks). {how_text([row], runs)}", f"Sampler overhead, {label}")})
-    return out
-
-
-SYNTHETIC_COLUMNS = (text_column("machine", "machine"), Column("chunks", "K"),
-                     Column("scale", "time scale"),
-                     Column("sequential_ms", "one after the other", "ms"),
-                     Column("step_ms", "overlapped", "ms"), Column("speedup_pct", "speedup", "%"))
-
-
-def section_synthetic(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
-    found = _ordered(analysis.synthetic(rows), runs)
-    if not found:
-        return {"table": None, "figures": []}
-    machines = ", ".join(machine_text(label, runs)
-                         for label in dict.fromkeys(r["machine"] for r in found))
-    table = make_table("tab-synthetic", f"Simulation (sleep-based), not a measurement: the "
-                       f"course study's model, per chunk 300 ± 50 ms of 'compute' and 200 ± 30 "
-                       f"ms of 'communication' scaled by the time scale, on {machines}. "
-                       f"{how_text(found, runs)}", SYNTHETIC_COLUMNS, found)
-    figure_list = [_figure(
-        "fig-synthetic", figures.synthetic(found, STUDY_SPEEDUP_PCT),
-        f"Simulation (sleep-based), not a measurement: simulated step one after the other and "
-        f"overlapped by a second thread, and the speedup against the course study's ~"
-        f"{STUDY_SPEEDUP_PCT:g}% (on {machines}). {how_text(found, runs)}",
-        "Simulated speedup of the sleep-based model")]
-    largest = max(found, key=lambda r: (r["chunks"], r["machine"]))
-    if largest.get("timeline"):
-        figure_list.append(_figure(
-            "fig-synthetic-gantt", figures.gantt([{
-                "title": f"simulation, K = {largest['chunks']} ({largest['machine']}): "
-                         f"sleeps, no compute and no communication",
-                "bars": analysis.timeline_bars(largest["timeline"])}]),
-            f"Simulation (sleep-based), not a measurement: the overlapped timeline of the "
-            f"simulated step with K = {largest['chunks']} on "
-            f"{machine_text(largest['machine'], runs)}. {how_text([largest], runs)}",
-            "Gantt chart of the simulated step"))
-    return {"table": table, "figures": figure_list}
+    """Energy per step against mean power × step time in the interleaved cells drawn in the
+    anatomy chapter, the NVML timelines of those cells, and the sampler's overhead."""
+    columns = (text_column("variant", "variant"), Column("power_w", "mean power, all GPUs", "W"),
+               estimate_column("energy_per_step_j", "energy/step", "J"),
+               estimate_column("power_times_step_j", "power × step", "J"),
+               estimate_column("ratio", "energy / (power × step)"))
+    machines = []
+    for index, cell in enumerate(cells.anatomy_cells(rows)):
+        checked = cells.energy_check(cell)
+        if not checked:
+            continue
+        where = f"{overlap.cell_text(cell)} on {machine_text(cell['machine'], runs)}"
+        how = how_text([cell], runs)
+        entry = {"heading": where, "figures": [], "table": make_table(
+            f"tab-energy-{index}", f"Energy per step against mean power × step time per "
+            f"variant ({where}), paired by round, with 95% intervals. "
+            f"{appendix.ENERGY_NOTE} {how}", columns, checked, note=lambda *_: None)}
+        series = analysis.nvml_series((cell.get("nvml") or {}).get("series"), "whole cell")
+        if series:
+            entry["figures"].append(make_figure(
+                f"fig-nvml-{index}", figures.nvml_timelines([series]),
+                f"Power, GPU utilisation and SM clock during the cell's timed rounds, mean over "
+                f"its GPUs ({where}), sampled by NVML every "
+                f"{fmt((cell.get('nvml') or {}).get('period_ms'))} ms; every variant's "
+                f"segments are in this one series, in their shuffled order. {how}",
+                f"NVML timelines, {where}"))
+        machines.append(entry)
+    overhead = [{"machine": r["machine"], "ratio": fmt_estimate(r["overhead_ratio"]),
+                 "verdict": r.get("verdict"), "period": fmt(r.get("period_ms")),
+                 "how": how_text([r], runs)}
+                for r in in_machine_order(analysis.sampler_overhead(rows), runs)
+                if "overhead_ratio" in r]
+    return {"empty": not machines and not overhead, "machines": machines, "overhead": overhead}
 
 
 GEMM_COLUMNS = (text_column("shape", "m×n×k", nowrap=True), text_column("dtype", "dtype"),
@@ -552,16 +239,12 @@ def superseded_text(rows: Sequence[dict], runs: Sequence[Run]) -> str | None:
                 models.setdefault(row["run"], set()).add(analysis.gpu_model(row))
     if not kinds:
         return None
-    listed = "; ".join(f"the {_and(list(kinds[i]))} rows of {runs[i].path} ({runs[i].label}, "
+    listed = "; ".join(f"the {and_list(list(kinds[i]))} rows of {runs[i].path} ({runs[i].label}, "
                        f"{', '.join(sorted(models[i]))})" for i in sorted(kinds))
     return (f"Left out here: {listed}. A newer run measured the same GPU model, and per GPU "
             f"model only the newest run counts, whichever machine made it: a version's name "
             f"means something only within one version of the ladder (before v1c existed, v1 "
             f"was the coalesced kernel).")
-
-
-def _and(words: Sequence[str]) -> str:
-    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
 def version_label(row: dict) -> str:
@@ -628,10 +311,50 @@ def _versions_of(rows: Sequence[dict], dtype: str) -> str:
     return ", ".join(sorted(found, key=analysis.gemm_version_rank)) or "none"
 
 
+def cublas_note(rows: Sequence[dict]) -> str | None:
+    """Why a cuBLAS row's "% of cuBLAS" is not 100: the footnote of that cell, or None."""
+    found = [r for r in rows if r["version"] == "cublas" and r.get("pct_of_cublas")]
+    if not found:
+        return None
+    widest = max(found, key=lambda r: abs(r["pct_of_cublas"] - 100))
+    return (f"cuBLAS against its own baseline: the same kernel timed twice in one process, "
+            f"once before the shape's rows (the baseline every '% of cuBLAS' of that shape "
+            f"divides by) and once as this row. The gap, up to {fmt(widest['pct_of_cublas'])}% "
+            f"at {widest['shape']} {widest['dtype']} here, is timing noise between two moments "
+            f"(largest at small shapes, whose launches take microseconds), not a faster cuBLAS; "
+            f"every '% of cuBLAS' of that shape carries the same margin.")
+
+
+def gemm_note(rows: Sequence[dict]):
+    """Footnotes of a GEMM table: cublas_note on the cuBLAS rows, n/a reasons elsewhere."""
+    text = cublas_note(rows)
+
+    def note(key: str, row: dict) -> str | None:
+        if key == "pct_of_cublas" and row["version"] == "cublas":
+            return text
+        return missing_value_note(key, row)
+
+    return note
+
+
+def seed_layer_text(rows: Sequence[dict], runs: Sequence[Run]) -> str | None:
+    """Where the course study's layer under the data-parallel strategies is shown (runs of
+    seed_layer workloads measured before interleaving: the appendix)."""
+    found = [r for r in cells.old_format_steps(rows) if r["workload"].startswith("seed_layer")]
+    if not found:
+        return None
+    where = and_list(sorted({f"{runs[r['run']].path} ({r['machine']})" for r in found}))
+    return (f"The course study's layer was also trained under the data-parallel strategies "
+            f"({', '.join(sorted({r['workload'] for r in found}))}) in {where}; those step "
+            f"rows were measured before interleaving and are in the appendix "
+            f"'{appendix.BEFORE_INTERLEAVING_TITLE}'.")
+
+
 def section_gemm(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
-    groups = _ordered(analysis.gemm_ladder(rows), runs)
+    groups = in_machine_order(analysis.gemm_ladder(rows), runs)
     out: dict = {"tables": [], "figures": [], "seed": None, "ceilings": [],
-                 "v1c": V1C_TEXT, "superseded": superseded_text(rows, runs)}
+                 "v1c": V1C_TEXT, "superseded": superseded_text(rows, runs),
+                 "seed_layer": seed_layer_text(rows, runs)}
     for label in dict.fromkeys(g["machine"] for g in groups):
         mine = [g for g in groups if g["machine"] == label]
         flat = [{**r, "shape": f"{g['m']}×{g['n']}×{g['k']}", "version_label": version_label(r)}
@@ -645,117 +368,139 @@ def section_gemm(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
             f"tab-gemm-{label}", f"GEMM ladder on {where}: own kernels {', '.join(own)} and "
             f"cuBLAS (through torch) per shape and dtype, median CUDA-event time per launch; "
             f"roofline from the device's peaks (impl/kernels/peaks.py); max |C − C_cuBLAS| is "
-            f"each row's correctness check. {marks}{how}", GEMM_COLUMNS, flat))
-        out["figures"].append(_figure(
+            f"each row's correctness check. {marks}{how}", GEMM_COLUMNS, flat,
+            note=gemm_note(flat)))
+        out["figures"].append(make_figure(
             f"fig-gemm-{label}", figures.gemm_bars(mine),
             f"GEMM throughput per kernel version and shape on {where} (fp32 versions "
             f"{_versions_of(flat, 'fp32')} on CUDA cores, bf16 versions "
             f"{_versions_of(flat, 'bf16')} on "
             f"tensor cores; cuBLAS in black). "
             f"{_marks_text(flat, figure=True)}{how}", f"GEMM TFLOP/s per version, {label}"))
-        out["figures"].append(_figure(
+        out["figures"].append(make_figure(
             f"fig-roofline-{label}", figures.roofline(mine),
             f"Roofline on {where}: achieved TFLOP/s against arithmetic intensity (compulsory "
             f"traffic: A and B read once, C written once), under the dtype's peak and the HBM "
             f"bandwidth from the result rows (peak_tflops, peak_gbps). {how}",
             f"Roofline plot, {label}"))
     out["ceilings"] = [ceiling_table(group, runs)
-                       for group in _ordered(analysis.tensor_core_ceilings(rows), runs)]
-    seeds = _ordered(analysis.seed_steps(rows), runs)
+                       for group in in_machine_order(analysis.tensor_core_ceilings(rows), runs)]
+    seeds = in_machine_order(analysis.seed_steps(rows), runs)
     if seeds:
         where = ", ".join(machine_text(m, runs) for m in dict.fromkeys(r["machine"] for r in seeds))
         out["seed"] = make_table(
             "tab-seed", f"The course study's training step (y = xW, grad_w = xᵀ·grad_out, SGD; "
             f"1024×512 by 512×512, fp32), own kernels against torch ops, on "
             f"{where}. {how_text(seeds, runs)}", SEED_COLUMNS, seeds)
+    out["empty"] = not (out["tables"] or out["ceilings"] or out["seed"])
     return out
-
-
-def _generic_table(table_id: str, caption: str, found: Sequence[dict]) -> Table:
-    """Rows of a kind this report has no dedicated layout for: their scalar fields."""
-    skip = {"kind", "run", "rounds", "name", "real"}
-    keys = [k for k in dict.fromkeys(k for r in found for k in r)
-            if k not in skip and all(isinstance(r.get(k), (str, int, float, type(None)))
-                                     for r in found)]
-    columns = [Column(k, k) if any(isinstance(r.get(k), (int, float)) for r in found)
-               else text_column(k, k) for k in keys]
-    return make_table(table_id, caption, columns, found)
-
-
-def section_kinds(rows: Sequence[dict], runs: Sequence[Run], kinds: Sequence[str],
-                  what: str, table_id: str) -> dict:
-    found = analysis.of_kind(rows, *kinds)
-    if not found:
-        return {"table": None, "line": f"No {what} results in the loaded result files (no "
-                f"benchmark with extra_info.kind {' or '.join(repr(k) for k in kinds)})."}
-    return {"line": None, "table": _generic_table(
-        table_id, f"{what.capitalize()} results as recorded. {how_text(found, runs)}", found)}
 
 
 REGRESSION_COLUMNS = (text_column("benchmark", "benchmark"),
                       Column("baseline_ms", "baseline", "ms"),
                       Column("candidate_ms", "candidate", "ms"), Column("ratio", "throughput ×"),
                       text_column("ci", "95% CI", nowrap=True),
-                      text_column("verdict", "verdict", nowrap=True), text_column("reason", "why"))
+                      text_column("threshold", "threshold", nowrap=True),
+                      text_column("verdict", "verdict"), text_column("reason", "why"))
+TRIAL_COLUMNS = (text_column("machine", "machine"), text_column("target", "benchmarks"),
+                 text_column("slowdown", "injected slowdown (measured)"),
+                 text_column("false_alarms", "false alarms, gate"),
+                 text_column("files_false_alarms", "false alarms, files only"),
+                 text_column("detections", "detections, gate"),
+                 text_column("files_detections", "detections, files only"),
+                 Column("blocks", "re-run blocks per side"),
+                 text_column("load", "1-min load, median (range)"))
 
 
 def section_regression(baseline: Baseline | None) -> dict:
-    if baseline is None:
-        return {"given": False}
-    # The gate's statistics (Mann-Whitney U, threshold, bootstrap CI), not a second copy:
-    # imported here so that a report without --baseline does not need SciPy.
-    from reports.gate import Rule, compare
+    # The gate's rules and statistics, not a second copy: imported here so that a report
+    # without a baseline or trials does not need SciPy.
+    from reports import gate, gate_confirm, gate_spread, regression
+    from reports.results import load_results
 
-    comparison = compare(baseline.benchmarks, baseline.candidate, Rule())
+    documents, trial_notes = regression.load_trials(regression.find_trials())
+    trials = regression.trial_rates(documents)
+    context = {
+        "given": baseline is not None, "threshold_rule": gate_spread.RULE,
+        "confirm_rule": gate_confirm.RULE, "trial_notes": trial_notes,
+        "trials": make_table("tab-gate-trials", "The gate's error rates as measured by "
+                             "reports/gate_trials.py (results/<machine>/gate-trials.json): "
+                             "pairs of unchanged runs and pairs with real extra compute, each "
+                             "judged files only and with the interleaved re-run. Rates with "
+                             "their 95% Clopper-Pearson intervals.", TRIAL_COLUMNS, trials)
+        if trials else None}
+    if baseline is None:
+        return context
+    spreads, spread_source = gate.baseline_spreads([load_results(baseline.path)])
+    rule = gate.Rule()
+    comparison = gate.compare(baseline.benchmarks, baseline.candidate, rule, spreads=spreads)
     table_rows = [{**row, "ci": f"{fmt(row['ci'][0])}–{fmt(row['ci'][1])}" if row["ci"] else None}
                   for row in analysis.regression_rows(comparison)]
-    rule = Rule()
-    return {"given": True, "path": baseline.path, "label": baseline.label,
+    return {**context, "path": baseline.path, "label": baseline.label,
             "counts": {v: comparison.count(v) for v in ("regressed", "improved", "unchanged")},
             "only_baseline": len(comparison.only_baseline),
             "only_candidate": len(comparison.only_candidate),
             "notes": baseline.notes,
-            "rule": f"threshold {rule.threshold:.0%}, one-sided Mann-Whitney U at alpha "
-                    f"{rule.alpha}, at least {rule.min_rounds} rounds per side",
+            "rule": gate.rule_text(rule, (), spread_source),
             "table": make_table("tab-regression", f"Per-benchmark comparison of the candidate "
                                 f"results of {baseline.label} against {baseline.path} "
-                                f"(reports/gate.py's decision rule). Throughput × is baseline "
-                                f"median round time / candidate median round time.",
-                                REGRESSION_COLUMNS, table_rows)}
+                                f"(reports/gate.py's files-only rule; the report re-runs "
+                                f"nothing, so a regression here is unconfirmed). Throughput × "
+                                f"is baseline median round time / candidate median round "
+                                f"time.", REGRESSION_COLUMNS, table_rows)}
 
 
 # --- the whole context --------------------------------------------------------------------------
 
 
-def _labels(runs: Sequence[Run]) -> list[str]:
-    """Machine labels, GPU machines first (most GPUs first), then CPU machines."""
-    gpus = {r.label: len(r.fingerprint.get("gpu_names") or []) for r in runs}
-    return sorted(gpus, key=lambda label: (-gpus[label], label))
+def section_tables(rows: Sequence[dict], runs: Sequence[Run], gemm: Sequence[Table]) -> dict:
+    """Appendix: the dense tables of the chapters (GEMM ladder rows, all-reduce sweeps)."""
+    tables = appendix.allreduce_tables(rows, runs)
+    return {"empty": not tables and not gemm, "allreduce": tables, "gemm": list(gemm)}
+
+
+def is_empty(key: str, section: dict) -> bool:
+    """Whether a section has nothing to show (it is then left out, contents included)."""
+    if key == "regression":
+        return not section["given"]
+    if "empty" in section:
+        return section["empty"]
+    return not section.get("table")  # a section_kinds table of a study without results
 
 
 def report_context(rows: Sequence[dict], runs: Sequence[Run],
                    baseline: Baseline | None = None) -> dict:
     """Everything the templates need; rows are analysis.benchmark_rows of every run, merged."""
-    labels = _labels(runs)
-    return {
-        "title": TITLE,
-        "machines_line": " · ".join(machine_text(label, runs) for label in labels),
-        "labels_line": ", ".join(labels),
-        "sections": [{"id": sid, "title": title} for sid, title in SECTIONS],
-        "abstract": section_abstract(rows, runs),
+    labels = machine_labels(runs)
+    context = {
+        "abstract": overlap.section_abstract(rows, runs),
         "methodology": section_methodology(rows, runs),
-        "environment": section_environment(rows, runs),
-        "anatomy": section_step_anatomy(rows, runs),
-        "scaling": section_scaling(rows, runs),
-        "interconnect": section_interconnect(rows, runs),
+        "overlap": overlap.section_results(rows, runs),
+        "anatomy": overlap.section_anatomy(rows, runs),
+        "interference": overlap.section_interference(rows, runs),
+        "study": overlap.section_study(rows, runs),
         "allreduce": section_allreduce(rows, runs),
         "energy": section_energy(rows, runs),
-        "synthetic": section_synthetic(rows, runs),
         "gemm": section_gemm(rows, runs),
-        "tensor_parallel": section_kinds(rows, runs, analysis.TP_KINDS, "tensor-parallel",
-                                         "tab-tensor-parallel"),
-        "pipeline": section_kinds(rows, runs, analysis.PIPELINE_KINDS, "pipeline or hybrid",
-                                  "tab-pipeline"),
+        "tensor_parallel": tensor_parallel.section(rows, runs),
+        "pipeline": pipeline.section(rows, runs),
         "regression": section_regression(baseline),
-        "partial": any(r.partial for r in runs),
+        "environment": section_environment(rows, runs),
+        "before_interleaving": appendix.section_before_interleaving(rows, runs),
+        "cells": appendix.section_cells(rows, runs),
     }
+    context["tables"] = section_tables(rows, runs, context["gemm"]["tables"])
+    dropped = [title for _, title, key, _ in SECTIONS if key in context
+               and is_empty(key, context[key])]
+    context["runs"] = appendix.section_runs(rows, runs, dropped)
+    shown, letters = [], iter("ABCDEFGHIJ")
+    for section_id, title, key, role in SECTIONS:
+        if is_empty(key, context[key]):
+            continue
+        shown.append({"id": section_id, "title": title, "key": key, "role": role,
+                      "letter": next(letters) if role == "appendix" else None})
+    return {**context, "title": TITLE,
+            "machines_line": " · ".join(machine_text(label, runs) for label in labels),
+            "labels_line": ", ".join(labels), "sections": shown,
+            "timelines": overlap.timelines(context),
+            "partial": any(r.partial for r in runs)}

@@ -67,6 +67,17 @@ def write(tmp_path: Path, text: str) -> Path:
 documents = st.builds(
     lambda path, action, value: json.dumps(mutate(SOURCE, path, action, value)),
     st.sampled_from(PATHS), st.sampled_from(["drop", "replace", "rename"]), ODD_VALUES)
+# Values json.dumps cannot write or the loader must refuse, spliced in as raw JSON text:
+# deep nesting, integers past the float range and Python's 4300-digit limit, non-finite and
+# zero numbers, a lone surrogate, matplotlib mathtext.
+MARK = "@@hostile@@"
+HOSTILE_JSON = st.sampled_from([
+    "[" * 100_000 + "]" * 100_000, '{"a":' * 5000 + "1" + "}" * 5000, "9" * 400, "-" + "7" * 5000,
+    "1e308", "1e309", "-1e400", "NaN", "Infinity", "-Infinity", "0", "0.0", "-0.0", "-1",
+    '"\\ud800"', '"x\\udfff"', '"$\\\\foo$"', '"$x^2$ \\\\mathrm{a}"'])
+hostile = st.builds(
+    lambda path, raw: json.dumps(mutate(SOURCE, path, "replace", MARK)).replace(f'"{MARK}"', raw),
+    st.sampled_from(PATHS), HOSTILE_JSON)
 truncated = st.integers(min_value=0, max_value=len(TEXT) - 1).map(lambda n: TEXT[:n])
 # derandomize: CI sees the same examples on every run, so a failure is reproducible, not luck.
 FUZZ = settings(max_examples=300, deadline=None, derandomize=True,
@@ -74,7 +85,7 @@ FUZZ = settings(max_examples=300, deadline=None, derandomize=True,
 
 
 @FUZZ
-@given(text=st.one_of(documents, truncated))
+@given(text=st.one_of(documents, truncated, hostile))
 def test_loader_returns_or_names_the_file(tmp_path, text):
     path = write(tmp_path, text)
     try:
@@ -84,7 +95,7 @@ def test_loader_returns_or_names_the_file(tmp_path, text):
 
 
 @FUZZ
-@given(text=st.one_of(documents, truncated))
+@given(text=st.one_of(documents, truncated, hostile))
 def test_gate_exits_cleanly(tmp_path, text, capsys):
     baseline = tmp_path / "baseline.json"
     baseline.write_text(TEXT)
@@ -98,13 +109,38 @@ def test_gate_exits_cleanly(tmp_path, text, capsys):
 @pytest.mark.slow
 @settings(max_examples=60, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(text=st.one_of(documents, truncated))
+@given(text=st.one_of(documents, truncated, hostile))
 def test_report_builds_or_stops_with_a_message(tmp_path, text, capsys):
+    builds_or_stops_with_a_message(tmp_path, text, capsys)
+
+
+def builds_or_stops_with_a_message(tmp_path, text, capsys):
     path = write(tmp_path, text)
     status = build.main([str(path), "--out", str(tmp_path / "out"), "--html-only"])
     assert status in (0, 2)
     if status == 2:
         assert "mutated.json" in capsys.readouterr().err
+
+
+# One interleaved cell and one interference row of a real CPU run: the nested figures the
+# report reads from comparison rows (impl.comparisons) must either validate or be refused.
+CELL = json.loads((DATA / "cpu-2core-interleaved-trimmed.json").read_text())
+CELL["benchmarks"] = [b for b in CELL["benchmarks"]
+                      if b["extra_info"].get("kind") in ("comparison", "interference")
+                      and b["extra_info"].get("workload") == "mlp_tiny"
+                      and b["extra_info"].get("chunks") in (20, None)]
+CELL_PATHS = [p for p in paths(CELL) if p[:1] == ("benchmarks",)]
+cell_documents = st.builds(
+    lambda path, action, value: json.dumps(mutate(CELL, path, action, value)),
+    st.sampled_from(CELL_PATHS), st.sampled_from(["drop", "replace", "rename"]), ODD_VALUES)
+
+
+@pytest.mark.slow
+@settings(max_examples=20, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=cell_documents)
+def test_report_on_interleaved_cells_builds_or_stops_with_a_message(tmp_path, text, capsys):
+    builds_or_stops_with_a_message(tmp_path, text, capsys)
 
 
 def test_report_survives_a_gpu_without_nvml_samples(tmp_path, capsys):

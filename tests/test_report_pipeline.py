@@ -1,0 +1,154 @@
+"""The report's pipeline and hybrid section on a real CPU run of suite/bench_pipeline.py and
+suite/bench_hybrid.py (tests/data/pipeline-cpu-2core.json: the rows of those kinds of
+results/cpu-2core/20261123T082837Z.json, numbers as measured): its analysis, its figures, its
+tables and its "no data" lines."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+from markupsafe import escape
+
+from impl.hybrid import HYBRID_FIELDS
+from impl.pipeline.measure import PIPELINE_FIELDS
+from reports import analysis, build, pipeline
+from tests.test_report import run_build
+
+FIXTURE = Path(__file__).parent / "data" / "pipeline-cpu-2core.json"
+
+
+@pytest.fixture(scope="module")
+def document() -> dict:
+    return json.loads(FIXTURE.read_text())
+
+
+@pytest.fixture(scope="module")
+def rows(document) -> list[dict]:
+    return analysis.benchmark_rows("cpu-2core", 0, document["benchmarks"])
+
+
+def kinds(document) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for benchmark in document["benchmarks"]:
+        kind = benchmark["extra_info"]["kind"]
+        counts[kind] = counts.get(kind, 0) + 1
+    return counts
+
+
+def test_fixture_holds_every_kind_of_the_section(document):
+    assert set(kinds(document)) == set(analysis.PIPELINE_KINDS)
+
+
+def test_pipeline_rows_and_bubble_series(rows, document):
+    table = pipeline.pipeline_rows(rows)
+    assert len(table) == kinds(document)["pipeline"]
+    assert [r["microbatches"] for r in table] == sorted(r["microbatches"] for r in table)
+    library = [r for r in table if r["variant"].startswith("torch-")]
+    assert library and all(r["bubble_text"] == "not measured (one opaque library call)"
+                           for r in library)
+    series = pipeline.bubble_series(rows)
+    assert {s["variant"] for s in series} == {"gpipe", "gpipe+recompute", "1f1b"}
+    for s in series:
+        ms = [point[0] for point in s["points"]]
+        assert ms == sorted(ms) and len(ms) == 4
+        for _, value, low, high in s["points"]:
+            assert low <= value <= high
+
+
+def test_comparison_rows_flatten_every_pair(rows, document):
+    expected = sum(len(b["extra_info"]["comparisons"]) for b in document["benchmarks"]
+                   if b["extra_info"]["kind"] == "pipeline_comparison")
+    flattened = pipeline.comparison_rows(rows, "pipeline_comparison")
+    assert len(flattened) == expected
+    verdicts = {r["verdict"] for r in flattened}
+    assert verdicts <= {"faster", "slower", "no significant difference"}
+
+
+def test_interval_text():
+    assert pipeline.interval_text({"value": 1.234, "low": 1.0, "high": 1.5}, "ms") == \
+        "1.23 ms [1.00, 1.50]"
+    assert pipeline.interval_text({"value": 2.0, "low": None, "high": None}) == "2.00"
+    assert pipeline.interval_text(None) == "n/a"
+
+
+def test_gpt_rows_put_the_study_beside_the_run(rows):
+    table = pipeline.gpt_rows(rows)
+    measured = [r for r in table if r["source"] == "cpu-2core"]
+    study = [r for r in table if r["source"] == "the study"]
+    assert len(measured) == 1 and measured[0]["device"].endswith("CPU cores")
+    assert [(r["device"], r["first"], r["steady"]) for r in study] == [
+        ("16-core Intel i7", "—", "2,100–2,500"), ("NVIDIA GTX 1650", "655", "60.0")]
+
+
+def test_digits_rows_state_the_criterion(rows):
+    table = {r["variant"]: r for r in pipeline.digits_rows(rows)}
+    assert table["cpu"]["criterion_text"] == "reference"
+    assert table["coarse-hybrid"]["criterion_text"].endswith("(≤ 0.0500)")
+    assert all(r["accuracy_pct"] >= 95 for r in table.values())
+
+
+def test_figures_are_svg(rows):
+    bubble = pipeline.bubble_figure(pipeline.bubble_series(rows))
+    curves = pipeline.curves_figure([r for r in pipeline.digits_rows(rows)])
+    for image in (bubble, curves):
+        assert image.mime == "image/svg+xml" and image.data.startswith(b"<?xml")
+
+
+def test_section_of_nothing_is_empty():
+    context = pipeline.section([], [])
+    assert context["empty"] is True
+    assert context["pipeline_table"] is None and context["gpt_table"] is None
+
+
+@pytest.fixture(scope="module")
+def html(tmp_path_factory) -> str:
+    out = tmp_path_factory.mktemp("report")
+    return build.build([str(FIXTURE)], out, pdf=False)["html"].read_text()
+
+
+def test_report_has_the_section_tables_and_figures(html):
+    for table_id in ("tab-pipeline", "tab-pipeline-compare", "tab-hybrid", "tab-hybrid-compare",
+                     "tab-digits", "tab-gpt-forward", "tab-pipeline-fields"):
+        assert f'id="{table_id}"' in html, table_id
+    assert 'id="fig-pipeline-bubble"' in html and 'id="fig-digits-cpu-2core"' in html
+    assert "No pipeline or hybrid results" not in html
+    assert str(escape("655 ms at first, then ≈60 ms")) in html
+
+
+def test_report_quotes_the_definitions_from_code(html):
+    for field in (*PIPELINE_FIELDS, *HYBRID_FIELDS):
+        assert str(escape(field.definition)) in html, field.name
+
+
+def test_missing_parts_say_so(tmp_path, document):
+    only_gpt = copy.deepcopy(document)
+    only_gpt["benchmarks"] = [b for b in only_gpt["benchmarks"]
+                              if b["extra_info"]["kind"] == "gpt_forward"]
+    path = tmp_path / "gpt-only.json"
+    path.write_text(json.dumps(only_gpt))
+    html = build.build([str(path)], tmp_path / "out", pdf=False)["html"].read_text()
+    for line in ("No pipeline results in the loaded result files",
+                 "No hybrid step results in the loaded result files",
+                 "No digits curves in the loaded result files"):
+        assert line in html, line
+    assert 'id="tab-gpt-forward"' in html
+
+
+@pytest.mark.parametrize("kind, key, value, problem", [
+    ("pipeline", "stages", "two", "extra_info.stages = 'two'; expected a number"),
+    ("digits_curve", "curve", {"train_loss": [1.0, "x"], "test_loss": [], "test_accuracy": [],
+                               "epoch_s": []},
+     "extra_info.curve.train_loss[1] = 'x'; expected num"),
+])
+def test_a_broken_row_is_named_at_load(tmp_path, document, kind, key, value, problem):
+    broken = copy.deepcopy(document)
+    benchmark = next(b for b in broken["benchmarks"] if b["extra_info"]["kind"] == kind)
+    benchmark["extra_info"][key] = value
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps(broken))
+    result = run_build(str(path), "--html-only", "--out", str(tmp_path / "out"))
+    assert result.returncode == 2
+    assert problem in result.stderr and str(path) in result.stderr
