@@ -44,6 +44,10 @@ DEFAULT_GPU = ROOT / "results" / "h200x4" / "20261122T001808Z.json"
 @pytest.fixture(autouse=True)
 def no_step_summary(monkeypatch):
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    # The blocks and runs below are processes of their own: one BLAS thread each, set before
+    # anything in them can import numpy, so they do not fight the test run for the two cores.
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.setenv(name, "1")
 
 
 # --- the decision ---------------------------------------------------------------------------
@@ -210,14 +214,11 @@ def test_a_launcher_block_runs_exactly_the_named_id(tmp_path):
 # --- the whole path, for real, in a temporary repository -------------------------------------
 
 # About 20 ms a round at TINY_WORK=1 on one core of the 2-core machine: long enough that a
-# scheduler hiccup is a small part of a round. One BLAS thread, so the benchmark does not fight
-# the test run (and its own second thread) for the two cores.
+# scheduler hiccup is a small part of a round.
 TINY_BENCH = '''
 import os
 
-os.environ.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-
-import numpy as np  # noqa: E402
+import numpy as np
 
 
 def test_tiny(benchmark):
@@ -270,10 +271,12 @@ def confirm_gate(capsys, repo: Path, baseline: Path, candidate: Path, *extra: st
 
 @pytest.mark.slow
 def test_a_slowed_candidate_is_confirmed_by_the_interleaved_re_run(tiny_repo, capsys):
+    """Four times the work: four block pairs on a busy 2-core machine spread a 2x slowdown's
+    paired interval across the 25% threshold now and then; a 4x one stays far above it."""
     baseline = tiny_run(tiny_repo, tiny_repo.parent / "base.json", work=1)
-    candidate = tiny_run(tiny_repo, tiny_repo.parent / "cand.json", work=2)
+    candidate = tiny_run(tiny_repo, tiny_repo.parent / "cand.json", work=4)
     code, out, err, verdicts = confirm_gate(capsys, tiny_repo, baseline, candidate,
-                                            "--candidate-env", "TINY_WORK=2")
+                                            "--candidate-env", "TINY_WORK=4")
     assert code == 1, out + err
     (row,) = verdicts["rows"]
     assert row["files_verdict"] == "regressed" and row["suspect"]
