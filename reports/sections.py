@@ -185,7 +185,10 @@ def section_energy(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
         entry = {"heading": where, "figures": [], "table": make_table(
             f"tab-energy-{index}", f"Energy per step against mean power × step time per "
             f"variant ({where}), paired by round, with 95% intervals. "
-            f"{appendix.ENERGY_NOTE} {how}", columns, checked, note=lambda *_: None)}
+            f"{appendix.ENERGY_NOTE} In an interleaved cell the sampled power is one mean over "
+            f"every variant's segments (the samples are not split by variant), so every row "
+            f"shows the same power and a variant that draws less or more than the cell's mean "
+            f"moves its ratio too. {how}", columns, checked, note=lambda *_: None)}
         series = analysis.nvml_series((cell.get("nvml") or {}).get("series"), "whole cell")
         if series:
             entry["figures"].append(make_figure(
