@@ -379,7 +379,7 @@ def section(all_rows: Sequence[dict], runs) -> dict:
                     f"{preset} on {where}: compute (GEMM pieces) and communication lanes of "
                     f"one step, sync against overlapped (bars coloured by piece). {how}",
                     f"Timeline of one step, {preset}, {machine}"))
-        overlaps = [o for o in overlap_rows(mine)]
+        overlaps = overlap_rows(mine)
         if overlaps:
             entry["figures"].append(make_figure(
                 f"fig-tp-overlap-{machine}", overlap_figure(overlaps),
