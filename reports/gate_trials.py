@@ -2,7 +2,7 @@
 
     python -m reports.gate_trials --pairs 40 --out results/cpu-2core/gate-trials.json
     python -m reports.gate_trials --target gpu --pairs 20 --max-minutes 9 \\
-        --out results/h100x1/gate-trials.json [--resume]
+        --out results/h200x1/gate-trials.json [--resume]
 
 Each trial is what the gate meets in CI, made for real, in fresh processes:
 
@@ -31,9 +31,11 @@ processes. The JSON is rewritten whole after every pair (impl/atomic.py), so ``-
 continues a run that was stopped or that ran out of ``--max-minutes``.
 
 Targets: ``cpu`` (default) is tests/gate_bench/gate_workload.py, real MLP training steps on one
-CPU thread, about 8 s per process on the idle 2-core machine; ``gpu`` is the suite's quick-mode
-step benchmarks at world size 1 on one GPU (sequential and chunked, K = 10), slowed through
-OVERLAP_EXTRA_COMPUTE.
+CPU thread, about 8 s per process on the idle 2-core machine; ``gpu`` is the same workload with
+a bf16 4096-wide MLP on one GPU, a few seconds per process, so that tens of pairs (each up to
+2 + 2 x blocks processes) fit a GPU lease; ``gpu-quick`` is the suite's quick-mode step
+benchmarks at world size 1 (sequential and chunked, K = 10, the 805M-parameter MLP, slowed
+through OVERLAP_EXTRA_COMPUTE), tens of seconds per process.
 """
 
 from __future__ import annotations
@@ -68,19 +70,35 @@ class Target:
     name: str
     pytest_args: tuple[str, ...]
     slowdown_env: str  # environment variable carrying the candidate's extra compute
-    workload: str  # the MLP the in-process slowdown measurement uses
+    workload: str  # the MLP the in-process slowdown measurement uses ("gate": gate_mlp)
     device: str
     env: dict[str, str] = field(default_factory=dict)
 
 
 TARGETS = {
     "cpu": Target("cpu", ("tests/gate_bench/gate_workload.py::test_gate_mlp_step",),
-                  "GATE_EXTRA_COMPUTE", "gate_mlp_512x8", "cpu", {"OMP_NUM_THREADS": "1"}),
-    "gpu": Target("gpu", ("suite/bench_overlap.py", "--suite-mode", "quick", "--world-sizes", "1",
-                          "--strategies", "sequential,chunked", "--chunks", "10", "-k",
-                          "test_overlap"),
-                  "OVERLAP_EXTRA_COMPUTE", "mlp_8192x12_bf16", "cuda"),
+                  "GATE_EXTRA_COMPUTE", "gate", "cpu", {"OMP_NUM_THREADS": "1"}),
+    "gpu": Target("gpu", ("tests/gate_bench/gate_workload.py::test_gate_gpu_mlp_step",),
+                  "GATE_EXTRA_COMPUTE", "gate", "cuda"),
+    "gpu-quick": Target("gpu-quick", ("suite/bench_overlap.py", "--suite-mode", "quick",
+                                      "--world-sizes", "1", "--strategies", "sequential,chunked",
+                                      "--chunks", "10", "-k", "test_overlap"),
+                        "OVERLAP_EXTRA_COMPUTE", "mlp_8192x12_bf16", "cuda"),
 }
+
+
+def gate_mlp(device_type: str, extra_compute: float = 0.0):
+    """The gate workload's MLP (tests/gate_bench/gate_workload.py) for a device type: about
+    30 ms a step on one core of the 2-core CPU machine; on one GPU, large enough that a step's
+    GEMMs fill the chip and small enough that a process starts, builds it and runs 60 rounds
+    in a few seconds."""
+    from impl.workloads import MLPConfig
+
+    if device_type == "cuda":
+        return MLPConfig("gate_mlp_4096x8_bf16", width=4096, depth=8, batch=4096, dtype="bf16",
+                         extra_compute=extra_compute)
+    return MLPConfig("gate_mlp_512x8", width=512, depth=8, batch=128,
+                     extra_compute=extra_compute)
 
 
 def _env(extra: dict[str, str]) -> dict[str, str]:
@@ -113,13 +131,11 @@ def run_workload(out: Path, extra_compute: float = 0.0) -> Path:
 
 
 def _mlp(target: Target, extra_compute: float):
-    from impl.workloads import MLPConfig, preset
-
-    if target.workload == "gate_mlp_512x8":
-        # tests/gate_bench/gate_workload.py's shape
-        return MLPConfig("gate_mlp_512x8", width=512, depth=8, batch=128,
-                         extra_compute=extra_compute)
+    if target.workload == "gate":
+        return gate_mlp(target.device, extra_compute)
     from dataclasses import replace
+
+    from impl.workloads import preset
 
     return replace(preset(target.workload), extra_compute=extra_compute)
 
