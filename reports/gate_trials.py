@@ -369,7 +369,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from reports.gate_confirm import DEFAULT_BLOCKS
+    from reports.gate_confirm import BLOCK_VALUE, DEFAULT_BLOCKS
 
     args = parse_args(argv)
     target = TARGETS[args.target]
@@ -393,6 +393,7 @@ def main(argv: list[str] | None = None) -> int:
             "machine": machine(), "code": {"git_commit": commit, "clean": clean},
             "target": asdict(target),
             "gate": {"threshold": 0.05, "alpha": 0.01, "confirm_blocks": blocks,
+                     "block_value": BLOCK_VALUE,
                      "command": "python -m reports.gate " + shlex.join(gate_command(
                          Path("BASELINE"), Path("CANDIDATE"), Path("PAIR"), target,
                          args.extra_compute, blocks, baseline_tree))},

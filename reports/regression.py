@@ -18,13 +18,15 @@ from pathlib import Path
 from impl import stats
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
-TRIALS_NAME = "gate-trials.json"  # one per machine folder (reports/results.py skips it)
+# gate-trials.json, or gate-trials-<what differs>.json beside it for trials of another gate
+# setting on the same machine (reports/results.py skips them all)
+TRIALS_PATTERN = "gate-trials*.json"
 KINDS = ("unchanged", "slowed")
 
 
 def find_trials(results_dir: Path | None = None) -> list[Path]:
-    """The committed trials files (default: the repository's results/), one per machine."""
-    return sorted((results_dir or RESULTS_DIR).glob(f"*/{TRIALS_NAME}"))
+    """The committed trials files (default: the repository's results/), by machine folder."""
+    return sorted((results_dir or RESULTS_DIR).glob(f"*/{TRIALS_PATTERN}"))
 
 
 def load_trials(paths: Sequence[Path]) -> tuple[list[tuple[str, dict]], list[str]]:
@@ -91,6 +93,8 @@ def trial_rates(documents: Sequence[tuple[str, dict]]) -> list[dict]:
                 len(by_kind["slowed"])),
             "slowdown": _slowdown_text(document),
             "blocks": gate.get("confirm_blocks"),
+            # trials made before the gate recorded it used block medians
+            "block_value": gate.get("block_value", "median round"),
             "load": (f"{statistics.median(loads):g} ({loads[0]}–{loads[-1]})" if loads else None),
             "source": path,
         })

@@ -34,8 +34,9 @@ from pathlib import Path
 
 SCHEMAS = (1,)  # values of suite.schema this loader reads
 BASELINES_DIR = "baselines"  # results/baselines/<label>.json: the gate's references, not runs
-# Files that live beside the results but are not pytest-benchmark output.
-SIDE_FILES = ("gate-trials.json",)
+# Files that live beside the results but are not pytest-benchmark output: the gate's trials
+# (reports/gate_trials.py), gate-trials.json and gate-trials-<what differs>.json.
+SIDE_FILE_PREFIXES = ("gate-trials",)
 # Round-time statistics (seconds): a round takes time, so these are > 0; spreads may be 0.
 POSITIVE_STATS = ("min", "max", "mean", "median", "q1", "q3")
 SPREAD_STATS = ("stddev", "iqr")
@@ -281,14 +282,15 @@ def load_results(path: str | Path) -> ResultsFile:
 
 
 def _is_result_name(path: Path) -> bool:
-    return path.suffix == ".json" and ".tmp" not in path.suffixes and path.name not in SIDE_FILES
+    return (path.suffix == ".json" and ".tmp" not in path.suffixes
+            and not path.name.startswith(SIDE_FILE_PREFIXES))
 
 
 def find_result_files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
     """Result files named by ``paths``: files as given, folders searched recursively.
 
     In folders, ``*.json`` files are taken except temporary files (``*.tmp``), side files
-    (SIDE_FILES) and anything under a ``baselines/`` folder; a path that does not exist
+    (SIDE_FILE_PREFIXES) and anything under a ``baselines/`` folder; a path that does not exist
     raises ResultsError. The list is sorted and has no duplicates.
     """
     if isinstance(paths, (str, Path)):

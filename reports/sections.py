@@ -412,6 +412,7 @@ TRIAL_COLUMNS = (text_column("machine", "machine"), text_column("target", "bench
                  text_column("detections", "detections, gate"),
                  text_column("files_detections", "detections, files only"),
                  Column("blocks", "re-run blocks per side"),
+                 text_column("block_value", "re-run block value"),
                  text_column("load", "1-min load, median (range)"))
 
 
@@ -427,7 +428,7 @@ def section_regression(baseline: Baseline | None) -> dict:
         "given": baseline is not None, "threshold_rule": gate_spread.RULE,
         "confirm_rule": gate_confirm.RULE, "trial_notes": trial_notes,
         "trials": make_table("tab-gate-trials", "The gate's error rates as measured by "
-                             "reports/gate_trials.py (results/<machine>/gate-trials.json): "
+                             "reports/gate_trials.py (results/<machine>/gate-trials*.json): "
                              "pairs of unchanged runs and pairs with real extra compute, each "
                              "judged files only and with the interleaved re-run. Rates with "
                              "their 95% Clopper-Pearson intervals.", TRIAL_COLUMNS, trials)
