@@ -416,6 +416,7 @@ def test_find_result_files_skips_temporary_baseline_and_side_files(tmp_path):
     (tmp_path / "cpu-2core" / "run.json.tmp").write_text("{")
     (tmp_path / "cpu-2core" / "half.tmp.json").write_text("{")
     (tmp_path / "cpu-2core" / "gate-trials.json").write_text("{}")
+    (tmp_path / "cpu-2core" / "gate-trials-block-median.json").write_text("{}")
     write_results(tmp_path / "baselines" / "cpu-2core.json", [])
     assert find_result_files(tmp_path) == sorted(keep)
     explicit = tmp_path / "baselines" / "cpu-2core.json"

@@ -25,6 +25,7 @@ from reports.gate_confirm import (
     ConfirmError,
     Recipe,
     block_command,
+    block_value,
     checkout,
     decide_paired,
     keyword_expression,
@@ -65,6 +66,21 @@ def test_paired_ratio_is_the_trimmed_geometric_mean_of_pair_ratios():
     cand = np.array([1.1, 1.1, 1.1, 1.1, 5.0])  # one block hit by a neighbour's burst
     # 20% trimmed: the 5.0 pair and the highest 1/1.1 pair go, three 1/1.1 remain.
     assert paired_throughput_ratio(base, cand) == pytest.approx(1 / 1.1)
+
+
+def test_a_block_is_worth_its_fastest_round_so_a_burst_that_holds_it_does_not_count():
+    rng = np.random.default_rng(3)
+    quiet = 0.030 * np.exp(np.abs(rng.normal(0.0, 0.05, 60)))  # interference only adds time
+    burst = np.concatenate([quiet[:10], quiet[10:] * 1.4])  # a neighbour holds 50 of 60 rounds
+    assert block_value(quiet) == quiet.min()
+    assert block_value(quiet) <= block_value(burst) < 1.03 * block_value(quiet)
+    # Block pairs of unchanged code, one of each four hit by such a burst on the candidate side.
+    base = [block_value(quiet * (1 + i / 100)) for i in range(8)]
+    cand = [block_value((burst if i % 4 == 0 else quiet) * (1 + i / 100)) for i in range(8)]
+    assert decide_paired(base, cand, threshold=0.05).outcome == "cleared"
+    by_median = [float(np.median((burst if i % 4 == 0 else quiet) * (1 + i / 100)))
+                 for i in range(8)]
+    assert by_median[0] > 1.3 * base[0]  # what the median of a burst-held block reads
 
 
 def block_times(ratio: float, pairs: int = 6, seed: int = 0, drift: float = 0.3):
