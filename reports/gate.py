@@ -695,7 +695,8 @@ def confirm_suspects(comparison: Comparison, base_files: Sequence[ResultsFile],
                 {"baseline": gate_confirm.block_env(baseline_tree, dict(args.baseline_env)),
                  "candidate": gate_confirm.block_env(candidate_tree, dict(args.candidate_env))},
                 minimums, args.confirm_blocks, log,
-                progress=lambda line: print(line, flush=True)))
+                progress=lambda line: print(line, flush=True),
+                max_blocks=args.confirm_max_blocks))
     return comparison.with_confirmations(confirmations)
 
 
@@ -808,6 +809,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     confirm.add_argument("--confirm-blocks", type=_even_blocks,
                          default=gate_confirm.DEFAULT_BLOCKS, metavar="N",
                          help=f"blocks per side, even (default {gate_confirm.DEFAULT_BLOCKS})")
+    confirm.add_argument("--confirm-max-blocks", type=_even_blocks, default=None, metavar="N",
+                         help="blocks per side that an inconclusive re-run may grow to, as "
+                              f"many again each time (default {gate_confirm.EXTEND_TO} x "
+                              "--confirm-blocks)")
     confirm.add_argument("--baseline-env", type=_assignment, action="append", default=[],
                          metavar="NAME=VALUE", help="environment of the baseline's blocks only")
     confirm.add_argument("--candidate-env", type=_assignment, action="append", default=[],
@@ -834,6 +839,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if not args.update_baseline and not (args.baseline and args.candidate):
         parser.error("give BASELINE and CANDIDATE (files or folders), or --update-baseline "
                      "RUN [RUN ...]")
+    if args.confirm_max_blocks is not None and args.confirm_max_blocks < args.confirm_blocks:
+        parser.error(f"--confirm-max-blocks {args.confirm_max_blocks} is below --confirm-blocks "
+                     f"{args.confirm_blocks}; use at least as many")
     return args
 
 

@@ -36,11 +36,13 @@ the mean log ratio was 0.030; the same blocks' fastest rounds gave 0.016
 (results/cpu-2core/logs/gate-trials-block-median-blocks.csv). The price: a change that
 slows only some rounds and leaves the fastest alone is cleared by the re-run.
 The re-run says REGRESSED only when the whole interval lies below 1 - threshold, i.e. the
-interval of the throughput loss lies entirely above the threshold; otherwise the benchmark
-is cleared. The threshold here is the configured minimum (``--threshold`` or the group's
-``--group-threshold``), not the noise-aware one: the drift between runs that the noise-aware
-threshold allows for is what the interleaving removes, and what drift remains within the
-re-run widens the interval.
+interval of the throughput loss lies entirely above the threshold; otherwise the benchmark is
+cleared. Where the interval reaches across the threshold, that benchmark alone gets more block
+pairs, as many again each time, up to EXTEND_TO times the first count (``--confirm-max-
+blocks``), and the decision is made on all of them. The threshold here is the configured
+minimum (``--threshold`` or the group's ``--group-threshold``), not the noise-aware one: the
+drift between runs that the noise-aware threshold allows for is what the interleaving removes,
+and what drift remains within the re-run widens the interval.
 """
 
 from __future__ import annotations
@@ -77,6 +79,10 @@ SIDES = ("baseline", "candidate")
 GRID_OPTIONS = ("--suite-mode", "--workloads", "--strategies", "--chunks", "--world-sizes",
                 "--sampler-period-ms")
 DEFAULT_BLOCKS = 8  # per side; even, so that each side runs first in half of the pairs
+# An inconclusive re-run grows by DEFAULT_BLOCKS block pairs at a time, up to this many times
+# its first length: a 10% slowdown against a 5% threshold needs the interval's half-width
+# under about 4%, which eight block pairs on a noisy machine often miss.
+EXTEND_TO = 3
 # What pytest's -k accepts as one name (_pytest/mark/expression.py); a benchmark whose name
 # has anything else cannot be selected this way and is left unconfirmed.
 KEYWORD_NAME = re.compile(r"(\w|:|\+|-|\.|\[|\]|\\|/)+")
@@ -362,20 +368,33 @@ def interleave(fullnames: Sequence[str], commands: Callable[[Path], list[str]],
 def confirm(benchmarks: Sequence[dict], recipe: Recipe, trees: Mapping[str, Path],
             envs: Mapping[str, Mapping[str, str]], thresholds: Mapping[str, float],
             blocks: int = DEFAULT_BLOCKS, log: list[str] | None = None,
-            progress: Callable[[str], None] = print) -> dict[str, Confirmation]:
+            progress: Callable[[str], None] = print,
+            max_blocks: int | None = None) -> dict[str, Confirmation]:
     """Re-measure ``benchmarks`` (baseline-side dicts) interleaved; a Confirmation for each,
-    by fullname. ``thresholds`` holds each one's minimum threshold."""
+    by fullname. ``thresholds`` holds each one's minimum threshold.
+
+    A benchmark whose interval still reaches across its threshold gets ``blocks`` more block
+    pairs, run for the inconclusive ones only, until it is decided or has ``max_blocks`` per
+    side (default EXTEND_TO times ``blocks``)."""
     log = [] if log is None else log
+    max_blocks = max_blocks or EXTEND_TO * blocks
     recipe = narrowed(recipe, benchmarks)
     runnable = [b["fullname"] for b in benchmarks if selectable(b["fullname"], recipe)]
     confirmations = {b["fullname"]: Confirmation(None, "not re-measured: its name cannot be "
                                                  "selected with pytest -k", None,
                                                  thresholds[b["fullname"]])
                      for b in benchmarks if b["fullname"] not in runnable}
-    if runnable:
-        values = interleave(runnable, lambda out: block_command(recipe, runnable, out), trees,
-                            envs, blocks, log, progress)
-        for name in runnable:
+    values: dict[str, dict[str, list[float | None]]] = {
+        side: {name: [] for name in runnable} for side in SIDES}
+    pending = runnable
+    while pending:
+        more = interleave(pending, lambda out, names=pending: block_command(recipe, names, out),
+                          trees, envs, blocks, log, progress)
+        for name in pending:
+            for side in SIDES:
+                values[side][name] += more[side][name]
             confirmations[name] = decide_paired(values["baseline"][name],
                                                 values["candidate"][name], thresholds[name])
+        pending = [name for name in pending if confirmations[name].outcome == "inconclusive"
+                   and len(values["baseline"][name]) + blocks <= max_blocks]
     return confirmations

@@ -50,6 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from importlib.metadata import version
@@ -313,6 +314,9 @@ def summarise(pairs: list[dict]) -> dict:
             "benchmarks_regressed": _rate(sum(r["verdict"] == "regressed" for r in rows),
                                           len(rows)),
             "re_measured": sum(r["rerun"] is not None for r in rows),
+            # how many block pairs the re-runs took (inconclusive ones grow)
+            "rerun_block_pairs": dict(sorted(Counter(
+                len(r["rerun"]["baseline_block_s"]) for r in rows if r["rerun"]).items())),
             "rerun_outcomes": {outcome: sum((r["rerun"] or {}).get("outcome") == outcome
                                             for r in rows)
                                for outcome in ("regressed", "cleared", "inconclusive")},
@@ -369,7 +373,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from reports.gate_confirm import BLOCK_VALUE, DEFAULT_BLOCKS
+    from reports.gate_confirm import BLOCK_VALUE, DEFAULT_BLOCKS, EXTEND_TO
 
     args = parse_args(argv)
     target = TARGETS[args.target]
@@ -393,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
             "machine": machine(), "code": {"git_commit": commit, "clean": clean},
             "target": asdict(target),
             "gate": {"threshold": 0.05, "alpha": 0.01, "confirm_blocks": blocks,
-                     "block_value": BLOCK_VALUE,
+                     "confirm_max_blocks": EXTEND_TO * blocks, "block_value": BLOCK_VALUE,
                      "command": "python -m reports.gate " + shlex.join(gate_command(
                          Path("BASELINE"), Path("CANDIDATE"), Path("PAIR"), target,
                          args.extra_compute, blocks, baseline_tree))},

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reports import gate
+from reports import gate, gate_confirm
 from reports.gate_confirm import (
     Confirmation,
     ConfirmError,
@@ -119,6 +119,52 @@ def test_a_three_percent_slowdown_is_below_a_five_percent_threshold():
     confirmation = decide_paired(*block_times(1 / 1.03, drift=0.0), threshold=0.05)
     assert confirmation.ratio.high < 1 < 1 / confirmation.ratio.value
     assert confirmation.verdict == "unchanged" and confirmation.outcome == "cleared"
+
+
+def test_an_inconclusive_re_run_grows_until_its_interval_decides(monkeypatch):
+    """Blocks of a 9% slowdown, ln ratios spread by 6%: here eight pairs reach across the 5%
+    threshold and sixteen lie above it; the benchmark decided at eight is left alone."""
+    rng = np.random.default_rng(2)
+    runs = []
+
+    slowdown, spread = {"slow": 1.09, "same": 1.0}, {"slow": 0.06, "same": 0.01}
+
+    def fake_interleave(names, commands, trees, envs, blocks, log, progress):
+        runs.append(list(names))
+        return {"baseline": {name: [0.030] * blocks for name in names},
+                "candidate": {name: list(0.030 * slowdown[name]
+                                         * np.exp(rng.normal(0.0, spread[name], blocks)))
+                              for name in names}}
+
+    monkeypatch.setattr(gate_confirm, "interleave", fake_interleave)
+    recipe = Recipe(None)
+    benchmarks = [{"fullname": name} for name in ("slow", "same")]
+    confirmations = gate_confirm.confirm(benchmarks, recipe, {}, {}, {"slow": 0.05,
+                                                                      "same": 0.05}, blocks=8)
+    assert runs[0] == ["slow", "same"] and all(names == ["slow"] for names in runs[1:])
+    assert confirmations["same"].outcome == "cleared"
+    assert len(confirmations["same"].baseline_block_s) == 8
+    slow = confirmations["slow"]
+    assert len(runs) == 2 and len(slow.baseline_block_s) == 16
+    assert slow.verdict == "regressed" and slow.ratio.high < 0.95
+
+
+def test_a_re_run_stops_growing_at_its_cap(monkeypatch):
+    monkeypatch.setattr(gate_confirm, "interleave", lambda names, *_, **__: {
+        "baseline": {n: [0.030, 0.030] for n in names},
+        "candidate": {n: [0.030 * 1.06, 0.030 / 1.02] for n in names}})
+    recipe = Recipe(None)
+    (confirmation,) = gate_confirm.confirm([{"fullname": "x"}], recipe, {}, {}, {"x": 0.05},
+                                           blocks=2, max_blocks=6).values()
+    assert confirmation.outcome == "inconclusive" and len(confirmation.baseline_block_s) == 6
+
+
+def test_max_blocks_below_blocks_is_one_line(capsys):
+    with pytest.raises(SystemExit) as stop:
+        gate.parse_args(["a.json", "b.json", "--confirm-blocks", "8", "--confirm-max-blocks", "4"])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith(
+        "--confirm-max-blocks 4 is below --confirm-blocks 8; use at least as many")
 
 
 def test_missing_blocks_leave_the_benchmark_unconfirmed():
@@ -278,7 +324,8 @@ def tiny_run(repo: Path, out: Path, work: int) -> Path:
 def confirm_gate(capsys, repo: Path, baseline: Path, candidate: Path, *extra: str):
     code = gate.main([str(baseline), str(candidate), "--confirm", "--baseline-rev", "HEAD",
                       "--candidate-tree", str(repo), "--confirm-blocks", "4",
-                      "--threshold", "0.25", "--summary", str(repo.parent / "s.md"),
+                      "--confirm-max-blocks", "4", "--threshold", "0.25",
+                      "--summary", str(repo.parent / "s.md"),
                       "--confirm-log", str(repo.parent / "confirm.log"),
                       "--json", str(repo.parent / "gate.json"), *extra])
     out, err = capsys.readouterr()

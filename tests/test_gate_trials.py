@@ -11,8 +11,10 @@ from impl.workloads import preset
 from reports import gate_trials
 
 
-def row(verdict: str, outcome: str | None, ratio: float | None = None) -> dict:
-    rerun = None if outcome is None else {"outcome": outcome, "ratio": {"value": ratio}}
+def row(verdict: str, outcome: str | None, ratio: float | None = None,
+        block_pairs: int = 8) -> dict:
+    rerun = None if outcome is None else {"outcome": outcome, "ratio": {"value": ratio},
+                                          "baseline_block_s": [0.03] * block_pairs}
     return {"files_verdict": verdict, "verdict": outcome == "regressed" and "regressed"
             or "unchanged", "rerun": rerun}
 
@@ -26,7 +28,7 @@ def test_summary_counts_gate_files_and_re_run_outcomes():
     pairs = [pair("unchanged", False, True, [row("regressed", "cleared", 0.99)], 1.0),
              pair("unchanged", False, False, [row("unchanged", None)], 2.0),
              pair("slowed", True, True, [row("regressed", "regressed", 0.90)], 3.0),
-             pair("slowed", False, False, [row("unchanged", "inconclusive", 0.93)], 4.0)]
+             pair("slowed", False, False, [row("unchanged", "inconclusive", 0.93, 24)], 4.0)]
     summary = gate_trials.summarise(pairs)
     assert summary["unchanged"]["gate_failed"]["count"] == 0
     assert summary["unchanged"]["files_only_failed"]["count"] == 1
@@ -36,6 +38,7 @@ def test_summary_counts_gate_files_and_re_run_outcomes():
                                                                       abs=1e-4)}
     assert summary["slowed"]["rerun_outcomes"] == {"regressed": 1, "cleared": 0,
                                                    "inconclusive": 1}
+    assert summary["slowed"]["rerun_block_pairs"] == {8: 1, 24: 1}
     # the median of 0.90 and 0.93
     assert summary["slowed"]["rerun_throughput_ratio_median"] == pytest.approx(0.915)
     assert summary["load_1min"] == {"min": 1.0, "median": 3.0, "max": 5.0}
