@@ -67,22 +67,22 @@ from impl import stats
 from impl.profiles import PROFILES
 from reports.results import ResultsError, find_result_files, load_results
 
+# An inconclusive re-run grows by its first count of block pairs at a time, up to this many times
+# its first length: a 10% slowdown against a 5% threshold needs the interval's half-width
+# under about 4%, which eight block pairs on a noisy machine often miss.
+EXTEND_TO = 3
 RULE = ("where the files allow a loss above the minimum threshold once the recorded drift is "
         "allowed for, baseline and candidate code run again, interleaved in blocks (B C C B "
         "...) on one machine; paired ratio = exp(20%-trimmed mean over block pairs of "
         "ln(baseline block's fastest round / candidate block's fastest round)), 95% bootstrap "
-        "interval by pair; "
-        "regressed only when the interval of the loss lies entirely above the minimum "
-        "threshold")
+        "interval by pair; regressed only when the interval of the loss lies entirely above the "
+        f"minimum threshold; where it reaches across, more block pairs, up to {EXTEND_TO}x the "
+        "first count")
 SIDES = ("baseline", "candidate")
 # The suite's options (conftest.py) that shape its parametrisation and rounds.
 GRID_OPTIONS = ("--suite-mode", "--workloads", "--strategies", "--chunks", "--world-sizes",
                 "--sampler-period-ms")
 DEFAULT_BLOCKS = 8  # per side; even, so that each side runs first in half of the pairs
-# An inconclusive re-run grows by DEFAULT_BLOCKS block pairs at a time, up to this many times
-# its first length: a 10% slowdown against a 5% threshold needs the interval's half-width
-# under about 4%, which eight block pairs on a noisy machine often miss.
-EXTEND_TO = 3
 # What pytest's -k accepts as one name (_pytest/mark/expression.py); a benchmark whose name
 # has anything else cannot be selected this way and is left unconfirmed.
 KEYWORD_NAME = re.compile(r"(\w|:|\+|-|\.|\[|\]|\\|/)+")
