@@ -31,11 +31,12 @@ processes. The JSON is rewritten whole after every pair (impl/atomic.py), so ``-
 continues a run that was stopped or that ran out of ``--max-minutes``.
 
 Targets: ``cpu`` (default) is tests/gate_bench/gate_workload.py, real MLP training steps on one
-CPU thread, about 8 s per process on the idle 2-core machine; ``gpu`` is the same workload with
-a bf16 4096-wide MLP on one GPU, a few seconds per process, so that tens of pairs (each up to
-2 + 2 x blocks processes) fit a GPU lease; ``gpu-quick`` is the suite's quick-mode step
-benchmarks at world size 1 (sequential and chunked, K = 10, the 805M-parameter MLP, slowed
-through OVERLAP_EXTRA_COMPUTE), tens of seconds per process.
+CPU thread, about 8 s per process on the idle 2-core machine (a pair with its re-run about 2
+minutes, so 40 + 40 pairs take close to 3 hours: ``--max-minutes`` and ``--resume``); ``gpu`` is
+the same workload with a bf16 4096-wide MLP on one GPU, about 10 s per process on the H200
+(mostly starting Python and CUDA; a slowed pair with 4 blocks a side about 95 s); ``gpu-quick``
+is the suite's quick-mode step benchmarks at world size 1 (sequential and chunked, K = 10, the
+805M-parameter MLP, slowed through OVERLAP_EXTRA_COMPUTE), longer per process.
 """
 
 from __future__ import annotations
@@ -91,8 +92,8 @@ TARGETS = {
 def gate_mlp(device_type: str, extra_compute: float = 0.0):
     """The gate workload's MLP (tests/gate_bench/gate_workload.py) for a device type: about
     30 ms a step on one core of the 2-core CPU machine; on one GPU, large enough that a step's
-    GEMMs fill the chip and small enough that a process starts, builds it and runs 60 rounds
-    in a few seconds."""
+    GEMMs fill the chip (6.4 ms a step on the H200) and small enough that a block is mostly the
+    start of Python and CUDA (about 10 s a process there)."""
     from impl.workloads import MLPConfig
 
     if device_type == "cuda":
