@@ -412,8 +412,10 @@ def main(argv: list[str] | None = None) -> int:
         folder = Path(scratch)
         calibration, reused = calibration_runs(target, args.calibration_runs,
                                                args.workdir or folder)
+        # A resumed run may be at a later commit: each invocation records its own.
         report["calibrations"].append({"runs": len(calibration), "first_pair": len(pairs),
-                                       "reused": reused, "load": load_now()})
+                                       "reused": reused, "load": load_now(),
+                                       "code": {"git_commit": commit, "clean": clean}})
         while min(sum(p["kind"] == k for p in pairs) for k in KINDS) < args.pairs:
             if args.max_minutes and time.monotonic() - started > args.max_minutes * 60:
                 print(f"stopped after {args.max_minutes} minutes: --resume continues", flush=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -76,3 +77,29 @@ def test_extra_compute_setting_slows_mlp_presets_only(monkeypatch):
         with pytest.raises(ValueError, match=f"OVERLAP_EXTRA_COMPUTE='{bad}' is not allowed; "
                                              "use number from 0 to 1"):
             check_environment({"OVERLAP_EXTRA_COMPUTE": bad})
+
+
+def test_a_resumed_run_keeps_its_pairs_and_records_each_invocations_commit(tmp_path,
+                                                                            monkeypatch):
+    commits = iter([("a" * 40, True), ("b" * 40, True)])
+    monkeypatch.setattr(gate_trials, "git_clean_commit", lambda: next(commits))
+    monkeypatch.setattr(gate_trials, "machine", lambda: {"label": "test"})
+    monkeypatch.setattr(gate_trials, "measure_slowdown",
+                        lambda target, extra: {"step_time_ratio": {"value": 1.1}})
+    monkeypatch.setattr(gate_trials, "calibration_runs", lambda target, count, folder: ([], False))
+    monkeypatch.setattr(gate_trials, "load_now", lambda: {"load_1min": 1.0})
+
+    def fake_trial(kind, index, folder, *rest):
+        record = pair(kind, kind == "slowed", kind == "slowed", [row("unchanged", None)], 1.0)
+        return record | {"gate_exit": int(record["regressed"]), "seconds": 1.0}
+
+    monkeypatch.setattr(gate_trials, "trial", fake_trial)
+    out = tmp_path / "trials.json"
+    assert gate_trials.main(["--pairs", "1", "--out", str(out)]) == 0
+    assert gate_trials.main(["--pairs", "2", "--resume", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert [p["kind"] for p in report["pairs"]] == ["unchanged", "slowed"] * 2
+    assert [p["calibration"] for p in report["pairs"]] == [0, 0, 1, 1]
+    assert [c["code"]["git_commit"] for c in report["calibrations"]] == ["a" * 40, "b" * 40]
+    assert report["code"]["git_commit"] == "a" * 40
+    assert report["summary"]["slowed"]["gate_failed"]["count"] == 2
