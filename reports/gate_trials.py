@@ -32,7 +32,7 @@ continues a run that was stopped or that ran out of ``--max-minutes``.
 
 Targets: ``cpu`` (default) is tests/gate_bench/gate_workload.py, real MLP training steps on one
 CPU thread, about 8 s per process on the idle 2-core machine (a pair with its re-run about 2
-minutes, so 40 + 40 pairs take close to 3 hours: ``--max-minutes`` and ``--resume``); ``gpu`` is
+minutes, so 40 + 40 pairs took 2 h 18 min: ``--max-minutes`` and ``--resume``); ``gpu`` is
 the same workload with a bf16 4096-wide MLP on one GPU, about 10 s per process on the H200
 (mostly starting Python and CUDA; a slowed pair with 4 blocks a side about 95 s); ``gpu-quick``
 is the suite's quick-mode step benchmarks at world size 1 (sequential and chunked, K = 10, the
