@@ -102,6 +102,11 @@ TRIM = 0.2  # fraction cut from each end of the sorted log ratios
 BLOCK_VALUE = "fastest round"  # what block_value takes, as the trials record it
 
 
+def default_max_blocks(blocks: int) -> int:
+    """Blocks per side an inconclusive re-run may grow to when no cap is given."""
+    return EXTEND_TO * blocks
+
+
 def block_value(round_s: Sequence[float]) -> float:
     """A block's value: its fastest round (seconds), the one other work touched least."""
     return float(min(round_s))
@@ -377,7 +382,7 @@ def confirm(benchmarks: Sequence[dict], recipe: Recipe, trees: Mapping[str, Path
     pairs, run for the inconclusive ones only, until it is decided or has ``max_blocks`` per
     side (default EXTEND_TO times ``blocks``)."""
     log = [] if log is None else log
-    max_blocks = max_blocks or EXTEND_TO * blocks
+    max_blocks = max_blocks or default_max_blocks(blocks)
     recipe = narrowed(recipe, benchmarks)
     runnable = [b["fullname"] for b in benchmarks if selectable(b["fullname"], recipe)]
     confirmations = {b["fullname"]: Confirmation(None, "not re-measured: its name cannot be "

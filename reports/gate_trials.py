@@ -34,7 +34,7 @@ Targets: ``cpu`` (default) is tests/gate_bench/gate_workload.py, real MLP traini
 CPU thread, about 8 s per process on the idle 2-core machine (a pair with its re-run about 2
 minutes, so 40 + 40 pairs took 2 h 18 min: ``--max-minutes`` and ``--resume``); ``gpu`` is
 the same workload with a bf16 4096-wide MLP on one GPU, about 10 s per process on the H200
-(mostly starting Python and CUDA; a slowed pair with 4 blocks a side about 95 s); ``gpu-quick``
+(mostly starting Python and CUDA; a slowed pair with 4 blocks a side about 90 s); ``gpu-quick``
 is the suite's quick-mode step benchmarks at world size 1 (sequential and chunked, K = 10, the
 805M-parameter MLP, slowed through OVERLAP_EXTRA_COMPUTE), longer per process.
 """
@@ -374,7 +374,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from reports.gate_confirm import BLOCK_VALUE, DEFAULT_BLOCKS, EXTEND_TO
+    from reports.gate_confirm import BLOCK_VALUE, DEFAULT_BLOCKS, default_max_blocks
 
     args = parse_args(argv)
     target = TARGETS[args.target]
@@ -398,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
             "machine": machine(), "code": {"git_commit": commit, "clean": clean},
             "target": asdict(target),
             "gate": {"threshold": 0.05, "alpha": 0.01, "confirm_blocks": blocks,
-                     "confirm_max_blocks": EXTEND_TO * blocks, "block_value": BLOCK_VALUE,
+                     "confirm_max_blocks": default_max_blocks(blocks), "block_value": BLOCK_VALUE,
                      "command": "python -m reports.gate " + shlex.join(gate_command(
                          Path("BASELINE"), Path("CANDIDATE"), Path("PAIR"), target,
                          args.extra_compute, blocks, baseline_tree))},
