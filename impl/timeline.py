@@ -9,6 +9,7 @@ resolved to milliseconds after the step has finished, never inside it.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -109,7 +110,9 @@ class TimelineRecorder:
         return event
 
     def begin(self) -> None:
-        self._raw.clear()
+        # A new list, not a cleared one: work of the previous step that ends during this one
+        # (through a sink) stays in the previous step's timeline.
+        self._raw = []
         if self.cuda and self.host_marks:
             torch.cuda.synchronize()  # CPU-GPU sync point: host and device marks share t=0
         self._host_origin = time.perf_counter()
@@ -117,6 +120,14 @@ class TimelineRecorder:
 
     def add(self, lane: str, label: str, chunk: int | None, start: Mark, end: Mark) -> None:
         self._raw.append((lane, label, chunk, start, end))
+
+    def sink(self) -> Callable[[str, str, int | None, Mark, Mark], None]:
+        """``add`` for the current step only: for work that may end after the next step has
+        begun (the delayed update's host Adam), so that it is drawn with the step it
+        belongs to, ending after that step's other intervals."""
+        raw = self._raw
+        return lambda lane, label, chunk, start, end: raw.append((lane, label, chunk, start,
+                                                                  end))
 
     def _ms(self, mark: Mark) -> float:
         if isinstance(mark, LateMark):
