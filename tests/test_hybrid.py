@@ -1,6 +1,8 @@
-"""CPU–GPU hybrid training: the fine-grained (offload) steps end with the reference's weights
-(Adam on the CPU in fp32), the coarse-grained hybrid on 2 gloo ranks with them and with its
-loss curve, the share balancing, the digits experiment and the GPT forward table's tool."""
+"""CPU–GPU hybrid training: every trainer passes the gradient-and-update check
+(impl/hybrid/check.py) on the CPU and a GPU, and deliberately wrong updates fail it; host Adam's
+implementations agree; the host-work split on a known timeline; the coarse-grained hybrid on 2
+gloo ranks with its check and loss curve; the share balancing, the digits experiment and the
+GPT forward table's tool."""
 
 from __future__ import annotations
 
@@ -16,13 +18,14 @@ from impl import capabilities
 from impl.check import max_abs_diff
 from impl.hybrid import (
     HybridOptions,
+    TrainingCheckFailed,
     build_trainer,
+    check_training,
+    host_adam,
     host_initialised_model,
     loss_curves_match,
-    offload,
-    offload_tolerance,
-    reference_weights,
 )
+from impl.hybrid.check import weight_tolerance
 from impl.hybrid.coarse import (
     CoarseHybrid,
     balance,
@@ -36,6 +39,9 @@ from impl.hybrid.digits import (
     run_digits,
 )
 from impl.hybrid.gpt_forward import forward_ms
+from impl.hybrid.measure import host_work_split
+from impl.hybrid.offload import OffloadOverlap
+from impl.timeline import Interval, Timeline
 from impl.workloads import Batch, GPTConfig, build_model, loss_fn, make_batch, preset
 from tests.multirank import run_ranks
 
@@ -44,8 +50,13 @@ WORKLOAD = "mlp_tiny"
 STEPS = 4
 LR = 1e-3
 DIGITS_EPOCHS = 20  # about 2 s on one core; the study's 100 run in the benchmarks
+OFFLOADS = ("offload-after-backward", "offload-overlap", "offload-overlap-dpu")
+TRAINERS = ("device-adam", *OFFLOADS)
 needs_sklearn = pytest.mark.skipif(capabilities.missing_sklearn() is not None,
                                    reason=capabilities.missing_sklearn() or "")
+needs_gpu = [pytest.mark.gpu, pytest.mark.skipif(capabilities.missing_gpu() is not None,
+                                                 reason=capabilities.missing_gpu() or "")]
+DEVICES = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=needs_gpu)]
 
 
 def mlp_loss(outputs, targets):
@@ -58,58 +69,219 @@ def mlp_batches(device: torch.device) -> list:
     return [Batch(b.inputs.to(device), b.targets.to(device)) for b in cpu]
 
 
-@pytest.fixture(scope="module")
-def reference() -> list[torch.Tensor]:
-    cpu = torch.device("cpu")
-    return reference_weights(build_model(preset(WORKLOAD), cpu), mlp_loss, mlp_batches(cpu), LR)
+def check(trainer, name: str = "trainer"):
+    workload = preset(WORKLOAD)
+    return check_training(name, trainer, build_model(workload, torch.device("cpu")), mlp_loss,
+                          mlp_batches(trainer.device), max(workload.batch, workload.width))
 
 
-def trained_weights(name: str, device: torch.device) -> tuple[list[torch.Tensor], object]:
-    model = host_initialised_model(preset(WORKLOAD), device)
-    trainer = build_trainer(name, model, mlp_loss, HybridOptions(lr=LR, cpu_threads=2))
+def checked(name: str, device: str, trainer_class=None):
+    model = host_initialised_model(preset(WORKLOAD), torch.device(device))
+    options = HybridOptions(lr=LR, cpu_threads=2)
+    trainer = (trainer_class(model, mlp_loss, options) if trainer_class
+               else build_trainer(name, model, mlp_loss, options))
     try:
-        for batch in mlp_batches(device):
-            trainer.step(batch)
-        timeline = trainer.finish_timeline()
+        return check(trainer, name), trainer.finish_timeline()
     finally:
         trainer.close()
-    return [p.detach().cpu() for p in model.parameters()], timeline
 
 
-def test_the_reference_moves_far_past_the_tolerance(reference):
-    initial = list(build_model(preset(WORKLOAD), torch.device("cpu")).parameters())
-    assert max_abs_diff(reference, initial) > 50 * offload_tolerance(LR, STEPS)
-
-
-@pytest.mark.parametrize("name", ["device-adam", "offload-after-backward", "offload-overlap"])
-def test_fine_grained_weights_equal_the_reference_on_cpu(reference, name):
-    weights, timeline = trained_weights(name, torch.device("cpu"))
-    # Same Adam on the same fp32 CPU tensors with the same gradients: bit for bit.
-    assert max_abs_diff(weights, reference) == 0.0
-    if name.startswith("offload"):
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", TRAINERS)
+def test_every_trainer_passes_its_check(name, device):
+    result, timeline = checked(name, device)
+    assert result.failure is None
+    assert result.update_delay == (1 if name.endswith("dpu") else 0)
+    # The same Adam on the same gradients: only rounding apart (fused vs the reference's loop).
+    assert result.weight_error <= 1e-3 * result.weight_tolerance
+    assert 0 <= result.gradient_error <= 0.05 * result.gradient_tolerance
+    if name != "device-adam":
         adam = sorted(i.chunk for i in timeline.intervals if i.lane == "host")
-        assert adam == list(range(len(reference))), "one host Adam task per parameter"
+        parameters = len(list(build_model(preset(WORKLOAD), torch.device("meta")).parameters()))
+        assert adam == list(range(parameters)), "one Adam task per parameter"
 
 
-def test_fine_grained_pieces_give_the_same_weights(reference, monkeypatch):
-    # 65536-element layers in pieces of 1000: 66 host Adam tasks per layer, same result.
-    monkeypatch.setattr(offload, "PIECE_ELEMENTS", 1000)
-    weights, timeline = trained_weights("offload-overlap", torch.device("cpu"))
-    assert max_abs_diff(weights, reference) == 0.0
+def test_the_check_can_tell_a_wrong_update_from_rounding():
+    """Adam moves every weight by about lr in the first steps: far past the tolerance; and the
+    gradient at weights one update away is far from the gradient before it."""
+    model = build_model(preset(WORKLOAD), torch.device("cpu"))
+    initial = [p.detach().clone() for p in model.parameters()]
+    optimizer = torch.optim.Adam(model.parameters(), lr=LR)
+    batch = mlp_batches(torch.device("cpu"))[0]
+    mlp_loss(model(batch.inputs), batch.targets).backward()
+    before = [p.grad.clone() for p in model.parameters()]
+    optimizer.step()
+    optimizer.zero_grad()
+    mlp_loss(model(batch.inputs), batch.targets).backward()
+    moved = min((p.detach() - w).abs().max().item() for p, w in zip(model.parameters(), initial))
+    assert moved > 50 * weight_tolerance(LR, 1, torch.float32, 0.0)
+    result, _ = checked("device-adam", "cpu")
+    change = min(((p.grad - g).abs().max() / g.abs().max()).item()
+                 for p, g in zip(model.parameters(), before))
+    assert change > 100 * result.gradient_tolerance
+
+
+# Deliberately wrong updates: each must fail the check, on the CPU and on a GPU.
+
+
+def missing(trainer):  # one piece never updated
+    update = trainer.adam.update
+    trainer.adam.update = lambda i, piece, grad: None if i == piece == 0 else update(i, piece,
+                                                                                     grad)
+
+
+def doubled(trainer):  # one piece updated twice with the same gradient
+    update = trainer.adam.update
+
+    def twice(i, piece, grad):
+        if i == piece == 0:
+            update(i, piece, grad)
+        return update(i, piece, grad)
+    trainer.adam.update = twice
+
+
+def stale(trainer):  # after the first step, one gradient is never copied: Adam reads the last
+    copy = trainer._copy_to_host
+
+    def skip(index, grad, produced):
+        events = copy(index, grad, produced)
+        if index == 0 and trainer.steps_done:
+            trainer.host_grads[0].copy_(trainer.stale)
+        trainer.stale = trainer.host_grads[0].clone()
+        return events
+    trainer._copy_to_host = skip
+
+
+def misplaced(trainer):  # the first parameter's new weights written one element off
+    copy = trainer._copy_to_device
+
+    def shifted(index, piece, produced, *record):
+        if index != 0:
+            return copy(index, piece, produced, *record)
+        start, end = trainer.adam.spans[0][piece]
+        target = trainer.params[0].detach().view(-1)[start:end]
+        target.copy_(trainer.adam.pieces[0][piece].roll(1).to(target.device))
+    trainer._copy_to_device = shifted
+
+
+MUTATIONS = {"missing": missing, "doubled": doubled, "stale": stale, "misplaced": misplaced}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", ["offload-overlap", "offload-overlap-dpu"])
+@pytest.mark.parametrize("mutation", MUTATIONS)
+def test_a_wrong_update_fails_the_check(mutation, name, device):
+    trainer = build_trainer(name, host_initialised_model(preset(WORKLOAD), torch.device(device)),
+                            mlp_loss, HybridOptions(lr=LR, cpu_threads=2))
+    MUTATIONS[mutation](trainer)
+    try:
+        result = check(trainer, name)
+    finally:
+        trainer.close()
+    assert result.failure is not None
+    assert result.failure.startswith(f"{name}: ")
+    with pytest.raises(TrainingCheckFailed) as error:
+        result.require()
+    which = "gradients" if mutation == "stale" else "weights"
+    assert f"{name}: {which} " in str(error.value), str(error.value)
+
+
+def test_a_delayed_update_is_not_the_plain_one():
+    """The delayed update's first step leaves the weights as they were; checked as a plain
+    update (delay 0) it fails, so the check tells the two algorithms apart."""
+    model = host_initialised_model(preset(WORKLOAD), torch.device("cpu"))
+    initial = [p.detach().clone() for p in model.parameters()]
+    trainer = build_trainer("offload-overlap-dpu", model, mlp_loss, HybridOptions(lr=LR))
+    try:
+        trainer.step(mlp_batches(torch.device("cpu"))[0])
+        trainer.drain()
+        assert max_abs_diff([p.detach() for p in model.parameters()], initial) == 0.0
+    finally:
+        trainer.close()
+
+    class NotDelayed(OffloadOverlap):
+        update_delay = 1  # claims the delayed update but applies each update at once
+
+        def _apply_previous_update(self, index, produced):
+            pass
+
+        def _update(self, index, piece, copied, produced, record):
+            super()._update(index, piece, copied, produced, record)
+            self._copy_to_device(index, piece, produced, record)
+
+    result, _ = checked("not-delayed", "cpu", NotDelayed)
+    assert result.failure is not None and "1 step late" in result.failure
+
+
+def test_pieces_are_updated_as_one_tensor(monkeypatch):
+    # 65536-element layers in pieces of 1000: 66 host Adam tasks per layer, the same check.
+    monkeypatch.setattr(host_adam, "PIECE_ELEMENTS", 1000)
+    result, timeline = checked("offload-overlap", "cpu")
+    assert result.failure is None and result.weight_error <= 1e-3 * result.weight_tolerance
     pieces = [i for i in timeline.intervals if i.lane == "host"]
-    assert len(pieces) == len(reference) * 66
+    parameters = len(list(build_model(preset(WORKLOAD), torch.device("meta")).parameters()))
+    assert len(pieces) == parameters * 66
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(capabilities.missing_gpu() is not None, reason=capabilities.missing_gpu() or "")
-@pytest.mark.parametrize("name", ["device-adam", "offload-after-backward", "offload-overlap"])
-def test_fine_grained_weights_on_gpu_within_tolerance(reference, name):
-    weights, timeline = trained_weights(name, torch.device("cuda"))
-    error = max_abs_diff(weights, reference)
-    assert error <= offload_tolerance(LR, STEPS), f"{name}: {error:.3g}"
-    if name.startswith("offload"):
-        copies = [i for i in timeline.intervals if i.lane == "comm"]
-        assert len(copies) == 2 * len(reference), "one copy to the host and one back per weight"
+@pytest.mark.parametrize("implementation", host_adam.ADAM_IMPLEMENTATIONS)
+@pytest.mark.parametrize("layout", host_adam.THREAD_LAYOUTS)
+def test_host_adam_implementations_agree(implementation, layout):
+    weights = [torch.randn(5000, generator=torch.Generator().manual_seed(0))]
+    grad = torch.randn(5000, generator=torch.Generator().manual_seed(1))
+    reference = weights[0].clone().requires_grad_()
+    optimizer = torch.optim.Adam([reference], lr=LR)
+    engine = host_adam.HostAdam(weights, LR, implementation, layout, threads=2)
+    try:
+        for _ in range(3):
+            reference.grad = grad
+            optimizer.step()
+            futures = [engine.submit(engine.update, 0, 0, grad)]
+            futures[0].result()
+    finally:
+        engine.close()
+    assert torch.allclose(engine.master[0], reference.detach(), rtol=0, atol=1e-7)
+
+
+@pytest.mark.parametrize("args, message", [
+    (("fast", "pool", 1), "host Adam implementation 'fast': choose one of fused, foreach, single"),
+    (("fused", "omp", 1), "host Adam thread layout 'omp': choose one of intra-op, pool"),
+    (("fused", "pool", 0), "host Adam threads=0: choose an integer ≥ 1"),
+])
+def test_host_adam_rejects_bad_options(args, message):
+    with pytest.raises(ValueError) as error:
+        host_adam.check_host_adam(*args)
+    assert str(error.value) == message
+
+
+def test_host_work_split_on_a_known_timeline():
+    """forward 0–4, backward 4–10 ms; copies 5–6 and 10–11; Adam 6–8 and 10.5–12; the last
+    copy back 12–13. Exposed Adam 10.5–12 (1.5 ms), exposed copies 10–10.5 and 12–13 (1.5 ms),
+    of 6 ms of host work (5–8 and 10–13); the tail is 13 − 10."""
+    timeline = Timeline([
+        Interval("compute", "forward", None, 0.0, 4.0),
+        Interval("compute", "backward", None, 4.0, 10.0),
+        Interval("comm", "to host p0", 0, 5.0, 6.0),
+        Interval("host", "adam p0", 0, 6.0, 8.0),
+        Interval("comm", "to host p1", 1, 10.0, 11.0),
+        Interval("host", "adam p1", 1, 10.5, 12.0),
+        Interval("comm", "to device p1", 1, 12.0, 13.0),
+    ])
+    split = host_work_split(timeline, parameters=1000)
+    assert split["exposed_adam_ms"] == pytest.approx(1.5)
+    assert split["exposed_copies_ms"] == pytest.approx(1.5)
+    assert split["hidden_host_fraction"] == pytest.approx(0.5)
+    assert split["tail_ms"] == pytest.approx(3.0) and split["carried_ms"] == 0.0
+    assert split["host_adam_ms"] == pytest.approx(3.5)
+    assert split["host_adam_gbps"] == pytest.approx(28 * 1000 / 3.5e6)
+    # With the delayed update the step ends at its last copy back (12–13 here) or compute:
+    # Adam running after that is carried into the next step.
+    delayed = Timeline([*timeline.intervals[:2], Interval("comm", "to device p0", 0, 7, 8),
+                        Interval("host", "adam p0", 0, 9.0, 14.0)])
+    split = host_work_split(delayed, parameters=1000, update_delay=1)
+    assert split["carried_ms"] == pytest.approx(4.0) and split["tail_ms"] == 0.0
+    assert split["hidden_host_fraction"] == pytest.approx(1.0)
+    no_host = Timeline(timeline.intervals[:2])
+    assert host_work_split(no_host, 1000)["hidden_host_fraction"] is None
 
 
 def test_balanced_shares_follow_the_measured_rates():
@@ -133,25 +305,24 @@ def test_balanced_shares_reject_bad_input(args, message):
 def coarse_run(context, gpu_worker: bool = False) -> dict:
     group = context.group(context.world_size)
     device = worker_device(context.rank) if gpu_worker else context.device
-    shares = [20, 44]  # deliberately unbalanced: the weights must not depend on the shares
-    batches = mlp_batches(device)  # the same batches for both workers
+    shares = [20, 44]  # deliberately unbalanced: the update must not depend on the shares
     model = host_initialised_model(preset(WORKLOAD), device)
     trainer = CoarseHybrid(model, mlp_loss, HybridOptions(lr=LR, cpu_threads=1), group, shares)
-    losses = [trainer.step(batch).item() for batch in batches]
+    result = check(trainer, f"coarse-grained hybrid (worker {context.rank})")
     probe = CoarseHybrid(host_initialised_model(preset(WORKLOAD), device), mlp_loss,
                          HybridOptions(lr=LR), group, shares)
-    balanced = balance(probe, batches[0])
+    balanced = balance(probe, mlp_batches(device)[0])
     return {"weights": [p.detach().cpu().numpy() for p in model.parameters()],
-            "losses": losses, "balance": balanced, "device": device.type}
+            "check": result, "balance": balanced, "device": device.type}
 
 
-def test_coarse_grained_weights_equal_the_reference_on_two_ranks(reference):
+def test_coarse_grained_gradient_and_update_on_two_ranks():
     ranks = run_ranks(coarse_run, 2)
-    for rank, result in enumerate(ranks):
-        weights = [torch.from_numpy(w) for w in result["weights"]]
-        assert max_abs_diff(weights, reference) <= offload_tolerance(LR, STEPS), f"rank {rank}"
+    for result in ranks:
+        assert result["check"].failure is None, result["check"]
+        # the summed, share-weighted gradient is the whole batch's up to rounding
+        assert result["check"].gradient_error <= 0.05 * result["check"].gradient_tolerance
     assert ranks[0]["weights"][0].tobytes() == ranks[1]["weights"][0].tobytes()
-    assert ranks[0]["losses"] == ranks[1]["losses"], "both workers report the whole batch's loss"
     balanced = ranks[0]["balance"]
     assert balanced == ranks[1]["balance"]
     assert sum(balanced["shares"]) == preset(WORKLOAD).batch
@@ -160,13 +331,11 @@ def test_coarse_grained_weights_equal_the_reference_on_two_ranks(reference):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(capabilities.missing_gpu() is not None, reason=capabilities.missing_gpu() or "")
-def test_coarse_grained_gpu_and_cpu_workers_within_tolerance(reference):
+def test_coarse_grained_gpu_and_cpu_workers_pass_the_check():
     ranks = run_ranks(coarse_run, 2, True)
     assert [r["device"] for r in ranks] == ["cuda", "cpu"]
     for rank, result in enumerate(ranks):
-        weights = [torch.from_numpy(w) for w in result["weights"]]
-        error = max_abs_diff(weights, reference)
-        assert error <= offload_tolerance(LR, STEPS), f"rank {rank}: {error:.3g}"
+        assert result["check"].failure is None, f"rank {rank}: {result['check']}"
 
 
 @pytest.fixture(scope="module")
@@ -193,7 +362,9 @@ def test_digits_mlp_reaches_95_percent(digits, digits_reference):
 @needs_sklearn
 def test_digits_fine_grained_curve_is_the_reference(digits, digits_reference):
     result = run_digits("offload-overlap", digits, DigitsConfig(), DIGITS_EPOCHS, threads=2)
-    assert result["curve"]["train_loss"] == digits_reference["curve"]["train_loss"]
+    # The same Adam on the same gradients, fused on the host against the reference's loop.
+    assert loss_curves_match(result["curve"]["train_loss"],
+                             digits_reference["curve"]["train_loss"]) <= 1e-4
 
 
 def coarse_digits(context, epochs: int) -> dict:

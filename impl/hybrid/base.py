@@ -26,6 +26,8 @@ Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 class HybridOptions:
     lr: float = 1e-3  # the study's Adam learning rate
     cpu_threads: int | None = None  # host threads for the CPU's share (None: every core)
+    host_adam: str = "fused"  # the offload's host Adam: fused, foreach, single (host_adam.py)
+    host_layout: str = "intra-op"  # its threads: intra-op or pool (host_adam.py)
 
     def threads(self) -> int:
         return self.cpu_threads or os.cpu_count() or 1
@@ -35,6 +37,9 @@ class Trainer(TimedSteps, ABC):
     name: str = ""
     #: True where the timeline mixes host readings with CUDA events (impl/timeline.py).
     host_marks: bool = False
+    #: Steps between a gradient and the update that applies it: 0, or 1 for the delayed
+    #: parameter update (the weights of step t + 1 do not yet hold step t's update).
+    update_delay: int = 0
 
     def __init__(self, model: nn.Module, loss: Loss, options: HybridOptions):
         self.model, self.loss, self.options = model, loss, options
@@ -49,6 +54,18 @@ class Trainer(TimedSteps, ABC):
 
     def close(self) -> None:
         """Release threads and hooks; the trainer cannot step afterwards."""
+
+    def drain(self) -> None:
+        """Wait for host work the last step left running (the delayed update's Adam), so that
+        it does not run into whatever is timed next. The update stays pending."""
+
+    def last_gradients(self) -> list[torch.Tensor]:
+        """The gradients the last step computed, in ``model.parameters()`` order, as fp32 CPU
+        tensors: what its update applies (now, or ``update_delay`` steps later)."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return [p.grad.detach().to("cpu", torch.float32, copy=True)
+                for p in self.model.parameters()]
 
     def _forward_backward(self, batch: Batch, scale: float = 1.0) -> torch.Tensor:
         start = self.recorder.mark()

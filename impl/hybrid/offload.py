@@ -1,32 +1,38 @@
 """The fine-grained CPU–GPU hybrid (ZeRO-Offload style): the GPU computes, the CPU updates.
 
 Each parameter's gradient leaves the GPU the moment backward has produced it: a
-post-accumulate-grad hook records an event on the compute stream, a side stream copies the
-gradient into pinned host memory after that event, and the threads of a host pool run Adam on
-the parameter's fp32 master copy and copy the result back on a second side stream, while the
-GPU goes on with the rest of backward. Adam is elementwise, so the master copy is cut into
-pieces of at most PIECE_ELEMENTS, each with its own torch.optim.Adam and its own task: a few
-large layers still keep every thread busy, and the result is the same as one Adam per tensor.
-The step ends when every update has been issued; the compute stream then waits for the copies
-back, so the next forward reads the updated weights without a host-side sync.
+post-accumulate-grad hook records an event on the compute stream and a side stream copies the
+gradient into pinned host memory piece by piece (host_adam.PIECE_ELEMENTS), one event per
+piece. Host Adam (host_adam.py) updates each piece as soon as its copy has landed, and the
+piece's new weights go back to the GPU on a second side stream straight from the pinned fp32
+master, while the GPU goes on with the rest of backward. The step ends when every update has
+been issued; the compute stream then waits for the copies back, so the next forward reads the
+updated weights without a host-side sync. What cannot be hidden is the tail: the update of the
+last gradient backward produces (the first layer's), which the next forward needs first.
 
-``OffloadAfterBackward`` is the same without overlap: the whole backward first, then the same
-copies and the same host Adam. On a CPU-only machine both run with the model on the CPU (host
-copies instead of device copies): the correctness tests' configuration.
+``OffloadOverlapDelayed`` is the one-step delayed parameter update (DPU, ZeRO-Offload §5):
+the update of step t's gradient is copied to the GPU during step t + 1's backward, once that
+step has last read the weight, so host Adam has a whole step to run and no tail is exposed.
+It is a different algorithm (the weights of step t + 1 do not hold step t's update), checked
+against the same training with every update applied one step late (``update_delay = 1``).
+
+``OffloadAfterBackward`` is the overlapped one without overlap: the whole backward first, then
+the same copies and the same host Adam. On a CPU-only machine all of them run with the model
+on the CPU (host copies instead of device copies): the correctness tests' configuration.
 """
 
 from __future__ import annotations
 
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future
 
 import torch
 from torch import nn
 
 from impl.hybrid.base import HybridOptions, Loss, Trainer
+from impl.hybrid.host_adam import HostAdam
 from impl.workloads import Batch
-
-PIECE_ELEMENTS = 1 << 20  # 4 MiB of fp32 per host Adam task
 
 
 class OffloadOverlap(Trainer):
@@ -43,85 +49,132 @@ class OffloadOverlap(Trainer):
         pin = self.cuda  # pinned memory needs CUDA; it is what lets the copies run async
         self.host_grads = [torch.empty(p.numel(), dtype=p.dtype, pin_memory=pin)
                            for p in self.params]
-        self.host_weights = [torch.empty(p.numel(), dtype=p.dtype, pin_memory=pin)
-                             for p in self.params]
-        # Parameter i's pieces: element spans, each with an fp32 master slice and its Adam.
-        self.pieces = [[(start, min(start + PIECE_ELEMENTS, p.numel()))
-                        for start in range(0, p.numel(), PIECE_ELEMENTS)] for p in self.params]
-        self.master = [[p.detach().reshape(-1)[a:b].to("cpu", torch.float32, copy=True)
-                        for a, b in spans] for p, spans in zip(self.params, self.pieces)]
-        self.optimizers = [[torch.optim.Adam([m], lr=options.lr) for m in masters]
-                           for masters in self.master]
-        self.pool = ThreadPoolExecutor(options.threads(), thread_name_prefix="cpu-adam")
+        self.adam = HostAdam(self.params, options.lr, options.host_adam, options.host_layout,
+                             options.threads(), pinned=pin)
+        # Weights in the parameter's dtype where it is not the master's fp32 (converted on the
+        # host before the copy back); None where the master itself can be copied.
+        self.staging = [None if p.dtype == torch.float32 else
+                        torch.empty(p.numel(), dtype=p.dtype, pin_memory=pin)
+                        for p in self.params]
         self.copy_out = torch.cuda.Stream(self.device) if self.cuda else None
         self.copy_in = torch.cuda.Stream(self.device) if self.cuda else None
+        # Per piece, the copy back that last read its master: the next update must wait for it.
+        self.copied_in: list[list[torch.cuda.Event | None]] = [
+            [None] * len(spans) for spans in self.adam.spans]
         self.hooks = [p.register_post_accumulate_grad_hook(self._gradient_ready)
                       for p in self.params] if self.overlap else []
-        self.pending: list[Future] = []
+        self.pending: dict[int, list[Future]] = {}  # per parameter: updates not waited for
 
     def _step(self, batch: Batch) -> torch.Tensor:
-        self.pending = []
         loss = self._forward_backward(batch)
         if not self.overlap:
             for param in self.params:
                 self._gradient_ready(param)
-        for future in self.pending:  # the host waits for Adam; errors of a thread surface here
-            future.result()
+        if not self.update_delay:
+            self.drain()  # the host waits for Adam; errors of its threads surface here
         if self.cuda:
             torch.cuda.current_stream(self.device).wait_stream(self.copy_in)
         return loss
 
+    def drain(self) -> None:
+        for futures in self.pending.values():
+            for future in futures:
+                future.result()
+
     def _gradient_ready(self, param: torch.Tensor) -> None:
-        index, grad = self.index[id(param)], param.grad
+        index, grad = self.index[id(param)], param.grad.detach().reshape(-1)
+        produced = None
         if self.cuda:
             # Recorded after the kernels that produced this gradient and last read this weight.
             produced = torch.cuda.Event()
             produced.record()
-            self.copy_out.wait_event(produced)
-            start = self.recorder.mark(self.copy_out)
-            with torch.cuda.stream(self.copy_out):
-                self.host_grads[index].copy_(grad.reshape(-1), non_blocking=True)
-            copied = self.recorder.mark(self.copy_out)
-            grad.record_stream(self.copy_out)  # freed below, still read by the side stream
-            self.recorder.add("comm", f"to host p{index}", index, start, copied)
-        else:
-            produced = copied = None
-            self.host_grads[index].copy_(grad.reshape(-1))
+        if self.update_delay:
+            self._apply_previous_update(index, produced)
+        copied = self._copy_to_host(index, grad, produced)
         param.grad = None  # the device copy of the gradient is not needed again
-        self.pending += [self.pool.submit(self._update, index, piece, produced, copied)
-                         for piece in range(len(self.pieces[index]))]
+        record = self.recorder.sink()  # this step's, even where its Adam ends in the next
+        self.pending[index] = [self.adam.submit(self._update, index, piece, event, produced,
+                                                record) for piece, event in enumerate(copied)]
+
+    def _copy_to_host(self, index: int, grad: torch.Tensor,
+                      produced: torch.cuda.Event | None) -> list[torch.cuda.Event | None]:
+        """The gradient into pinned host memory, piece by piece; one event per piece."""
+        spans, host = self.adam.spans[index], self.host_grads[index]
+        if not self.cuda:
+            host.copy_(grad)
+            return [None] * len(spans)
+        self.copy_out.wait_event(produced)
+        start, events = self.recorder.mark(self.copy_out), []
+        with torch.cuda.stream(self.copy_out):
+            for a, b in spans:
+                host[a:b].copy_(grad[a:b], non_blocking=True)
+                events.append(self.recorder.mark(self.copy_out))
+        grad.record_stream(self.copy_out)  # freed by the caller, still read by the side stream
+        self.recorder.add("comm", f"to host p{index}", index, start, events[-1])
+        return events
 
     @torch.no_grad()
-    def _update(self, index: int, piece: int, produced: torch.cuda.Event | None,
-                copied: torch.cuda.Event | None) -> None:
-        started = time.perf_counter()
+    def _update(self, index: int, piece: int, copied: torch.cuda.Event | None,
+                produced: torch.cuda.Event | None, record: Callable) -> None:
         if copied is not None:
-            copied.synchronize()  # this thread waits for its own gradient only
-        start, end = self.pieces[index][piece]
-        master = self.master[index][piece]
-        master.grad = self.host_grads[index][start:end].to(torch.float32)
-        self.optimizers[index][piece].step()
-        self.host_weights[index][start:end].copy_(master)
-        self.recorder.add("host", f"adam p{index}[{start}:{end}]", index, started,
-                          time.perf_counter())
+            copied.synchronize()  # this piece's gradient has landed
+        if (last_read := self.copied_in[index][piece]) is not None:
+            last_read.synchronize()  # the previous copy back has read this master piece
+        started = time.perf_counter()  # Adam's own time, after the waits
+        start, end = self.adam.spans[index][piece]
+        self.adam.update(index, piece, self.host_grads[index][start:end])
+        record("host", f"adam p{index}[{start}:{end}]", index, started, time.perf_counter())
+        if not self.update_delay:
+            self._copy_to_device(index, piece, produced, record)
+
+    def _apply_previous_update(self, index: int, produced: torch.cuda.Event | None) -> None:
+        """The delayed update: the previous step's Adam of this parameter, to the device."""
+        for future in self.pending.pop(index, []):
+            future.result()
+        if self.steps_done:  # step 0 has no previous gradient
+            for piece in range(len(self.adam.spans[index])):
+                self._copy_to_device(index, piece, produced)
+
+    def _copy_to_device(self, index: int, piece: int, produced: torch.cuda.Event | None,
+                        record: Callable | None = None) -> None:
+        start, end = self.adam.spans[index][piece]
+        source = self.adam.pieces[index][piece]
+        if (staging := self.staging[index]) is not None:
+            if (last_read := self.copied_in[index][piece]) is not None:
+                last_read.synchronize()  # the previous copy back has read the staging piece
+            source = staging[start:end].copy_(source)
         target = self.params[index].detach().view(-1)[start:end]
+        if not self.cuda:
+            target.copy_(source)
+            return
+        self.copy_in.wait_event(produced)  # the weight's last reader in backward has run
+        begin = self.recorder.mark(self.copy_in)
+        with torch.cuda.stream(self.copy_in):
+            target.copy_(source, non_blocking=True)
+        self.copied_in[index][piece] = done = self.recorder.mark(self.copy_in)
+        (record or self.recorder.add)("comm", f"to device p{index}[{start}:{end}]", index,
+                                      begin, done)
+
+    def last_gradients(self) -> list[torch.Tensor]:
         if self.cuda:
-            self.copy_in.wait_event(produced)  # the weight's last reader in backward has run
-            begin = self.recorder.mark(self.copy_in)
-            with torch.cuda.stream(self.copy_in):
-                target.copy_(self.host_weights[index][start:end], non_blocking=True)
-            self.recorder.add("comm", f"to device p{index}[{start}:{end}]", index, begin,
-                              self.recorder.mark(self.copy_in))
-        else:
-            target.copy_(self.host_weights[index][start:end])
+            torch.cuda.synchronize(self.device)
+        by_param = {id(p): self.host_grads[i] for i, p in enumerate(self.params)}
+        return [by_param[id(p)].view_as(p).to(torch.float32, copy=True)
+                for p in self.model.parameters()]
 
     def close(self) -> None:
+        self.drain()
         for hook in self.hooks:
             hook.remove()
         self.hooks.clear()
-        self.pool.shutdown(wait=True)
+        self.adam.close()
 
 
 class OffloadAfterBackward(OffloadOverlap):
     name = "offload-after-backward"
     overlap = False
+
+
+class OffloadOverlapDelayed(OffloadOverlap):
+    name = "offload-overlap-dpu"
+    update_delay = 1

@@ -1,0 +1,133 @@
+"""The hybrid trainers' check: right gradients, and the right update applied to them.
+
+A GPU cannot reproduce a CPU run of Adam: the two backwards round differently (other kernels,
+other reduction orders), and Adam's first steps move a weight by about ±lr whatever the size of
+its gradient, so a near-zero gradient element whose sign the rounding flips moves its weight by
+2·lr the other way. Weights after N steps on the GPU therefore differ from the CPU's by whole
+multiples of lr, with nothing wrong. The check splits what can be compared exactly from what
+can only be compared up to rounding, step by step:
+
+1. gradients: the trainer's gradients of step t (``Trainer.last_gradients``) against a CPU fp32
+   backward of the same batch at the reference's weights, within a rounding tolerance relative
+   to each tensor's largest value (``gradient_tolerance``). Weights one wrong update away give
+   gradients off by far more (tests/test_hybrid.py measures how much).
+2. update: the reference applies torch's CPU Adam (fp32) to the trainer's own gradients, the
+   gradient of step t − ``update_delay`` at step t (the delayed update applies each one a step
+   late), and the trainer's weights after every step must equal the reference's within
+   ``weight_tolerance``: 1% of lr a step, where a missing, doubled, stale or misplaced update is
+   off by about lr.
+
+The reference follows its own chain of weights: it never copies the trainer's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+
+from impl.hybrid.base import Loss, Trainer
+from impl.workloads import Batch
+
+ROUNDING_MARGIN = 8  # the bound's constant: rounding errors seldom reach sqrt(K)·u each
+
+
+class TrainingCheckFailed(AssertionError):
+    """A hybrid trainer's gradients or update differ from the reference's."""
+
+
+def unit_roundoff(dtype: torch.dtype) -> float:
+    return torch.finfo(dtype).eps / 2
+
+
+def gradient_tolerance(dtype: torch.dtype, longest_reduction: int, layers: int) -> float:
+    """Largest |g − g_ref| / max|g_ref| per tensor that rounding explains:
+    ROUNDING_MARGIN · layers · sqrt(K) · u, for reductions of at most K terms in ``dtype``
+    (unit roundoff u) through ``layers`` layers of backward, each adding its own rounding."""
+    return ROUNDING_MARGIN * layers * math.sqrt(longest_reduction) * unit_roundoff(dtype)
+
+
+def weight_tolerance(lr: float, steps: int, dtype: torch.dtype, largest_weight: float) -> float:
+    """1% of lr a step (a wrong update is off by about lr), plus the weights' own rounding in
+    ``dtype`` where the trainer's weights are not fp32 like the reference's."""
+    return 0.01 * lr * steps + 2 * unit_roundoff(dtype) * largest_weight
+
+
+@dataclass(frozen=True)
+class TrainingCheck:
+    steps: int
+    update_delay: int
+    gradient_error: float
+    gradient_tolerance: float
+    weight_error: float
+    weight_tolerance: float
+    failure: str | None  # the first step's failure, in words; None when every step passed
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    def require(self) -> TrainingCheck:
+        """Raise TrainingCheckFailed if a step failed; returns the check otherwise."""
+        if self.failure:
+            raise TrainingCheckFailed(self.failure)
+        return self
+
+
+def _relative_error(candidate: torch.Tensor, reference: torch.Tensor) -> float:
+    scale = reference.abs().max().item()
+    error = (candidate - reference).abs().max().item()
+    return error / scale if scale > 0 else error
+
+
+def check_training(name: str, trainer: Trainer, reference: nn.Module, loss: Loss,
+                   batches: Sequence[Batch], longest_reduction: int) -> TrainingCheck:
+    """Step ``trainer`` through ``batches``, checking every step as the module says.
+
+    ``reference`` is a CPU fp32 copy of the trainer's model before its first step (changed
+    here); ``longest_reduction`` the most terms any gradient element sums (batch rows or layer
+    width). Every step runs even after a failure (the coarse-grained hybrid's workers must
+    make the same exchanges); ``failure`` names the first failing step and its error.
+    """
+    params = list(reference.parameters())
+    optimizer = torch.optim.Adam(params, lr=trainer.options.lr)
+    dtype = next(trainer.model.parameters()).dtype
+    layers = sum(p.dim() > 1 for p in params)
+    grad_tolerance = gradient_tolerance(dtype, longest_reduction, layers)
+    waiting: deque[list[torch.Tensor]] = deque()
+    grad_error = weight_error = tolerance = 0.0
+    failure = None
+    for step, batch in enumerate(batches, 1):
+        trainer.step(batch)
+        trainer.drain()
+        computed = trainer.last_gradients()
+        optimizer.zero_grad(set_to_none=True)
+        loss(reference(batch.inputs.cpu().float()), batch.targets.cpu()).backward()
+        errors = [_relative_error(g, p.grad) for g, p in zip(computed, params)]
+        grad_error = max(grad_error, *errors)
+        if grad_error > grad_tolerance and failure is None:
+            failure = (
+                f"{name}: gradients of step {step} differ from a CPU fp32 backward at the "
+                f"reference's weights by {grad_error:.3g} of their largest value (rounding "
+                f"tolerance {grad_tolerance:.3g})")
+        waiting.append(computed)
+        if len(waiting) > trainer.update_delay:
+            for param, grad in zip(params, waiting.popleft()):
+                param.grad = grad
+            optimizer.step()
+        weights = [p.detach().to("cpu", torch.float32) for p in trainer.model.parameters()]
+        largest = max(w.abs().max().item() for w in weights)
+        tolerance = weight_tolerance(trainer.options.lr, step, dtype, largest)
+        weight_error = max(weight_error, *((w - p.detach()).abs().max().item()
+                                           for w, p in zip(weights, params)))
+        if weight_error > tolerance and failure is None:
+            late = f", {trainer.update_delay} step late" if trainer.update_delay else ""
+            failure = (
+                f"{name}: weights after step {step} differ from Adam (CPU, fp32) applied to "
+                f"the trainer's own gradients{late} by {weight_error:.3g} (tolerance "
+                f"{tolerance:.3g}: 1% of lr a step)")
+    return TrainingCheck(len(batches), trainer.update_delay, grad_error, grad_tolerance,
+                         weight_error, tolerance, failure)
