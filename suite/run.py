@@ -47,6 +47,11 @@ SUITE_FILES = ("suite/bench_overlap.py", "suite/bench_allreduce.py", "suite/benc
                "suite/bench_interference.py", "suite/bench_autotune.py", "suite/bench_pipeline.py",
                "suite/bench_hybrid.py", "suite/bench_tp.py")
 GPU_ONLY_FILES = ("suite/bench_gemm.py", "suite/bench_sampler.py")
+# What needs two processes joined by gloo whatever the machine: the coarse-grained hybrid's
+# GPU worker and CPU worker (suite/bench_hybrid.py).
+HYBRID_PASS_TESTS = ("suite/bench_hybrid.py::test_coarse",
+                     "suite/bench_hybrid.py::test_coarse_comparison",
+                     "suite/bench_hybrid.py::test_digits[coarse-hybrid]")
 CPU_RANKS = 2
 MAX_GLOO_RANKS = 64
 
@@ -97,6 +102,16 @@ def plan(mode: str, profiles: list[str], gpus: int, scratch: Path, pytest_args: 
                    f"--nproc-per-node={ranks}", "--local-ranks-filter=0", "-m", "pytest",
                    *files, *common, *narrowed, "--results-json", str(output)]
         passes.append(Pass(f"torchrun {profile}", command, profile_env(profile), output))
+    if any(profile in PROFILES for profile in profiles) or ranks < 2:
+        # The main pass cannot run the coarse-grained hybrid: NCCL, or one process. It gets
+        # two gloo processes of its own (rank 0 takes the GPU where there is one); an
+        # interconnect profile, an NCCL setting, does not apply to them.
+        output = scratch / "hybrid.json.tmp"
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                   "--nproc-per-node=2", "--local-ranks-filter=0", "-m", "pytest",
+                   *HYBRID_PASS_TESTS, *common, "--results-json", str(output)]
+        passes.append(Pass("torchrun hybrid", command,
+                           {"OVERLAP_BACKEND": "gloo", PROFILE_ENV: ""}, output))
     if skip_mpi:
         print("[suite] mpi pass skipped: --skip-mpi", flush=True)
     elif capabilities.missing_mpi() is None:
