@@ -22,7 +22,7 @@ from dataclasses import dataclass
 STRATEGY_ORDER = ("sequential", "threaded", "chunked", "mpi", "ddp")
 TP_KINDS = ("tensor_parallel", "tensor_parallel_comparison")
 PIPELINE_KINDS = ("pipeline", "pipeline_comparison", "hybrid_step", "hybrid_comparison",
-                  "digits_curve", "gpt_forward")  # reports/pipeline.py draws them
+                  "host_adam", "digits_curve", "gpt_forward")  # reports/pipeline.py, hybrid.py
 KNOWN_KINDS = ("step", "comparison", "interference", "allreduce", "synthetic", "gemm",
                "seed_step", "tensor_core_ceiling", "sampler_overhead", *TP_KINDS,
                *PIPELINE_KINDS)

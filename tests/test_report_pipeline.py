@@ -1,6 +1,7 @@
 """The report's pipeline and hybrid section on a real CPU run of suite/bench_pipeline.py and
 suite/bench_hybrid.py (tests/data/pipeline-cpu-2core.json: the rows of those kinds of
-results/cpu-2core/20261123T082837Z.json, numbers as measured): its analysis, its figures, its
+results/cpu-2core/20261123T082837Z.json, numbers as measured) and a real one-GPU run of
+suite/bench_hybrid.py (tests/data/hybrid-h200x1-trimmed.json): its analysis, its figures, its
 tables and its "no data" lines."""
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from markupsafe import escape
 
 from impl.hybrid import HYBRID_FIELDS
 from impl.pipeline.measure import PIPELINE_FIELDS
-from reports import analysis, build, pipeline
+from reports import analysis, build, hybrid, pipeline, study_tables
+from reports.format import fmt
 from tests.test_report import run_build
 
 FIXTURE = Path(__file__).parent / "data" / "pipeline-cpu-2core.json"
+GPU_FIXTURE = Path(__file__).parent / "data" / "hybrid-h200x1-trimmed.json"
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +41,44 @@ def kinds(document) -> dict[str, int]:
     return counts
 
 
-def test_fixture_holds_every_kind_of_the_section(document):
-    assert set(kinds(document)) == set(analysis.PIPELINE_KINDS)
+@pytest.fixture(scope="module")
+def gpu_document() -> dict:
+    return json.loads(GPU_FIXTURE.read_text())
+
+
+@pytest.fixture(scope="module")
+def gpu_rows(gpu_document) -> list[dict]:
+    return analysis.benchmark_rows("h200x1", 0, gpu_document["benchmarks"])
+
+
+def test_fixtures_hold_every_kind_of_the_section(document, gpu_document):
+    assert set(kinds(document)) | set(kinds(gpu_document)) == set(analysis.PIPELINE_KINDS)
+
+
+def test_hybrid_rows_show_each_check(rows, gpu_rows):
+    older = {r["variant"]: r for r in hybrid.hybrid_rows(rows)}
+    assert older["offload-overlap"]["check_text"].endswith(
+        "(older check: against Adam on the CPU after N steps)")
+    table = {r["variant"]: r for r in hybrid.hybrid_rows(gpu_rows)}
+    delayed = table["offload-overlap-dpu"]
+    check = delayed["check"]
+    assert delayed["check_text"] == (
+        f"gradients {fmt(check['gradient_error'])} ≤ {fmt(check['gradient_tolerance'])}; "
+        f"weights {fmt(check['weight_error'])} ≤ {fmt(check['weight_tolerance'])} "
+        "(update one step late)")
+    assert table["coarse-hybrid"]["check_text"].startswith("gradients ")
+
+
+def test_host_work_and_host_adam_tables(gpu_rows):
+    split = {r["variant"]: r for r in hybrid.host_work_rows(gpu_rows)}
+    assert set(split) == {"offload-after-backward", "offload-overlap", "offload-overlap-dpu"}
+    row = next(r for r in gpu_rows if r.get("variant") == "offload-overlap")
+    assert split["offload-overlap"]["hidden_host_fraction_text"] == study_tables.interval_text(
+        row["hidden_host_fraction"])
+    adam = hybrid.host_adam_rows(gpu_rows)
+    assert len(adam) == 5
+    assert [r["adam_gbps"] for r in adam] == sorted((r["adam_gbps"] for r in adam),
+                                                     reverse=True)
 
 
 def test_pipeline_rows_and_bubble_series(rows, document):
@@ -61,21 +100,21 @@ def test_pipeline_rows_and_bubble_series(rows, document):
 def test_comparison_rows_flatten_every_pair(rows, document):
     expected = sum(len(b["extra_info"]["comparisons"]) for b in document["benchmarks"]
                    if b["extra_info"]["kind"] == "pipeline_comparison")
-    flattened = pipeline.comparison_rows(rows, "pipeline_comparison")
+    flattened = study_tables.comparison_rows(rows, "pipeline_comparison")
     assert len(flattened) == expected
     verdicts = {r["verdict"] for r in flattened}
     assert verdicts <= {"faster", "slower", "no significant difference"}
 
 
 def test_interval_text():
-    assert pipeline.interval_text({"value": 1.234, "low": 1.0, "high": 1.5}, "ms") == \
+    assert study_tables.interval_text({"value": 1.234, "low": 1.0, "high": 1.5}, "ms") == \
         "1.23 ms [1.00, 1.50]"
-    assert pipeline.interval_text({"value": 2.0, "low": None, "high": None}) == "2.00"
-    assert pipeline.interval_text(None) == "n/a"
+    assert study_tables.interval_text({"value": 2.0, "low": None, "high": None}) == "2.00"
+    assert study_tables.interval_text(None) == "n/a"
 
 
 def test_gpt_rows_put_the_study_beside_the_run(rows):
-    table = pipeline.gpt_rows(rows)
+    table = hybrid.gpt_rows(rows)
     measured = [r for r in table if r["source"] == "cpu-2core"]
     study = [r for r in table if r["source"] == "the study"]
     assert len(measured) == 1 and measured[0]["device"].endswith("CPU cores")
@@ -84,7 +123,7 @@ def test_gpt_rows_put_the_study_beside_the_run(rows):
 
 
 def test_digits_rows_state_the_criterion(rows):
-    table = {r["variant"]: r for r in pipeline.digits_rows(rows)}
+    table = {r["variant"]: r for r in hybrid.digits_rows(rows)}
     assert table["cpu"]["criterion_text"] == "reference"
     assert table["coarse-hybrid"]["criterion_text"].endswith("(≤ 0.0500)")
     assert all(r["accuracy_pct"] >= 95 for r in table.values())
@@ -92,7 +131,7 @@ def test_digits_rows_state_the_criterion(rows):
 
 def test_figures_are_svg(rows):
     bubble = pipeline.bubble_figure(pipeline.bubble_series(rows))
-    curves = pipeline.curves_figure([r for r in pipeline.digits_rows(rows)])
+    curves = hybrid.curves_figure([r for r in hybrid.digits_rows(rows)])
     for image in (bubble, curves):
         assert image.mime == "image/svg+xml" and image.data.startswith(b"<?xml")
 

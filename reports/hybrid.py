@@ -1,0 +1,214 @@
+"""The report's CPU–GPU hybrid parts: the trainers' steps and checks, where the offload's host
+work goes, host Adam against memory bandwidth, the digits curves and the GPT forward table.
+
+Rows are ``analysis.benchmark_rows`` of suite/bench_hybrid.py's kinds; definitions are quoted
+from impl/hybrid (HYBRID_FIELDS, impl/hybrid/measure.py). ``section_parts`` fills the hybrid
+half of the pipeline section's context (reports/pipeline.py).
+
+    parts = section_parts(rows, runs)   # {"hybrid_table": Table | None, ...}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from impl.hybrid.gpt_forward import STUDY_TABLE
+from reports import figures
+from reports.captions import how_text, make_figure
+from reports.format import Column, fmt, make_table, text_column
+from reports.study_tables import comparison_table, interval_text, of_kind
+
+VARIANT_COLORS = {"cpu": "#7f7f7f", "gpu": "#1f77b4", "coarse-hybrid": "#ff7f0e",
+                  "offload-overlap": "#2ca02c"}
+
+
+def check_text(row: dict) -> str:
+    """The check a row passed: gradients and update (impl/hybrid/check.py), or the older
+    weights-only check of runs made before it."""
+    if (check := row.get("check")) or row.get("checks"):
+        checks = [check] if check else row["checks"]
+        gradient = max(c["gradient_error"] for c in checks)
+        weights = max(c["weight_error"] for c in checks)
+        late = " (update one step late)" if checks[0].get("update_delay") else ""
+        return (f"gradients {fmt(gradient)} ≤ {fmt(checks[0]['gradient_tolerance'])}; "
+                f"weights {fmt(weights)} ≤ {fmt(checks[0]['weight_tolerance'])}{late}")
+    if row.get("max_abs_err_vs_reference") is not None:
+        return (f"weights {fmt(row['max_abs_err_vs_reference'])} ≤ {fmt(row.get('tolerance'))} "
+                "(older check: against Adam on the CPU after N steps)")
+    return "—"
+
+
+def hybrid_rows(rows: Sequence[dict]) -> list[dict]:
+    return [{**row, "step_text": interval_text(row.get("step_ms_estimate")),
+             "check_text": check_text(row),
+             "imbalance_text": interval_text(row.get("residual_imbalance_estimate"))
+             if row.get("residual_imbalance") is not None else "—",
+             "shares_text": " / ".join(map(str, row["shares"])) if row.get("shares") else "—"}
+            for row in of_kind(rows, "hybrid_step")]
+
+
+HOST_WORK = ("hidden_host_fraction", "exposed_adam_ms", "exposed_copies_ms", "tail_ms",
+             "carried_ms", "host_adam_gbps")
+
+
+def host_work_rows(rows: Sequence[dict]) -> list[dict]:
+    """The offload variants whose rows carry the host-work split (impl/hybrid/measure.py)."""
+    return [{"machine": row["machine"], "workload": row["workload"], "variant": row["variant"],
+             **{f"{key}_text": interval_text(row.get(key)) for key in HOST_WORK}}
+            for row in of_kind(rows, "hybrid_step") if row.get("hidden_host_fraction")]
+
+
+def host_adam_rows(rows: Sequence[dict]) -> list[dict]:
+    return [{**row, "step_text": interval_text(row.get("step_ms_estimate")),
+             "fraction_text": interval_text(row.get("fraction_of_copy_bandwidth"))}
+            for row in sorted(of_kind(rows, "host_adam"),
+                              key=lambda r: (r["machine"], -r["adam_gbps"]))]
+
+
+def digits_rows(rows: Sequence[dict]) -> list[dict]:
+    order = ("cpu", "gpu", "coarse-hybrid", "offload-overlap")
+    table = []
+    for row in of_kind(rows, "digits_curve"):
+        curve = row.get("curve") or {}
+        losses = curve.get("train_loss") or [None]
+        table.append({**row, "final_train_loss": losses[-1],
+                      "accuracy_pct": None if row.get("final_test_accuracy") is None
+                      else row["final_test_accuracy"] * 100,
+                      "criterion_text": "reference" if row["variant"] == "cpu"
+                      else "n/a (no cpu curve in this run)"
+                      if row.get("loss_curve_max_diff_vs_cpu") is None
+                      else f"{fmt(row['loss_curve_max_diff_vs_cpu'])} "
+                           f"(≤ {fmt(row.get('loss_curve_tolerance'))})"})
+    return sorted(table, key=lambda r: (r["machine"], order.index(r["variant"])
+                                        if r["variant"] in order else len(order)))
+
+
+def gpt_rows(rows: Sequence[dict]) -> list[dict]:
+    """This suite's forward times per machine and device, then the study's, as it printed."""
+    table = [{"source": row["machine"], "device": row.get("device_name") or row["device"],
+              "threads": row.get("threads"), "first": fmt(row.get("first_ms")),
+              "steady": fmt(row.get("steady_ms")),
+              "iterations": ", ".join(fmt(t) for t in row.get("iteration_ms") or [])}
+             for row in of_kind(rows, "gpt_forward")]
+    for study in STUDY_TABLE.values():
+        low, high = study["steady_ms"]
+        table.append({"source": "the study", "device": study["hardware"], "threads": "—",
+                      "first": fmt(study["first_ms"]) if study["first_ms"] else "—",
+                      "steady": fmt(low) if low == high else f"{fmt(low)}–{fmt(high)}",
+                      "iterations": study["text"]})
+    return table
+
+
+@figures._styled
+def curves_figure(curves: Sequence[dict]) -> figures.Image:
+    """Training loss (log scale) and test accuracy per epoch, one line per variant."""
+    fig, axes = figures._figure(1, 2, height=2.5)
+    loss_ax, accuracy_ax = axes[0]
+    for row in curves:
+        curve = row["curve"]
+        epochs = range(1, len(curve["train_loss"]) + 1)
+        style = {"color": VARIANT_COLORS.get(row["variant"]), "linewidth": 1,
+                 "label": f"{row['variant']} ({row['device']})"}
+        loss_ax.plot(epochs, curve["train_loss"], **style)
+        accuracy_ax.plot(epochs, [a * 100 for a in curve["test_accuracy"]], **style)
+    loss_ax.set_yscale("log")
+    loss_ax.set_xlabel("epoch")
+    loss_ax.set_ylabel("training loss (cross-entropy)")
+    accuracy_ax.set_xlabel("epoch")
+    accuracy_ax.set_ylabel("test accuracy (%)")
+    accuracy_ax.axhline(95, color="#999999", linewidth=0.6, linestyle=":")
+    accuracy_ax.legend(loc="lower right")
+    return figures._save(fig)
+
+
+HYBRID_COLUMNS = (
+    text_column("machine", "machine"), text_column("study", "strategy"),
+    text_column("workload", "workload"), text_column("variant", "variant"),
+    text_column("device", "device"), text_column("step_text", "step ms [95% CI]"),
+    Column("samples_per_s", "throughput", "1/s"), text_column("shares_text", "rows per worker"),
+    text_column("imbalance_text", "residual imbalance [95% CI]"),
+    text_column("check_text", "check: error ≤ tolerance"),
+)
+HOST_WORK_COLUMNS = (
+    text_column("machine", "machine"), text_column("workload", "workload"),
+    text_column("variant", "variant"),
+    text_column("hidden_host_fraction_text", "hidden host work [95% CI]"),
+    text_column("exposed_adam_ms_text", "exposed Adam ms"),
+    text_column("exposed_copies_ms_text", "exposed copies ms"),
+    text_column("tail_ms_text", "tail after backward ms"),
+    text_column("carried_ms_text", "carried into the next step ms"),
+    text_column("host_adam_gbps_text", "host Adam GB/s"),
+)
+HOST_ADAM_COLUMNS = (
+    text_column("machine", "machine"), text_column("variant", "implementation, threads"),
+    Column("threads", "threads"), Column("parameters", "parameters"),
+    text_column("step_text", "one update ms [95% CI]"), Column("adam_gbps", "Adam", "GB/s"),
+    Column("copy_gbps", "copy", "GB/s"), text_column("fraction_text", "Adam / copy [95% CI]"),
+)
+DIGITS_COLUMNS = (
+    text_column("machine", "machine"), text_column("variant", "variant"),
+    text_column("device", "device"), Column("epochs", "epochs"),
+    Column("final_train_loss", "final training loss"),
+    Column("accuracy_pct", "test accuracy", "%"),
+    text_column("criterion_text", "max loss difference to cpu"),
+)
+GPT_COLUMNS = (
+    text_column("source", "measured by"), text_column("device", "device"),
+    text_column("threads", "threads"), text_column("first", "first iteration (ms)"),
+    text_column("steady", "then, median (ms)"), text_column("iterations", "every iteration (ms)"),
+)
+
+
+def section_parts(rows: Sequence[dict], runs: Sequence) -> dict:
+    """The hybrid half of the pipeline section's context (None or [] where nothing loaded)."""
+    out: dict = {"hybrid_table": None, "hybrid_comparisons": None, "host_work_table": None,
+                 "host_adam_table": None, "digits_table": None, "digits_figures": [],
+                 "gpt_table": None}
+    if steps := hybrid_rows(rows):
+        out["hybrid_table"] = make_table(
+            "tab-hybrid", "CPU–GPU hybrid steps: fine-grained (offload-overlap, with the update "
+            "one step late in offload-overlap-dpu, against the same copies and host Adam after "
+            "backward, and against Adam on the device) and coarse-grained (two workers sharing "
+            "each batch, against each alone). Before timing, each step's gradients were checked "
+            "against a CPU fp32 backward and its update against Adam (CPU, fp32) applied to the "
+            "trainer's own gradients (impl/hybrid/check.py). " + how_text(steps, runs),
+            HYBRID_COLUMNS, steps)
+    out["hybrid_comparisons"] = comparison_table(
+        rows, "hybrid_comparison", "tab-hybrid-compare", "The hybrids against their references")
+    if split := host_work_rows(rows):
+        out["host_work_table"] = make_table(
+            "tab-hybrid-host-work", "Where the offload's host work goes (impl/hybrid/measure.py, "
+            "median over rounds of each round's last step, 95% interval): the fraction of the "
+            "copies and host Adam that GPU compute hides, the exposed parts, the time from the "
+            "end of backward to the end of the step, host work still running when the step "
+            "ends (the delayed update's Adam, beside the next step's forward) and host Adam's "
+            "rate at 28 bytes per parameter over its busy time.", HOST_WORK_COLUMNS, split)
+    if adam := host_adam_rows(rows):
+        out["host_adam_table"] = make_table(
+            "tab-host-adam", "Host Adam alone over the offload workload's parameter count, "
+            "interleaved with a copy of as many fp32 values on the same threads (the memory "
+            "bandwidth it can hope for): torch's fused, foreach and per-tensor CPU Adam, each "
+            "with one worker spreading every piece over the intra-op threads or a pool of "
+            "single-threaded workers (impl/hybrid/host_adam.py). " + how_text(adam, runs),
+            HOST_ADAM_COLUMNS, adam)
+    if digits := digits_rows(rows):
+        out["digits_table"] = make_table(
+            "tab-digits", f"The study's MLP on handwritten digits ({digits[0].get('data')}; "
+            "Adam, lr 1e-3, batch 100): final training loss and test accuracy; the hybrids' "
+            "curves against the CPU curve (largest per-epoch loss difference in units of the "
+            "CPU's first-epoch loss). " + how_text(digits, runs), DIGITS_COLUMNS, digits)
+        for machine in dict.fromkeys(r["machine"] for r in digits):
+            mine = [r for r in digits if r["machine"] == machine]
+            out["digits_figures"].append(make_figure(
+                f"fig-digits-{machine}", curves_figure(mine), f"Training loss and test accuracy "
+                f"per epoch on {machine}, {mine[0]['epochs']} epochs (the study ran "
+                f"{mine[0].get('study_epochs')}). " + how_text(mine, runs),
+                f"Digits MLP loss and accuracy curves, {machine}"))
+    if gpt := of_kind(rows, "gpt_forward"):
+        out["gpt_table"] = make_table(
+            "tab-gpt-forward", "The study's decoder (vocabulary 10000, context 1000, 10 layers, "
+            "1 head, dropout 0.2; width 384 and batch 2 chosen here): time of each training "
+            "forward (logits and loss, then a device sync) in a fresh process, the first "
+            "iteration apart, beside the study's table. " + how_text(gpt, runs),
+            GPT_COLUMNS, gpt_rows(rows))
+    return out

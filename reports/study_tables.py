@@ -1,0 +1,60 @@
+"""What the study sections share: rows of one kind, a value with its interval as text, and
+the comparison rows (candidate against reference, measured in the same rounds) as one table.
+
+    table = comparison_table(rows, "hybrid_comparison", "tab-id", "The hybrids against ...")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from reports.format import Column, fmt, make_table, text_column
+
+
+def of_kind(rows: Sequence[dict], kind: str) -> list[dict]:
+    return [r for r in rows if r.get("kind") == kind]
+
+
+def interval_text(estimate: dict | None, unit: str = "") -> str:
+    """"−3.96 ms [−8.03, 0.665]": the value and its 95% interval (n/a where undefined)."""
+    if not estimate or estimate.get("value") is None:
+        return "n/a"
+    low, high = estimate.get("low"), estimate.get("high")
+    bounds = f" [{fmt(low)}, {fmt(high)}]" if low is not None and high is not None else ""
+    return f"{fmt(estimate['value'])}{f' {unit}' if unit else ''}{bounds}"
+
+
+def comparison_rows(rows: Sequence[dict], kind: str) -> list[dict]:
+    """Every candidate-vs-reference pair of the comparison rows of ``kind``, flattened."""
+    table = []
+    for row in of_kind(rows, kind):
+        setting = (f"{row['workload']}, p={row['stages']}, m={row['microbatches']}"
+                   if kind == "pipeline_comparison"
+                   else f"{row.get('study', '')}, {row['workload']}")
+        for pair in row.get("comparisons") or []:
+            table.append({"machine": row["machine"], "setting": setting,
+                          "pair": f"{pair['candidate']} vs {pair['reference']}",
+                          "difference": interval_text(pair.get("difference_ms"), "ms"),
+                          "speedup": interval_text(pair.get("speedup"), "×"),
+                          "verdict": pair.get("verdict"),
+                          "rounds": (pair.get("difference_ms") or {}).get("rounds")})
+    return table
+
+
+COMPARISON_COLUMNS = (
+    text_column("machine", "machine"), text_column("setting", "setting"),
+    text_column("pair", "candidate vs reference"),
+    text_column("difference", "difference [95% CI]"), text_column("speedup", "speedup [95% CI]"),
+    text_column("verdict", "verdict"), Column("rounds", "rounds"),
+)
+
+
+def comparison_table(rows: Sequence[dict], kind: str, table_id: str, what: str):
+    """The comparisons of ``kind`` as one table, or None when there are none."""
+    compared = comparison_rows(rows, kind)
+    if not compared:
+        return None
+    return make_table(table_id, f"{what}, measured in the same rounds: median paired "
+                      "difference of step times and speedup (reference / candidate) with 95% "
+                      "bootstrap intervals; a verdict only where the difference's interval "
+                      "excludes zero.", COMPARISON_COLUMNS, compared)
