@@ -79,7 +79,15 @@ def test_gpu_block_equals_single_device_block(gpu_ranks, dtype, backend, schedul
         pytest.skip(results[0][dtype, backend, schedule]["skip"])
     for rank, per_rank in enumerate(results):
         check = per_rank[dtype, backend, schedule]
-        assert 0 < check["max_rel_err"] <= check["tolerance"], (rank, check)
+        assert check["max_rel_err"] <= check["tolerance"], (rank, check)
+        if world == 1 and (dtype, backend, schedule) == ("fp32", "torch", "sync"):
+            # One rank: no collective moves anything, and the block runs the reference's own
+            # cuBLAS calls on the same operands, so it is the reference bit for bit.
+            assert check["max_rel_err"] == 0.0, (rank, check)
+        elif world > 1 or (dtype, backend) != ("fp32", "torch"):
+            # Another reduction order (pieces, ranks) or dtype or GEMM: rounding shows, so a
+            # zero would mean the block was compared with itself.
+            assert check["max_rel_err"] > 0, (rank, check)
         pieces = world * BLOCKS[dtype].pieces_per_peer
         expected_comm = {"sync": 4, "overlapped": 4 * pieces, "fused": 0}[schedule]
         assert check["comm"] == (0 if world == 1 else expected_comm), (rank, check)
