@@ -116,6 +116,16 @@ def pytest_benchmark_update_machine_info(config, machine_info):
     machine_info["overlap"] = fingerprint(backend, world, recorded_profile(backend))
 
 
+def pytest_benchmark_update_commit_info(config, commit_info):
+    """A copy of the source that states its commit (OVERLAP_GIT_COMMIT): that commit, not the
+    copy's own HEAD, and dirty as impl.fingerprint.git_state decides."""
+    if os.environ.get("OVERLAP_GIT_COMMIT"):
+        from impl.fingerprint import git_state
+
+        commit_info["id"], commit_info["dirty"] = git_state()
+        commit_info["stated"] = True
+
+
 def pytest_benchmark_update_json(config, benchmarks, output_json):
     output_json["suite"] = {
         "schema": 1,

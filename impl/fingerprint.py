@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import torch
@@ -51,12 +53,37 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+@functools.lru_cache(maxsize=1)  # the files do not change during a run; one hash per process
+def working_tree_hash() -> str | None:
+    """git's tree hash of the files as they are (tracked, and untracked ones git does not
+    ignore), made in a temporary index: a commit's tree hash exactly when the files are its."""
+    with tempfile.TemporaryDirectory() as folder:
+        env = {**os.environ, "GIT_INDEX_FILE": str(Path(folder, "index"))}
+        added = subprocess.run(["git", "add", "-A"], env=env, capture_output=True, timeout=60,
+                               check=False)
+        if added.returncode != 0:
+            return None
+        tree = subprocess.run(["git", "write-tree"], env=env, capture_output=True, text=True,
+                              timeout=60, check=False)
+        return tree.stdout.strip() if tree.returncode == 0 else None
+
+
 def git_state() -> tuple[str | None, bool | None]:
-    """HEAD and whether tracked files differ from it; OVERLAP_GIT_COMMIT for copies without .git
-    (a tree shipped to a cluster), in which case the dirty flag is unknown."""
+    """The commit and whether the files differ from it (None: unknown).
+
+    HEAD and its tracked files' status; or, where OVERLAP_GIT_COMMIT states the commit of a
+    copy whose .git is missing or not the source's, that commit, dirty unless the files hash
+    to OVERLAP_GIT_TREE (unknown without it).
+    """
+    if stated := os.environ.get("OVERLAP_GIT_COMMIT"):
+        commit = check_setting("OVERLAP_GIT_COMMIT", stated)
+        tree = os.environ.get("OVERLAP_GIT_TREE")
+        files = working_tree_hash() if tree and shutil.which("git") else None
+        return commit, (None if files is None else files != check_setting("OVERLAP_GIT_TREE",
+                                                                            tree))
     commit = _run(["git", "rev-parse", "HEAD"])
     if commit is None:
-        return os.environ.get("OVERLAP_GIT_COMMIT") or None, None
+        return None, None
     status = _run(["git", "status", "--porcelain", "--untracked-files=no"])
     return commit, (None if status is None else bool(status))
 

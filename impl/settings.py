@@ -39,6 +39,10 @@ def _extra_compute(text: str) -> bool:
         return False
 
 
+def _git_hash(text: str) -> bool:
+    return re.fullmatch(r"[0-9a-f]{40}", text) is not None
+
+
 def valid_label(label: str) -> bool:
     return re.fullmatch(LABEL_PATTERN, label) is not None and label not in RESERVED_LABELS
 
@@ -56,6 +60,13 @@ SETTINGS = (
     Setting("OVERLAP_EXTRA_COMPUTE", "number from 0 to 1", "real extra compute added to every "
             "MLP preset's step (a fraction of its forward, MLPConfig.extra_compute), to test "
             "the regression gate on a known slowdown", _extra_compute),
+    Setting("OVERLAP_GIT_COMMIT", "40 hexadecimal digits", "the commit a copy of the source "
+            "was made from, where its .git is missing or not the source's (a tree shipped to "
+            "a cluster or a lent machine): results record it instead of the copy's HEAD",
+            _git_hash),
+    Setting("OVERLAP_GIT_TREE", "40 hexadecimal digits", "that commit's tree (git rev-parse "
+            "COMMIT^{tree}): the copy's files are hashed the same way, and the results are "
+            "marked dirty unless both agree", _git_hash),
 )
 
 
