@@ -60,7 +60,7 @@ def host_work_rows(rows: Sequence[dict]) -> list[dict]:
 
 def host_adam_rows(rows: Sequence[dict]) -> list[dict]:
     return [{**row, "step_text": interval_text(row.get("step_ms_estimate")),
-             "fraction_text": interval_text(row.get("fraction_of_copy_bandwidth"))}
+             "fraction_text": interval_text(row.get("fraction_of_bandwidth"))}
             for row in sorted(of_kind(rows, "host_adam"),
                               key=lambda r: (r["machine"], -r["adam_gbps"]))]
 
@@ -143,7 +143,8 @@ HOST_ADAM_COLUMNS = (
     text_column("machine", "machine"), text_column("variant", "implementation, threads"),
     Column("threads", "threads"), Column("parameters", "parameters"),
     text_column("step_text", "one update ms [95% CI]"), Column("adam_gbps", "Adam", "GB/s"),
-    Column("copy_gbps", "copy", "GB/s"), text_column("fraction_text", "Adam / copy [95% CI]"),
+    Column("bandwidth_gbps", "memory (a += s·b)", "GB/s"),
+    text_column("fraction_text", "Adam / memory [95% CI]"),
 )
 DIGITS_COLUMNS = (
     text_column("machine", "machine"), text_column("variant", "variant"),
@@ -185,9 +186,10 @@ def section_parts(rows: Sequence[dict], runs: Sequence) -> dict:
             "rate at 28 bytes per parameter over its busy time.", HOST_WORK_COLUMNS, split)
     if adam := host_adam_rows(rows):
         out["host_adam_table"] = make_table(
-            "tab-host-adam", "Host Adam alone over the offload workload's parameter count, "
-            "interleaved with a copy of as many fp32 values on the same threads (the memory "
-            "bandwidth it can hope for): torch's fused, foreach and per-tensor CPU Adam, each "
+            "tab-host-adam", "Host Adam alone over the offload workload's parameter count (28 "
+            "bytes per parameter), interleaved with the memory bandwidth measured the same way "
+            "(an in-place a += s·b over as many fp32 values on the same threads, 12 bytes per "
+            "value): torch's fused, foreach and per-tensor CPU Adam, each "
             "with one worker spreading every piece over the intra-op threads or a pool of "
             "single-threaded workers (impl/hybrid/host_adam.py). " + how_text(adam, runs),
             HOST_ADAM_COLUMNS, adam)
