@@ -121,7 +121,7 @@ REQUIRED_NUMBERS = {
     "pipeline": ("stages", "microbatches", "step_ms", "samples_per_s", "bubble_theory"),
     "pipeline_comparison": ("stages", "microbatches"),
     "hybrid_step": ("step_ms", "samples_per_s"),
-    "host_adam": ("threads", "parameters", "step_ms", "adam_gbps", "bandwidth_gbps"),
+    "host_adam": ("threads", "parameters", "step_ms", "adam_gbps"),
     "digits_curve": ("epochs", "final_test_accuracy"),
     "gpt_forward": ("first_ms",),
     "tensor_parallel": ("world_size", "step_ms"),

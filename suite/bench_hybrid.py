@@ -327,10 +327,10 @@ def measure_coarse(context, rounds) -> dict:
     variants = [Variant("coarse-hybrid", lambda: hybrid.step(next(rotation)), hybrid_round),
                 Variant("worker0-alone", alone_on(0)), Variant("worker1-alone", alone_on(1))]
     result = measure_interleaved(variants, rounds, device, group)
-    torch.set_num_threads(previous_threads)
     mine = {"round_ms": {n: result.round_ms(n) for n in COARSE_VARIANTS},
             "compute_ms": [e["compute_ms"] for e in result.extras["coarse-hybrid"]],
-            "device": device_name(device), "threads": threads}
+            "device": device_name(device), "threads": threads}  # named with its threads set
+    torch.set_num_threads(previous_threads)
     workers: list[dict] = [{}, {}]
     dist.all_gather_object(workers, mine, group=group)
     # Rank 0's step of the hybrid waits for the exchange, so it is the hybrid's step; each

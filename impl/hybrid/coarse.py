@@ -126,24 +126,33 @@ class CoarseHybrid(Trainer):
         return timeline
 
 
-def balance(trainer: CoarseHybrid, batch: Batch, steps: int = 5) -> dict:
-    """Time ``steps`` steps at the current shares, then set shares from the measured rates.
+def balance(trainer: CoarseHybrid, batch: Batch, steps: int = 5, passes: int = 3) -> dict:
+    """Time ``steps`` steps at the current shares, set shares from the measured rates; again,
+    ``passes`` times in all, or until the shares stop changing.
 
-    One step first, untimed: it pays the first-use costs (allocations, kernel loading) that
-    would make a worker look slower than it is. Every worker of the group must call it (an
-    all-gather). Returns the shares before and after and each worker's median compute time at
-    the old shares.
+    A worker's time is not proportional to its rows (a GPU's barely grows at small shares), so
+    one pass from even shares can leave a large imbalance; each pass measures where the last
+    one landed. One step first, untimed, per pass: it pays the first-use costs (allocations,
+    kernel loading) that would make a worker look slower than it is. Every worker of the group
+    must call it (all-gathers). Returns the shares and times before the first pass, the final
+    shares, and each pass's shares and measured times.
     """
-    before = list(trainer.shares)
-    for _ in range(steps + 1):
-        trainer.step(batch)
-        trainer.finish_timeline()
-    mine = statistics.median(trainer.compute_ms[-steps:])
-    measured: list[float] = [0.0] * trainer.world
-    dist.all_gather_object(measured, mine, group=trainer.group)
-    after = balanced_shares(before, measured, len(batch))
-    trainer.set_shares(after)
-    return {"shares_before": before, "compute_ms_before": measured, "shares": after}
+    history = []
+    for _ in range(passes):
+        before = list(trainer.shares)
+        for _ in range(steps + 1):
+            trainer.step(batch)
+            trainer.finish_timeline()
+        mine = statistics.median(trainer.compute_ms[-steps:])
+        measured: list[float] = [0.0] * trainer.world
+        dist.all_gather_object(measured, mine, group=trainer.group)
+        history.append({"shares": before, "compute_ms": measured})
+        after = balanced_shares(before, measured, len(batch))
+        trainer.set_shares(after)
+        if after == before:
+            break
+    return {"shares_before": history[0]["shares"], "compute_ms_before": history[0]["compute_ms"],
+            "shares": list(trainer.shares), "passes": history}
 
 
 def worker_device(rank: int) -> torch.device:
