@@ -50,9 +50,10 @@ HYBRID_FIELDS: tuple[Field, ...] = (
 
 def mlp_4096x8_b8192() -> MLPConfig:
     """The offload comparison's GPU shape: 134M fp32 parameters. On one H200 its forward takes
-    44 ms and its backward 81 ms at batch 8192; host Adam moves 3.8 GB (30 ms at the 125 GB/s
-    the fused update reached on that machine's 16 cores) and the copies 0.5 GB each way (10 ms
-    at 55 GB/s): less than backward, so an overlap can hide it all but the last layer's."""
+    about 44 ms and its backward 81 ms at batch 8192; host Adam moves 3.8 GB (32 ms at the
+    117 GB/s the fused update reached on that machine's cores, test_host_adam) and the copies
+    0.5 GB each way (about 10 ms at PCIe's 55 GB/s): less than backward, so an overlap can
+    hide all of it but the last layer's update."""
     return MLPConfig("mlp_4096x8_b8192", width=4096, depth=8, batch=8192)
 
 

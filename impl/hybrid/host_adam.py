@@ -13,10 +13,12 @@ machine's memory bandwidth, not its arithmetic. Two choices decide how close it 
   thread of a pool of that size. Each worker sets its own intra-op thread count when it starts,
   so a pool of T threads never opens T × T OpenMP threads.
 
-On one H200 host (16 Xeon cores) the fused update with 16 intra-op threads ran at 125 GB/s
-counted at 28 bytes per parameter, a pool of 16 single-threaded fused updates at 95, foreach and
-the loop at 28–48 (a one-off probe; ``suite/bench_hybrid.py::test_host_adam`` measures them
-interleaved on any machine). The default is therefore fused and intra-op.
+On one H200 host (16 Xeon cores, 15 threads; ``results/h200x1/20261124T223058Z-xf3pyrls.json``,
+``test_host_adam``) the fused update ran at 117 GB/s counted at 28 bytes per parameter with
+intra-op threads and 128 GB/s as a pool, foreach at 49–50 and the per-tensor loop at 35. The
+trainers use fused with intra-op threads all the same: a pool updates the last gradient's few
+pieces one thread each, and that update is the tail of the step nothing hides (the pool's
+single-threaded pieces of 4M elements take about ten times as long).
 
 Pieces are views of one master tensor per parameter (pinned where CUDA is present, so the
 updated weights go to the device straight from it). Adam is elementwise, so updating piece by
