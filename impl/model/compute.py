@@ -97,11 +97,16 @@ def profile_from_timeline(timeline: dict, ends: list[int] | tuple[int, ...], ele
 def parameter_layout(workload: str) -> tuple[tuple[tuple[int, int], ...], int]:
     """(element range of each parameter in the flat gradient buffer, bytes per element) of a
     preset, read from its model on the meta device (no memory): impl/gradients.py's order."""
+    from unittest import mock
+
     import torch
 
     from impl.workloads import build_model, preset
 
-    model = build_model(preset(workload), torch.device("meta"))
+    # Shapes only: the first normal_ on the meta device loads its kernel for seconds (about 4
+    # on the 2-core machine), longer than the whole prediction should take; nothing is drawn.
+    with mock.patch("torch.nn.init.normal_", lambda tensor, *args, **kwargs: tensor):
+        model = build_model(preset(workload), torch.device("meta"))
     params = [p for p in reversed(list(model.parameters())) if p.requires_grad]
     spans, offset = [], 0
     for param in params:

@@ -1,0 +1,137 @@
+"""Predictions beyond the measured machine: every strategy at 8 to 1024 GPUs on a fabric file.
+
+Data parallelism keeps each GPU's work: the compute-only step measured on one GPU (or any
+compute-only timeline of the results) stays as it is, the gradient bytes too, and only the
+all-reduces grow with the world size, as the fabric file says (impl/model/fabric.py). The
+interference is the workload's measured one (its interference row: beside NCCL all-reduces;
+without one, beside the memory-bound add kernel, which is what NCCL's reduction kernels are;
+else none), assumed the same across nodes.
+
+    predictions = predict(rows, load_fabric("ib400-h200x8"))   # rows: one results file's
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from impl import metrics
+from impl.model import plans
+from impl.model.compute import ReadyProfile, parameter_layout
+from impl.model.fabric import NodeFabric
+from impl.model.inputs import compute_profile, value
+from impl.model.schedule import simulate
+
+WORLDS = (8, 16, 32, 64, 128, 256, 512, 1024)
+STRATEGIES = ("sequential", "chunked", "threaded", "copy-engine", "ddp", "ddp-25mb",
+              "chunked+update")
+DEFAULT_CHUNKS = 20  # the suite's default K (its abstract's K, fixed before the data)
+
+
+@dataclass(frozen=True)
+class Source:
+    """One workload's compute side: its compute-only step and interference, and whence."""
+
+    workload: str
+    profile: ReadyProfile
+    interference: plans.Interference
+    about: str
+
+
+@dataclass(frozen=True)
+class Prediction:
+    workload: str
+    strategy: str
+    world_size: int
+    step_ms: float | None
+    exposed_comm_ms: float | None
+    hidden_fraction: float | None
+    overlap_efficiency: float | None
+    note: str | None = None  # why there is no prediction, or what it assumes
+
+
+def _profile_rows(rows: Sequence[dict]) -> dict[str, dict]:
+    """Per workload, the row whose compute-only timeline has the most chunks: a comparison
+    row's compute-only step, or a one-rank sequential step (older files)."""
+    found: dict[str, dict] = {}
+    for row in rows:
+        timeline = (row.get("timelines") or {}).get("compute-only") if row.get(
+            "kind") == "comparison" else (row.get("timeline") if row.get("kind") == "step"
+                                          and row.get("strategy") == "sequential"
+                                          and row.get("world_size") == 1 else None)
+        if not timeline:
+            continue
+        best = found.get(row["workload"])
+        if best is None or row["chunks"] > best["chunks"]:
+            found[row["workload"]] = row
+    return found
+
+
+def _interference(rows: Sequence[dict], workload: str) -> plans.Interference:
+    measured = [r for r in rows if r.get("kind") == "interference"
+                and r.get("workload") == workload]
+    for row in sorted(measured, key=lambda r: -(r.get("world_size") or 0)):
+        ratios = {k: value(v.get("ratio")) for k, v in (row.get("slowdown") or {}).items()}
+        copy = max(1.0, ratios.get("copy") or 1.0)
+        if ratios.get("all-reduce"):
+            return plans.Interference(max(1.0, ratios["all-reduce"]), copy,
+                                      f"beside all-reduce ×{ratios['all-reduce']:.3g}, "
+                                      f"beside copies ×{copy:.3g} (measured)")
+        if ratios.get("add"):
+            return plans.Interference(max(1.0, ratios["add"]), copy,
+                                      f"beside a memory-bound add ×{ratios['add']:.3g} standing "
+                                      f"in for NCCL's kernels, beside copies ×{copy:.3g}")
+    return plans.Interference(source="no interference row: compute assumed unslowed")
+
+
+def sources(rows: Sequence[dict]) -> list[Source]:
+    """Every workload of ``rows`` with a compute-only timeline."""
+    found = []
+    for workload, row in sorted(_profile_rows(rows).items()):
+        profile = compute_profile(row)
+        found.append(Source(workload, profile, _interference(rows, workload),
+                            f"compute-only {profile.compute_only_ms:.3g} ms "
+                            f"({row.get('machine')}, K = {row['chunks']}, "
+                            f"{row.get('device') or 'device not recorded'})"))
+    return found
+
+
+def predict_one(source: Source, strategy: str, world: int, fabric: NodeFabric,
+                chunks: int = DEFAULT_CHUNKS) -> Prediction:
+    spans, _ = parameter_layout(source.workload)
+    profile = source.profile  # its finest chunks: every cut's readiness is read off them
+    base = plans.variant(strategy)[0]
+    copy = None
+    if base == "copy-engine":
+        if fabric.copy_all_reduce_ms(0.0, world) is None:
+            why = ("no copy-engine bandwidth in the fabric file" if fabric.copy_gbps is None
+                   else f"peer copies reach only the {fabric.gpus_per_node} GPUs of a node")
+            return Prediction(source.workload, strategy, world, None, None, None, None, why)
+        copy = replace(fabric.alpha_beta(world), beta_ms_per_byte=(
+            fabric.copy_all_reduce_ms(1e9, world) - fabric.copy_all_reduce_ms(0.0, world)) / 1e9)
+    comm = fabric.alpha_beta(world)
+
+    def run(name: str, slowdown: bool = True):
+        planned = plans.plan(name, profile, chunks, spans, comm, copy, source.interference)
+        return simulate(profile, planned if slowdown else replace(planned, slowdown=1.0))
+
+    outcome, sequential = run(strategy), run("sequential")
+    comm_only = sum(c.duration_ms for c in plans.plan("sequential", profile, chunks, spans,
+                                                      comm).collectives)
+    limit = float(metrics.limit_ms(profile.compute_only_ms, comm_only))
+    efficiency = None if base in plans.AFTER_BACKWARD else metrics.overlap_efficiency(
+        sequential.step_ms, outcome.step_ms, limit)
+    note = "no host hand-off measured: predicted as chunked" if base == "threaded" else None
+    return Prediction(source.workload, strategy, world, outcome.step_ms,
+                      outcome.exposed_comm_ms, outcome.hidden_fraction, efficiency, note)
+
+
+def predict(rows: Sequence[dict], fabric: NodeFabric, worlds: Sequence[int] = WORLDS,
+            strategies: Sequence[str] = STRATEGIES,
+            chunks: int = DEFAULT_CHUNKS) -> tuple[list[Source], list[Prediction]]:
+    """Every strategy of every workload with a compute-only timeline in ``rows``, at every
+    world size the fabric describes."""
+    found = sources(rows)
+    sizes = [w for w in worlds if fabric.max_gpus is None or w <= fabric.max_gpus]
+    return found, [predict_one(s, strategy, world, fabric, chunks)
+                   for s in found for strategy in strategies for world in sizes]
