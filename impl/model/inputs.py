@@ -47,10 +47,15 @@ def comm_fabrics(rows: Sequence[dict]) -> dict[tuple, tuple[Fabric, str]]:
     """Per fabric_key, the α–β fit of the comm-only times at every K (and what it used)."""
     points: dict[tuple, dict[int, float]] = defaultdict(dict)
     for row in rows:
-        if row.get("kind") == "comparison" and row.get("world_size", 1) > 1:
+        if row.get("world_size", 1) <= 1:
+            continue
+        comm = None
+        if row.get("kind") == "comparison":
             comm = value((row.get("references") or {}).get("comm_only_ms"))
-            if comm:
-                points[fabric_key(row)][row["chunks"]] = comm
+        elif row.get("kind") == "step" and "intervals" not in row:  # before interleaving
+            comm = row.get("comm_only_ms")
+        if comm:
+            points[fabric_key(row)][row["chunks"]] = comm
     fits = {}
     for key, by_k in points.items():
         spans, element_size = parameter_layout(key[2])

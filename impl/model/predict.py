@@ -22,18 +22,7 @@ from collections.abc import Sequence
 from impl.model import scale, validation
 from impl.model.fabric import NodeFabric
 from impl.model.fabric_file import FabricError, available, load_fabric
-
-
-def load_rows(paths: Sequence[str]) -> list[dict]:
-    """Every benchmark row of the files (or folders) as the report reads them, merged so that
-    a newer file's row replaces an older one's (reports/results.py checks each file)."""
-    from reports.analysis import benchmark_rows, merge_rows
-    from reports.results import find_result_files, load_results
-
-    files = sorted((load_results(p) for p in find_result_files(paths)),
-                   key=lambda r: (r.sort_time, r.path.name))
-    return merge_rows(row for index, results in enumerate(files)
-                      for row in benchmark_rows(results.label, index, results.benchmarks))
+from impl.model.validate import load_rows, summary_lines
 
 
 def _cell(value: float | None, digits: str = ".3g") -> str:
@@ -62,21 +51,6 @@ def table(sources: Sequence[scale.Source], predictions: Sequence[scale.Predictio
             notes = dict.fromkeys(p.note for p in row.values() if p.note)
             lines += [f"  {'':16}note: {note}" for note in notes]
         lines.append("")
-    return lines
-
-
-def validation_lines(rows: list[dict]) -> list[str]:
-    summary = validation.by_strategy(validation.validate(rows))
-    if not summary:
-        return ["No measured multi-GPU cell in these files: the model's errors are in "
-                "python -m impl.model.validate results/ (and the report's chapter)."]
-    lines = ["The same model on these files' measured cells (predicted / measured − 1):",
-             f"  {'strategy':20}{'cells':>6}{'median |err|':>14}{'max |err|':>11}"
-             f"{'no interference':>17}{'max hidden gap':>16}"]
-    for name, s in summary.items():
-        lines.append(f"  {name:20}{s['cells']:>6}{s['median_abs_error']:>14.1%}"
-                     f"{s['max_abs_error']:>11.1%}{s['median_calm_error']:>+17.1%}"
-                     f"{_cell(s['max_hidden_gap'], '.2f'):>16}")
     return lines
 
 
@@ -109,8 +83,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {' '.join(args.paths)}: no compute-only timeline (an overlap cell of "
               "suite/bench_overlap.py, any world size) to predict from", file=sys.stderr)
         return 2
-    print("\n".join(table(sources, predictions, fabric, args.chunks)
-                    + validation_lines(rows)))
+    checks = validation.validate(rows)
+    print("\n".join(table(sources, predictions, fabric, args.chunks) + (
+        summary_lines(checks) if checks else [
+            "No measured multi-GPU cell in these files: the model's errors on every committed "
+            "cell are printed by python -m impl.model.validate results/"])))
     return 0
 
 
