@@ -39,12 +39,14 @@ def curves(predictions: Sequence[scale.Prediction], title: str) -> figures.Image
                 ax.plot(*zip(*points), marker="o", markersize=2.5, linewidth=1.1,
                         color=figures.color(strategy), label=strategy)
         ax.set_xscale("log", base=2)
+        worlds = sorted({p.world_size for p in predictions})
+        ax.set_xticks(worlds, [str(w) for w in worlds], fontsize=6)
+        ax.minorticks_off()
         ax.set_xlabel("GPUs (predicted)")
         ax.set_title(label)
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside upper center", ncols=min(len(labels), 7),
-               frameon=False)
-    fig.suptitle(title, fontsize=8.5)
+               frameon=False, title=title, title_fontsize=8)
     return figures._save(fig)
 
 
@@ -58,9 +60,11 @@ def _by_device(rows: Sequence[dict]) -> dict[str, list[dict]]:
 
 
 PREDICTION_COLUMNS = (
-    text_column("strategy", "strategy", nowrap=True),
-    *(Column(f"w{w}", f"{w}", render=lambda v: v or "—") for w in scale.WORLDS),
+    text_column("strategy", "strategy", nowrap=True), text_column("figure", "predicted"),
+    *(Column(f"w{w}", f"{w} GPUs", render=lambda v: v or "—") for w in scale.WORLDS),
 )
+FIGURES = (("step_ms", "step (ms)", 4), ("exposed_comm_ms", "exposed comm. (ms)", 3),
+           ("overlap_efficiency", "efficiency", 2))
 
 
 def prediction_table(table_id: str, workload: str, predictions: Sequence[scale.Prediction],
@@ -68,14 +72,15 @@ def prediction_table(table_id: str, workload: str, predictions: Sequence[scale.P
     rows = []
     for strategy in dict.fromkeys(p.strategy for p in predictions):
         by_world = {p.world_size: p for p in predictions if p.strategy == strategy}
-        cell = {f"w{w}": None if w not in by_world or by_world[w].step_ms is None
-                else f"{fmt(by_world[w].step_ms)} / {fmt(by_world[w].exposed_comm_ms)} / "
-                     f"{fmt(by_world[w].overlap_efficiency, 2)}" for w in scale.WORLDS}
-        rows.append({"strategy": strategy, **cell})
+        for field, label, digits in FIGURES:
+            rows.append({"strategy": strategy if field == "step_ms" else "", "figure": label,
+                         **{f"w{w}": None if w not in by_world
+                            or getattr(by_world[w], field) is None
+                            else fmt(getattr(by_world[w], field), digits)
+                            for w in scale.WORLDS}})
     return make_table(table_id, f"PREDICTED for {workload} on {fabric_name}, K = "
-                      f"{scale.DEFAULT_CHUNKS}: step (ms) / exposed communication (ms) / "
-                      "overlap efficiency per GPU count. Predictions of the cost model, not "
-                      "measurements.", PREDICTION_COLUMNS, rows, note=lambda *_: None)
+                      f"{scale.DEFAULT_CHUNKS}, per GPU count: predictions of the cost model, "
+                      "not measurements.", PREDICTION_COLUMNS, rows, note=lambda *_: None)
 
 
 VALIDATION_COLUMNS = (
