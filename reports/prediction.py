@@ -21,6 +21,8 @@ from reports.format import Column, fmt, make_table, text_column
 
 # The fabric each GPU model's compute is predicted on: its HGX nodes over InfiniBand.
 FABRICS = {"NVIDIA H200": "ib400-h200x8", "NVIDIA H100 80GB HBM3": "ib400-h100x8"}
+# Strategies figures.py has no colour for get their own here, so no two lines share one.
+COLORS = {**figures.STRATEGY_COLORS, "copy-engine": "#d62728", "chunked+update": "#e377c2"}
 PANELS = (("step_ms", "step (ms)"), ("exposed_comm_ms", "exposed communication (ms)"),
           ("overlap_efficiency", "overlap efficiency"))
 
@@ -37,7 +39,7 @@ def curves(predictions: Sequence[scale.Prediction], title: str) -> figures.Image
                       if p.strategy == strategy and getattr(p, field) is not None]
             if points:
                 ax.plot(*zip(*points), marker="o", markersize=2.5, linewidth=1.1,
-                        color=figures.color(strategy), label=strategy)
+                        color=COLORS.get(strategy, "#17becf"), label=strategy)
         ax.set_xscale("log", base=2)
         worlds = sorted({p.world_size for p in predictions})
         ax.set_xticks(worlds, [str(w) for w in worlds], fontsize=6)

@@ -111,17 +111,21 @@ def predict_one(source: Source, strategy: str, world: int, fabric: NodeFabric,
             fabric.copy_all_reduce_ms(1e9, world) - fabric.copy_all_reduce_ms(0.0, world)) / 1e9)
     comm = fabric.alpha_beta(world)
 
-    def run(name: str, slowdown: bool = True):
-        planned = plans.plan(name, profile, chunks, spans, comm, copy, source.interference)
-        return simulate(profile, planned if slowdown else replace(planned, slowdown=1.0))
-
-    outcome, sequential = run(strategy), run("sequential")
-    comm_only = sum(c.duration_ms for c in plans.plan("sequential", profile, chunks, spans,
-                                                      comm).collectives)
+    planned = plans.plan(strategy, profile, chunks, spans, comm, copy, source.interference)
+    reference = plans.plan("sequential", profile, chunks, spans, comm)
+    outcome, sequential = simulate(profile, planned), simulate(profile, reference)
+    comm_only = sum(c.duration_ms for c in reference.collectives)
     limit = float(metrics.limit_ms(profile.compute_only_ms, comm_only))
-    efficiency = None if base in plans.AFTER_BACKWARD else metrics.overlap_efficiency(
-        sequential.step_ms, outcome.step_ms, limit)
+    # As in the measured cells: efficiencies compare with references at K chunks, so only a
+    # strategy that communicates in K pieces has one (DDP's buckets may be fewer).
+    same_chunking = len(planned.collectives) == len(reference.collectives)
+    efficiency = None if base in plans.AFTER_BACKWARD or not same_chunking else \
+        metrics.overlap_efficiency(sequential.step_ms, outcome.step_ms, limit)
     note = "no host hand-off measured: predicted as chunked" if base == "threaded" else None
+    if not same_chunking:
+        count = len(planned.collectives)
+        note = (f"{count} bucket{'s' if count != 1 else ''}, not K = {chunks} chunks: no "
+                "overlap efficiency (its references are at K)")
     return Prediction(source.workload, strategy, world, outcome.step_ms,
                       outcome.exposed_comm_ms, outcome.hidden_fraction, efficiency, note)
 

@@ -34,8 +34,8 @@ def load_rows(paths: Sequence[str]) -> list[dict]:
 
 
 def summary_lines(checks: Sequence[validation.Check], interleaved: bool = True) -> list[str]:
-    """Per machine and strategy: cells, median and max |error|, the model without interference, and the
-    largest gap in the hidden-communication fraction."""
+    """Per machine and strategy: cells, median and max |error|, the model without
+    interference, and the largest gap in the hidden-communication fraction."""
     summary = validation.by_strategy(checks, interleaved)
     if not summary:
         return []
