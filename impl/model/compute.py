@@ -93,6 +93,14 @@ def profile_from_timeline(timeline: dict, ends: list[int] | tuple[int, ...], ele
                         backward_start_ms=min(forward, default=0.0), step_ms=step_ms)
 
 
+def known_workload(workload: object) -> bool:
+    """Whether ``workload`` names a preset of impl/workloads.py (whose layout the model reads);
+    a results file may hold others (a newer suite's, or a renamed one)."""
+    from impl.workloads import PRESETS
+
+    return isinstance(workload, str) and workload in PRESETS
+
+
 @lru_cache(maxsize=32)
 def parameter_layout(workload: str) -> tuple[tuple[tuple[int, int], ...], int]:
     """(element range of each parameter in the flat gradient buffer, bytes per element) of a

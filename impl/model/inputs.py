@@ -17,7 +17,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from impl.model.compute import ReadyProfile, chunk_ends, parameter_layout, profile_from_timeline
+from impl.model.compute import (
+    ReadyProfile,
+    chunk_ends,
+    known_workload,
+    parameter_layout,
+    profile_from_timeline,
+)
 from impl.model.fabric import Fabric, fit_fabric
 from impl.model.plans import Interference
 
@@ -47,7 +53,7 @@ def comm_fabrics(rows: Sequence[dict]) -> dict[tuple, tuple[Fabric, str]]:
     """Per fabric_key, the α–β fit of the comm-only times at every K (and what it used)."""
     points: dict[tuple, dict[int, float]] = defaultdict(dict)
     for row in rows:
-        if row.get("world_size", 1) <= 1:
+        if row.get("world_size", 1) <= 1 or not known_workload(row.get("workload")):
             continue
         comm = None
         if row.get("kind") == "comparison":

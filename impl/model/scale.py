@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from impl import metrics
 from impl.model import plans
-from impl.model.compute import ReadyProfile, parameter_layout
+from impl.model.compute import ReadyProfile, known_workload, parameter_layout
 from impl.model.fabric import NodeFabric
 from impl.model.inputs import compute_profile, value
 from impl.model.schedule import simulate
@@ -88,7 +88,12 @@ def sources(rows: Sequence[dict]) -> list[Source]:
     """Every workload of ``rows`` with a compute-only timeline."""
     found = []
     for workload, row in sorted(_profile_rows(rows).items()):
-        profile = compute_profile(row)
+        if not known_workload(workload):
+            continue  # no parameter layout to cut (validation lists such cells)
+        try:
+            profile = compute_profile(row)
+        except (ValueError, KeyError, TypeError):
+            continue  # an unreadable timeline: nothing to predict from
         found.append(Source(workload, profile, _interference(rows, workload),
                             f"compute-only {profile.compute_only_ms:.3g} ms "
                             f"({row.get('machine')}, K = {row['chunks']}, "

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from impl.model import plans
-from impl.model.compute import parameter_layout
+from impl.model.compute import known_workload, parameter_layout
 from impl.model.fabric import Fabric
 from impl.model.fabric_file import load_fabric
 from impl.model.inputs import comm_fabrics, compute_profile, fabric_key, interference, value
@@ -146,12 +146,31 @@ def earlier_cells(rows: Sequence[dict]) -> list[Cell]:
     return [Cell(c["row"], c["compute"], c["variants"], False) for c in cells.values()]
 
 
+def unreadable(cell: Cell) -> str | None:
+    """Why the model cannot start from this cell's compute-only step, or None."""
+    if not known_workload(cell.row["workload"]):
+        return (f"workload {cell.row['workload']!r} is not a preset of impl/workloads.py: its "
+                "parameter layout is unknown")
+    try:
+        compute_profile({**cell.compute, "chunks": cell.row["chunks"]})
+    except (ValueError, KeyError, TypeError) as error:
+        return f"its compute-only timeline cannot be read ({error})"
+    return None
+
+
 def check_cell(cell: Cell, rows: Sequence[dict], fits: dict) -> list[Check]:
-    """Every variant of one cell, predicted and compared."""
+    """Every variant of one cell, predicted and compared (none predicted where the model
+    cannot read the cell: ``unreadable``)."""
     row = cell.row
+    if problem := unreadable(cell):
+        return [Check(row.get("machine"), row["workload"], row["chunks"], row["world_size"],
+                      row.get("profile"), name, estimate["value"], estimate.get("low"),
+                      estimate.get("high"), None, None, hidden, None, "", problem,
+                      cell.interleaved, row.get("backend"), cell.sequential_excess())
+                for name, (estimate, hidden) in cell.variants.items()]
     profile = compute_profile({**cell.compute, "chunks": row["chunks"]})
     spans, _ = parameter_layout(row["workload"])
-    comm, fit_text = fits[fabric_key(row)]
+    comm, fit_text = fits[fabric_key(row)]  # known workload: comm_fabrics has its fit
     slowdown = interference(rows, row.get("machine"), row["workload"], row.get("device"),
                             row.get("profile"))
     copy = copy_fabric(row.get("device"), comm, row["world_size"])
@@ -181,7 +200,7 @@ def validate(rows: Sequence[dict]) -> list[Check]:
     cells first, then those measured before interleaving."""
     fits = comm_fabrics(rows)
     cells = [c for c in (*interleaved_cells(rows), *earlier_cells(rows))
-             if fabric_key(c.row) in fits]
+             if fabric_key(c.row) in fits or not known_workload(c.row["workload"])]
     return [check for cell in cells for check in check_cell(cell, rows, fits)]
 
 
