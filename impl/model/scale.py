@@ -51,8 +51,8 @@ class Prediction:
 
 
 def _profile_rows(rows: Sequence[dict]) -> dict[str, dict]:
-    """Per workload, the row whose compute-only timeline has the most chunks: a comparison
-    row's compute-only step, or a one-rank sequential step (older files)."""
+    """Per workload, the row to predict from: an interleaved cell's compute-only step (else a
+    one-rank sequential step of an older file), the one with the most chunks."""
     found: dict[str, dict] = {}
     for row in rows:
         timeline = (row.get("timelines") or {}).get("compute-only") if row.get(
@@ -62,7 +62,9 @@ def _profile_rows(rows: Sequence[dict]) -> dict[str, dict]:
         if not timeline:
             continue
         best = found.get(row["workload"])
-        if best is None or row["chunks"] > best["chunks"]:
+        # Interleaved cells before older step rows (as the report reads runs), then more chunks.
+        rank = (row.get("kind") == "comparison", row["chunks"])
+        if best is None or rank > (best.get("kind") == "comparison", best["chunks"]):
             found[row["workload"]] = row
     return found
 

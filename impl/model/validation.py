@@ -174,6 +174,9 @@ def check_cell(cell: Cell, rows: Sequence[dict], fits: dict) -> list[Check]:
     slowdown = interference(rows, row.get("machine"), row["workload"], row.get("device"),
                             row.get("profile"))
     copy = copy_fabric(row.get("device"), comm, row["world_size"])
+    if copy is not None:
+        fit_text += (f"; peer copies at {copy.bandwidth_gbps:.3g} GB/s algbw "
+                     f"(fabrics/{COPY_FABRICS[row.get('device')]}.toml)")
     checks = []
     for name, (estimate, hidden) in cell.variants.items():
         unseen = plans.unmodelled(name)
@@ -271,7 +274,12 @@ def format_checks(checks: Sequence[Check]) -> list[str]:
     """The validation table as text lines (the CLI and the report's appendix read these)."""
     lines = [f"{'machine':10} {'workload':24} {'K':>3} {'w':>2} {'variant':20} "
              f"{'measured':>9} {'model':>9} {'err':>7} {'no-intf':>7} {'hid m/p':>9}"]
+    cell = None
     for c in checks:
+        if (c.machine, c.workload, c.chunks, c.world_size, c.profile, c.interleaved) != cell:
+            cell = (c.machine, c.workload, c.chunks, c.world_size, c.profile, c.interleaved)
+            lines.append(f"  inputs: {c.inputs or c.unmodelled}"
+                         + ("" if c.interleaved else " (measured before interleaving)"))
         err = "—" if c.error is None else f"{c.error:+.1%}"
         calm = "—" if c.calm_error is None else f"{c.calm_error:+.1%}"
         hidden = ("—" if c.measured_hidden is None or c.predicted_hidden is None
