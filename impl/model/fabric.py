@@ -122,6 +122,14 @@ class NodeFabric:
         moved = 2 * (world - 1) / world * size_bytes
         return self.latency_node_us / 1e3 + moved / (self.copy_gbps * 1e6)
 
+    def copy_alpha_beta(self, world: int) -> Fabric | None:
+        """The copy-engine all-reduce at ``world`` ranks as an α–β pair, or None where it
+        cannot run (``copy_all_reduce_ms``)."""
+        alpha = self.copy_all_reduce_ms(0.0, world)
+        if alpha is None:
+            return None
+        return Fabric(alpha, (self.copy_all_reduce_ms(1e9, world) - alpha) / 1e9)
+
     def check_world(self, world: int) -> None:
         if isinstance(world, bool) or not isinstance(world, int) or world < 1:
             raise ValueError(f"world size {world!r}: choose an integer ≥ 1")

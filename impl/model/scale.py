@@ -13,7 +13,7 @@ else none), assumed the same across nodes.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from impl import metrics
 from impl.model import plans
@@ -108,14 +108,11 @@ def predict_one(source: Source, strategy: str, world: int, fabric: NodeFabric,
     spans, _ = parameter_layout(source.workload)
     profile = source.profile  # its finest chunks: every cut's readiness is read off them
     base = plans.variant(strategy)[0]
-    copy = None
-    if base == "copy-engine":
-        if fabric.copy_all_reduce_ms(0.0, world) is None:
-            why = ("no copy-engine bandwidth in the fabric file" if fabric.copy_gbps is None
-                   else f"peer copies reach only the {fabric.gpus_per_node} GPUs of a node")
-            return Prediction(source.workload, strategy, world, None, None, None, None, why)
-        copy = replace(fabric.alpha_beta(world), beta_ms_per_byte=(
-            fabric.copy_all_reduce_ms(1e9, world) - fabric.copy_all_reduce_ms(0.0, world)) / 1e9)
+    copy = fabric.copy_alpha_beta(world)
+    if base == "copy-engine" and copy is None:
+        why = ("no copy-engine bandwidth in the fabric file" if fabric.copy_gbps is None
+               else f"peer copies reach only the {fabric.gpus_per_node} GPUs of a node")
+        return Prediction(source.workload, strategy, world, None, None, None, None, why)
     comm = fabric.alpha_beta(world)
 
     planned = plans.plan(strategy, profile, chunks, spans, comm, copy, source.interference)

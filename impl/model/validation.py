@@ -8,7 +8,7 @@ inputs.py) and the interference row, and, beside it, by the same model without i
 is an input.
 
     checks = validate(rows)          # rows: analysis.benchmark_rows of result files, merged
-    for line in summary(checks): print(line)
+    print("\n".join(format_checks(checks)), by_strategy(checks))
 
 The goal (issue 30): per strategy, median |error| ≤ 5% and max ≤ 10% of the step, and the
 hidden-communication fraction within 0.1. A check that misses says why (``reason``).
@@ -80,14 +80,8 @@ def copy_fabric(device: str | None, comm: Fabric, world: int) -> Fabric | None:
     """The copy engines at ``world`` ranks: the fabric file's bandwidth for this GPU model,
     with the cell's own α (one synchronised launch per chunk, as every collective has)."""
     name = COPY_FABRICS.get(device or "")
-    if name is None:
-        return None
-    node = load_fabric(name)
-    copy = node.copy_all_reduce_ms(0.0, world)
-    if copy is None:
-        return None
-    per_byte = node.copy_all_reduce_ms(1e9, world) / 1e9 - copy / 1e9
-    return Fabric(comm.alpha_ms, per_byte)
+    copy = load_fabric(name).copy_alpha_beta(world) if name else None
+    return None if copy is None else Fabric(comm.alpha_ms, copy.beta_ms_per_byte)
 
 
 def measured_variants(row: dict) -> dict[str, tuple[dict, float | None]]:
