@@ -1,4 +1,4 @@
-"""Sessions: tests, bench, report, gate, lint.
+"""Sessions: tests, bench, report, gate, predict, lint.
 
 Every session uses the torch (CPU or CUDA build) of the Python that runs nox and never
 installs another one: pyproject.toml does not list torch. A session's virtualenv sees the
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 import sysconfig
+from pathlib import Path
 
 import nox
 
@@ -75,6 +76,17 @@ def gate(session: nox.Session) -> None:
     """Throughput regression gate: nox -s gate -- BASELINE CANDIDATE [options]."""
     _install(session)
     session.run("python", "-m", "reports.gate", *session.posargs, success_codes=[0])
+
+
+@nox.session(**VENV)
+def predict(session: nox.Session) -> None:
+    """Predicted steps at 8 to 1024 GPUs: nox -s predict -- RESULTS --fabric NAME.
+
+    Nothing to install: it reads files with numpy and torch (the link above) and runs from
+    the checkout, so it answers in seconds."""
+    _require_torch(session)
+    session.run("python", "-m", "impl.model.predict", *session.posargs,
+                env={"PYTHONPATH": str(Path(__file__).resolve().parent)})
 
 
 @nox.session(**VENV)

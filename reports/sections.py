@@ -15,7 +15,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from impl.metrics import ALLREDUCE_FIELDS, STEP_FIELDS
-from reports import analysis, appendix, cells, figures, overlap, pipeline, tensor_parallel
+from reports import (
+    analysis,
+    appendix,
+    cells,
+    figures,
+    overlap,
+    pipeline,
+    prediction,
+    tensor_parallel,
+)
 from reports.captions import (
     Run,
     and_list,
@@ -53,6 +62,7 @@ SECTIONS = (
     ("gemm", "GEMM ladder and the seed step", "gemm", "chapter"),
     ("tensor-parallel", "Tensor parallelism", "tensor_parallel", "chapter"),
     ("pipeline", "Pipeline and CPU-GPU hybrid training", "pipeline", "chapter"),
+    ("prediction", "Beyond this machine", "prediction", "chapter"),
     ("regression", "Regression against a baseline", "regression", "chapter"),
     ("environment", "Environment", "environment", "chapter"),
     ("runs", "Runs loaded and how this report uses them", "runs", "appendix"),
@@ -488,6 +498,7 @@ def report_context(rows: Sequence[dict], runs: Sequence[Run],
         "gemm": section_gemm(rows, runs),
         "tensor_parallel": tensor_parallel.section(rows, runs),
         "pipeline": pipeline.section(rows, runs),
+        "prediction": prediction.section(rows, runs),
         "regression": section_regression(baseline),
         "environment": section_environment(rows, runs),
         "before_interleaving": appendix.section_before_interleaving(rows, runs),

@@ -1,0 +1,145 @@
+"""The fabric: how long one all-reduce of b bytes per rank takes, measured or from a file.
+
+Two forms, each with one formula:
+
+- ``Fabric`` (α–β): t(b) = α + β·b per all-reduce, fitted by least squares on measured
+  comm-only times (``fit_fabric``): the validation on measured cells and autotune use it, at
+  the world size it was measured at.
+- ``NodeFabric`` (a fabric file, ``fabrics/<name>.toml``): nodes of G GPUs joined by NICs,
+  for any world size n. Within a node (n ≤ G), a ring:
+
+      t(b, n) = α_node + 2(n−1)/n · b / busbw_node
+
+  Across N = ⌈n/G⌉ nodes, NCCL's two-level algorithms: the bytes of a node leave through its
+  NICs, so the bandwidth term runs at bw = min(busbw_node, nics · nic_gbps) (rings through
+  every GPU, one ring per NIC; the double binary tree of NCCL 2.4 has the same bandwidth and
+  logarithmic latency), and the latency term is that of the ring (2(N−1) network hops) or of
+  the tree (2⌈log2 N⌉ hops), whichever is smaller, as NCCL's tuner picks:
+
+      t(b, n) = α_node + min(2(N−1), 2⌈log2 N⌉) · α_net + 2(n−1)/n · b / bw
+
+  busbw is nccl-tests' bus bandwidth (algbw · 2(n−1)/n), so a file's numbers are read off
+  nccl-tests or the suite's all-reduce rows directly.
+
+The copy-engine strategy moves each chunk with peer copies (a reduce-scatter then an
+all-gather, each (n−1)/n · b per rank) inside one node only: t = α_node + 2(n−1)/n · b /
+copy_gbps.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """t(b) = alpha_ms + beta_ms_per_byte · b: one all-reduce of b bytes per rank."""
+
+    alpha_ms: float
+    beta_ms_per_byte: float
+
+    def all_reduce_ms(self, size_bytes: float) -> float:
+        return self.alpha_ms + self.beta_ms_per_byte * size_bytes
+
+    @property
+    def bandwidth_gbps(self) -> float:
+        """1/β as algbw in GB/s (nccl-tests' algbw: bytes per rank over time)."""
+        return 1e-6 / self.beta_ms_per_byte if self.beta_ms_per_byte > 0 else float("inf")
+
+
+def fit_fabric(launches: Sequence[int], total_bytes: Sequence[float],
+               times_ms: Sequence[float]) -> Fabric:
+    """Least-squares α and β from measurements of ``launches[i]`` all-reduces moving
+    ``total_bytes[i]`` bytes per rank in ``times_ms[i]``: time = launches·α + bytes·β.
+
+    Both are kept ≥ 0 (a negative one would only mean the measurements cannot see it).
+    """
+    design = np.column_stack([np.asarray(launches, float), np.asarray(total_bytes, float)])
+    times = np.asarray(times_ms, float)
+    if np.linalg.matrix_rank(design) < 2:
+        raise ValueError("fitting α and β needs measurements at two or more chunk counts "
+                         f"(launches {sorted(set(launches))})")
+    (alpha, beta), *_ = np.linalg.lstsq(design, times, rcond=None)
+    if alpha < 0:
+        alpha, beta = 0.0, float(times @ design[:, 1] / (design[:, 1] @ design[:, 1]))
+    if beta < 0:
+        alpha, beta = float(times @ design[:, 0] / (design[:, 0] @ design[:, 0])), 0.0
+    return Fabric(float(alpha), float(beta))
+
+
+@dataclass(frozen=True)
+class NodeFabric:
+    """A fabric file's numbers (impl/model/fabric_file.py: each one's meaning and unit)."""
+
+    name: str
+    description: str
+    gpus_per_node: int
+    busbw_node_gbps: float
+    latency_node_us: float
+    copy_gbps: float | None = None  # peer copies (copy-engine strategy); None: not given
+    nics_per_node: int | None = None  # None: one node only, no network
+    nic_gbps: float | None = None
+    latency_net_us: float | None = None
+    sources: tuple[tuple[str, str], ...] = ()  # (field, where its number comes from)
+
+    @property
+    def max_gpus(self) -> int | None:
+        """The largest world this fabric describes: one node without a network."""
+        return self.gpus_per_node if self.nics_per_node is None else None
+
+    def bandwidth_gbps(self, world: int) -> float:
+        """busbw of the bandwidth term at ``world`` ranks: the node's, or the NICs' across
+        nodes when they are slower."""
+        if world <= self.gpus_per_node:
+            return self.busbw_node_gbps
+        return min(self.busbw_node_gbps, self.nics_per_node * self.nic_gbps)
+
+    def network_hops(self, world: int) -> int:
+        """Network latencies on the critical path: min(ring 2(N−1), tree 2⌈log2 N⌉)."""
+        nodes = math.ceil(world / self.gpus_per_node)
+        if nodes <= 1:
+            return 0
+        return min(2 * (nodes - 1), 2 * math.ceil(math.log2(nodes)))
+
+    def all_reduce_ms(self, size_bytes: float, world: int) -> float:
+        """One all-reduce of ``size_bytes`` per rank among ``world`` ranks (module docstring)."""
+        self.check_world(world)
+        if world == 1:
+            return 0.0
+        latency_us = self.latency_node_us + self.network_hops(world) * (self.latency_net_us or 0)
+        moved = 2 * (world - 1) / world * size_bytes
+        return latency_us / 1e3 + moved / (self.bandwidth_gbps(world) * 1e6)
+
+    def copy_all_reduce_ms(self, size_bytes: float, world: int) -> float | None:
+        """The copy-engine all-reduce; None where it cannot run (no copy bandwidth given, or
+        more GPUs than one node: peer copies need every buffer mapped into every GPU)."""
+        if self.copy_gbps is None or world > self.gpus_per_node:
+            return None
+        moved = 2 * (world - 1) / world * size_bytes
+        return self.latency_node_us / 1e3 + moved / (self.copy_gbps * 1e6)
+
+    def copy_alpha_beta(self, world: int) -> Fabric | None:
+        """The copy-engine all-reduce at ``world`` ranks as an α–β pair, or None where it
+        cannot run (``copy_all_reduce_ms``)."""
+        alpha = self.copy_all_reduce_ms(0.0, world)
+        if alpha is None:
+            return None
+        return Fabric(alpha, (self.copy_all_reduce_ms(1e9, world) - alpha) / 1e9)
+
+    def check_world(self, world: int) -> None:
+        if isinstance(world, bool) or not isinstance(world, int) or world < 1:
+            raise ValueError(f"world size {world!r}: choose an integer ≥ 1")
+        if self.max_gpus is not None and world > self.max_gpus:
+            raise ValueError(f"world size {world}: fabric {self.name!r} is one node of "
+                             f"{self.max_gpus} GPUs with no network; choose 1 to "
+                             f"{self.max_gpus} or a fabric with [network]")
+
+    def alpha_beta(self, world: int) -> Fabric:
+        """This fabric at ``world`` ranks as an α–β pair (what the schedule model takes)."""
+        alpha = self.all_reduce_ms(0, world)
+        moved = 2 * (world - 1) / world if world > 1 else 0.0
+        return Fabric(alpha, moved / (self.bandwidth_gbps(world) * 1e6))

@@ -1,0 +1,140 @@
+"""Fabric files: a small TOML file per fabric, every number with its source.
+
+    [node]
+    gpus = { value = 8, source = "HGX H200: 8 GPUs per NVSwitch node" }
+    busbw_gbps = { value = 349, source = "4x H200, torch.distributed, 1 GiB: docs/ANCHORS.md" }
+    latency_us = { value = 47, source = "alpha of the comm-only fit, results/h200x2/..." }
+    copy_gbps = { value = 390, source = "..." }        # optional: the copy-engine strategy
+
+    [network]                                          # optional: none means one node only
+    nics = { value = 8, source = "one NIC per GPU" }
+    nic_gbps = { value = 47, source = "NDR 400 Gb/s: 46-48 GB/s per NIC, nccl-tests #290" }
+    latency_us = { value = 5, source = "..." }
+
+``load_fabric("ib400-h200x8")`` reads fabrics/ib400-h200x8.toml of this repository; a path to
+a ``.toml`` file works too. Anything wrong stops with one line naming the file, the value and
+what is allowed (``FabricError``). The formulas that use the numbers are impl/model/fabric.py's.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from impl.model.fabric import NodeFabric
+
+FABRICS_DIR = Path(__file__).resolve().parents[2] / "fabrics"
+
+# table -> key -> (integer?, lowest allowed, highest allowed, unit, required)
+SPEC: dict[str, dict[str, tuple[bool, float, float, str, bool]]] = {
+    "node": {
+        "gpus": (True, 1, 1024, "GPUs per node", True),
+        "busbw_gbps": (False, 1e-3, 1e4, "GB/s, all-reduce bus bandwidth inside a node", True),
+        "latency_us": (False, 0, 1e6, "µs per all-reduce inside a node", True),
+        "copy_gbps": (False, 1e-3, 1e4, "GB/s, peer copies on copy engines", False),
+    },
+    "network": {
+        "nics": (True, 1, 64, "NICs per node", True),
+        "nic_gbps": (False, 1e-3, 1e4, "GB/s reached per NIC", True),
+        "latency_us": (False, 0, 1e6, "µs per network hop", True),
+    },
+}
+TOP_LEVEL = ("name", "description", "node", "network")
+
+
+class FabricError(ValueError):
+    """A fabric file that cannot be used; the message names the file and the value."""
+
+    def __init__(self, path: Path | str, problem: str):
+        super().__init__(f"{path}: {problem}")
+
+
+def available() -> list[str]:
+    """Names of the fabric files shipped in fabrics/."""
+    return sorted(p.stem for p in FABRICS_DIR.glob("*.toml"))
+
+
+def fabric_path(name_or_path: str) -> Path:
+    """fabrics/<name>.toml for a bare name; the file itself for a path."""
+    if name_or_path.endswith(".toml") or "/" in name_or_path:
+        path = Path(name_or_path)
+        if not path.is_file():
+            raise FabricError(path, "no such fabric file")
+        return path
+    path = FABRICS_DIR / f"{name_or_path}.toml"
+    if not path.is_file():
+        raise FabricError(name_or_path, f"no fabric of that name in {FABRICS_DIR}; choose one "
+                          f"of {', '.join(available())} or give a path to a .toml file")
+    return path
+
+
+def _allowed(integer: bool, low: float, high: float, unit: str) -> str:
+    kind = "an integer" if integer else "a number"
+    return f"{kind} from {low:g} to {high:g} ({unit})"
+
+
+def _number(path: Path, table: str, key: str, entry: object) -> tuple[float, str]:
+    integer, low, high, unit, _ = SPEC[table][key]
+    where, allowed = f"{table}.{key}", _allowed(integer, low, high, unit)
+    if not isinstance(entry, dict) or set(entry) - {"value", "source"}:
+        raise FabricError(path, f"{where} = {entry!r:.60}: write {key} = {{ value = ..., "
+                          f"source = \"...\" }} with {allowed}")
+    value, source = entry.get("value"), entry.get("source")
+    if value is None:
+        raise FabricError(path, f"{where} has no value: allowed {allowed}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+            integer and not isinstance(value, int)) or not math.isfinite(value) \
+            or not low <= value <= high:
+        raise FabricError(path, f"{where} = {value!r:.40}: allowed {allowed}")
+    if not isinstance(source, str) or not source.strip():
+        raise FabricError(path, f"{where} has no source: every number says where it comes "
+                          "from (source = \"a measurement, a datasheet, or 'assumed: why'\")")
+    return value, source.strip()
+
+
+def parse_fabric(path: Path, document: dict, name: str) -> NodeFabric:
+    """A NodeFabric from a parsed fabric file, or FabricError for the first bad value."""
+    if unknown := sorted(set(document) - set(TOP_LEVEL)):
+        raise FabricError(path, f"unknown key {unknown[0]!r}: allowed {', '.join(TOP_LEVEL)}")
+    values, sources = {}, []
+    for table, keys in SPEC.items():
+        given = document.get(table)
+        if given is None and table == "network":
+            continue
+        if not isinstance(given, dict):
+            raise FabricError(path, f"[{table}] is missing: it needs "
+                              f"{', '.join(k for k, s in keys.items() if s[4])}")
+        if unknown := sorted(set(given) - set(keys)):
+            raise FabricError(path, f"unknown key {table}.{unknown[0]}: allowed "
+                              f"{', '.join(keys)}")
+        for key, (integer, low, high, unit, required) in keys.items():
+            if key not in given:
+                if required:
+                    raise FabricError(path, f"{table}.{key} is missing: allowed "
+                                      f"{_allowed(integer, low, high, unit)}, with its source")
+                continue
+            values[f"{table}.{key}"], source = _number(path, table, key, given[key])
+            sources.append((f"{table}.{key}", source))
+    for text in ("name", "description"):
+        if text in document and not isinstance(document[text], str):
+            raise FabricError(path, f"{text} = {document[text]!r:.40}: allowed a string")
+    return NodeFabric(
+        name=document.get("name", name), description=document.get("description", ""),
+        gpus_per_node=values["node.gpus"], busbw_node_gbps=values["node.busbw_gbps"],
+        latency_node_us=values["node.latency_us"], copy_gbps=values.get("node.copy_gbps"),
+        nics_per_node=values.get("network.nics"), nic_gbps=values.get("network.nic_gbps"),
+        latency_net_us=values.get("network.latency_us"), sources=tuple(sources))
+
+
+def load_fabric(name_or_path: str) -> NodeFabric:
+    """The fabric named ``name_or_path`` (fabrics/<name>.toml) or the file at that path."""
+    path = fabric_path(name_or_path)
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        raise FabricError(path, "reading TOML needs Python 3.11 or later (tomllib)") from None
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise FabricError(path, f"not a TOML file: {error}") from None
+    return parse_fabric(path, document, path.stem)

@@ -1,0 +1,102 @@
+"""The model's inputs, read from the suite's result rows (``extra_info`` plus ``machine``).
+
+Only what the model may use: the compute-only step (its timeline and its median time), the
+comm-only times per K (the α–β fit), and the interference rows. The overlapped steps
+themselves are what the model is validated against, never an input.
+
+- ``compute_profile(row)``: a comparison row's compute-only timeline as a ReadyProfile;
+- ``comm_fabrics(rows)``: per run, workload, world size, profile and library, the α–β fit of
+  that workload's comm-only times at every K the rows hold (K·α + bytes·β);
+- ``interference(rows, ...)``: the slowdown of the workload's dominant GEMM beside NCCL or
+  gloo all-reduces and beside peer copies (suite/bench_interference.py), from the same
+  machine, else from the same GPU model on the same fabric profile (named in ``source``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+from impl.model.compute import (
+    ReadyProfile,
+    chunk_ends,
+    known_workload,
+    parameter_layout,
+    profile_from_timeline,
+)
+from impl.model.fabric import Fabric, fit_fabric
+from impl.model.plans import Interference
+
+
+def value(estimate: dict | None) -> float | None:
+    return None if not isinstance(estimate, dict) else estimate.get("value")
+
+
+def compute_profile(row: dict) -> ReadyProfile:
+    """The compute-only step of a comparison row (or of any row holding a world-size-1
+    ``compute-only`` or sequential timeline), cut at the row's K."""
+    spans, element_size = parameter_layout(row["workload"])
+    timelines = row.get("timelines") or {}
+    timeline = timelines.get("compute-only") or row.get("timeline")
+    step = value((row.get("references") or {}).get("compute_only_ms")) or row.get("step_ms")
+    return profile_from_timeline(timeline, chunk_ends(spans, row["chunks"]), element_size, step)
+
+
+def fabric_key(row: dict) -> tuple:
+    """Whose comm-only times share one fit: one run's cells of a workload, world size and
+    profile, measured with the same library (MPI's cells have their own comm-only times)."""
+    return (row.get("machine"), row.get("run"), row["workload"], row["world_size"],
+            row.get("profile"), row.get("sequential_reference"))
+
+
+def comm_fabrics(rows: Sequence[dict]) -> dict[tuple, tuple[Fabric, str]]:
+    """Per fabric_key, the α–β fit of the comm-only times at every K (and what it used)."""
+    points: dict[tuple, dict[int, float]] = defaultdict(dict)
+    for row in rows:
+        if row.get("world_size", 1) <= 1 or not known_workload(row.get("workload")):
+            continue
+        comm = None
+        if row.get("kind") == "comparison":
+            comm = value((row.get("references") or {}).get("comm_only_ms"))
+        elif row.get("kind") == "step" and "intervals" not in row:  # before interleaving
+            comm = row.get("comm_only_ms")
+        if comm:
+            points[fabric_key(row)][row["chunks"]] = comm
+    fits = {}
+    for key, by_k in points.items():
+        spans, element_size = parameter_layout(key[2])
+        total = spans[-1][1] * element_size
+        ks = sorted(by_k)
+        if len(ks) >= 2:
+            fabric = fit_fabric(ks, [total] * len(ks), [by_k[k] for k in ks])
+            how = f"fit on comm-only at K = {', '.join(map(str, ks))}"
+        else:  # one chunk count cannot separate α from β: all of it is bandwidth
+            fabric = Fabric(0.0, by_k[ks[0]] / total)
+            how = f"comm-only at K = {ks[0]} only: α not separable, taken as 0"
+        fits[key] = (fabric, f"α {fabric.alpha_ms * 1e3:.0f} µs, "
+                             f"{fabric.bandwidth_gbps:.3g} GB/s algbw ({how})")
+    return fits
+
+
+def interference(rows: Sequence[dict], machine: str, workload: str, device: str | None,
+                 profile: str | None) -> Interference:
+    """The workload's interference row of this machine, else of the same GPU model and
+    profile on another machine; none measured: no slowdown (said in ``source``)."""
+    candidates = [r for r in rows if r.get("kind") == "interference"
+                  and r.get("workload") == workload and r.get("profile") == profile]
+    own = [r for r in candidates if r.get("machine") == machine]
+    alike = [r for r in candidates if r.get("device") == device and device is not None]
+    for found, where in ((own, machine), (alike, "same GPU model")):
+        if found:
+            row = max(found, key=lambda r: (r.get("run") or 0, r.get("world_size", 0)))
+            slowdown = row.get("slowdown") or {}
+            ratios = {kind: value(entry.get("ratio")) for kind, entry in slowdown.items()}
+            all_reduce, copy = ratios.get("all-reduce"), ratios.get("copy")
+            return Interference(
+                max(1.0, all_reduce or 1.0), max(1.0, copy or 1.0),
+                f"{workload}'s dominant GEMM beside all-reduce ×{all_reduce or 1:.3g}"
+                + (f", beside peer copies ×{copy:.3g}" if copy else "")
+                + f" ({row.get('machine')}, {row.get('world_size')} ranks"
+                + ("" if where == machine else f", {where}") + ")")
+    return Interference(source=f"no interference row for {workload} on {machine} or its GPU "
+                               "model: compute assumed unslowed")

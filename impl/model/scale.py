@@ -1,0 +1,145 @@
+"""Predictions beyond the measured machine: every strategy at 8 to 1024 GPUs on a fabric file.
+
+Data parallelism keeps each GPU's work: the compute-only step measured on one GPU (or any
+compute-only timeline of the results) stays as it is, the gradient bytes too, and only the
+all-reduces grow with the world size, as the fabric file says (impl/model/fabric.py). The
+interference is the workload's measured one (its interference row: beside NCCL all-reduces;
+without one, beside the memory-bound add kernel, which is what NCCL's reduction kernels are;
+else none), assumed the same across nodes.
+
+    predictions = predict(rows, load_fabric("ib400-h200x8"))   # rows: one results file's
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from impl import metrics
+from impl.model import plans
+from impl.model.compute import ReadyProfile, known_workload, parameter_layout
+from impl.model.fabric import NodeFabric
+from impl.model.inputs import compute_profile, value
+from impl.model.schedule import simulate
+
+WORLDS = (8, 16, 32, 64, 128, 256, 512, 1024)
+STRATEGIES = ("sequential", "chunked", "threaded", "copy-engine", "ddp", "ddp-25mb",
+              "chunked+update")
+DEFAULT_CHUNKS = 20  # the suite's default K (its abstract's K, fixed before the data)
+
+
+@dataclass(frozen=True)
+class Source:
+    """One workload's compute side: its compute-only step and interference, and whence."""
+
+    workload: str
+    profile: ReadyProfile
+    interference: plans.Interference
+    about: str
+
+
+@dataclass(frozen=True)
+class Prediction:
+    workload: str
+    strategy: str
+    world_size: int
+    step_ms: float | None
+    exposed_comm_ms: float | None
+    hidden_fraction: float | None
+    overlap_efficiency: float | None
+    note: str | None = None  # why there is no prediction, or what it assumes
+
+
+def _profile_rows(rows: Sequence[dict]) -> dict[str, dict]:
+    """Per workload, the row to predict from: an interleaved cell's compute-only step (else a
+    one-rank sequential step of an older file), the one with the most chunks."""
+    found: dict[str, dict] = {}
+    for row in rows:
+        timeline = (row.get("timelines") or {}).get("compute-only") if row.get(
+            "kind") == "comparison" else (row.get("timeline") if row.get("kind") == "step"
+                                          and row.get("strategy") == "sequential"
+                                          and row.get("world_size") == 1 else None)
+        if not timeline:
+            continue
+        best = found.get(row["workload"])
+        # Interleaved cells before older step rows (as the report reads runs), then more chunks.
+        rank = (row.get("kind") == "comparison", row["chunks"])
+        if best is None or rank > (best.get("kind") == "comparison", best["chunks"]):
+            found[row["workload"]] = row
+    return found
+
+
+def _interference(rows: Sequence[dict], workload: str) -> plans.Interference:
+    measured = [r for r in rows if r.get("kind") == "interference"
+                and r.get("workload") == workload]
+    for row in sorted(measured, key=lambda r: -(r.get("world_size") or 0)):
+        ratios = {k: value(v.get("ratio")) for k, v in (row.get("slowdown") or {}).items()}
+        copy = max(1.0, ratios.get("copy") or 1.0)
+        if ratios.get("all-reduce"):
+            return plans.Interference(max(1.0, ratios["all-reduce"]), copy,
+                                      f"beside all-reduce ×{ratios['all-reduce']:.3g}, "
+                                      f"beside copies ×{copy:.3g} (measured)")
+        if ratios.get("add"):
+            return plans.Interference(max(1.0, ratios["add"]), copy,
+                                      f"beside a memory-bound add ×{ratios['add']:.3g} standing "
+                                      f"in for NCCL's kernels, beside copies ×{copy:.3g}")
+    return plans.Interference(source="no interference row: compute assumed unslowed")
+
+
+def sources(rows: Sequence[dict]) -> list[Source]:
+    """Every workload of ``rows`` with a compute-only timeline."""
+    found = []
+    for workload, row in sorted(_profile_rows(rows).items()):
+        if not known_workload(workload):
+            continue  # no parameter layout to cut (validation lists such cells)
+        try:
+            profile = compute_profile(row)
+        except (ValueError, KeyError, TypeError):
+            continue  # an unreadable timeline: nothing to predict from
+        found.append(Source(workload, profile, _interference(rows, workload),
+                            f"compute-only {profile.compute_only_ms:.3g} ms "
+                            f"({row.get('machine')}, K = {row['chunks']}, "
+                            f"{row.get('device') or 'device not recorded'})"))
+    return found
+
+
+def predict_one(source: Source, strategy: str, world: int, fabric: NodeFabric,
+                chunks: int = DEFAULT_CHUNKS) -> Prediction:
+    spans, _ = parameter_layout(source.workload)
+    profile = source.profile  # its finest chunks: every cut's readiness is read off them
+    base = plans.variant(strategy)[0]
+    copy = fabric.copy_alpha_beta(world)
+    if base == "copy-engine" and copy is None:
+        why = ("no copy-engine bandwidth in the fabric file" if fabric.copy_gbps is None
+               else f"peer copies reach only the {fabric.gpus_per_node} GPUs of a node")
+        return Prediction(source.workload, strategy, world, None, None, None, None, why)
+    comm = fabric.alpha_beta(world)
+
+    planned = plans.plan(strategy, profile, chunks, spans, comm, copy, source.interference)
+    reference = plans.plan("sequential", profile, chunks, spans, comm)
+    outcome, sequential = simulate(profile, planned), simulate(profile, reference)
+    comm_only = sum(c.duration_ms for c in reference.collectives)
+    limit = float(metrics.limit_ms(profile.compute_only_ms, comm_only))
+    # As in the measured cells: efficiencies compare with references at K chunks, so only a
+    # strategy that communicates in K pieces has one (DDP's buckets may be fewer).
+    same_chunking = len(planned.collectives) == len(reference.collectives)
+    efficiency = None if base in plans.AFTER_BACKWARD or not same_chunking else \
+        metrics.overlap_efficiency(sequential.step_ms, outcome.step_ms, limit)
+    note = "no host hand-off measured: predicted as chunked" if base == "threaded" else None
+    if not same_chunking:
+        count = len(planned.collectives)
+        note = (f"{count} bucket{'s' if count != 1 else ''}, not K = {chunks} chunks: no "
+                "overlap efficiency (its references are at K)")
+    return Prediction(source.workload, strategy, world, outcome.step_ms,
+                      outcome.exposed_comm_ms, outcome.hidden_fraction, efficiency, note)
+
+
+def predict(rows: Sequence[dict], fabric: NodeFabric, worlds: Sequence[int] = WORLDS,
+            strategies: Sequence[str] = STRATEGIES,
+            chunks: int = DEFAULT_CHUNKS) -> tuple[list[Source], list[Prediction]]:
+    """Every strategy of every workload with a compute-only timeline in ``rows``, at every
+    world size the fabric describes."""
+    found = sources(rows)
+    sizes = [w for w in worlds if fabric.max_gpus is None or w <= fabric.max_gpus]
+    return found, [predict_one(s, strategy, world, fabric, chunks)
+                   for s in found for strategy in strategies for world in sizes]

@@ -1,0 +1,198 @@
+"""The cost model (impl/model/) on hand-made steps whose answer is known, and on real ones."""
+
+from __future__ import annotations
+
+import random
+import statistics
+import threading
+import time
+
+import pytest
+import torch
+
+from impl import metrics
+from impl.model import plans
+from impl.model.compute import ReadyProfile, bucket_ends, parameter_layout
+from impl.model.fabric import Fabric
+from impl.model.schedule import Collective, Plan, simulate
+from impl.strategies import StrategyOptions, build_strategy
+from impl.workloads import build_model, make_batch, preset
+
+
+def four_chunks(step_ms: float | None = None) -> ReadyProfile:
+    """Forward 0–2 ms, backward 2–10 ms producing four chunks at 4, 6, 8, 10; update 1 ms."""
+    return ReadyProfile((1, 2, 3, 4), (4.0, 6.0, 8.0, 10.0), 10.0, 1.0, 1,
+                        backward_start_ms=2.0, step_ms=step_ms)
+
+
+def each(duration: float, profile: ReadyProfile | None = None) -> tuple[Collective, ...]:
+    profile = profile or four_chunks()
+    return tuple(Collective(ready, duration) for ready in profile.ready_ms)
+
+
+def test_chunks_shorter_than_compute_leave_only_the_last_exposed():
+    outcome = simulate(four_chunks(), Plan(each(1.5)))
+    # c0 4–5.5, c1 6–7.5, c2 8–9.5, c3 10–11.5, then the update: 12.5.
+    assert outcome.step_ms == pytest.approx(12.5)
+    assert outcome.exposed_comm_ms == pytest.approx(1.5)
+    assert outcome.hidden_fraction == pytest.approx(0.75)
+    assert outcome.compute_slowdown_ms == 0.0
+
+
+def test_the_step_starts_from_the_measured_compute_only_step():
+    # The timeline ends at 11 ms but the compute-only step measured 11.4: the delay is added.
+    assert simulate(four_chunks(11.4), Plan(each(1.5))).step_ms == pytest.approx(12.9)
+
+
+def test_long_collectives_queue_behind_each_other():
+    # c0 4–7, c1 7–10, c2 10–13, c3 13–16, update 16–17.
+    outcome = simulate(four_chunks(), Plan(each(3.0)))
+    assert outcome.step_ms == pytest.approx(17.0)
+    assert outcome.exposed_comm_ms == pytest.approx(6.0)
+
+
+def test_sequential_waits_for_backward():
+    outcome = simulate(four_chunks(), Plan(each(1.5), after_backward=True))
+    assert outcome.step_ms == pytest.approx(10.0 + 4 * 1.5 + 1.0)
+    assert outcome.hidden_fraction == 0.0
+
+
+def test_interference_slows_compute_only_while_a_collective_runs():
+    # Each of c0, c1, c2 overlaps 1 ms of backward at half speed: backward loses 3 × 0.5 ms,
+    # and each later chunk is ready that much later. c3 runs alone after backward.
+    outcome = simulate(four_chunks(), Plan(each(1.0), slowdown=2.0))
+    assert outcome.compute_slowdown_ms == pytest.approx(1.5)
+    assert outcome.step_ms == pytest.approx(11.5 + 1.0 + 1.0)
+    ends = [end for lane, _, _, _, end in outcome.intervals if lane == "comm"]
+    assert ends == pytest.approx([5.0, 7.5, 10.0, 12.5])
+
+
+def test_update_inside_the_overlap_follows_each_collective():
+    outcome = simulate(four_chunks(), Plan(each(1.5), update_in_overlap=True))
+    # Each chunk's quarter of the update follows its all-reduce; the last ends at 11.75.
+    assert outcome.step_ms == pytest.approx(11.75)
+    assert outcome.step_ms == pytest.approx(metrics.schedule_bound_ms(
+        [4, 6, 8, 10], [1.5] * 4, 10.0, 1.0, update_in_overlap=True))
+
+
+def test_a_host_hand_off_delays_every_launch():
+    # c0 4.5–6, c1 6.5–8, c2 8.5–10, c3 10.5–12, update: 13.
+    assert simulate(four_chunks(), Plan(each(1.5), handoff_ms=0.5)).step_ms == pytest.approx(13)
+
+
+def test_without_interference_the_schedule_is_the_bound_on_random_steps():
+    rng = random.Random(7)
+    for _ in range(200):
+        chunks = rng.randint(1, 12)
+        ready = sorted(rng.uniform(1, 20) for _ in range(chunks))
+        backward_end = ready[-1]
+        comm = [rng.uniform(0, 4) for _ in range(chunks)]
+        update = rng.uniform(0, 2)
+        profile = ReadyProfile(tuple(range(1, chunks + 1)), tuple(ready), backward_end, update,
+                               1, backward_start_ms=rng.uniform(0, ready[0]))
+        for in_overlap in (False, True):
+            plan = Plan(tuple(Collective(r, c) for r, c in zip(ready, comm)),
+                        update_in_overlap=in_overlap)
+            assert simulate(profile, plan).step_ms == pytest.approx(metrics.schedule_bound_ms(
+                ready, comm, backward_end, update, in_overlap))
+            slowed = simulate(profile, Plan(plan.collectives, update_in_overlap=in_overlap,
+                                            slowdown=1.5))
+            assert slowed.step_ms >= simulate(profile, plan).step_ms - 1e-9
+
+
+def test_slowdown_below_one_is_refused():
+    with pytest.raises(ValueError, match=r"slowdown=0.5: compute beside communication cannot "
+                                         r"speed up; allowed ≥ 1"):
+        simulate(four_chunks(), Plan(each(1.0), slowdown=0.5))
+
+
+def test_ddp_buckets_close_at_the_cap_in_backward_order():
+    spans = ((0, 100), (100, 150), (150, 400), (400, 410))
+    assert bucket_ends(spans, 4, cap_bytes=400) == [100, 400, 410]
+    assert bucket_ends(spans, 4, cap_bytes=10_000) == [410]
+
+
+def test_a_parameter_is_ready_with_the_first_chunk_it_overlaps():
+    # Two parameters of 6 elements, chunks of 4: chunk 1 [4, 8) ends when parameter 2 does.
+    profile = ReadyProfile((4, 8, 12), (3.0, 5.0, 5.0), 5.0, 1.0, 1)
+    spans = ((0, 6), (6, 12))
+    assert profile.ready_of(6, spans) == 3.0  # parameter 1 is done when chunk 0 is
+    assert profile.ready_of(12, spans) == 5.0
+    assert profile.ready_of(6) == 5.0  # without spans: the chunk holding element 5
+
+
+@pytest.mark.parametrize("name", ["mlp_tiny", "gpt_tiny"])
+def test_parameter_layout_is_the_flat_gradient_buffers(name):
+    spans, element_size = parameter_layout(name)
+    model = build_model(preset(name), torch.device("cpu"))
+    runner = build_strategy("sequential", model, preset(name), None, StrategyOptions(chunks=1))
+    sizes = [p.numel() for p in runner.flat.params]
+    assert [end - start for start, end in spans] == sizes
+    assert element_size == runner.flat.buffer.element_size()
+    runner.close()
+
+
+def test_variants_are_read_from_the_knobs_table():
+    spans, size = parameter_layout("mlp_tiny")  # 8 parameters of 65536 fp32 elements
+    assert plans.collective_ends("ddp", 5, spans, size)[:2] == [131072, 262144]
+    assert len(plans.collective_ends("ddp-25mb", 5, spans, size)) == 1
+    assert plans.collective_ends("chunked+first1mb", 5, spans, size)[0] == 2**20 // size
+    assert plans.unmodelled("chunked+ctas8").startswith("NCCL capped at 8 CTAs")
+    assert plans.unmodelled("chunked+update") is None
+
+
+def thread_start_ms(samples: int = 15) -> float:
+    """The median time to start a thread: the synthetic strategy's compute thread pays it
+    before each chunk's communication (``threading.Thread.start`` waits for the thread)."""
+    times = []
+    for _ in range(samples):
+        thread = threading.Thread(target=time.sleep, args=(0,))
+        started = time.perf_counter()
+        thread.start()
+        times.append((time.perf_counter() - started) * 1e3)
+        thread.join()
+    return statistics.median(times)
+
+
+@pytest.mark.slow
+def test_the_synthetic_strategy_is_predicted_within_2_percent():
+    """The course study's sleep model: its sequential run gives each step's compute and
+    communication times (the same random draws per step index as the overlapped run's), the
+    compute thread launches each chunk's communication thread itself (a thread start, timed
+    alone), the model predicts the overlapped step, and its wall clock is within 2%."""
+    workload = preset("mlp_tiny")
+    model, batch = build_model(workload, torch.device("cpu")), make_batch(workload,
+                                                                         torch.device("cpu"))
+
+    def runner(overlap: bool):
+        return build_strategy("synthetic", model, workload, None, StrategyOptions(
+            chunks=5, synthetic_scale=0.5, synthetic_overlap=overlap))
+
+    sequential, overlapped = runner(False), runner(True)
+    # At half the study's times (150 ms chunks) a late wake-up, or a thread start timed a few
+    # milliseconds off on a busy machine, stays well under 1% of the step.
+    ratios = []
+    for _ in range(2):
+        sequential.step(batch)
+        timeline = sequential.finish_timeline()
+        compute = [i.end_ms - i.start_ms for i in timeline.intervals if i.lane == "compute"]
+        comm = [i.end_ms - i.start_ms for i in timeline.intervals if i.lane == "comm"]
+        launch = thread_start_ms()
+        ready = [sum(compute[:c + 1]) + (c + 1) * launch for c in range(len(compute))]
+        profile = ReadyProfile(tuple(range(1, 6)), tuple(ready), ready[-1], 0.0, 1)
+        plan = plans.Plan(tuple(Collective(r, d) for r, d in zip(ready, comm)))
+        started = time.perf_counter()
+        overlapped.step(batch)
+        measured_ms = (time.perf_counter() - started) * 1e3
+        ratios.append(simulate(profile, plan).step_ms / measured_ms)
+    assert statistics.median(ratios) == pytest.approx(1.0, abs=0.02)
+
+
+def test_alpha_beta_from_a_node_fabric_matches_its_all_reduce():
+    from impl.model.fabric_file import load_fabric
+
+    node = load_fabric("ib400-h200x8")
+    for world in (2, 8, 64, 1024):
+        fabric = node.alpha_beta(world)
+        assert fabric.all_reduce_ms(2**30) == pytest.approx(node.all_reduce_ms(2**30, world))
+    assert isinstance(fabric, Fabric)
