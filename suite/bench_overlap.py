@@ -30,14 +30,21 @@ from dataclasses import asdict, dataclass
 import pytest
 import torch
 
-from impl import capabilities, comparisons, metrics
+from impl import capabilities, comparisons, deadline, metrics
 from impl.check import errors_vs_sequential, weight_tolerance
 from impl.gradients import max_chunks
 from impl.strategies import StrategyOptions, build_strategy
 from impl.strategies.knobs import chunking_problem, variant_strategy
 from impl.workloads import DTYPES, build_model, describe, preset
 from suite.conftest import launched_world, suite_axes, under_mpirun
-from suite.harness import Measurement, Variant, batches, measure_interleaved, record_round_times
+from suite.harness import (
+    Measurement,
+    Variant,
+    batches,
+    measure_interleaved,
+    record_round_times,
+    rounds_for,
+)
 
 COMPARE = "compare"
 # compared against the references under torchrun
@@ -132,6 +139,24 @@ def pytest_generate_tests(metafunc):
     rows = [Row(cell, v) for cell in cells(axes, launched_world(), mpi)
             for v in (*cell.variants, COMPARE)]
     metafunc.parametrize("row", rows, ids=[r.id for r in rows])
+
+
+def measurement_key(item) -> Cell:
+    """The rows of a cell are measured together (the first one measures, the rest read)."""
+    return item.callspec.params["row"].cell
+
+
+def expected_seconds(item, mode: str) -> float:
+    """The whole cell (its first row measures it): every compared variant's check and the
+    sequential reference's, then warm-up and timed rounds of every variant (impl/deadline.py)."""
+    cell = measurement_key(item)
+    device = deadline.suite_device()
+    rounds = rounds_for(mode, device)
+    checks = (len(cell.compared) + 1) * rounds.check_steps
+    timed = (rounds.warmup + rounds.rounds) * rounds.steps_per_round * len(cell.variants)
+    builds = len(cell.compared) + len(cell.variants) + 2
+    return deadline.expected_s(preset(cell.workload), checks + timed, builds, cell.world_size,
+                               device)
 
 
 def skip_reason(cell: Cell) -> str | None:
