@@ -16,6 +16,8 @@ run goes on without it (suite/run.py).
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from impl.workloads import DTYPES, WorkloadConfig, build_model
@@ -57,11 +59,16 @@ def default_expected_s(mode: str, device: torch.device) -> float:
     return DEFAULT_EXPECTED_S[device.type == "cuda", mode]
 
 
+@functools.lru_cache(maxsize=64)  # every row of a cell asks; a model on the meta device
+def parameter_count(workload: WorkloadConfig) -> int:
+    return sum(p.numel() for p in build_model(workload, torch.device("meta")).parameters())
+
+
 def step_flops(workload: WorkloadConfig) -> float:
     """Floating-point operations of one training step: 6 per parameter and sample (forward
     2, backward 4), per token for the transformer plus its attention (12 · layers · batch ·
     context² · width)."""
-    params = sum(p.numel() for p in build_model(workload, torch.device("meta")).parameters())
+    params = parameter_count(workload)
     if workload.kind == "gpt":
         tokens = workload.batch * workload.context
         attention = 12 * workload.layers * workload.batch * workload.context ** 2 * workload.width
@@ -84,8 +91,7 @@ def device_flops(workload: WorkloadConfig, device: torch.device) -> float:
 
 
 def weight_bytes(workload: WorkloadConfig) -> int:
-    model = build_model(workload, torch.device("meta"))
-    return sum(p.numel() for p in model.parameters()) * DTYPES[workload.dtype].itemsize
+    return parameter_count(workload) * DTYPES[workload.dtype].itemsize
 
 
 def expected_step_s(workload: WorkloadConfig, device: torch.device, world_size: int,

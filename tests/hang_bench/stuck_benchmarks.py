@@ -1,9 +1,8 @@
 """Benchmarks that hang on purpose, for tests/test_deadline.py (not part of the test run: the
 file's name matches none of pytest's ``python_files`` patterns, so ``nox -s tests`` never
-collects it). On 2 gloo ranks, between two benchmarks that finish:
+collects it). On 2 ranks (gloo, or NCCL with one GPU each), between two benchmarks that finish:
 
-- a stuck collective: rank 0 all-reduces over the world group, rank 1 over another group of
-  the same two ranks, so each waits for a peer that is in a different collective;
+- a stuck collective: rank 0 all-reduces, rank 1 waits for a message rank 0 never sends;
 - a mismatched point-to-point exchange: both ranks receive before they send (the order
   impl/pipeline/plans.py's replay calls a deadlock).
 
@@ -14,34 +13,36 @@ collects it). On 2 gloo ranks, between two benchmarks that finish:
 
 from __future__ import annotations
 
-import pytest
 import torch
 import torch.distributed as dist
 
 
-@pytest.fixture(scope="module")
-def other_group(dist_context):
-    """A second group of the same ranks (new_group is collective: every rank makes it)."""
-    return dist.new_group(list(range(dist_context.world_size)))
-
-
 def all_reduce_row(benchmark, dist_context) -> None:
-    tensor = torch.ones(1024)
-    benchmark.pedantic(lambda: dist.all_reduce(tensor), rounds=3, iterations=1)
+    tensor = torch.ones(1024, device=dist_context.device)
+
+    def all_reduce() -> None:
+        dist.all_reduce(tensor)
+        if tensor.is_cuda:
+            torch.cuda.synchronize(tensor.device)
+
+    benchmark.pedantic(all_reduce, rounds=3, iterations=1)
     benchmark.extra_info.update(kind="step", world_size=dist_context.world_size)
 
 
-def test_before(benchmark, dist_context, other_group):
+def test_before(benchmark, dist_context):
     all_reduce_row(benchmark, dist_context)
 
 
-def test_stuck_collective(benchmark, dist_context, other_group):
-    tensor = torch.ones(4)
-    dist.all_reduce(tensor, group=other_group if dist_context.rank else None)
+def test_stuck_collective(benchmark, dist_context):
+    tensor = torch.ones(4, device=dist_context.device)
+    if dist_context.rank == 0:
+        dist.all_reduce(tensor)  # NCCL returns at once; the barrier after the test waits
+    else:
+        dist.recv(tensor, src=0)
 
 
 def test_mismatched_point_to_point(benchmark, dist_context):
-    peer, tensor = 1 - dist_context.rank, torch.zeros(4)
+    peer, tensor = 1 - dist_context.rank, torch.zeros(4, device=dist_context.device)
     dist.recv(tensor, src=peer)
     dist.send(tensor, dst=peer)
 
