@@ -17,13 +17,18 @@ import torch
 import torch.distributed as dist
 
 
+def finished(tensor: torch.Tensor) -> None:
+    """NCCL returns before the GPU has done the work: wait for it here, inside the test."""
+    if tensor.is_cuda:
+        torch.cuda.synchronize(tensor.device)
+
+
 def all_reduce_row(benchmark, dist_context) -> None:
     tensor = torch.ones(1024, device=dist_context.device)
 
     def all_reduce() -> None:
         dist.all_reduce(tensor)
-        if tensor.is_cuda:
-            torch.cuda.synchronize(tensor.device)
+        finished(tensor)
 
     benchmark.pedantic(all_reduce, rounds=3, iterations=1)
     benchmark.extra_info.update(kind="step", world_size=dist_context.world_size)
@@ -36,15 +41,17 @@ def test_before(benchmark, dist_context):
 def test_stuck_collective(benchmark, dist_context):
     tensor = torch.ones(4, device=dist_context.device)
     if dist_context.rank == 0:
-        dist.all_reduce(tensor)  # NCCL returns at once; the barrier after the test waits
+        dist.all_reduce(tensor)
     else:
         dist.recv(tensor, src=0)
+    finished(tensor)
 
 
 def test_mismatched_point_to_point(benchmark, dist_context):
     peer, tensor = 1 - dist_context.rank, torch.zeros(4, device=dist_context.device)
     dist.recv(tensor, src=peer)
     dist.send(tensor, dst=peer)
+    finished(tensor)
 
 
 def test_after(benchmark, dist_context):
