@@ -1,5 +1,6 @@
 """pytest plumbing shared by suite/ and tests/: process group, NVML sampler, environment
-fingerprint, rank-0-only output, and the results file (written whole, checkpointed).
+fingerprint, rank-0-only output, the results file (written whole, checkpointed), and every
+benchmark's deadline (suite/watchdog.py).
 
 Run the suite on one node:  torchrun --nproc-per-node 4 --local-ranks-filter 0 \\
                                 -m pytest suite/ --results-json results.json
@@ -32,6 +33,9 @@ def pytest_addoption(parser):
     group.addoption("--results-json", default=None,
                     help="write the results here (rank 0; written whole, checkpointed after "
                          "every benchmark and marked partial until the run ends)")
+    group.addoption("--resume-after", default=None, metavar="NODEID",
+                    help="run only what is collected after this benchmark (suite/run.py's "
+                         "fresh pass after a hang)")
 
 
 def _rank() -> int:
@@ -57,14 +61,67 @@ def pytest_configure(config):
         config.option.benchmark_save = None
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """--resume-after, then every benchmark's deadline and this rank's watchdog."""
+    from suite.watchdog import Watchdog, plan_deadlines
+
+    if resume_after := config.option.resume_after:
+        at = next((i for i, item in enumerate(items) if item.nodeid == resume_after), None)
+        if at is None:
+            raise pytest.UsageError(f"--resume-after {resume_after}: no such test in this "
+                                    "collection")
+        config.hook.pytest_deselected(items=items[:at + 1])
+        items[:] = items[at + 1:]
+    choices = config.suite_choices
+    config.suite_deadlines = plan_deadlines(items, config.option.suite_mode,
+                                            choices["deadline_multiple"],
+                                            choices["deadline_floor_s"])
+    if config.suite_deadlines and not config.option.collectonly:
+        capture = config.pluginmanager.getplugin("capturemanager")
+        config.suite_watchdog = Watchdog(
+            config.suite_rank, launched_world(), config.option.results_json,
+            on_stop=lambda records: _write_hang(config, records),
+            uncapture=lambda: capture and capture.suspend_global_capture(in_=False))
+
+
+def _write_hang(config, records: list[dict]) -> None:
+    """Rank 0's watchdog, before the process ends: the results file with what finished and
+    the hang (called from the watchdog's thread while the main thread is stuck)."""
+    from suite.hangs import summary
+
+    config._suite_hangs = [summary(records, {})]
+    write_results(config, partial=True)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    watchdog = getattr(item.config, "suite_watchdog", None)
+    deadline = getattr(item.config, "suite_deadlines", {}).get(item.nodeid)
+    if watchdog is None or deadline is None:
+        yield
+        return
+    watchdog.arm(item.nodeid, deadline)
+    try:
+        yield
+    finally:
+        watchdog.disarm()
+
+
+def pytest_unconfigure(config):
+    if watchdog := getattr(config, "suite_watchdog", None):
+        watchdog.close()
+
+
 @pytest.fixture(scope="session")
-def dist_context():
+def dist_context(pytestconfig):
     """The launched process group (a world of one without a launcher)."""
     import torch.distributed as dist
 
     from impl.dist import barrier, init_distributed
+    from suite.watchdog import pg_timeout_s
 
-    context = init_distributed()
+    context = init_distributed(pg_timeout_s(getattr(pytestconfig, "suite_deadlines", {})))
     yield context
     barrier(context)
     # Tear the group down before the interpreter does: gloo threads must not outlive Python.
@@ -135,6 +192,7 @@ def pytest_benchmark_update_json(config, benchmarks, output_json):
         "launcher_command": os.environ.get("OVERLAP_COMMAND"),
         "profile": output_json["machine_info"]["overlap"]["profile"],
         "mode": config.option.suite_mode,
+        "hangs": getattr(config, "_suite_hangs", []),
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
 

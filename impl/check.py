@@ -6,6 +6,7 @@ beside every timing row; the tests assert it.
 
 from __future__ import annotations
 
+import gc
 import math
 
 import torch
@@ -18,7 +19,12 @@ from impl.workloads import WorkloadConfig, build_model, make_batch
 def train(strategy: str, workload: WorkloadConfig, group: dist.ProcessGroup | None,
           device: torch.device, options: StrategyOptions, steps: int = 5,
           seed: int = 0) -> list[torch.Tensor]:
-    """Weights after ``steps`` steps of ``strategy`` from ``seed``, on this rank."""
+    """Weights after ``steps`` steps of ``strategy`` from ``seed``, on this rank.
+
+    The model's own weight tensors, not copies; its gradients and the strategy (buffers,
+    buckets) are released before this returns, so a check of a model that fills much of the
+    GPU holds one set of weights per finished training (impl/memory.py plans on it).
+    """
     rank = dist.get_rank() if dist.is_initialized() else 0
     model = build_model(workload, device, seed)
     runner = build_strategy(strategy, model, workload, group, options)
@@ -28,11 +34,17 @@ def train(strategy: str, workload: WorkloadConfig, group: dist.ProcessGroup | No
         runner.finish_timeline()
     finally:
         runner.close()
-    return [p.detach().clone() for p in model.parameters()]
+    weights = [p.detach() for p in model.parameters()]
+    for param in model.parameters():
+        param.grad = None
+    del runner, model
+    gc.collect()  # strategies hold reference cycles (hooks, threads): free their buffers now
+    return weights
 
 
 def max_abs_diff(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
-    return max((x.float() - y.float()).abs().max().item() for x, y in zip(a, b))
+    """Largest |a − b| over every pair of tensors (``b``'s moved to ``a``'s device one by one)."""
+    return max((x.float() - y.to(x.device).float()).abs().max().item() for x, y in zip(a, b))
 
 
 def errors_vs_sequential(candidates: dict[str, tuple[str, StrategyOptions]],
@@ -47,18 +59,20 @@ def errors_vs_sequential(candidates: dict[str, tuple[str, StrategyOptions]],
     """
     first_options = next(iter(candidates.values()))[1]
     sequential = train("sequential", workload, group, device, first_options, steps, seed)
+    if device.type == "cuda":  # on the host while the candidates train: one model at a time
+        sequential = [w.to("cpu") for w in sequential]
     errors = {}
     for name, (strategy, options) in candidates.items():
         candidate = train(strategy, workload, group, device, options, steps, seed)
         error = torch.tensor(max_abs_diff(candidate, sequential), device=device)
         if group is not None and dist.get_world_size(group) > 1:
-            reference = [w.clone() for w in candidate]
-            for weight in reference:
-                dist.broadcast(weight, src=dist.get_global_rank(group, 0), group=group)
-            error = torch.maximum(error, torch.tensor(max_abs_diff(candidate, reference),
-                                                      device=device))
+            for weight in candidate:  # one tensor's copy at a time
+                reference = weight.clone()
+                dist.broadcast(reference, src=dist.get_global_rank(group, 0), group=group)
+                error = torch.maximum(error, (weight.float() - reference.float()).abs().max())
             dist.all_reduce(error, op=dist.ReduceOp.MAX, group=group)
         errors[name] = error.item()
+        del candidate
     return errors
 
 

@@ -13,6 +13,7 @@ given size (DDP's 1 MB first bucket) lets the first all-reduce start as early as
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import torch
@@ -66,8 +67,30 @@ def check_chunks(chunks: object, model: nn.Module, workload_name: str) -> int:
     return chunks
 
 
+_shared: list[dict] = []  # the open shared_buffers() scopes, innermost last
+
+
+@contextlib.contextmanager
+def shared_buffers():
+    """Inside, every flat gradient buffer ``zeros`` makes of one size, dtype and device is the
+    same tensor: the variants of an interleaved cell, which never step at the same time (each
+    segment ends with a device sync and a barrier) and zero it at the start of every step, share
+    it instead of holding a copy each (impl/memory.py)."""
+    _shared.append({})
+    try:
+        yield
+    finally:
+        _shared.pop()
+
+
 def zeros(numel: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    return torch.zeros(numel, dtype=dtype, device=device)
+    """A zeroed flat buffer; inside ``shared_buffers()`` the scope's one buffer of that shape."""
+    if not _shared:
+        return torch.zeros(numel, dtype=dtype, device=device)
+    key = (numel, dtype, torch.device(device))
+    if key not in _shared[-1]:
+        _shared[-1][key] = torch.zeros(numel, dtype=dtype, device=device)
+    return _shared[-1][key].zero_()
 
 
 class FlatGradients:

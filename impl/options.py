@@ -6,8 +6,9 @@ check raises ValueError with one line naming the option, the value and what is a
 
     from impl.options import check_suite_options
     choices = check_suite_options({"chunks": "1,10", "workloads": "mlp_tiny"})
-    # {"strategies": None, "workloads": ["mlp_tiny"], "chunks": [1, 10], "world_sizes": None,
-    #  "sampler_period_ms": 50.0, "suite_mode": "default"}
+    # {"suite_mode": "default", "strategies": None, "workloads": ["mlp_tiny"],
+    #  "chunks": [1, 10], "world_sizes": None, "sampler_period_ms": 50.0,
+    #  "deadline_multiple": 4.0, "deadline_floor_s": 60.0}
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from impl.deadline import DEFAULT_FLOOR_S, DEFAULT_MULTIPLE
 from impl.gradients import MAX_CHUNKS
 from impl.sampler import DEFAULT_PERIOD_MS
 from impl.strategies import STRATEGIES
@@ -23,6 +25,8 @@ from impl.workloads import PRESETS
 
 SUITE_MODES = ("quick", "default", "full")
 SAMPLER_PERIOD_MS = (1.0, 10_000.0)  # inclusive bounds of --sampler-period-ms
+DEADLINE_MULTIPLE = (0.0, 1000.0)  # inclusive bounds of --deadline-multiple
+DEADLINE_FLOOR_S = (1.0, 86_400.0)  # inclusive bounds of --deadline-floor-s
 
 
 def _listed(option: str, text: str, convert: Callable[[str], object], allowed: str) -> list:
@@ -73,16 +77,24 @@ def world_sizes(text: str) -> list[int]:
     return _listed("world-sizes", text, _integer_from(1), "an integer ≥ 1")
 
 
-def sampler_period_ms(value: str | float) -> float:
-    low, high = SAMPLER_PERIOD_MS
-    try:
-        period = float(value)
-    except ValueError:
-        period = math.nan
-    if not low <= period <= high:  # NaN fails both comparisons
-        raise ValueError(f"--sampler-period-ms={value!r}: choose a number from {low:g} to "
-                         f"{high:g} ms")
-    return period
+def _number_within(option: str, bounds: tuple[float, float], unit: str = "") -> Callable:
+    low, high = bounds
+
+    def check(value: str | float) -> float:
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if not low <= number <= high:  # NaN fails both comparisons
+            raise ValueError(f"--{option}={value!r}: choose a number from {low:g} to "
+                             f"{high:g}{unit}")
+        return number
+    return check
+
+
+sampler_period_ms = _number_within("sampler-period-ms", SAMPLER_PERIOD_MS, " ms")
+deadline_multiple = _number_within("deadline-multiple", DEADLINE_MULTIPLE)
+deadline_floor_s = _number_within("deadline-floor-s", DEADLINE_FLOOR_S, " s")
 
 
 def suite_mode(text: str) -> str:
@@ -119,6 +131,13 @@ SUITE_OPTIONS = (
     SuiteOption("--sampler-period-ms", DEFAULT_PERIOD_MS, "NVML sampling period in ms, "
                 f"{SAMPLER_PERIOD_MS[0]:g} to {SAMPLER_PERIOD_MS[1]:g} (default "
                 f"{DEFAULT_PERIOD_MS:g})", sampler_period_ms),
+    SuiteOption("--deadline-multiple", DEFAULT_MULTIPLE, "a benchmark's deadline is this "
+                "multiple of its expected time (impl/deadline.py), at least --deadline-floor-s; "
+                f"{DEADLINE_MULTIPLE[0]:g} to {DEADLINE_MULTIPLE[1]:g} (default "
+                f"{DEFAULT_MULTIPLE:g})", deadline_multiple),
+    SuiteOption("--deadline-floor-s", DEFAULT_FLOOR_S, "the shortest deadline of a benchmark "
+                f"in seconds, {DEADLINE_FLOOR_S[0]:g} to {DEADLINE_FLOOR_S[1]:g} (default "
+                f"{DEFAULT_FLOOR_S:g})", deadline_floor_s),
 )
 
 

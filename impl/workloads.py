@@ -101,6 +101,26 @@ def mlp_8192x12_b1024_bf16() -> MLPConfig:
     return MLPConfig("mlp_8192x12_b1024_bf16", width=8192, depth=12, batch=1024, dtype="bf16")
 
 
+GPU_SHARE_OF_COPY = 0.4  # mlp_16384_gpu40pct_bf16: weights and gradients, of the GPU's memory
+
+
+def mlp_16384_gpu40pct_bf16() -> MLPConfig:
+    """Sized to the GPU it runs on: as many Linear(16384, 16384) layers as make its weights and
+    gradients (1 GiB per layer in bf16) 40% of the GPU's memory, batch 1024 (31 layers on an
+    80 GB H100, 55 on an H200). One copy per variant would not fit a cell; the cell's shared
+    weights and gradients do (impl/memory.py). Needs a CUDA GPU."""
+    from impl import capabilities
+
+    if reason := capabilities.missing_gpu(1):
+        raise ValueError("workload 'mlp_16384_gpu40pct_bf16' sizes itself to 40% of the GPU's "
+                         f"memory: it {reason}")
+    total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+    per_layer = 2 * 16384 * 16384 * DTYPES["bf16"].itemsize  # weights and gradients
+    depth = max(1, int(GPU_SHARE_OF_COPY * total // per_layer))
+    return MLPConfig("mlp_16384_gpu40pct_bf16", width=16384, depth=depth, batch=1024,
+                     dtype="bf16")
+
+
 def mlp_1024x8_b64() -> MLPConfig:
     """mlp_1024x8 at a quarter of the batch: compute about as long as the all-reduce on 2
     gloo ranks of the CPU machine (the course study's regime)."""
@@ -126,7 +146,7 @@ PRESETS = {
     f.__name__: f
     for f in (seed_layer_1024x512, seed_layer_1024x512_kernels, mlp_tiny, mlp_1024x8,
               mlp_1024x8_b64, mlp_1024x8_b16, mlp_8192x12_bf16, mlp_8192x12_b2048_bf16,
-              mlp_8192x12_b1024_bf16, gpt_tiny, gpt_small_bf16)
+              mlp_8192x12_b1024_bf16, mlp_16384_gpu40pct_bf16, gpt_tiny, gpt_small_bf16)
 }
 
 

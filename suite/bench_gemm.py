@@ -40,6 +40,12 @@ VERSIONS_BY_DTYPE = {
 }
 
 
+def expected_seconds(item, mode: str) -> float:
+    """For the deadline (impl/deadline.py): the kernel build on first use takes about a minute
+    and may fall to whichever row runs first; a row itself takes seconds."""
+    return 60.0
+
+
 @dataclass(frozen=True)
 class GemmShape:
     """A GEMM C[m×n] = A[m×k]·B[k×n]; ``launches`` per timed round keep rounds ≳ 1 ms."""

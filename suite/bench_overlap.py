@@ -1,8 +1,11 @@
 """The overlap benchmark: every cell (workload × world size × K × profile) measured interleaved.
 
 In each cell the strategies and their references run in the same rounds, each round in an
-order shuffled with a seed every rank shares, each variant on its own model built once
-(``suite.harness.measure_interleaved``):
+order shuffled with a seed every rank shares (``suite.harness.measure_interleaved``), every
+variant on aliases of one set of weights restored before each of its segments, and on one
+shared gradient buffer where its strategy allows (impl/memory.py): the same steps from the
+same state, with the memory of one model. On a GPU the cell plans its memory first and skips,
+with what it needs and what the GPU has, when it cannot fit; rows record its peak memory.
 
 - compute-only: the same steps with communication switched off (every rank on its own);
 - comm-only: the K chunks all-reduced as ``chunked`` launches them, with no compute;
@@ -30,14 +33,22 @@ from dataclasses import asdict, dataclass
 import pytest
 import torch
 
-from impl import capabilities, comparisons, metrics
+from impl import capabilities, comparisons, deadline, metrics
 from impl.check import errors_vs_sequential, weight_tolerance
-from impl.gradients import max_chunks
+from impl.gradients import max_chunks, shared_buffers
+from impl.memory import MemoryPlan, Pristine, agreed, alias_model, plan_for_cell
 from impl.strategies import StrategyOptions, build_strategy
 from impl.strategies.knobs import chunking_problem, variant_strategy
 from impl.workloads import DTYPES, build_model, describe, preset
 from suite.conftest import launched_world, suite_axes, under_mpirun
-from suite.harness import Measurement, Variant, batches, measure_interleaved, record_round_times
+from suite.harness import (
+    Measurement,
+    Variant,
+    batches,
+    measure_interleaved,
+    record_round_times,
+    rounds_for,
+)
 
 COMPARE = "compare"
 # compared against the references under torchrun
@@ -134,6 +145,24 @@ def pytest_generate_tests(metafunc):
     metafunc.parametrize("row", rows, ids=[r.id for r in rows])
 
 
+def measurement_key(item) -> Cell:
+    """The rows of a cell are measured together (the first one measures, the rest read)."""
+    return item.callspec.params["row"].cell
+
+
+def expected_seconds(item, mode: str) -> float:
+    """The whole cell (its first row measures it): every compared variant's check and the
+    sequential reference's, then warm-up and timed rounds of every variant (impl/deadline.py)."""
+    cell = measurement_key(item)
+    device = deadline.suite_device()
+    rounds = rounds_for(mode, device)
+    checks = (len(cell.compared) + 1) * rounds.check_steps
+    timed = (rounds.warmup + rounds.rounds) * rounds.steps_per_round * len(cell.variants)
+    builds = len(cell.compared) + len(cell.variants) + 2
+    return deadline.expected_s(preset(cell.workload), checks + timed, builds, cell.world_size,
+                               device)
+
+
 def skip_reason(cell: Cell) -> str | None:
     kernel = getattr(preset(cell.workload), "kernel", "cublas")
     if kernel != "cublas" and (reason := capabilities.missing_gpu()):
@@ -146,24 +175,27 @@ def skip_reason(cell: Cell) -> str | None:
 # --- measuring a cell ---------------------------------------------------------------------
 
 
-def build_variant(name: str, cell: Cell, group, context, data) -> tuple[Variant, object]:
-    """A variant on its own model (same seed everywhere), ready to step."""
+def build_variant(name: str, cell: Cell, group, data, weights: Pristine) -> tuple[Variant, object]:
+    """A variant on aliases of the cell's one set of weights (impl/memory.py), restored to the
+    same state before each of its segments, ready to step."""
     workload = preset(cell.workload)
     options = StrategyOptions(chunks=cell.chunks, check_finite=False)
-    model = build_model(workload, context.device)
+    model = alias_model(weights.model, workload)
     if name == comparisons.COMPUTE_ONLY:
         runner = build_strategy(cell.sequential, model, workload, None, options)
     elif name == comparisons.COMM_ONLY:
         runner = build_strategy("mpi" if cell.mpi else "chunked", model, workload, group,
                                 options)
-        runner.flat.buffer.normal_()  # timing on zeros can flatter a reduction
-        step = runner.communicate_only
-        return Variant(name, step, runner.finish_timeline), runner
+        # The flat buffer is the one the other variants zero: random data for every segment
+        # (timing on zeros can flatter a reduction).
+        return Variant(name, runner.communicate_only, runner.finish_timeline,
+                       before_round=runner.flat.buffer.normal_), runner
     else:
         strategy, variant_options = variant_strategy(name, cell.chunks)
         runner = build_strategy(strategy, model, workload, group, variant_options)
     rotation = itertools.cycle(data)
-    return Variant(name, lambda: runner.step(next(rotation)), runner.finish_timeline), runner
+    return Variant(name, lambda: runner.step(next(rotation)), runner.finish_timeline,
+                   before_round=weights.restore), runner
 
 
 def check_cell(cell: Cell, group, context, rounds) -> dict[str, dict]:
@@ -194,13 +226,36 @@ class CellResult:
     timelines: dict[str, dict]  # the median round's timeline of each variant, as JSON
     bucket_counts: dict[str, int]
     nvml: dict | None
+    memory: dict | None  # GPU: the cell's peak (torch.cuda.max_memory_allocated) and its plan
 
 
-def measure_cell(cell: Cell, context, rounds, sampler) -> CellResult:
+@dataclass(frozen=True)
+class CellSkipped:
+    reason: str  # one line: what the cell needs and what the GPU has
+
+
+def plan_memory(cell: Cell, group, context, data) -> MemoryPlan | None:
+    """The cell's memory plan on this GPU (None on the CPU), agreed by the group's ranks."""
+    if context.device.type != "cuda":
+        return None
+    plan = plan_for_cell(preset(cell.workload), list(cell.variants), list(cell.compared),
+                         cell.chunks, cell.world_size, context.device, data[0])
+    return agreed(plan, group, context.device)
+
+
+def measure_cell(cell: Cell, context, rounds, sampler) -> CellResult | CellSkipped:
     group = context.group(cell.world_size)
-    checks = check_cell(cell, group, context, rounds)
     data = batches(preset(cell.workload), context.device, context.rank)
-    built = [build_variant(name, cell, group, context, data) for name in cell.variants]
+    plan = plan_memory(cell, group, context, data)
+    if plan is not None and not plan.fits:
+        return CellSkipped(f"{cell.id('*')} {plan.line()}")
+    if plan is not None:
+        torch.cuda.reset_peak_memory_stats(context.device)
+    checks = check_cell(cell, group, context, rounds)
+    weights = Pristine(build_model(preset(cell.workload), context.device),
+                       on_device=plan is None or plan.pristine_on == "device")
+    with shared_buffers():
+        built = [build_variant(name, cell, group, data, weights) for name in cell.variants]
     if sampler is not None:
         sampler.start()
     try:
@@ -224,7 +279,11 @@ def measure_cell(cell: Cell, context, rounds, sampler) -> CellResult:
         nvml = samples.summary(measurement.steps_per_round * len(round_ms[cell.sequential]))
         if samples.available:
             nvml["series"] = samples.to_json()
-    return CellResult(measurement, figures, checks, representative, bucket_counts, nvml)
+    memory = None
+    if plan is not None:
+        memory = {"peak_bytes": torch.cuda.max_memory_allocated(context.device),
+                  "plan": plan.to_json()}
+    return CellResult(measurement, figures, checks, representative, bucket_counts, nvml, memory)
 
 
 @pytest.fixture(scope="module")
@@ -246,6 +305,8 @@ def result_for(cell: Cell, cache: dict, context, rounds, sampler_factory) -> Cel
             raise
     if isinstance(cache[cell], Exception):
         pytest.fail(f"the cell {cell.id('*')} failed: {cache[cell]}", pytrace=False)
+    if isinstance(cache[cell], CellSkipped):
+        pytest.skip(cache[cell].reason)
     return cache[cell]
 
 
@@ -269,6 +330,7 @@ def test_overlap(benchmark, row, dist_context, rounds, cell_results, sampler_fac
         steps = result.measurement.step_ms[row.variant]
         record_round_times(benchmark, [sum(s) / 1e3 for s in steps])
         info.update(variant_info(row.variant, cell, result))
+    info["memory"] = result.memory
     benchmark.extra_info.update(info)
 
 

@@ -23,7 +23,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from impl import capabilities, stats
+from impl import capabilities, deadline, stats
 from impl.check import weight_tolerance
 from impl.pipeline import SCHEDULES, PipelineOptions, build_schedule, cut_stage
 from impl.pipeline.check import max_abs_err_vs_single, single_device_weights
@@ -31,7 +31,7 @@ from impl.pipeline.measure import PIPELINE_FIELDS, bubble_fraction, bubble_theor
 from impl.pipeline.plans import MICROBATCH_COUNTS
 from impl.workloads import DTYPES, build_model, describe, preset
 from suite.conftest import suite_axes
-from suite.harness import Variant, batches, measure_interleaved, record_round_times
+from suite.harness import Variant, batches, measure_interleaved, record_round_times, rounds_for
 from suite.study_rows import comparison, round_seconds
 
 VARIANTS = ("gpipe", "gpipe+recompute", "1f1b", "torch-gpipe", "torch-1f1b")
@@ -71,6 +71,24 @@ def pytest_generate_tests(metafunc):
         return
     cases = settings(metafunc.config)
     metafunc.parametrize("setting", cases, ids=[c.id for c in cases])
+
+
+def measurement_key(item) -> Setting:
+    """Every row of a setting reads the one measurement its first row made."""
+    return item.callspec.params["setting"]
+
+
+def expected_seconds(item, mode: str) -> float:
+    """The whole setting (its first row measures it): the single-device reference, each
+    variant's check and its warm-up and timed rounds, one pipeline step costing a whole
+    model's step (impl/deadline.py)."""
+    setting = measurement_key(item)
+    device = deadline.suite_device()
+    rounds = rounds_for(mode, device)
+    per_variant = rounds.check_steps + (rounds.warmup + rounds.rounds) * rounds.steps_per_round
+    steps = rounds.check_steps + len(VARIANTS) * (per_variant + 1)
+    return deadline.expected_s(preset(setting.workload), steps, 2 * len(VARIANTS) + 1, 1,
+                               device)
 
 
 def skip_reason(setting: Setting, context) -> str | None:

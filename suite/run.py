@@ -40,6 +40,7 @@ from impl.fingerprint import machine_label
 from impl.options import SUITE_OPTIONS, check_suite_options
 from impl.profiles import ALWAYS, PROFILE_ENV, PROFILES, recorded_profile
 from impl.settings import check_environment, selected_backend
+from suite import hangs
 from suite.launch import Launcher
 from suite.summary import summary_table
 
@@ -146,6 +147,40 @@ def run_pass(step: Pass, base_env: dict[str, str], launcher: Launcher) -> int | 
     print(f"[suite] {step.name} finished with exit {code} in {time.monotonic() - started:.0f} s",
           flush=True)
     return code
+
+
+def resumed_pass(step: Pass, arguments: list[str], attempt: int) -> Pass:
+    """``step`` again, writing a file of its own, with ``arguments`` (hangs.resume_arguments)
+    after its pytest arguments: it goes on after the benchmark that hung."""
+    output = step.output.with_name(f"{step.output.name.split('.')[0]}.resume{attempt}.json.tmp")
+    command = list(step.command)
+    command[command.index("--results-json") + 1] = str(output)
+    if "--resume-after" in command:  # an earlier resume's point: this one is further on
+        at = command.index("--resume-after")
+        del command[at:at + 2]
+    name = step.name.removesuffix(" (resumed)")
+    return Pass(f"{name} (resumed)", [*command, *arguments], step.env, output)
+
+
+def run_passes(passes: list[Pass], env: dict[str, str],
+               launcher: Launcher) -> tuple[list[Pass], list[int | None], list[dict]]:
+    """Every pass in turn, and the hangs found. A pass stopped by a benchmark's deadline
+    (suite/watchdog.py) leaves hang records: their stacks go to the log, and a fresh pass
+    goes on after the hung benchmark (and what was measured with it), so a hang costs one
+    deadline and the rest of the suite still runs."""
+    queue, done, codes, found = list(passes), [], [], []
+    while queue:
+        step = queue.pop(0)
+        codes.append(run_pass(step, env, launcher))
+        done.append(step)
+        records, dumps = hangs.read_records(step.output), hangs.backstop_dumps(step.output)
+        if (hang := hangs.summary(records, dumps)) is None:
+            continue
+        print(hangs.log_text(hang, records, dumps), flush=True)
+        found.append({"pass": step.name, **hang})
+        if (arguments := hangs.resume_arguments(hang)) and launcher.stop_signal is None:
+            queue.insert(0, resumed_pass(step, arguments, len(found)))
+    return done, codes, found
 
 
 def merge(passes: list[Pass], codes: list[int | None], command: str, label: str,
@@ -323,9 +358,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with launcher.handling_signals():
             passes = plan(mode, profiles, gpus, scratch, pytest_args, args.skip_mpi, args.ranks)
-            codes = [run_pass(step, env, launcher) for step in passes]
+            passes, codes, hung = run_passes(passes, env, launcher)
             stopped = launcher.stop_signal.name if launcher.stop_signal else None
             merged = merge(passes, codes, command, label, stopped)
+            if merged:
+                merged["suite"]["hangs"] = hung
             target = write_json_atomic(workdir / f"{name}.json", merged) if merged else None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -338,6 +375,8 @@ def main(argv: list[str] | None = None) -> int:
     state = "PARTIAL " if merged["suite"]["partial"] else ""
     print(f"\n[suite] wrote {state}{target} ({len(merged['benchmarks'])} benchmarks) in "
           f"{time.monotonic() - started:.0f} s")
+    for hang in hung:
+        print(f"[suite] hung, stopped at its deadline and left out: {hang['benchmark']}")
     return status
 
 

@@ -18,9 +18,10 @@ from impl.pipeline.plans import (
     Op,
     actions,
     check_deadlock_free,
+    message_groups,
     replay,
 )
-from impl.workloads import build_model, preset
+from impl.workloads import build_model, make_batch, preset
 from tests.multirank import run_ranks
 
 WORKLOAD = "mlp_tiny"
@@ -67,6 +68,57 @@ def test_replay_finds_a_deadlock():
                                 "{0: ['recv gradient 0'], 1: ['recv activation 0']}")
 
 
+def test_replay_refuses_groups_the_two_sides_post_differently():
+    # The plan that hung on 2 H200 (GPipe, p = 2, m = 1): stage 0 paired its activation send
+    # with the gradient receive, stage 1 posted them apart with its computation in between.
+    activation, gradient = Message("activation", 0, 0, 1), Message("gradient", 0, 1, 0)
+    groups = [[[Op(True, activation), Op(False, gradient)]],
+              [[Op(False, activation)], [Op(True, gradient)]]]
+    with pytest.raises(RuntimeError) as error:
+        replay(groups, "the old gpipe plan")
+    assert str(error.value) == (
+        "the old gpipe plan groups messages differently on stages 0 and 1: stage 0 posts "
+        "['send activation 0', 'recv gradient 0'] as one group, stage 1 does not; NCCL needs "
+        "both sides of a pair to group their messages the same way")
+
+
+def test_send_and_receive_share_a_group_only_where_the_peer_pairs_them_too():
+    activation, gradient = Message("activation", 0, 0, 1), Message("gradient", 0, 1, 0)
+    assert message_groups("gpipe", 0, 2, 1) == [[], [[Op(True, activation)],
+                                                     [Op(False, gradient)]], []]
+    assert message_groups("gpipe", 1, 2, 1) == [[[Op(False, activation)]], [],
+                                                [[Op(True, gradient)]]]
+    # 1F1B's steady state: forward's send with the next backward's receive, on both sides
+    steady = message_groups("1f1b", 0, 2, 4)[2]
+    assert steady == [[Op(True, Message("activation", 1, 0, 1)),
+                       Op(False, Message("gradient", 0, 1, 0))]]
+
+
+def posted_groups(context, schedules, microbatches) -> dict:
+    """The groups each stage really posted in one step (gloo), per schedule and m."""
+    group, workload = context.group(context.world_size), preset(WORKLOAD)
+    posted = {}
+    for name in schedules:
+        for m in microbatches:
+            stage = cut_stage(build_model(workload, context.device), workload,
+                              context.world_size, context.rank)
+            runner = build_schedule(name, stage, workload, group, PipelineOptions(microbatches=m))
+            runner.step(make_batch(workload, context.device))
+            posted[name, m] = runner.posted
+    return posted
+
+
+@pytest.mark.parametrize("stages", [2, 4])
+def test_the_groups_each_rank_posted_follow_nccl_rules(stages):
+    per_rank = run_ranks(posted_groups, stages, ("gpipe", "1f1b"), (1, 2, 4))
+    for name, m in per_rank[0]:
+        posted = [results[name, m] for results in per_rank]
+        replay(posted, f"{name} with {stages} stages and {m} micro-batches, as posted")
+        for rank, groups in enumerate(posted):
+            planned = [g for slot in message_groups(name, rank, stages, m) for g in slot]
+            assert groups == planned, (name, m, rank)
+
+
 def test_bubble_formulas():
     assert bubble_theory(2, 1) == 0.5
     assert bubble_theory(4, 4) == pytest.approx(3 / 7)
@@ -100,8 +152,6 @@ def test_one_stage_timeline_has_every_microbatch():
     workload = preset(WORKLOAD)
     stage = cut_stage(build_model(workload, torch.device("cpu")), workload, 1, 0)
     schedule = build_schedule("1f1b", stage, workload, None, PipelineOptions(microbatches=4))
-    from impl.workloads import make_batch
-
     schedule.step(make_batch(workload, torch.device("cpu")))
     labels = [i.label for i in schedule.finish_timeline().intervals]
     assert labels == ["forward 0", "backward 0", "forward 1", "backward 1", "forward 2",

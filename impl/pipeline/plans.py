@@ -7,11 +7,27 @@ turn, then the remaining backwards (PipeDream-Flush, as Megatron-LM and
 torch.distributed.pipelining's Schedule1F1B).
 
 Activations go from stage s to s + 1 after a forward, gradients from s + 1 to s after a
-backward. Between two computations a stage posts one *group* (``batch_isend_irecv``, an NCCL
-group on GPU): the sends the finished computation produced and the receive the next one needs
-(Megatron-LM's send_forward_recv_backward / send_backward_recv_forward are such groups).
-NCCL point-to-point blocks until both sides are posted and runs a rank's groups in order, so
-a plan can deadlock; ``check_deadlock_free`` replays every stage's groups under those rules,
+backward. Between two computations a stage posts its messages as *groups*
+(``batch_isend_irecv``, an NCCL group on GPU): the sends the finished computation produced,
+then the receive the next one needs. NCCL's point-to-point rules, which gloo does not enforce:
+
+1. A rank runs its groups one after another (one NCCL stream), and a send blocks until the
+   peer has posted the receive, so a plan can deadlock.
+2. Two peers must group their messages to each other the same way: a send and a receive go
+   into one group on one side only if the peer puts their counterparts into one group too
+   (NCCL calls differently grouped point-to-point undefined: NVIDIA/nccl#1279). The first
+   group between two ranks also sets up NCCL's point-to-point connections for the directions
+   it holds, and both sides exchange their set-up data in one message each: a group of a send
+   and a receive facing a receive alone gives sizes that disagree, one side fails ("Message
+   truncated") and the other connects to garbage and waits for ever. GPipe's plan used to
+   pair, on stage s, the last forward's send with the first backward's receive while stage
+   s + 1 posts them apart (it computes in between): the pipeline benchmark's first row hung
+   on 2 H200 (results/h200x2/logs/20261123T0957-pipeline-bench-hung.log).
+
+So a send and a receive with the same peer share a group only where the peer's counterparts
+share one as well (1F1B's steady state: Megatron-LM's send_forward_recv_backward facing
+send_backward_recv_forward; torch's Schedule1F1B fuses the same pairs); everything else is a
+group of one message. ``check_deadlock_free`` replays every stage's groups under both rules
 and the executor refuses a plan that fails it.
 """
 
@@ -70,6 +86,9 @@ def actions(schedule: str, stage: int, stages: int, microbatches: int) -> list[A
     return plan + backwards[m - warmup:]
 
 
+Groups = list[list[Op]]
+
+
 def _sends(action: Action, stage: int, stages: int) -> list[Op]:
     if action.kind == "F" and stage < stages - 1:
         return [Op(True, Message("activation", action.microbatch, stage, stage + 1))]
@@ -86,49 +105,111 @@ def _receive(action: Action, stage: int, stages: int) -> list[Op]:
     return []
 
 
-def message_groups(schedule: str, stage: int, stages: int, microbatches: int) -> list[list[Op]]:
-    """Group i is posted before computation i; the last group (index len(actions)) after the
-    last computation. Group i holds the sends of computation i − 1 and the receive of i."""
+def peer(op: Op, stage: int) -> int:
+    """The other end of ``op`` as seen from ``stage``."""
+    return op.message.dst if op.message.src == stage else op.message.src
+
+
+def _slots(schedule: str, stage: int, stages: int, microbatches: int) -> list[list[Op]]:
+    """Slot i: the messages posted before computation i (the sends of computation i − 1, then
+    the receive of computation i); the last slot holds the last computation's sends."""
     plan = actions(schedule, stage, stages, microbatches)
-    groups, previous = [], None
+    slots, previous = [], None
     for action in plan:
-        sends = _sends(previous, stage, stages) if previous else []
-        groups.append(sends + _receive(action, stage, stages))
+        slots.append((_sends(previous, stage, stages) if previous else [])
+                     + _receive(action, stage, stages))
         previous = action
-    groups.append(_sends(previous, stage, stages))
-    return groups
+    slots.append(_sends(previous, stage, stages))
+    return slots
+
+
+def message_groups(schedule: str, stage: int, stages: int, microbatches: int) -> list[Groups]:
+    """Per slot (before computation i; the last after the last computation), the groups this
+    stage posts there, in order. A send and a receive with the same peer share a group only
+    where the peer posts their counterparts in one slot too (rule 2 of the module's docstring)."""
+    every = [_slots(schedule, s, stages, microbatches) for s in range(stages)]
+    slot_of = {(s, op.message): i for s, slots in enumerate(every)
+               for i, slot in enumerate(slots) for op in slot}
+    result = []
+    for slot in every[stage]:
+        groups: Groups = []
+        for op in slot:
+            other = peer(op, stage)
+            partner = next((g for g in groups if len(g) == 1 and peer(g[0], stage) == other
+                            and g[0].send != op.send
+                            and slot_of[other, g[0].message] == slot_of[other, op.message]),
+                           None)
+            if partner is None:
+                groups.append([op])
+            else:
+                partner.append(op)
+        result.append(groups)
+    return result
 
 
 def check_deadlock_free(schedule: str, stages: int, microbatches: int) -> None:
-    """RuntimeError when the stages' groups of this plan can deadlock (see ``replay``)."""
-    groups = [message_groups(schedule, s, stages, microbatches) for s in range(stages)]
+    """RuntimeError when the stages' groups of this plan break NCCL's rules (see ``replay``)."""
+    groups = [[g for slot in message_groups(schedule, s, stages, microbatches) for g in slot]
+              for s in range(stages)]
     replay(groups, f"{schedule} with {stages} stages and {microbatches} micro-batches")
 
 
-def replay(groups: list[list[list[Op]]], what: str) -> None:
-    """Replay every stage's groups with NCCL's blocking point-to-point rules.
+def _toward(group: list[Op], stage: int, other: int, mirror: bool = False) -> frozenset:
+    """The messages of ``group`` between ``stage`` and ``other``, as (sent by ``stage``?,
+    message); ``mirror`` flips the direction, so the two sides of a pair compare equal."""
+    return frozenset((op.send != mirror, op.message) for op in group if peer(op, stage) == other)
 
-    Each stage works through its groups in order (computation never blocks); a message
-    completes when its send and its receive are both in the current groups of their stages;
-    a group ends when all of its messages have completed. RuntimeError names the waiting
-    groups when no stage can move and some have not finished.
+
+def _label(group: list[Op]) -> list[str]:
+    return [f"{'send' if op.send else 'recv'} {op.message.kind} {op.message.microbatch}"
+            for op in group]
+
+
+def check_same_grouping(groups: list[Groups], what: str) -> None:
+    """RuntimeError naming the pair of stages whose messages to each other are grouped
+    differently on the two sides (rule 2)."""
+    for stage, per_stage in enumerate(groups):
+        for other in sorted({peer(op, stage) for g in per_stage for op in g}):
+            if other < stage:
+                continue
+            mine = {_toward(g, stage, other) for g in per_stage} - {frozenset()}
+            theirs = {_toward(g, other, stage, mirror=True) for g in groups[other]} - {frozenset()}
+            if mine != theirs:
+                apart = [Op(send, m) for send, m in sorted(min(mine - theirs, key=sorted),
+                                                            key=lambda op: (not op[0], op[1]))]
+                raise RuntimeError(
+                    f"{what} groups messages differently on stages {stage} and {other}: stage "
+                    f"{stage} posts {_label(apart)} as one group, stage {other} does not; NCCL "
+                    "needs both sides of a pair to group their messages the same way")
+
+
+def replay(groups: list[Groups], what: str) -> None:
+    """Replay every stage's groups (in posting order) with NCCL's point-to-point rules.
+
+    Each stage works through its groups in order (computation never blocks). A group is done
+    only together with its counterparts: every peer it addresses must have, as its current
+    group, the one holding the same messages between the two (checked to exist first,
+    ``check_same_grouping``), and so on for their peers. RuntimeError names the waiting groups
+    when no stage can move and some have not finished.
     """
+    check_same_grouping(groups, what)
     groups = [[g for g in per_stage if g] for per_stage in groups]
     stages = len(groups)
-    at, done = [0] * stages, set()
+    at = [0] * stages
     while any(at[s] < len(groups[s]) for s in range(stages)):
         current = {s: groups[s][at[s]] for s in range(stages) if at[s] < len(groups[s])}
-        posted = {(op.send, op.message) for group in current.values() for op in group}
-        moved = False
-        for op in (op for group in current.values() for op in group):
-            if op.message not in done and (not op.send, op.message) in posted:
-                done.add(op.message)
-                moved = True
-        for s, group in current.items():
-            if all(op.message in done for op in group):
-                at[s] += 1
-                moved = True
-        if not moved:
-            waiting = {s: [f"{'send' if op.send else 'recv'} {op.message.kind} "
-                           f"{op.message.microbatch}" for op in g] for s, g in current.items()}
+        ready = set(current)
+        changed = True
+        while changed:  # drop a group whose counterpart is not current (or is itself dropped)
+            changed = False
+            for s in sorted(ready):
+                if any(other not in ready or _toward(current[s], s, other)
+                       != _toward(current[other], other, s, mirror=True)
+                       for other in {peer(op, s) for op in current[s]}):
+                    ready.discard(s)
+                    changed = True
+        if not ready:
+            waiting = {s: _label(g) for s, g in current.items()}
             raise RuntimeError(f"{what} would deadlock; stages wait in {waiting}")
+        for s in ready:
+            at[s] += 1

@@ -1,6 +1,8 @@
 """GPipe and 1F1B, this suite's own: a stage follows its plan (plans.py), computing one
-micro-batch at a time and posting each group of point-to-point messages with
-``batch_isend_irecv`` (an NCCL group on GPU, gloo on CPU).
+micro-batch at a time and posting, between two computations, the plan's groups of
+point-to-point messages in order, each with ``batch_isend_irecv`` (an NCCL group on GPU,
+gloo on CPU). ``posted`` keeps the groups of the last step as they were posted, so a test can
+replay what really ran (plans.replay).
 
 A group that holds a receive is waited on before the computation that needs it: on GPU a
 stream wait (the host runs on), on CPU a blocking wait. A group of sends only is waited on at
@@ -15,7 +17,7 @@ import torch
 import torch.distributed as dist
 
 from impl.pipeline.base import PipelineOptions, PipelineSchedule
-from impl.pipeline.plans import Action, Op, actions, check_deadlock_free, message_groups
+from impl.pipeline.plans import Action, Groups, Op, actions, check_deadlock_free, message_groups
 from impl.pipeline.stages import Stage
 from impl.workloads import Batch, MLPConfig, loss_fn
 
@@ -33,8 +35,16 @@ class PlannedSchedule(PipelineSchedule):
         dtype = next(stage.module.parameters()).dtype
         self._buffer_spec = ((workload.batch // m, workload.width), dtype)
         if stage.count > 1 and self.device.type == "cuda":
+            if torch.cuda.current_device() != self.device.index:
+                # NCCL groups run on the current device's streams (torch's batch_isend_irecv
+                # documentation): a stage on another GPU would hang in its first group.
+                raise RuntimeError(f"stage {stage.index} lives on {self.device} but the current "
+                                   f"CUDA device is {torch.cuda.current_device()}: call "
+                                   "torch.cuda.set_device first")
             # NCCL: batch_isend_irecv must not be the group's first operation unless every
             # rank of the group joins that very call; a collective creates the communicator.
+            # (Its point-to-point connections are made by the first group between two stages,
+            # which the plan posts alike on both sides: plans.py, rule 2.)
             dist.all_reduce(torch.zeros(1, device=self.device), group=group)
 
     def _step(self, batch: Batch) -> None:
@@ -45,19 +55,23 @@ class PlannedSchedule(PipelineSchedule):
         self._received: dict[tuple[str, int], torch.Tensor] = {}
         self._sending: dict[tuple[str, int], torch.Tensor] = {}
         self._unwaited: list = []
+        self.posted: Groups = []
         for param in self.stage.module.parameters():
             param.grad = None
-        for group, action in zip(self.groups, self.actions):
-            self._post(group)
+        for groups, action in zip(self.groups, self.actions):
+            self._post(groups)
             self._compute(action)
         self._post(self.groups[-1])
         for work, _ in self._unwaited:  # sends only: their tensors must outlive the transfer
             work.wait()
         self._sgd_update()
 
-    def _post(self, group: list[Op]) -> None:
-        if not group:
-            return
+    def _post(self, groups: Groups) -> None:
+        for group in groups:
+            self._post_group(group)
+            self.posted.append(group)
+
+    def _post_group(self, group: list[Op]) -> None:
         start = self.recorder.mark()
         shape, dtype = self._buffer_spec
         ops = []

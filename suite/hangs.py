@@ -1,0 +1,120 @@
+"""Hang records: what each rank's watchdog (suite/watchdog.py) leaves beside the results file
+when a benchmark passes its deadline, and what the launcher makes of them.
+
+    <results>.hang-rank<r>.json   rank r's record: benchmark, deadline, frames, stacks
+    <results>.stacks-rank<r>.txt  faulthandler's own dump, where no Python thread could run
+
+The results file names every hang under ``suite.hangs``, one entry per hung benchmark:
+
+    {"benchmark": "suite/bench_pipeline.py::test_pipeline[mlp_tiny-p2-m1-gpipe]",
+     "deadline_s": 60.0, "expected_s": 0.4, "measured_with": [...],
+     "ranks": {"0": {"frame": "impl/pipeline/schedules.py:86 in _post_group",
+                     "innermost": ".../torch/distributed/distributed_c10d.py:2875 in wait"},
+               "1": {"frame": "impl/dist.py:133 in barrier", "innermost": "...",
+                     "benchmark": "the id, where this rank was in another benchmark"}}}
+
+``frame`` is the innermost frame of the rank's main thread in this suite's code, ``innermost``
+its innermost frame of all (usually inside torch).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from impl.atomic import write_json_atomic
+
+STACKS_HEADER = "benchmark: "
+NO_PYTHON_THREAD = ("unknown: the watchdog thread could not run (the main thread held the "
+                    "GIL); faulthandler's dump of every thread is in the log")
+
+
+def record_path(base: str | os.PathLike, rank: int) -> Path:
+    return Path(f"{base}.hang-rank{rank}.json")
+
+
+def stacks_path(base: str | os.PathLike, rank: int) -> Path:
+    return Path(f"{base}.stacks-rank{rank}.txt")
+
+
+def write_record(base: str | os.PathLike, record: dict) -> None:
+    write_json_atomic(record_path(base, record["rank"]), record)
+
+
+def read_records(base: str | os.PathLike, since: float = 0.0) -> list[dict]:
+    """Every rank's record beside ``base``, by rank; files older than ``since`` (an earlier
+    run's) are ignored."""
+    base = Path(base)
+    records = []
+    for path in base.parent.glob(f"{base.name}.hang-rank*.json"):
+        if path.stat().st_mtime >= since:
+            records.append(json.loads(path.read_text()))
+    return sorted(records, key=lambda r: r["rank"])
+
+
+def backstop_dumps(base: str | os.PathLike) -> dict[int, tuple[str, str]]:
+    """{rank: (benchmark, faulthandler's dump)} of ranks whose timer fired (a dump below the
+    header line that names the benchmark)."""
+    base = Path(base)
+    dumps = {}
+    for path in base.parent.glob(f"{base.name}.stacks-rank*.txt"):
+        header, _, dump = path.read_text(errors="replace").partition("\n")
+        if dump.strip() and header.startswith(STACKS_HEADER):
+            rank = int(path.name.rsplit("stacks-rank", 1)[1].removesuffix(".txt"))
+            dumps[rank] = (header.removeprefix(STACKS_HEADER), dump)
+    return dumps
+
+
+def summary(records: list[dict], dumps: dict[int, tuple[str, str]]) -> dict | None:
+    """The hang entry of one pass (module docstring), or None when no rank stopped.
+
+    The hung benchmark is rank 0's (else the lowest rank's); a rank that was elsewhere has
+    its own benchmark beside its frame.
+    """
+    found = sorted([(r["rank"], r["benchmark"]) for r in records]
+                   + [(rank, benchmark) for rank, (benchmark, _) in dumps.items()
+                      if rank not in {r["rank"] for r in records}])
+    if not found:
+        return None
+    benchmark = found[0][1]
+    first = next((r for r in records if r["benchmark"] == benchmark), {})
+    ranks = {}
+    for record in records:
+        ranks[str(record["rank"])] = {"frame": record["frame"], "innermost": record["innermost"]}
+    for rank in dumps:
+        ranks.setdefault(str(rank), {"frame": NO_PYTHON_THREAD, "innermost": NO_PYTHON_THREAD})
+    for rank, elsewhere in found:
+        if elsewhere != benchmark:
+            ranks[str(rank)]["benchmark"] = elsewhere
+    return {"benchmark": benchmark, "deadline_s": first.get("deadline_s"),
+            "expected_s": first.get("expected_s"), "measured_with": first.get("measured_with", []),
+            "remaining": first.get("remaining"), "ranks": dict(sorted(ranks.items()))}
+
+
+def log_text(hang: dict, records: list[dict], dumps: dict[int, tuple[str, str]]) -> str:
+    """What the launcher prints: the hang in one line per rank, then every rank's stacks (the
+    launch shows only rank 0's output, so the others' come from their records)."""
+    lines = [f"[suite] {hang['benchmark']} passed its deadline of {hang['deadline_s']:.0f} s "
+             f"(expected {hang['expected_s']:.1f} s); the pass was stopped"
+             if hang["deadline_s"] is not None else
+             f"[suite] {hang['benchmark']} was stopped by faulthandler's timer"]
+    for rank, where in hang["ranks"].items():
+        elsewhere = f" (in {where['benchmark']})" if "benchmark" in where else ""
+        lines.append(f"[suite]   rank {rank}{elsewhere}: {where['frame']}")
+    for record in records:
+        lines += [f"[suite] rank {record['rank']}, Python stacks of every thread:",
+                  record["stacks"].rstrip()]
+    for rank, (_, dump) in sorted(dumps.items()):
+        if rank not in {r["rank"] for r in records}:
+            lines += [f"[suite] rank {rank}, faulthandler's dump:", dump.rstrip()]
+    return "\n".join(lines)
+
+
+def resume_arguments(hang: dict) -> list[str] | None:
+    """pytest arguments for a fresh pass that goes on after the hung benchmark and leaves out
+    what was measured together with it; None when nothing is left to run."""
+    if hang.get("remaining") == 0:
+        return None
+    deselect = [part for nodeid in hang["measured_with"] for part in ("--deselect", nodeid)]
+    return ["--resume-after", hang["benchmark"], *deselect]

@@ -1,0 +1,230 @@
+"""One watchdog per rank: a benchmark past its deadline ends the pass with every rank's stack.
+
+conftest.py arms it around each benchmark (setup, call, teardown with the all-ranks barrier)
+and disarms it after. When the deadline (impl/deadline.py) passes, the watchdog thread
+
+1. writes every thread's Python stack (faulthandler) to stderr, under one line naming the
+   benchmark, its deadline and its expected time;
+2. writes this rank's hang record beside the results file (``hangs.record_path``): the
+   benchmark's id, the innermost frame of the main thread and the innermost one in this
+   suite's code, the stacks as text (torchrun shows only rank 0's stderr), and the benchmarks
+   measured together with it (its cell's other rows), which the next pass leaves out too;
+3. waits up to GRACE_S for the other ranks' records (a rank that sees another rank's record
+   stops at once, so all of them report while they are stuck), then on rank 0 rewrites the
+   results file with what finished and the hang;
+4. ends the process with HANG_EXIT.
+
+Where the main thread holds the GIL while it is stuck, no Python thread can run: faulthandler's
+own timer (a C thread) then dumps the stacks into the rank's stacks file and exits, BACKSTOP_S
+later. suite/run.py reads the records and starts a fresh pass after the hung benchmark.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import math
+import os
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from impl import deadline
+from suite import hangs
+
+GRACE_S = 10.0  # for the other ranks' records, once the first rank has stopped
+BACKSTOP_S = 30.0  # after GRACE_S: faulthandler's exit, where no Python thread could run
+POLL_S = 1.0  # how often an armed watchdog looks for another rank's record
+HANG_EXIT = 86  # the exit status of a rank stopped by its deadline
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Deadline:
+    seconds: float
+    expected_s: float
+    measured_with: tuple[str, ...] = ()  # later benchmarks measured together with it
+    remaining: int = 0  # benchmarks after it and those
+
+
+def plan_deadlines(items: Sequence, mode: str, multiple: float,
+                   floor_s: float) -> dict[str, Deadline]:
+    """Every benchmark's deadline, by node id (impl/deadline.py). A module may define
+    ``expected_seconds(item, mode)`` (None: the mode's default) and ``measurement_key(item)``:
+    benchmarks of one key are measured together (a cell's rows), so a hang stops them all."""
+    device = deadline.suite_device()
+    benchmarks = [item for item in items if "benchmark" in getattr(item, "fixturenames", ())]
+    keys = {}
+    for item in benchmarks:
+        key = getattr(item.module, "measurement_key", None)
+        keys[item.nodeid] = (item.module.__name__, key(item)) if key else item.nodeid
+    planned = {}
+    for index, item in enumerate(items):
+        if item.nodeid not in keys:
+            continue
+        estimate = getattr(item.module, "expected_seconds", None)
+        expected = estimate(item, mode) if estimate else None
+        if expected is None:
+            expected = deadline.default_expected_s(mode, device)
+        later = [i.nodeid for i in items[index + 1:]]
+        together = tuple(n for n in later if keys.get(n) == keys[item.nodeid])
+        planned[item.nodeid] = Deadline(deadline.deadline_s(expected, multiple, floor_s),
+                                        expected, together, len(later) - len(together))
+    return planned
+
+
+def pg_timeout_s(deadlines: dict[str, Deadline],
+                 environ: Mapping[str, str] = os.environ) -> int | None:
+    """The process-group timeout of a benchmark run: OVERLAP_PG_TIMEOUT_S where set (None:
+    impl.dist reads it), else the longest deadline plus the watchdog's grace. A wait inside a
+    benchmark is never longer than the benchmark, so no collective outlasts the deadline of the
+    benchmark it is in by more than that grace, and a stuck one is always stopped by the
+    watchdog first, with every rank's stack, not by the group's timeout (an error on one rank,
+    or NCCL's abort)."""
+    if environ.get("OVERLAP_PG_TIMEOUT_S") or not deadlines:
+        return None
+    return math.ceil(max(d.seconds for d in deadlines.values()) + GRACE_S + BACKSTOP_S)
+
+
+@dataclass(frozen=True)
+class Armed:
+    benchmark: str
+    deadline_s: float
+    expected_s: float
+    started: float  # time.monotonic()
+    measured_with: tuple[str, ...]  # later benchmarks measured together with it
+    remaining: int  # benchmarks after it that a fresh pass would run
+
+    @property
+    def due(self) -> float:
+        return self.started + self.deadline_s
+
+
+def frame_text(frame: traceback.FrameSummary) -> str:
+    path = Path(frame.filename)
+    if path.is_relative_to(ROOT):
+        path = path.relative_to(ROOT)
+    return f"{path}:{frame.lineno} in {frame.name}"
+
+
+def main_thread_frames() -> list[traceback.FrameSummary]:
+    frame = sys._current_frames().get(threading.main_thread().ident)
+    return traceback.extract_stack(frame) if frame is not None else []
+
+
+def where(frames: Sequence[traceback.FrameSummary]) -> dict[str, str]:
+    """The innermost frame, and the innermost one in this suite's own code (impl/, suite/):
+    a rank blocked in a collective is inside torch; the suite's frame says which call."""
+    own = [f for f in frames if Path(f.filename).is_relative_to(ROOT)
+           and "site-packages" not in f.filename]
+    innermost = frame_text(frames[-1]) if frames else "unknown"
+    return {"frame": frame_text(own[-1]) if own else innermost, "innermost": innermost}
+
+
+def all_stacks() -> str:
+    """faulthandler's dump of every thread, as text (it writes only to a file descriptor)."""
+    with tempfile.TemporaryFile("w+") as dump:
+        faulthandler.dump_traceback(file=dump, all_threads=True)
+        dump.seek(0)
+        return dump.read()
+
+
+class Watchdog:
+    """Arm before a benchmark, disarm after. When it stops the process, ``uncapture()`` first
+    gives it the real stderr (pytest captures a test's output), and ``on_stop(records)`` runs
+    on rank 0 before the exit."""
+
+    def __init__(self, rank: int, world_size: int, results_json: str | None,
+                 on_stop: Callable[[list[dict]], None] | None = None,
+                 uncapture: Callable[[], None] | None = None):
+        self.rank, self.world_size = rank, world_size
+        self.on_stop, self.uncapture = on_stop, uncapture
+        self.base = Path(results_json) if results_json else None
+        self.started = time.time()
+        self._armed: Armed | None = None
+        self._changed = threading.Condition()
+        self._stacks_file = None
+        if self.base is not None:
+            hangs.record_path(self.base, rank).unlink(missing_ok=True)  # an earlier run's
+            self._stacks_file = open(hangs.stacks_path(self.base, rank), "w")  # noqa: SIM115
+        threading.Thread(target=self._watch, name="overlap-deadline", daemon=True).start()
+
+    def arm(self, benchmark: str, deadline: Deadline) -> None:
+        armed = Armed(benchmark, deadline.seconds, deadline.expected_s, time.monotonic(),
+                      deadline.measured_with, deadline.remaining)
+        stacks = sys.stderr
+        if self._stacks_file is not None:  # the backstop's dump goes here, under this line
+            self._stacks_file.seek(0)
+            self._stacks_file.truncate()
+            self._stacks_file.write(f"{hangs.STACKS_HEADER}{benchmark}\n")
+            self._stacks_file.flush()
+            stacks = self._stacks_file
+        faulthandler.dump_traceback_later(deadline.seconds + GRACE_S + BACKSTOP_S, exit=True,
+                                          file=stacks)
+        with self._changed:
+            self._armed = armed
+            self._changed.notify()
+
+    def close(self) -> None:
+        """End of the session: no timer left, no empty stacks file beside the results."""
+        self.disarm()
+        if self._stacks_file is not None:
+            self._stacks_file.close()
+            self._stacks_file = None
+            hangs.stacks_path(self.base, self.rank).unlink(missing_ok=True)
+
+    def disarm(self) -> None:
+        faulthandler.cancel_dump_traceback_later()
+        with self._changed:
+            self._armed = None
+            self._changed.notify()
+
+    def _watch(self) -> None:
+        while True:
+            with self._changed:
+                while self._armed is None:
+                    self._changed.wait()
+                armed = self._armed
+                self._changed.wait(timeout=max(0.0, min(POLL_S, armed.due - time.monotonic())))
+                if self._armed is not armed:
+                    continue
+            if time.monotonic() >= armed.due or self._other_rank_stopped():
+                self._stop(armed)
+
+    def _other_rank_stopped(self) -> bool:
+        return self.base is not None and any(
+            record["rank"] != self.rank for record in hangs.read_records(self.base, self.started))
+
+    def _stop(self, armed: Armed) -> None:
+        elapsed = time.monotonic() - armed.started
+        if self.uncapture is not None:
+            self.uncapture()
+        print(f"\n[deadline] rank {self.rank}: {armed.benchmark} has run {elapsed:.0f} s; its "
+              f"deadline is {armed.deadline_s:.0f} s (expected {armed.expected_s:.1f} s). "
+              "Python stacks of every thread:", file=sys.stderr, flush=True)
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        record = {"benchmark": armed.benchmark, "rank": self.rank,
+                  "world_size": self.world_size, "deadline_s": armed.deadline_s,
+                  "expected_s": armed.expected_s, "elapsed_s": round(elapsed, 1),
+                  **where(main_thread_frames()), "measured_with": list(armed.measured_with),
+                  "remaining": armed.remaining, "stacks": all_stacks()}
+        if self.base is not None:
+            hangs.write_record(self.base, record)
+            self.close()  # the record holds the stacks: no backstop, no stacks file
+            records = self._wait_for_ranks()
+            if self.rank == 0 and self.on_stop is not None:
+                self.on_stop(records)
+        sys.stdout.flush(), sys.stderr.flush()
+        os._exit(HANG_EXIT)
+
+    def _wait_for_ranks(self) -> list[dict]:
+        until = time.monotonic() + GRACE_S
+        while True:
+            records = hangs.read_records(self.base, self.started)
+            if len(records) >= self.world_size or time.monotonic() > until:
+                return records
+            time.sleep(0.2)

@@ -1,0 +1,194 @@
+"""Deadlines: a stuck benchmark ends the pass with every rank's stack, the results stay whole,
+and the launcher goes on with the rest in a fresh pass (2 gloo ranks)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from impl import deadline
+from impl.options import check_suite_options
+from impl.workloads import preset
+from suite import hangs
+from suite.launch import Launcher
+from suite.run import InputError, Pass, check_pytest_args, merge, resumed_pass, run_passes
+from suite.watchdog import BACKSTOP_S, GRACE_S, HANG_EXIT, POLL_S, Deadline, pg_timeout_s
+
+STUCK = "tests/hang_bench/stuck_benchmarks.py"
+DEADLINE_S = 10
+
+
+def stuck_pass(folder: Path) -> Pass:
+    output = folder / "gloo-tcp.json.tmp"
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+               "--nproc-per-node=2", "--local-ranks-filter=0", "-m", "pytest", STUCK,
+               "-o", f"python_files={Path(STUCK).name}", "-p", "no:cacheprovider", "-q",
+               "--deadline-floor-s", str(DEADLINE_S), "--deadline-multiple", "0",
+               "--results-json", str(output)]
+    return Pass("torchrun gloo-tcp", command, {}, output)
+
+
+@pytest.fixture(scope="module")
+def stopped(tmp_path_factory):
+    """The stuck benchmarks run as suite.run runs a pass: (passes, codes, hangs, log, files)."""
+    folder = tmp_path_factory.mktemp("stuck")
+    env = {**os.environ, "OVERLAP_BACKEND": "gloo", "OMP_NUM_THREADS": "1",
+           "PYTHONUNBUFFERED": "1"}
+    log = folder / "log.txt"
+    # The log, as suite.run's would be: the passes write to the inherited file descriptors,
+    # the launcher to sys.stdout.
+    saved = [os.dup(1), os.dup(2)]
+    with open(log, "w") as stream, contextlib.redirect_stdout(stream):
+        os.dup2(stream.fileno(), 1), os.dup2(stream.fileno(), 2)
+        try:
+            passes, codes, hung = run_passes([stuck_pass(folder)], env, Launcher())
+        finally:
+            os.dup2(saved[0], 1), os.dup2(saved[1], 2)
+            os.close(saved[0]), os.close(saved[1])
+    pass_files = {step.name: json.loads(step.output.read_text()) for step in passes
+                  if step.output.exists()}
+    return passes, codes, hung, log.read_text(), pass_files
+
+
+@pytest.mark.slow
+def test_each_stuck_benchmark_ends_at_its_deadline_and_the_rest_runs(stopped):
+    passes, codes, hung, log, _ = stopped
+    assert [hang["benchmark"] for hang in hung] == [
+        f"{STUCK}::test_stuck_collective", f"{STUCK}::test_mismatched_point_to_point"]
+    assert [step.name for step in passes] == ["torchrun gloo-tcp", "torchrun gloo-tcp (resumed)",
+                                              "torchrun gloo-tcp (resumed)"]
+    assert codes[0] != 0 and codes[1] != 0 and codes[2] == 0, codes
+    assert f"exitcode  : {HANG_EXIT}" in log
+    merged = merge(passes, codes, "python -m suite.run", "test")
+    assert [b["name"] for b in merged["benchmarks"]] == ["test_before", "test_after"]
+    assert merged["suite"]["partial"] is True  # two passes did not finish
+
+
+@pytest.mark.slow
+def test_every_rank_names_its_frame_and_leaves_its_stacks_in_the_log(stopped):
+    _, _, hung, log, _ = stopped
+    collective, point_to_point = hung
+    assert collective["ranks"]["0"]["innermost"].endswith(" in all_reduce")
+    assert collective["ranks"]["1"]["innermost"].endswith(" in recv")
+    for rank in ("0", "1"):
+        assert collective["ranks"][rank]["frame"].startswith(
+            f"{STUCK}:"), collective["ranks"][rank]
+        assert collective["ranks"][rank]["frame"].endswith(" in test_stuck_collective")
+        assert point_to_point["ranks"][rank]["frame"].endswith(
+            " in test_mismatched_point_to_point")
+        assert point_to_point["ranks"][rank]["innermost"].endswith(" in recv")
+        assert log.count(f"[suite] rank {rank}, Python stacks of every thread:") == 2
+    # Both ranks' dumps, each with the main thread's frame in the stuck benchmark.
+    assert log.count(f'{STUCK}", line') >= 4
+    assert f"[suite] {STUCK}::test_stuck_collective passed its deadline of {DEADLINE_S} s" in log
+    assert f"[deadline] rank 0: {STUCK}::test_stuck_collective has run" in log
+
+
+@pytest.mark.slow
+def test_the_hung_pass_leaves_a_whole_file_that_names_the_hang(stopped):
+    passes, _, hung, _, files = stopped
+    first = files[passes[0].name]  # rank 0 rewrote it before its exit
+    assert [b["name"] for b in first["benchmarks"]] == ["test_before"]
+    assert first["suite"]["partial"] is True
+    (hang,) = first["suite"]["hangs"]
+    assert hang["benchmark"] == hung[0]["benchmark"]
+    assert sorted(hang["ranks"]) == ["0", "1"]
+
+
+@pytest.mark.slow
+def test_a_stuck_benchmark_costs_its_deadline(stopped, tmp_path):
+    """Each rank's record says how long the benchmark ran: the deadline, plus at most the
+    watchdog's polling (a rank that sees another's record stops too)."""
+    passes, _, _, _, _ = stopped
+    for step in passes[:2]:
+        records = hangs.read_records(step.output)
+        assert [r["rank"] for r in records] == [0, 1]
+        first = min(r["elapsed_s"] for r in records)
+        assert DEADLINE_S <= first < DEADLINE_S + GRACE_S
+        assert all(r["elapsed_s"] < DEADLINE_S + POLL_S + GRACE_S for r in records)
+
+
+def record(rank: int, benchmark: str, frame: str) -> dict:
+    return {"benchmark": benchmark, "rank": rank, "deadline_s": 60.0, "expected_s": 2.5,
+            "frame": frame, "innermost": f"torch/x.py:1 in {frame}", "measured_with": ["b"],
+            "remaining": 3, "stacks": f"Thread 0x1 (most recent call first):\n  {frame}\n"}
+
+
+def test_summary_names_the_benchmark_and_every_rank_frame():
+    records = [record(0, "a", "impl/x.py:3 in f"), record(1, "c", "impl/dist.py:9 in barrier")]
+    dumps = {2: ("a", "Thread 0x2 (most recent call first):\n")}
+    hang = hangs.summary(records, dumps)
+    assert hang == {
+        "benchmark": "a", "deadline_s": 60.0, "expected_s": 2.5, "measured_with": ["b"],
+        "remaining": 3, "ranks": {
+            "0": {"frame": "impl/x.py:3 in f", "innermost": "torch/x.py:1 in impl/x.py:3 in f"},
+            "1": {"frame": "impl/dist.py:9 in barrier", "benchmark": "c",
+                  "innermost": "torch/x.py:1 in impl/dist.py:9 in barrier"},
+            "2": {"frame": hangs.NO_PYTHON_THREAD, "innermost": hangs.NO_PYTHON_THREAD}}}
+    assert hangs.resume_arguments(hang) == ["--resume-after", "a", "--deselect", "b"]
+    assert hangs.resume_arguments({**hang, "remaining": 0}) is None
+    text = hangs.log_text(hang, records, dumps)
+    assert "[suite]   rank 1 (in c): impl/dist.py:9 in barrier" in text
+    assert "[suite] rank 2, faulthandler's dump:" in text
+    assert hangs.summary([], {}) is None
+
+
+def test_the_resumed_pass_writes_its_own_file(tmp_path):
+    step = stuck_pass(tmp_path)
+    again = resumed_pass(step, ["--resume-after", "x"], 1)
+    assert again.output == tmp_path / "gloo-tcp.resume1.json.tmp"
+    assert again.command[-2:] == ["--resume-after", "x"]
+    assert again.command[again.command.index("--results-json") + 1] == str(again.output)
+    assert step.command[step.command.index("--results-json") + 1] == str(step.output)
+
+
+def test_resume_after_must_name_a_collected_test():
+    with pytest.raises(InputError) as error:
+        check_pytest_args([STUCK], "quick", ["-o", f"python_files={Path(STUCK).name}",
+                                             "--resume-after", f"{STUCK}::nope"])
+    assert str(error.value) == (f"pytest: --resume-after {STUCK}::nope: no such test in this "
+                                "collection")
+
+
+@pytest.mark.parametrize("given, message", [
+    ({"deadline_floor_s": "0"}, "--deadline-floor-s='0': choose a number from 1 to 86400 s"),
+    ({"deadline_multiple": "-1"}, "--deadline-multiple='-1': choose a number from 0 to 1000"),
+    ({"deadline_multiple": "nan"}, "--deadline-multiple='nan': choose a number from 0 to 1000"),
+])
+def test_bad_deadline_options_are_one_line(given, message):
+    with pytest.raises(ValueError) as error:
+        check_suite_options(given)
+    assert str(error.value) == message
+
+
+def test_deadline_is_a_multiple_of_the_expected_time_with_a_floor():
+    assert deadline.deadline_s(expected_s=12.0, multiple=4.0, floor_s=60.0) == 60.0
+    assert deadline.deadline_s(expected_s=90.0, multiple=4.0, floor_s=60.0) == 360.0
+    assert deadline.deadline_s(expected_s=90.0, multiple=0.0, floor_s=10.0) == 10.0
+
+
+def test_overlap_cells_expected_time_covers_what_they_took_on_a_loaded_machine():
+    """The slowest default-mode cells of the 2-core machine at a load of 5 to 7 (suite.run
+    with --durations, 2026-11-24): 88.6 s for mlp_1024x8_b64 at K = 5 on 2 ranks (11 variants,
+    8 checked; 335 steps), 52.5 s for mlp_1024x8_b16 at the same cell."""
+    import torch
+
+    cpu = torch.device("cpu")
+    for name, took_s in (("mlp_1024x8_b64", 88.6), ("mlp_1024x8_b16", 52.5)):
+        expected = deadline.expected_s(preset(name), steps=335, builds=21, world_size=2,
+                                       device=cpu)
+        assert took_s / 2 < expected < 4 * took_s, (name, expected)
+        assert deadline.deadline_s(expected, deadline.DEFAULT_MULTIPLE,
+                                   deadline.DEFAULT_FLOOR_S) > 2 * took_s
+
+
+def test_group_timeout_outlasts_no_deadline_by_more_than_the_grace():
+    deadlines = {"a": Deadline(60.0, 1.0), "b": Deadline(240.0, 60.0)}
+    assert pg_timeout_s(deadlines, {}) == 240 + GRACE_S + BACKSTOP_S
+    assert pg_timeout_s(deadlines, {"OVERLAP_PG_TIMEOUT_S": "30"}) is None  # impl.dist reads it
+    assert pg_timeout_s({}, {}) is None
