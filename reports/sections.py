@@ -187,7 +187,7 @@ def section_allreduce(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
         f"busbw of the slowest and fastest round (the median's busbw scaled by median round "
         f"time / round time; round wall times include the sync). The tables are in the "
         f"appendix. {how_text(measured, runs)}", "All-reduce bus bandwidth against message size")
-    top = analysis.headline(rows)["busbw"]
+    top = analysis.busbw_at_gib(rows)
     busbw = None if not top else {
         "busbw": fmt(top["busbw_gbps"]), "world_size": top["world_size"],
         "machine": top["machine"], "anchor": fmt(top["nccl_tests_gbps"]),

@@ -26,6 +26,7 @@ from impl import stats
 from reports import analysis, build, cells, traces
 from reports.format import fmt, fmt_pct
 from reports.results import newest_per_machine
+from tests import pdf_pages
 
 DATA = Path(__file__).parent / "data"
 GPU_FIXTURE = DATA / "h200x4-trimmed.json"  # 4× H200, before interleaving
@@ -468,6 +469,15 @@ def test_no_page_is_more_than_half_blank_but_a_chapters_last(built, tmp_path):
                  if f > 0.5 and index not in ends}
     assert too_blank == {}, f"pages more than half blank (1-based): {too_blank}"
     assert all(f < 0.97 for f in fractions.values()), fractions  # no empty page at all
+
+
+@pytest.mark.skipif(shutil.which("pdftotext") is None, reason="pdftotext (poppler-utils) missing")
+def test_no_text_over_text_and_no_empty_figure(built, tmp_path):
+    pages = pdf_pages.pages_of(built["pdf"])
+    assert pdf_pages.overlapping_words(pages) == []
+    figures = re.findall(r'<figure class="fig" id="([^"]+)">', built["html"])
+    assert len(pdf_pages.figure_bands(pages)) == len(figures)
+    assert pdf_pages.empty_figures(built["pdf"], pages, tmp_path) == []
 
 
 def test_blank_fraction_measures_empty_space(tmp_path):
