@@ -162,19 +162,16 @@ def selects(expression: str | None, *names: str) -> bool:
     tokens = TOKEN.findall(expression)
     lowered = [n.lower() for n in names]
 
-    def parse_or(i: int) -> tuple[bool, int]:
-        value, i = parse_and(i)
-        while i < len(tokens) and tokens[i] == "or":
-            right, i = parse_and(i + 1)
-            value = value or right
+    def parse_binary(i: int, word: str, operand) -> tuple[bool, int]:
+        """``operand (word operand)*``, "or" binding looser than "and"."""
+        value, i = operand(i)
+        while i < len(tokens) and tokens[i] == word:
+            right, i = operand(i + 1)
+            value = (value or right) if word == "or" else (value and right)
         return value, i
 
-    def parse_and(i: int) -> tuple[bool, int]:
-        value, i = parse_not(i)
-        while i < len(tokens) and tokens[i] == "and":
-            right, i = parse_not(i + 1)
-            value = value and right
-        return value, i
+    def parse_or(i: int) -> tuple[bool, int]:
+        return parse_binary(i, "or", lambda j: parse_binary(j, "and", parse_not))
 
     def parse_not(i: int) -> tuple[bool, int]:
         if i >= len(tokens):
