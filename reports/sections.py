@@ -69,7 +69,7 @@ SECTIONS = (
     ("tensor-parallel", "Tensor parallelism", "tensor_parallel", "chapter"),
     ("pipeline", "Pipeline and CPU-GPU hybrid training", "pipeline", "chapter"),
     ("regression", "Regression against a baseline", "regression", "chapter"),
-    ("environment", "Environment", "environment", "section"),
+    ("environment", "Environment", "environment", "chapter"),
     ("runs", "Runs loaded and how this report uses them", "runs", "appendix"),
     ("before-interleaving", appendix.BEFORE_INTERLEAVING_TITLE, "before_interleaving",
      "appendix"),

@@ -261,7 +261,10 @@ def test_power_limit_clocks_and_energy_check(nvlink_built):
     assert "power limit (W) 700 (×2)" in environment
     assert "max SM clock (MHz) 1,980 (×2)" in environment
     assert "max memory clock" not in environment  # not recorded: no row
-    energy = section_html(nvlink_built["html"], "energy")
+    # The energy table has a row per variant: the section says it is in the detail tables.
+    assert ("The table of energy per step against mean power × step time is in Appendix"
+            in text_of(section_html(nvlink_built["html"], "energy")))
+    energy = section_html(nvlink_built["html"], "detail")
     # energy per step is 0.5 J per ms of step: against 500 W × step, a ratio of exactly 1.
     assert "energy / (power × step)" in energy and "1.00" in energy
     assert "counter updates every few milliseconds" in text_of(energy)
