@@ -425,22 +425,16 @@ def seed_steps(rows: Iterable[dict]) -> list[dict]:
 # --- headline numbers -------------------------------------------------------------------------
 
 
-def headline(rows: Sequence[dict]) -> dict:
-    """The abstract's numbers beside the overlap answers (reports.cells): busbw at 1 GiB vs
-    nccl-tests, the simulation's speedup and the best own GEMM kernel (None where there is
-    no data)."""
+def busbw_at_gib(rows: Sequence[dict]) -> dict | None:
+    """The all-reduce row of 1 GiB with an nccl-tests reference, at the largest world size
+    measured (the all-reduce chapter quotes it), or None."""
     busbw = None
     for group in allreduce_groups(rows):
         for row in group["rows"]:
             if row["size_bytes"] == GIB and row["nccl_tests_gbps"] is not None and (
                     busbw is None or row["world_size"] > busbw["world_size"]):
                 busbw = row
-    simulated = max(synthetic(rows), key=lambda r: r["chunks"], default=None)
-    own_gemm = [r for g in gemm_ladder(rows) for r in g["rows"]
-                if r["version"] != "cublas" and r.get("pct_of_cublas") is not None]
-    best_gemm = max(own_gemm, key=lambda r: (r["m"] * r["n"] * r["k"], r["pct_of_cublas"]),
-                    default=None)
-    return {"busbw": busbw, "synthetic": simulated, "gemm": best_gemm}
+    return busbw
 
 
 # --- regression against a baseline ------------------------------------------------------------

@@ -52,7 +52,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from impl.atomic import unwritable, write_bytes_atomic
-from reports import analysis, traces
+from reports import analysis, archive, traces
 from reports.results import (
     ResultsError,
     ResultsFile,
@@ -296,6 +296,15 @@ def load_inputs(paths: Sequence[str]) -> list[ResultsFile]:
     return sorted(loaded, key=lambda r: (r.sort_time, r.path.name))
 
 
+def load_archive(paths: Sequence[str], inputs: Sequence[ResultsFile]) -> archive.Archive:
+    """Every result file the paths name (default: all of results/), validated like the
+    inputs, with the logs and gate trials of their folders (reports/archive.py)."""
+    found = archive.scan(paths, inputs)
+    for results in found.files:
+        check_rows(results)
+    return found
+
+
 def describe_run(index: int, results: ResultsFile) -> Run:
     suite = results.data.get("suite") or {}
     command = suite.get("command") or "pytest (no suite record)"
@@ -414,13 +423,14 @@ def tolerated_notes(records: Sequence[logging.LogRecord]) -> list[str]:
     return notes
 
 
-def render_report_html(rows: list[dict], runs: list[Run], compared: Baseline | None
+def render_report_html(rows: list[dict], runs: list[Run], compared: Baseline | None,
+                       found: archive.Archive | None = None
                        ) -> tuple[str, list[str], list[dict]]:
     """The HTML, with its figures, a note naming characters the figures drew as boxes, and
     the step timelines it draws (for their traces)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        context = report_context(rows, runs, compared)
+        context = report_context(rows, runs, compared, found)
         html = render_html(context)
     characters = []
     for warning in caught:
@@ -472,7 +482,7 @@ def build(paths: Sequence[str], out: Path, baseline: str | None = None,
                                for row in analysis.benchmark_rows(results.label, run.index,
                                                                   results.benchmarks))
     compared = load_baseline(baseline, inputs) if baseline else None
-    html, notes, timelines = render_report_html(rows, runs, compared)
+    html, notes, timelines = render_report_html(rows, runs, compared, load_archive(paths, inputs))
     written = {"html": write_bytes_atomic(out / "report.html", html.encode()), "pdf": None,
                "notes": notes, "traces": write_traces(out, timelines)}
     if not pdf:

@@ -124,6 +124,7 @@ class Table:
     rows: list[list[Cell]]
     notes: list[tuple[str, str]] = field(default_factory=list)  # (mark, text)
     numeric: list[bool] = field(default_factory=list)
+    moved_to: str | None = None  # where the body points to, when an appendix shows it
 
 
 def missing_value_note(key: str, row: dict) -> str | None:

@@ -73,7 +73,7 @@ def saved_pct(speedup: dict | None) -> dict | None:
             "high": convert(speedup.get("high")), "rounds": speedup.get("rounds")}
 
 
-# --- the abstract ---------------------------------------------------------------------------
+# --- the answers, in words ----------------------------------------------------------------
 
 
 def efficiency_text(cell: dict, strategy: str) -> str:
@@ -109,8 +109,6 @@ def answer_text(entry: dict) -> str:
                  f"{top['strategy']} at K = {top['cell']['chunks']}, "
                  f"{fmt_times(top['figures']['vs_sequential']['speedup'])}: optimistic, since "
                  f"the best of several noisy figures favours a lucky one.")
-    if cells.is_mpi(cell):
-        text += " " + cells.MPI_NOTE
     return text
 
 
@@ -144,41 +142,6 @@ def world_one_text(rows: Sequence[dict], runs: Sequence[Run]) -> str | None:
     return (f"At world size 1 the all-reduce is a no-op, so sequential and compute-only run the "
             f"same computation: their paired difference (sequential − compute-only) has an "
             f"interval containing 0 in {len(agree)} of {len(found)} cells ({listed}).")
-
-
-def section_abstract(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
-    """The answers per machine, fabric and world size: GPU machines first (NVLink's answer,
-    or why there is none, leads), then the one-rank check, then CPU machines with their
-    caveat, the course study, bandwidth and GEMM lines."""
-    blocks: dict[tuple, dict] = {}
-    for entry in cells.answers(rows):
-        cell = entry["cell"]
-        key = fabric_rank(cell, runs)
-        block = blocks.setdefault(key, {"heading": fabric_heading(cell, runs), "lines": [],
-                                        "machine": cell["machine"],
-                                        "gpu": is_gpu_machine(cell["machine"], runs)})
-        block["lines"].append(answer_text(entry))
-    ordered = [blocks[key] for key in sorted(blocks)]
-    top = analysis.headline(rows)
-    out = {"empty": False, "machines": and_list([machine_text(label, runs)
-                                                 for label in machine_labels(runs)]),
-           "gpu_blocks": [b for b in ordered if b["gpu"]],
-           "cpu_blocks": [b for b in ordered if not b["gpu"]], "cpu_caveat": CPU_CAVEAT,
-           "nvlink": nvlink_text(rows, runs), "world_one": world_one_text(rows, runs),
-           "study": study_text(rows), "busbw": None, "gemm": None,
-           "none": None if blocks else ("No loaded run has an interleaved cell over more "
-                                        "than one rank, so no answer is given here.")}
-    if busbw := top["busbw"]:
-        out["busbw"] = {"busbw": fmt(busbw["busbw_gbps"]), "world_size": busbw["world_size"],
-                        "machine": busbw["machine"], "anchor": fmt(busbw["nccl_tests_gbps"]),
-                        "pct": fmt_pct(busbw["pct_of_nccl_tests"]),
-                        "wrong": busbw["wrong_elements"]}
-    if gemm := top["gemm"]:
-        out["gemm"] = {"version": gemm["version"], "dtype": gemm["dtype"],
-                       "shape": f"{gemm['m']}×{gemm['n']}×{gemm['k']}",
-                       "tflops": fmt(gemm["tflops"]), "pct": fmt_pct(gemm["pct_of_cublas"]),
-                       "device": analysis.gpu_model(gemm)}
-    return out
 
 
 # --- the interleaved results --------------------------------------------------------------------
@@ -255,14 +218,16 @@ def section_results(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
     for group in cells.groups(rows):
         if group[0]["world_size"] != 1:
             blocks.setdefault(fabric_rank(group[0], runs), []).append(group)
+    answers = cells.answers(rows)
     out: dict = {"empty": not blocks and not cells.world_one(rows), "blocks": [],
-                 "answer_chunks": cells.ANSWER_CHUNKS, "world_one": None}
+                 "answer_chunks": cells.ANSWER_CHUNKS, "world_one": None,
+                 "world_one_text": world_one_text(rows, runs), "cpu_caveat": CPU_CAVEAT,
+                 "nvlink": nvlink_text(rows, runs)}
     for index, key in enumerate(sorted(blocks)):
         found = blocks[key]
         chosen = [cells.answer_cell(group)[0] for group in found]
         first = chosen[0]
         where = fabric_heading(first, runs)
-        how = how_text(chosen, runs)
         lines = {g[0]["workload"]: sorted(g, key=lambda c: c["chunks"]) for g in found}
         panels = [{"title": workload, "lines": {
             strategy: [(c["chunks"], cells.figures(c, strategy)["vs_sequential"]["speedup"])
@@ -271,22 +236,9 @@ def section_results(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
             for workload, sweep in lines.items()]
         mpi = any(cells.is_mpi(c) for c in chosen)
         block = {"heading": where, "cpu": not is_gpu_machine(first["machine"], runs),
-                 "mpi_note": cells.MPI_NOTE if mpi else None, "tables": [], "figures": []}
-        block["tables"].append(results_table(
-            f"tab-answers-{index}",
-            f"Answer cells on {where}: per workload the cell at the answer K, each strategy's "
-            f"median step over rounds and, below each value, its 95% bootstrap interval (paired "
-            f"by round where a figure combines variants). × sequential = sequential / step; "
-            f"eff. (limit) = (sequential − step)/(sequential − max(compute-only, comm-only)); "
-            f"eff. (bound) uses the schedule bound instead; vs DDP: faster, slower or n.s. (no "
-            f"significant difference: the interval of the difference contains 0). {how}",
-            chosen))
-        block["tables"].append(references_table(
-            f"tab-answer-references-{index}",
-            f"References of the same cells, measured in the same rounds: compute-only, "
-            f"comm-only (the K chunks all-reduced back to back, no compute), sequential, the "
-            f"limit max(compute-only, comm-only), the schedule bound and compute-only / "
-            f"comm-only, each with its 95% interval. {how}", chosen))
+                 "mpi_note": cells.MPI_NOTE if mpi else None, "figures": [],
+                 "answers": [answer_text(a) for a in answers
+                             if fabric_rank(a["cell"], runs) == key]}
         block["figures"].append(make_figure(
             f"fig-speedup-k-{index}", figures.speedup_by_chunks(panels),
             f"Speedup over sequential against the chunk count K on {where}, every strategy "
@@ -447,8 +399,8 @@ def section_anatomy(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
                            "bars": analysis.timeline_bars(entry["timeline"]),
                            "note": VARIANT_NOTES.get(variant)})
         files = ", ".join(e["file"] for e in steps)
-        entry = {"heading": where, "figures": [], "table": None, "finding": None,
-                 "timelines": steps}
+        entry = {"heading": where, "machine": cell["machine"], "figures": [], "table": None,
+                 "finding": None, "timelines": steps}
         entry["figures"].append(make_figure(
             f"fig-gantt-{index}", figures.gantt(panels),
             f"The representative step of every variant ({where}): for each, the last step of "
@@ -663,7 +615,8 @@ def section_study(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
     regime figure and the sleep-based simulation."""
     simulated = in_machine_order(analysis.synthetic(rows), runs)
     points = cells.regime_points(rows)
-    out: dict = {"empty": not simulated and not points, "table": None, "figures": [],
+    out: dict = {"empty": not simulated and not points, "summary": study_text(rows),
+                 "table": None, "figures": [],
                  "synthetic": None, "synthetic_figures": [], "timelines": [],
                  "ideal_doc": IDEAL_DOC, "ratio": cells.STUDY_COMPUTE_TO_COMM}
     if out["empty"]:

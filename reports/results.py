@@ -336,9 +336,13 @@ def strength(result: ResultsFile) -> tuple:
             result.sort_time, result.path.name)
 
 
-def _overlap_workloads(result: ResultsFile) -> set[tuple]:
-    return {(b["extra_info"].get("workload"), b["extra_info"].get("world_size"))
-            for b in result.benchmarks if b["extra_info"].get("kind") in OVERLAP_KINDS}
+def _measured(result: ResultsFile) -> tuple[set[tuple], set[str]]:
+    """What a run measured: its overlap workloads (workload × world size) and the other kinds
+    of rows it holds (a study such as tensor parallelism, or the GEMM ladder)."""
+    infos = [b["extra_info"] for b in result.benchmarks]
+    workloads = {(i.get("workload"), i.get("world_size")) for i in infos
+                 if i.get("kind") in OVERLAP_KINDS}
+    return workloads, {str(i.get("kind")) for i in infos if i.get("kind") not in OVERLAP_KINDS}
 
 
 def newest_per_machine(results_dir: str | Path = "results") -> list[Path]:
@@ -349,11 +353,12 @@ def newest_per_machine(results_dir: str | Path = "results") -> list[Path]:
     strongest (``strength``: interleaved, most thorough mode, complete, newest), so a quick
     run made on a laptop never displaces a thorough GPU run and an old-format run never
     displaces an interleaved one; then, strongest first, every other file that measured
-    overlap workloads (workload × world size) none of the chosen files did, such as the
-    course study's layer on its own kernels, so that no workload is lost to a file that did
-    not measure it. A file sharing a workload with a chosen one is left out: its rows would
-    replace the stronger file's when merged. Every file looked at is validated, so a broken
-    one raises ResultsError.
+    overlap workloads (workload × world size) or kinds of rows (a study's, such as a
+    tensor-parallel run made on its own) none of the chosen files did, such as the course
+    study's layer on its own kernels, so that no workload or study is lost to a file that
+    did not measure it. A file sharing an overlap workload with a chosen one is left out: its
+    rows would replace the stronger file's when merged. Every file looked at is validated,
+    so a broken one raises ResultsError.
     """
     results_dir = Path(results_dir)
     if not results_dir.is_dir():
@@ -368,12 +373,15 @@ def newest_per_machine(results_dir: str | Path = "results") -> list[Path]:
             by_profile.setdefault(_profile(result), []).append(result)
         for files in by_profile.values():
             ranked = sorted(files, key=strength, reverse=True)
-            picked, measured = [ranked[0]], _overlap_workloads(ranked[0])
+            picked = [ranked[0]]
+            workloads, kinds = _measured(ranked[0])
             for result in ranked[1:]:
-                workloads = _overlap_workloads(result)
-                if workloads and not workloads & measured:
+                own_workloads, own_kinds = _measured(result)
+                new = own_workloads - workloads or own_kinds - kinds
+                if new and not own_workloads & workloads:
                     picked.append(result)
-                    measured |= workloads
+                    workloads |= own_workloads
+                    kinds |= own_kinds
             chosen += sorted(result.path for result in picked)
     return chosen
 

@@ -16,20 +16,25 @@ from dataclasses import dataclass, field
 
 from impl.metrics import ALLREDUCE_FIELDS, STEP_FIELDS
 from reports import (
+    abstract,
     analysis,
     appendix,
     cells,
     figures,
+    layout,
     overlap,
     pipeline,
     prediction,
+    reproducibility,
     tensor_parallel,
 )
+from reports.archive import Archive
 from reports.captions import (
     Run,
     and_list,
     how_text,
     in_machine_order,
+    is_gpu_machine,
     machine_labels,
     machine_text,
     make_figure,
@@ -42,6 +47,7 @@ from reports.format import (
     estimate_column,
     fmt,
     fmt_estimate,
+    fmt_pct,
     make_table,
     missing_value_note,
     text_column,
@@ -54,9 +60,10 @@ SECTIONS = (
     ("abstract", "Abstract", "abstract", "front"),
     ("methodology", "Methodology", "methodology", "front"),
     ("overlap", "Overlap, measured interleaved", "overlap", "chapter"),
+    ("reproducibility", "Run-to-run agreement", "reproducibility", "section"),
     ("step-anatomy", "Anatomy of a step", "anatomy", "chapter"),
     ("interference", "Interference: compute beside communication", "interference", "section"),
-    ("course-study", "The course study, reproduced", "study", "chapter"),
+    ("course-study", "The course study, reproduced", "study", "section"),
     ("allreduce", "All-reduce bandwidth", "allreduce", "chapter"),
     ("energy", "Power and energy", "energy", "section"),
     ("gemm", "GEMM ladder and the seed step", "gemm", "chapter"),
@@ -69,7 +76,14 @@ SECTIONS = (
     ("before-interleaving", appendix.BEFORE_INTERLEAVING_TITLE, "before_interleaving",
      "appendix"),
     ("cells", "Every interleaved cell", "cells", "appendix"),
+    ("step-anatomy-cpu", "Anatomy of a step on the CPU", "anatomy_cpu", "appendix"),
+    ("interference-cpu", "Interference on the CPU", "interference_cpu", "appendix"),
+    ("tensor-parallel-cpu", "Tensor parallelism on the CPU", "tensor_parallel_cpu", "appendix"),
+    ("agreement", "Run-to-run agreement, every figure", "agreement", "appendix"),
+    ("detail", "Detail tables", "detail", "appendix"),
     ("tables", "Dense tables", "tables", "appendix"),
+    ("topology", "GPU topology (nvidia-smi topo -m)", "topology", "appendix"),
+    ("definitions", "Definitions, quoted from the code", "methodology", "appendix"),
 )
 
 
@@ -175,7 +189,13 @@ def section_allreduce(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
         f"busbw of the slowest and fastest round (the median's busbw scaled by median round "
         f"time / round time; round wall times include the sync). The tables are in the "
         f"appendix. {how_text(measured, runs)}", "All-reduce bus bandwidth against message size")
-    return {"empty": False, "figure": figure, "source": analysis.BUSBW_ANCHOR_SOURCE}
+    top = analysis.busbw_at_gib(rows)
+    busbw = None if not top else {
+        "busbw": fmt(top["busbw_gbps"]), "world_size": top["world_size"],
+        "machine": top["machine"], "anchor": fmt(top["nccl_tests_gbps"]),
+        "pct": fmt_pct(top["pct_of_nccl_tests"]), "wrong": top["wrong_elements"]}
+    return {"empty": False, "figure": figure, "source": analysis.BUSBW_ANCHOR_SOURCE,
+            "busbw": busbw}
 
 
 def section_energy(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
@@ -483,13 +503,18 @@ def is_empty(key: str, section: dict) -> bool:
 
 
 def report_context(rows: Sequence[dict], runs: Sequence[Run],
-                   baseline: Baseline | None = None) -> dict:
-    """Everything the templates need; rows are analysis.benchmark_rows of every run, merged."""
+                   baseline: Baseline | None = None, archive: Archive | None = None) -> dict:
+    """Everything the templates need; rows are analysis.benchmark_rows of every run, merged;
+    ``archive`` holds every result file, log and trials file of their folders (the front
+    page's study lines and run-to-run agreement)."""
+    archive = archive or Archive()
     labels = machine_labels(runs)
+    agreement = reproducibility.section(archive.files)
     context = {
-        "abstract": overlap.section_abstract(rows, runs),
+        "abstract": abstract.section(rows, runs, archive, agreement["line"]),
         "methodology": section_methodology(rows, runs),
         "overlap": overlap.section_results(rows, runs),
+        "reproducibility": agreement,
         "anatomy": overlap.section_anatomy(rows, runs),
         "interference": overlap.section_interference(rows, runs),
         "study": overlap.section_study(rows, runs),
@@ -503,10 +528,16 @@ def report_context(rows: Sequence[dict], runs: Sequence[Run],
         "environment": section_environment(rows, runs),
         "before_interleaving": appendix.section_before_interleaving(rows, runs),
         "cells": appendix.section_cells(rows, runs),
+        "agreement": {"empty": agreement["table"] is None, "table": agreement["table"]},
     }
     context["tables"] = section_tables(rows, runs, context["gemm"]["tables"])
-    dropped = [title for _, title, key, _ in SECTIONS if key in context
-               and is_empty(key, context[key])]
+    timelines = overlap.timelines(context)  # every block's, before the CPU's move
+    layout.split_cpu_blocks(context, {label for label in labels if is_gpu_machine(label, runs)})
+    moved = layout.move_detail_tables(context, SECTIONS)
+    context["topology"] = {"empty": not context["environment"]["topology"]}
+    context["detail"] = {"empty": not moved, "groups": moved}
+    dropped = [title for _, title, key, role in SECTIONS if key in context
+               and role in layout.BODY_ROLES and is_empty(key, context[key])]
     context["runs"] = appendix.section_runs(rows, runs, dropped)
     shown, letters = [], iter("ABCDEFGHIJ")
     for section_id, title, key, role in SECTIONS:
@@ -514,8 +545,10 @@ def report_context(rows: Sequence[dict], runs: Sequence[Run],
             continue
         shown.append({"id": section_id, "title": title, "key": key, "role": role,
                       "letter": next(letters) if role == "appendix" else None})
+    letter = {s["id"]: s["letter"] for s in shown}
+    if moved:
+        layout.point_to(moved, letter["detail"])
     return {**context, "title": TITLE,
-            "machines_line": " · ".join(machine_text(label, runs) for label in labels),
-            "labels_line": ", ".join(labels), "sections": shown,
-            "timelines": overlap.timelines(context),
+            "labels_line": ", ".join(labels), "sections": shown, "letters": letter,
+            "timelines": timelines,
             "partial": any(r.partial for r in runs)}

@@ -354,7 +354,7 @@ def section(all_rows: Sequence[dict], runs) -> dict:
     for machine in dict.fromkeys(r["machine"] for r in rows):
         mine = [r for r in rows if r["machine"] == machine]
         where, how = machine_text(machine, runs), how_text(mine, runs)
-        entry = {"title": f"On {where}", "figures": [], "tables": []}
+        entry = {"title": f"On {where}", "machine": machine, "figures": [], "tables": []}
         for _, preset in (c for c in cells(mine)):
             strong = scaling_series(mine, machine, preset, "strong")
             weak = scaling_series(mine, machine, preset, "weak")

@@ -26,6 +26,7 @@ from impl import stats
 from reports import analysis, build, cells, traces
 from reports.format import fmt, fmt_pct
 from reports.results import newest_per_machine
+from tests import pdf_pages
 
 DATA = Path(__file__).parent / "data"
 GPU_FIXTURE = DATA / "h200x4-trimmed.json"  # 4× H200, before interleaving
@@ -96,23 +97,24 @@ def section_html(html: str, section_id: str) -> str:
 def test_sections_with_data_only_and_in_the_contents(built):
     html = built["html"]
     shown = re.findall(r'<section id="([^"]+)"', html)
-    assert shown == ["abstract", "methodology", "overlap", "step-anatomy", "interference",
-                     "course-study", "allreduce", "gemm", "prediction", "regression",
-                     "environment", "runs", "before-interleaving", "cells", "tables"]
+    assert shown == ["abstract", "methodology", "overlap", "reproducibility", "step-anatomy",
+                     "interference", "course-study", "allreduce", "gemm", "prediction",
+                     "regression", "environment", "runs", "before-interleaving", "cells",
+                     "tables", "topology", "definitions"]
     toc = re.search(r'<nav class="toc">(.*?)</nav>', html, re.S).group(1)
     assert re.findall(r'href="#([^"]+)"', toc) == shown
     # Nothing of the studies without data, not even a "no data" line.
     for absent in ("tensor-parallel", "pipeline", "energy", "No tensor-parallel results"):
         assert absent not in toc and f'id="{absent}"' not in html
     runs = section_html(html, "runs")
-    assert "Left out for lack of data: Power and energy, Tensor parallelism, Pipeline" in (
-        text_of(runs))
+    assert ("Left out for lack of data: Power and energy, Tensor parallelism, Pipeline and CPU-GPU "
+            "hybrid training.") in text_of(runs)
 
 
 def test_figures_of_every_chapter(built):
     figure_ids = re.findall(r'<figure class="fig" id="([^"]+)">', built["html"])
     assert sorted(figure_ids) == sorted([
-        "fig-speedup-k-0", "fig-gantt-0", "fig-steps-0", "fig-lost-0",
+        "fig-headline", "fig-speedup-k-0", "fig-gantt-0", "fig-steps-0", "fig-lost-0",
         "fig-interference-cpu-2core", "fig-regime", "fig-synthetic", "fig-synthetic-gantt",
         "fig-allreduce", "fig-gemm-h200x4", "fig-roofline-h200x4",
         "fig-predicted-ib400-h200x8-0"])
@@ -133,7 +135,7 @@ def test_html_quotes_metric_definitions_from_code(built):
         assert " ".join(function.__doc__.split()) in built["text"]
 
 
-# --- the abstract ------------------------------------------------------------------------------
+# --- the answers, in the overlap chapter (the abstract has the headline table) ------------------
 
 
 def answer_cell(workload: str, path: Path) -> dict:
@@ -154,12 +156,12 @@ def round_medians(cell: dict, variant: str) -> list[float]:
 @pytest.mark.parametrize(("workload", "path"), [("mlp_tiny", INTERLEAVED),
                                                  ("gpt_tiny", INTERLEAVED),
                                                  ("mlp_1024x8_b64", REGIMES)])
-def test_abstract_answers_each_workload_with_intervals_and_verdicts(built, workload, path):
+def test_chapter_answers_each_workload_with_intervals_and_verdicts(built, workload, path):
     cell = answer_cell(workload, path)
     speedups = {s: f["vs_sequential"]["speedup"] for s, f in cell["strategies"].items()}
     best = max(speedups, key=lambda s: speedups[s]["value"])
     line = text_of(re.search(r"<li>" + re.escape(workload) + r", read.*?</li>",
-                             section_html(built["html"], "abstract"), re.S).group(0))
+                             section_html(built["html"], "overlap"), re.S).group(0))
     assert f"read at K = {cells.ANSWER_CHUNKS}, the suite's default chunk count" in line
     assert f"{best} is fastest, {interval(speedups[best]).replace(' [', '× [')} over " \
            f"sequential" in line
@@ -182,19 +184,22 @@ def test_abstract_answers_each_workload_with_intervals_and_verdicts(built, workl
             in line
 
 
-def test_abstract_says_there_is_no_nvlink_answer_and_names_old_files(built):
-    abstract = text_of(section_html(built["html"], "abstract"))
+def test_no_nvlink_answer_is_said_and_old_files_named(built):
+    chapter = text_of(section_html(built["html"], "overlap"))
     assert ("There is no interleaved NVLink result over several GPUs yet, so this report gives "
             f"no NVLink answer. The NVLink files loaded ({GPU_FIXTURE}) were "
-            "measured before interleaving") in abstract
+            "measured before interleaving") in chapter
+    abstract = text_of(section_html(built["html"], "abstract"))
+    assert ("Not in the table: h200x4 (measured before interleaving: its step rows are in the "
+            "appendix).") in abstract
     # The old-format 4-GPU numbers are nowhere in the abstract.
     for row in infos(GPU_FIXTURE, "step"):
         if row["overlap_efficiency"] is not None:
             assert f"{fmt(row['overlap_efficiency'])} (" not in abstract
 
 
-def test_abstract_checks_one_rank_cells(built):
-    abstract = text_of(section_html(built["html"], "abstract"))
+def test_chapter_checks_one_rank_cells(built):
+    abstract = text_of(section_html(built["html"], "overlap"))
     single = [c for path in (INTERLEAVED, REGIMES) for c in infos(path, "comparison")
               if c["world_size"] == 1]
     assert f"an interval containing 0 in {len(single)} of {len(single)} cells" in abstract
@@ -235,16 +240,21 @@ def nvlink_built(tmp_path_factory) -> dict:
     return {"html": html, "text": text_of(html), "written": written}
 
 
-def test_nvlink_answer_is_named_when_an_interleaved_nvlink_run_exists(nvlink_built):
-    abstract = text_of(section_html(nvlink_built["html"], "abstract"))
+def test_nvlink_answer_heads_the_table_when_an_interleaved_nvlink_run_exists(nvlink_built):
     cell = answer_cell("mlp_tiny", INTERLEAVED)
     best = max(cell["strategies"],
                key=lambda s: cell["strategies"][s]["vs_sequential"]["speedup"]["value"])
-    speedup = interval(cell["strategies"][best]["vs_sequential"]["speedup"])
-    assert ("NVLink. The NVLink answer (h200x2 (2× NVIDIA H200) · nvlink · 2 GPUs (nccl)): "
-            "mlp_tiny, read at K = 20") in abstract
-    assert f"{best} is fastest, {speedup.replace(' [', '× [')}" in abstract
-    assert "is a CPU machine" not in abstract
+    speedup = cell["strategies"][best]["vs_sequential"]["speedup"]
+    table = re.search(r'id="tab-headline">.*?<tbody>(.*?)</tbody>', nvlink_built["html"],
+                      re.S).group(1)
+    first = text_of(re.search(r"<tr>(.*?)</tr>", table, re.S).group(1))
+    assert first.startswith(f" 1 h200x2 · nvlink · 2 GPUs mlp_tiny {best} "
+                            f"{interval(speedup).replace(' [', '× [')}")
+    chapter = text_of(section_html(nvlink_built["html"], "overlap"))
+    assert "h200x2 (2× NVIDIA H200) · nvlink · 2 GPUs (nccl) mlp_tiny, read at K = 20" in chapter
+    assert f"{best} is fastest, {interval(speedup).replace(' [', '× [')}" in chapter
+    assert "no NVLink answer" not in chapter
+    assert "is a CPU machine" not in chapter
 
 
 def test_power_limit_clocks_and_energy_check(nvlink_built):
@@ -252,7 +262,10 @@ def test_power_limit_clocks_and_energy_check(nvlink_built):
     assert "power limit (W) 700 (×2)" in environment
     assert "max SM clock (MHz) 1,980 (×2)" in environment
     assert "max memory clock" not in environment  # not recorded: no row
-    energy = section_html(nvlink_built["html"], "energy")
+    # The energy table has a row per variant: the section says it is in the detail tables.
+    assert ("The table of energy per step against mean power × step time is in Appendix"
+            in text_of(section_html(nvlink_built["html"], "energy")))
+    energy = section_html(nvlink_built["html"], "detail")
     # energy per step is 0.5 J per ms of step: against 500 W × step, a ratio of exactly 1.
     assert "energy / (power × step)" in energy and "1.00" in energy
     assert "counter updates every few milliseconds" in text_of(energy)
@@ -299,7 +312,7 @@ def test_old_format_rows_appear_only_in_their_appendix(built):
 
 
 def test_result_tables_carry_an_interval_under_every_value(built):
-    answers = section_html(built["html"], "overlap")
+    answers = section_html(built["html"], "cells")
     cell = answer_cell("mlp_tiny", INTERLEAVED)
     chunked = cell["strategies"]["chunked"]
     row = re.search(r"<tr><td>mlp_tiny</td><td class=\"num\">20</td><td>chunked</td>(.*?)</tr>",
@@ -460,6 +473,15 @@ def test_no_page_is_more_than_half_blank_but_a_chapters_last(built, tmp_path):
                  if f > 0.5 and index not in ends}
     assert too_blank == {}, f"pages more than half blank (1-based): {too_blank}"
     assert all(f < 0.97 for f in fractions.values()), fractions  # no empty page at all
+
+
+@pytest.mark.skipif(shutil.which("pdftotext") is None, reason="pdftotext (poppler-utils) missing")
+def test_no_text_over_text_and_no_empty_figure(built, tmp_path):
+    pages = pdf_pages.pages_of(built["pdf"])
+    assert pdf_pages.overlapping_words(pages) == []
+    figures = re.findall(r'<figure class="fig" id="([^"]+)">', built["html"])
+    assert len(pdf_pages.figure_bands(pages)) == len(figures)
+    assert pdf_pages.empty_figures(built["pdf"], pages, tmp_path) == []
 
 
 def test_blank_fraction_measures_empty_space(tmp_path):

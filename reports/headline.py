@@ -1,0 +1,306 @@
+"""Page 1's answer: per machine and workload, the best strategy at the pre-registered K.
+
+One row per answer of reports/cells.py (an interleaved cell over two or more ranks, read at
+K = cells.ANSWER_CHUNKS where measured), MPI cells left to the chapter (they have references of
+their own): the strategy with the largest median speedup over sequential, that speedup and its
+overlap efficiency with 95% intervals, its verdicts against DDP (buckets matched to K, and
+25 MB), and the run and commit it comes from. A figure is marked when it comes from a partial
+run, from a dirty tree, or from a commit older than this checkout's code of its strategy
+(reports/archive.py counts the commits). Beside the table, one figure of the same data, and
+three to five findings computed from it.
+
+    context = section(rows, runs, archive)   # {"table", "figure", "findings", "absent"}
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from reports import cells, figures
+from reports.archive import ROOT, Archive
+from reports.captions import Run, is_gpu_machine, make_figure
+from reports.format import NA, Cell, Table, fmt, fmt_estimate
+from reports.overlap import fabric_rank, saved_pct
+
+VERDICT_SHORT = {"faster": "faster", "slower": "slower", cells.NO_DIFFERENCE: "n.s."}
+MAX_FINDINGS = 5
+
+
+# --- rows ---------------------------------------------------------------------------------------
+
+
+def strategy_files(strategy: str) -> tuple[str, ...]:
+    """The files that hold a strategy's code: its class's module, and impl/strategies/
+    knobs.py for a named variant (chunked+priority is chunked with a knob)."""
+    from impl.strategies import STRATEGIES
+    from impl.strategies.knobs import VARIANTS
+
+    base = VARIANTS.get(strategy, (strategy, {}))[0]
+    if base not in STRATEGIES:
+        return ()
+    module = Path(sys.modules[STRATEGIES[base].__module__].__file__).resolve()
+    files = [str(module.relative_to(ROOT))]
+    if strategy in VARIANTS:
+        files.append("impl/strategies/knobs.py")
+    return tuple(files)
+
+
+def provenance(run: Run, strategy: str, archive: Archive) -> list[str]:
+    """Why a headline figure may not describe this checkout's code: partial run, dirty tree,
+    code changed since the run's commit (or its commit unknown here). Empty when none."""
+    marks = []
+    if run.partial:
+        failed = ", ".join(run.failed_passes) or "a pass"
+        marks.append(f"from a partial run ({failed} did not finish; the appendix on runs has "
+                     f"its note)")
+    commit = run.fingerprint.get("git_commit")
+    if run.fingerprint.get("git_dirty"):
+        marks.append(f"made from a tree whose tracked files differed from {commit[:7]} (dirty)"
+                     if commit else "made from a dirty tree")
+    files = strategy_files(strategy)
+    changed = archive.changes_since(commit, files) if files else None
+    if not commit:
+        marks.append("its run recorded no commit: the age of its code is unknown")
+    elif files and changed is None:
+        marks.append(f"commit {commit[:7]} is not in this checkout's history: the age of its "
+                     f"code is unknown")
+    elif changed:
+        marks.append(f"older than this checkout's code: {changed} change(s) to "
+                     f"{', '.join(files)} since {commit[:7]}")
+    return marks
+
+
+def rows_of(rows: Sequence[dict], runs: Sequence[Run], archive: Archive) -> list[dict]:
+    """One entry per answer (not MPI), in the report's machine order."""
+    entries = []
+    for answer in sorted(cells.answers(rows), key=lambda a: (fabric_rank(a["cell"], runs),
+                                                             cells.workload_rank(
+                                                                 a["cell"]["workload"]))):
+        cell = answer["cell"]
+        if cells.is_mpi(cell):
+            continue
+        run = runs[cell["run"]]
+        found = answer["figures"]
+        entries.append({
+            "answer": answer, "cell": cell, "best": answer["best"], "run": run,
+            "gpu": is_gpu_machine(cell["machine"], runs),
+            "speedup": found["vs_sequential"]["speedup"],
+            "efficiency": None if cells.other_chunking(cell, answer["best"])
+            else found.get("overlap_efficiency"),
+            "efficiency_note": efficiency_note(cell, answer["best"]),
+            "ddp": ddp_text(answer), "marks": provenance(run, answer["best"], archive)})
+    return entries
+
+
+def efficiency_note(cell: dict, strategy: str) -> str | None:
+    """cells.efficiency_note, with one wording for every DDP that made other buckets than K
+    (the count is in the chapter), so the table needs one footnote for them."""
+    if cells.other_chunking(cell, strategy):
+        return ("DDP made fewer buckets than K: the limit describes K-chunk all-reduces, so "
+                "no efficiency (its bucket count is in the chapter)")
+    return cells.efficiency_note(cell, strategy)
+
+
+def ddp_text(answer: dict) -> str:
+    """The best strategy's verdicts against DDP in the same rounds ("faster / n.s.")."""
+    best, parts = answer["best"], []
+    for peer in (cells.DDP, cells.DDP_DEFAULT):
+        if peer == best:
+            parts.append(f"is {peer}")
+        elif peer in answer["versus"]:
+            parts.append(f"{VERDICT_SHORT[answer['versus'][peer]['verdict']]} vs {peer}")
+    return "; ".join(parts) or "no DDP in the cell"
+
+
+def machine_text(cell: dict, gpu: bool) -> str:
+    return (f"{cell['machine']} · {cell['profile']} · {cell['world_size']} "
+            f"{'GPUs' if gpu else 'ranks'}")
+
+
+def run_text(run: Run) -> str:
+    commit = run.fingerprint.get("git_commit")
+    return f"{Path(run.path).parent.name}/{Path(run.path).name} · {commit[:7] if commit else NA}"
+
+
+# --- the table ----------------------------------------------------------------------------------
+
+HEADERS = ["#", "machine · fabric · ranks", "workload", f"best (K = {cells.ANSWER_CHUNKS})",
+           "× sequential", "overlap eff.", "vs DDP", "run · commit"]
+
+
+def table(entries: Sequence[dict]) -> Table:
+    """The headline table; notes say why an efficiency is missing and mark provenance."""
+    notes: dict[str, str] = {}
+
+    def mark(texts: Sequence[str]) -> str:
+        letters = []
+        for text in texts:
+            notes.setdefault(text, "abcdefghijklmnopqrstuvwxyz"[len(notes) % 26])
+            letters.append(notes[text])
+        return ",".join(letters)
+
+    body = []
+    for index, entry in enumerate(entries, 1):
+        cell, speedup, efficiency = entry["cell"], entry["speedup"], entry["efficiency"]
+        k_mark = [] if cell["chunks"] == cells.ANSWER_CHUNKS else [entry["answer"]["why"]]
+        body.append([
+            Cell(str(index), numeric=True), Cell(machine_text(cell, entry["gpu"])),
+            Cell(cell["workload"]),
+            Cell(entry["best"] + ("" if not k_mark else f", K = {cell['chunks']}"),
+                 mark=mark(k_mark)),
+            Cell(f"{fmt(speedup['value'])}×", numeric=True, detail=range_text(speedup)),
+            Cell(fmt((efficiency or {}).get("value")), numeric=True,
+                 mark=mark([entry["efficiency_note"]] if entry["efficiency_note"] else []),
+                 detail=range_text(efficiency) if efficiency else ""),
+            Cell(entry["ddp"]),
+            Cell(run_text(entry["run"]), mark=mark(entry["marks"]))])
+    return Table("tab-headline", f"The best strategy at K = {cells.ANSWER_CHUNKS} (fixed before "
+                 "the data were seen) per machine and workload: speedup over sequential and "
+                 "overlap efficiency (sequential − step)/(sequential − max(compute-only, "
+                 "comm-only)), 95% intervals below; vs DDP (buckets of gradient bytes / K, and "
+                 "25 MB): faster or slower where the interval of the difference excludes 0, "
+                 "else n.s.", HEADERS, body, [(m, t) for t, m in notes.items()],
+                 [True, False, False, False, True, True, False, False])
+
+
+def range_text(estimate: dict | None) -> str:
+    if not estimate or estimate.get("low") is None or estimate.get("high") is None:
+        return "(no interval)" if estimate and estimate.get("value") is not None else ""
+    return f"[{fmt(estimate['low'])}, {fmt(estimate['high'])}]"
+
+
+# --- the figure ---------------------------------------------------------------------------------
+
+
+def strategy_colors(strategies: Sequence[str]) -> dict[str, str]:
+    """The report's colour of each strategy, and for strategies it has none for (variants
+    such as chunked+priority) a tab10 or tab20 colour that no strategy has."""
+    from matplotlib.colors import to_hex
+
+    taken = set(figures.STRATEGY_COLORS.values())
+    palette = [to_hex(c) for name in ("tab10", "tab20") for c in figures.plt.get_cmap(name).colors]
+    spare = iter(dict.fromkeys(c for c in palette if c not in taken))
+    return {s: figures.STRATEGY_COLORS.get(s) or next(spare) for s in strategies}
+
+
+@figures._styled
+def figure(entries: Sequence[dict]) -> figures.Image:
+    """Speedup over sequential and overlap efficiency per headline row (its number), with 95%
+    intervals, coloured by strategy."""
+    fig, axes = figures.plt.subplots(1, 2, figsize=(2.7, 0.65 + 0.19 * len(entries)),
+                                     sharey=True, squeeze=False, layout="constrained")
+    positions = list(range(len(entries)))[::-1]
+    strategies = list(dict.fromkeys(e["best"] for e in entries))
+    color = strategy_colors(strategies)
+    for ax, key, label, line in ((axes[0, 0], "speedup", "× sequential", 1.0),
+                                 (axes[0, 1], "efficiency", "overlap efficiency", None)):
+        for position, entry in zip(positions, entries):
+            values, errors = figures._errors([entry[key]])
+            if values[0] != values[0]:  # undefined: nothing to draw, the table says why
+                continue
+            ax.errorbar(values, [position], xerr=errors, fmt="o", markersize=3,
+                        color=color[entry["best"]], elinewidth=0.9, capsize=1.5)
+        if line is not None:
+            ax.axvline(line, color="black", linestyle=":", linewidth=0.8)
+        ax.set_xlabel(label)
+        ax.grid(axis="y", visible=False)
+    axes[0, 1].set_xlim(-0.05, 1.05)
+    axes[0, 1].axvline(1.0, color="black", linestyle=":", linewidth=0.8)
+    axes[0, 0].set_yticks(positions, [str(i) for i in range(1, len(entries) + 1)])
+    axes[0, 0].set_ylim(-0.7, len(entries) - 0.3)
+    handles = [figures.plt.Line2D([], [], marker="o", linestyle="", markersize=3,
+                                  color=color[s]) for s in strategies]
+    fig.legend(handles, strategies, loc="outside lower center", ncols=2, frameon=False,
+               fontsize=6)
+    return figures._save(fig)
+
+
+# --- the findings -------------------------------------------------------------------------------
+
+
+def saved_text(speedup: dict) -> str:
+    """A speedup as the share of sequential's time saved, with its interval."""
+    return f"{fmt_estimate(saved_pct(speedup))}%"
+
+
+def findings(entries: Sequence[dict]) -> list[str]:
+    """Three to five one-sentence findings, each computed from the headline rows (a finding
+    whose data are missing is left out)."""
+    found = []
+    gpu = [e for e in entries if e["gpu"]]
+    if gpu:
+        top = max(gpu, key=lambda e: e["speedup"]["value"])
+        found.append(f"On GPUs the largest gain at K = {cells.ANSWER_CHUNKS} is {top['best']} "
+                     f"on {top['cell']['workload']} ({top['cell']['machine']}), saving "
+                     f"{saved_text(top['speedup'])} of sequential's step.")
+    faster = [e for e in entries
+              if e["answer"]["figures"]["vs_sequential"]["verdict"] == "faster"]
+    found.append(f"The best strategy is faster than sequential in {len(faster)} of "
+                 f"{len(entries)} rows (the interval of the paired difference excluding 0).")
+    with_efficiency = [e for e in entries if (e["efficiency"] or {}).get("value") is not None]
+    if with_efficiency:
+        low = min(with_efficiency, key=lambda e: e["efficiency"]["value"])
+        high = max(with_efficiency, key=lambda e: e["efficiency"]["value"])
+        found.append(f"Where it is defined, the best strategy's overlap efficiency runs from "
+                     f"{fmt_estimate(low['efficiency'])} ({low['cell']['machine']}, "
+                     f"{low['cell']['workload']}) to {fmt_estimate(high['efficiency'])} "
+                     f"({high['cell']['machine']}, {high['cell']['workload']}): no cell hides "
+                     f"all the communication that a perfect overlap would.")
+    judged = [e for e in entries if e["best"] not in (cells.DDP, cells.DDP_DEFAULT)
+              and cells.DDP in e["answer"]["versus"]]
+    if judged:
+        beats = [e for e in judged if e["answer"]["versus"][cells.DDP]["verdict"] == "faster"]
+        found.append(f"The best strategy beats DDP with buckets matched to K in {len(beats)} "
+                     f"of {len(judged)} rows where DDP is not itself the best (interval of the "
+                     f"difference excluding 0).")
+    bucketed = [e for e in entries if cells.other_chunking(e["cell"], e["best"])]
+    if bucketed:
+        machines = ", ".join(dict.fromkeys(e["cell"]["machine"] for e in bucketed))
+        found.append(f"In {len(bucketed)} of {len(entries)} rows ({machines}) the fastest is "
+                     f"DDP with fewer buckets than K: its gain comes from fewer, larger "
+                     f"messages, not from overlap, so it has no overlap efficiency.")
+    marked = [e for e in entries if e["marks"]]
+    if marked:
+        found.append(f"{len(marked)} of {len(entries)} headline rows carry a provenance mark "
+                     f"(partial run, dirty tree or code changed since): read them as "
+                     f"measurements of older code.")
+    better_k = [e for e in entries if e["answer"]["best_k"]]
+    if better_k:
+        found.append(f"In {len(better_k)} of {len(entries)} rows another K gave a larger "
+                     f"median speedup than K = {cells.ANSWER_CHUNKS}; the best of several "
+                     f"noisy figures is optimistic, so the chapter gives it beside the answer.")
+    return found[:MAX_FINDINGS]
+
+
+def why(old_format: bool, gpus: int) -> str:
+    if old_format:
+        return "measured before interleaving: its step rows are in the appendix"
+    return "one GPU: nothing to all-reduce" if gpus == 1 else "no interleaved cell"
+
+
+def absent_text(rows: Sequence[dict], runs: Sequence[Run], entries: Sequence[dict]) -> str | None:
+    """Which loaded GPU machines have no interleaved cell in the table, and why."""
+    shown = {e["cell"]["machine"] for e in entries}
+    old = {r["machine"] for r in cells.old_format_steps(rows) if r["world_size"] > 1}
+    gpus = {r.label: len(r.fingerprint.get("gpu_names") or []) for r in runs}
+    missing = [label for label in dict.fromkeys(r.label for r in runs)
+               if label not in shown and is_gpu_machine(label, runs)]
+    if not missing:
+        return None
+    parts = [f"{label} ({why(label in old, gpus[label])})" for label in missing]
+    return f"Not in the table: {'; '.join(parts)}."
+
+
+def section(rows: Sequence[dict], runs: Sequence[Run], archive: Archive) -> dict:
+    entries = rows_of(rows, runs, archive)
+    if not entries:
+        return {"table": None, "figure": None, "findings": [], "absent": absent_text(
+            rows, runs, entries), "count": 0}
+    image = make_figure("fig-headline", figure(entries),
+                        "The table's rows by number: × sequential and overlap efficiency, "
+                        "95% intervals; colour: the best strategy.",
+                        "Headline speedups and efficiencies with intervals")
+    return {"table": table(entries), "figure": image, "findings": findings(entries),
+            "absent": absent_text(rows, runs, entries), "count": len(entries)}

@@ -1,0 +1,224 @@
+"""One line per study for the abstract: its result with machine, interval and run, or why it has
+none.
+
+Each study names its benchmark module (STUDIES). Where the loaded rows hold a GPU result, the
+line gives it (machine, interval, run and commit); where they do not, it says so and names
+the runs that meant to measure it and did not finish: bench logs in ``results/<label>/logs/``
+(reports/runlogs.py: how the run ended, and whether it reached the study) and partial result
+files (``suite.partial`` / ``suite.failed_passes``) whose passes selected the module. The CPU
+result follows as a check of the method. The gate's line comes from its trials files.
+
+    lines = section(rows, runs, archive)   # [{"study": "pipeline", "text": "..."}, ...]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from reports import analysis, regression, tensor_parallel
+from reports.archive import Archive
+from reports.captions import Run, and_list, is_gpu_machine
+from reports.format import NA, fmt, fmt_estimate, fmt_pct, fmt_times
+from reports.runlogs import pass_targets, targets, unfinished
+
+# study -> (its title in the abstract, benchmark module, its test functions)
+STUDIES = {
+    "tensor-parallel": ("Tensor parallel (overlapped and fused against sync)", "bench_tp",
+                        ("test_tp",)),
+    "pipeline": ("Pipeline (bubble against (p − 1)/(m + p − 1), ours against the library)",
+                 "bench_pipeline", ("test_pipeline", "test_pipeline_comparison")),
+    "hybrid": ("CPU–GPU hybrid (offload against GPU-only)", "bench_hybrid",
+               ("test_offload", "test_offload_comparison", "test_coarse",
+                "test_coarse_comparison", "test_digits", "test_gpt_forward")),
+    "gemm": ("GEMM ladder (% of cuBLAS)", "bench_gemm",
+             ("test_gemm", "test_tensor_core_ceiling", "test_seed_step")),
+}
+GPU_ONLY = "device-adam"  # the fine-grained hybrid's reference: Adam on the device
+VERDICTS = {"no significant difference": "n.s."}
+
+
+def run_ref(run: Run) -> str:
+    """"results/h200x2/20261123T100132Z.json, quick, 09676a9"."""
+    commit = run.fingerprint.get("git_commit")
+    partial = ", partial" if run.partial else ""
+    return f"{run.path}, {run.mode or 'unknown'}{partial}, {commit[:7] if commit else 'commit n/a'}"
+
+
+def verdict(text: str | None) -> str:
+    return VERDICTS.get(text or "", text or "no verdict")
+
+
+# --- runs that meant to measure a study and did not finish -----------------------------------
+
+
+def attempts(archive: Archive, module: str, functions: tuple[str, ...]) -> list[str]:
+    """"on h200x2 the run stopped by signal 15 (timeout 250 s) during test_pipeline[...]
+    (LOG)", per run that selected ``module`` and did not finish it: from its log, else from
+    its results file's failed passes (suite.failed_passes) that selected the module."""
+    found, covered = [], set()
+    for log in archive.logs:
+        if log.wrote:
+            covered.add(Path(log.wrote).name)
+        covered.add(Path(log.path).name)
+        if targets(log, module, functions) and (how := unfinished(log, module)):
+            found.append(f"on {archive.label_of_log(log)} the run {how} ({log.path})")
+    for results in archive.files:
+        suite = results.data.get("suite") or {}
+        failed = [p for p in suite.get("passes") or [] if isinstance(p, dict)
+                  and p.get("name") in (suite.get("failed_passes") or ())]
+        logged = results.path.name in covered or any(
+            name.startswith(results.path.stem + "-") for name in covered)
+        if logged or not any(pass_targets(str(p.get("command") or ""), module, functions)
+                             for p in failed):
+            continue
+        names = ", ".join(str(p.get("name")) for p in failed)
+        found.append(f"on {results.label} the pass {names} did not finish ({results.path}, "
+                      f"partial)")
+    return found
+
+
+# --- each study's result on one machine --------------------------------------------------------
+
+
+def tp_text(rows: Sequence[dict], machine: str) -> tuple[str, dict] | None:
+    """Overlapped and fused against sync, strong scaling at the largest world measured, torch
+    GEMMs where measured."""
+    mine = [r for r in tensor_parallel.variant_rows(rows) if r["machine"] == machine
+            and r["scaling"] == "strong"]
+    if not mine:
+        return None
+    backend = "torch" if any(r["gemm_backend"] == "torch" for r in mine) else mine[0][
+        "gemm_backend"]
+    preset = next(r["preset"] for r in mine if r["gemm_backend"] == backend)
+    world = max(r["world_size"] for r in mine if (r["preset"], r["gemm_backend"]) == (
+        preset, backend))
+    found = {r["schedule"]: r for r in mine if (r["preset"], r["gemm_backend"],
+                                                r["world_size"]) == (preset, backend, world)}
+    parts = [f"{schedule} {fmt_times(found[schedule]['estimates'].get('overlap_speedup'))} "
+             f"({verdict((found[schedule].get('verdicts') or {}).get('overlap_speedup'))})"
+             for schedule in ("overlapped", "fused") if schedule in found]
+    if not parts:
+        return None
+    row = found.get("overlapped") or found.get("fused")
+    return (f"{machine} ({preset}, {backend} GEMMs, strong scaling to {world} ranks), speed "
+            f"against sync: {and_list(parts)}", row)
+
+
+def pipeline_text(rows: Sequence[dict], machine: str) -> tuple[str, dict] | None:
+    """Bubble against the theory and ours against the library at the largest p, then m."""
+    mine = [r for r in analysis.of_kind(rows, "pipeline") if r["machine"] == machine]
+    if not mine:
+        return None
+    stages = max(r["stages"] for r in mine)
+    m = max(r["microbatches"] for r in mine if r["stages"] == stages)
+    at = [r for r in mine if (r["stages"], r["microbatches"]) == (stages, m)]
+    bubbles = [f"{r['variant']} {fmt_estimate(r.get('bubble_estimate'))}" for r in at
+               if r.get("bubble_estimate")]
+    text = (f"{machine} ({at[0]['workload']}, p = {stages}, m = {m}): bubble "
+            f"{and_list(bubbles) or NA} against (p − 1)/(m + p − 1) = "
+            f"{fmt(at[0]['bubble_theory'])}")
+    compared = [pair for r in analysis.of_kind(rows, "pipeline_comparison")
+                if r["machine"] == machine and (r["stages"], r["microbatches"]) == (stages, m)
+                for pair in r.get("comparisons") or [] if pair["reference"].startswith("torch-")]
+    if compared:
+        text += "; against the library " + and_list(
+            [f"{p['candidate']} {fmt_times(p.get('speedup'))} ({verdict(p.get('verdict'))})"
+             for p in compared])
+    return text, at[0]
+
+
+def hybrid_text(rows: Sequence[dict], machine: str) -> tuple[str, dict] | None:
+    """Each offload variant against Adam on the device, in the same rounds (paired)."""
+    from impl.comparisons import versus  # imports numpy and scipy: only where compared
+
+    steps = [r for r in analysis.of_kind(rows, "hybrid_step") if r["machine"] == machine
+             and r.get("study") == "fine-grained" and r.get("round_ms")]
+    reference = next((r for r in steps if r["variant"] == GPU_ONLY), None)
+    if reference is None:
+        return None
+    parts = []
+    for row in steps:
+        if row is reference or row["run"] != reference["run"] or (
+                len(row["round_ms"]) != len(reference["round_ms"])):
+            continue
+        compared = versus(row["round_ms"], reference["round_ms"])
+        parts.append(f"{row['variant']} {fmt_times(compared['speedup'])} "
+                     f"({verdict(compared['verdict'])})")
+    if not parts:
+        return None
+    return (f"{machine} ({reference['workload']}, {reference['device']}), speed against "
+            f"{GPU_ONLY}: {and_list(parts)}", reference)
+
+
+def gemm_text(rows: Sequence[dict], machine: str) -> tuple[str, dict] | None:
+    """The fastest own kernel at the largest bf16 shape, as % of cuBLAS in the same process,
+    with the gap between that cuBLAS baseline and cuBLAS's own row as its margin."""
+    mine = [r for r in analysis.newest_run_per_gpu(rows, "gemm") if r["machine"] == machine
+            and r["dtype"] == "bf16"]
+    if not mine:
+        return None
+    largest = max(r["m"] * r["n"] * r["k"] for r in mine)
+    at = [r for r in mine if r["m"] * r["n"] * r["k"] == largest]
+    own = [r for r in at if r["version"] != "cublas"]
+    if not own:
+        return None
+    best = max(own, key=lambda r: r["tflops"])
+    cublas = next((r for r in at if r["version"] == "cublas"), None)
+    margin = ""
+    if cublas and cublas.get("cublas_ms") and cublas.get("time_ms"):
+        gap = 100 * abs(cublas["time_ms"] - cublas["cublas_ms"]) / cublas["cublas_ms"]
+        margin = (f" (±{fmt_pct(gap)}: cuBLAS timed twice there; {best['rounds']} rounds, "
+                  f"no interval)")
+    shape = f"{best['m']}×{best['n']}×{best['k']}"
+    return (f"{machine} ({analysis.gpu_model(best)}): {best['version']} "
+            f"{fmt(best['tflops'])} TFLOP/s at {shape} bf16, {fmt_pct(best['pct_of_cublas'])} "
+            f"of cuBLAS in the same process{margin}", best)
+
+
+RESULTS: dict[str, Callable[[Sequence[dict], str], tuple[str, dict] | None]] = {
+    "tensor-parallel": tp_text, "pipeline": pipeline_text, "hybrid": hybrid_text,
+    "gemm": gemm_text}
+
+
+def study_line(study: str, rows: Sequence[dict], runs: Sequence[Run],
+               archive: Archive) -> str:
+    """The study's line: GPU results with their runs, or that there is none and why, and the
+    CPU result where there is no GPU one."""
+    _, module, functions = STUDIES[study]
+    machines = list(dict.fromkeys(r.label for r in runs))
+    results = {m: found for m in machines if (found := RESULTS[study](rows, m))}
+    gpu = {m: r for m, r in results.items() if is_gpu_machine(m, runs)}
+    failed = attempts(archive, module, functions)
+    parts = [f"{text} ({run_ref(runs[row['run']])})" for text, row in gpu.values()]
+    if not gpu:
+        parts.append("no GPU result" + (": " + "; ".join(failed) if failed else
+                                         " (no GPU run of it in the loaded folders)"))
+        parts += [f"CPU check of the method: {text} ({run_ref(runs[row['run']])})"
+                  for m, (text, row) in results.items()]
+    elif failed:
+        parts.append("unfinished: " + "; ".join(failed))
+    return "; ".join(parts) + "."
+
+
+def gate_line(archive: Archive) -> str:
+    """False alarms and detections with their 95% intervals, per machine's current trials
+    (gate-trials.json; trials of earlier gate settings are counted, not repeated)."""
+    rates = regression.trial_rates(archive.trials)
+    if not rates:
+        return "no gate trials in the loaded folders (python -m reports.gate_trials makes them)."
+    current = [r for r in rates if Path(r["source"]).name == "gate-trials.json"] or rates
+    parts = [f"{r['machine']}: false alarms {r['false_alarms']}, detections {r['detections']} "
+             f"({r['source']})" for r in current]
+    others = len(rates) - len(current)
+    more = f"; {others} more trials file(s) of earlier gate settings" if others else ""
+    return "; ".join(parts) + more + "."
+
+
+def section(rows: Sequence[dict], runs: Sequence[Run], archive: Archive) -> list[dict]:
+    lines = [{"study": title, "text": study_line(study, rows, runs, archive)}
+             for study, (title, _, _) in STUDIES.items()]
+    lines.append({"study": "Regression gate (false alarms and detections, with --confirm)",
+                  "text": gate_line(archive)})
+    return lines
+
