@@ -373,8 +373,9 @@ def old_format_ratios(rows: Iterable[dict]) -> list[dict]:
 
 def anatomy_cells(rows: Iterable[dict]) -> list[dict]:
     """Per machine and fabric, the cell whose steps are drawn: the answer cell of the
-    reference workload (else the first workload) at the largest world size; at world size 1
-    when nothing communicated."""
+    reference workload (else the first workload) at the largest world size. A machine that
+    measured only one rank (nothing to overlap) is drawn only where no machine of the report
+    communicated; its cells stay in the appendix of every cell."""
     chosen: dict[tuple, dict] = {}
     for group in groups(rows):
         cell, _ = answer_cell(group)
@@ -384,7 +385,10 @@ def anatomy_cells(rows: Iterable[dict]) -> list[dict]:
         rank = (cell["world_size"], -workload_rank(cell["workload"])[0])
         if key not in chosen or rank > chosen[key]["rank"]:
             chosen[key] = {"cell": cell, "rank": rank}
-    return [chosen[key]["cell"] for key in sorted(chosen)]
+    drawn = [chosen[key]["cell"] for key in sorted(chosen)]
+    if any(cell["world_size"] > 1 for cell in drawn):
+        drawn = [cell for cell in drawn if cell["world_size"] > 1]
+    return drawn
 
 
 # --- interference and energy ------------------------------------------------------------------

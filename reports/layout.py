@@ -8,7 +8,9 @@ modules build their context as before and need not know the budget:
   its interval, moves to the appendix "Detail tables" (DETAIL_TABLES, by table id); the body
   keeps one line saying where;
 - in a chapter made of per-machine blocks (CPU_BLOCKS), the CPU's blocks move to an appendix
-  of their own when a GPU machine has a block there: the GPU answers, the CPU checks the method.
+  of their own when a GPU machine has a block there: the GPU answers, the CPU checks the method
+  (in tensor parallelism and interference, a GPU machine of one rank goes with them where
+  another ran several).
 
     split_cpu_blocks(context, gpu_labels)            # context["anatomy_cpu"], ...
     groups = move_detail_tables(context, SECTIONS)   # [{"title", "tables"}], marks the tables
@@ -32,7 +34,12 @@ DETAIL_TABLES = (
     (r"tab-pipeline", "every pipeline schedule and setting"),
     (r"tab-hybrid", "every hybrid step"),
     (r"tab-digits", "the digits MLP's final losses and accuracies"),
+    (r"tab-predicted-.+", "predicted figures per GPU count"),
+    (r"tab-fabric-.+", "a fabric file's numbers and their sources"),
+    (r"tab-model-(cells|earlier|interleaved-more)", "the cost model's error on more cells"),
 )
+# Moved whatever their length: what the body's own tables already answer for the GPUs.
+ALWAYS_MOVED = (r"tab-model-(earlier|interleaved-more)",)
 BODY_ROLES = ("front", "chapter", "section")
 KEEP_ROWS = 6  # a table of a few rows stays: its line in the body would cost about as much
 # (context key, its list of per-machine blocks): each block has a "machine" label
@@ -40,13 +47,17 @@ CPU_BLOCKS = (("anatomy", "machines"), ("interference", "machines"),
               ("tensor_parallel", "machines"))
 
 
-def split_cpu_blocks(context: dict, gpu_labels: set[str]) -> None:
+def split_cpu_blocks(context: dict, gpu_labels: set[str],
+                     keep: dict[str, set[str]] | None = None) -> None:
     """Move the CPU machines' blocks of CPU_BLOCKS to ``<key>_cpu`` (same shape), where a GPU
-    machine has a block in the same chapter; ``<key>_cpu`` is empty otherwise."""
+    machine has a block in the same chapter; ``<key>_cpu`` is empty otherwise. ``keep`` names,
+    per key, the machines that stay in the body instead of every GPU machine (tensor
+    parallelism and interference: those that ran more than one rank, where any did)."""
     for key, field in CPU_BLOCKS:
+        labels = (keep or {}).get(key) or gpu_labels
         blocks = context[key].get(field) or []
-        gpu = [b for b in blocks if b["machine"] in gpu_labels]
-        cpu = [b for b in blocks if b["machine"] not in gpu_labels] if gpu else []
+        gpu = [b for b in blocks if b["machine"] in labels]
+        cpu = [b for b in blocks if b["machine"] not in labels] if gpu else []
         context[f"{key}_cpu"] = {field: cpu, "empty": not cpu}
         if cpu:
             context[key] = {**context[key], field: gpu}
@@ -76,8 +87,8 @@ def move_detail_tables(context: dict, sections: Sequence[tuple]) -> list[dict]:
     for _, title, key, role in sections:
         if role not in BODY_ROLES or key not in context:
             continue
-        found = [t for t in tables_in(context[key])
-                 if detail_name(t.id) and len(t.rows) > KEEP_ROWS]
+        found = [t for t in tables_in(context[key]) if detail_name(t.id) and (
+            len(t.rows) > KEEP_ROWS or any(re.fullmatch(p, t.id) for p in ALWAYS_MOVED))]
         for table in found:
             table.moved_to = detail_name(table.id)
         if found:

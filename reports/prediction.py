@@ -6,16 +6,17 @@ lays out tables and draws. Per GPU model with compute-only timelines in the load
 the fabric file of its nodes over 400 Gb/s InfiniBand (FABRICS) gives the all-reduce at each
 world size; the validation (impl/model/validation.py) runs on the same rows.
 
-    context = section(rows, runs)   # {"empty": bool, "groups": [...], "validation": Table...}
+    context = section(rows, runs)   # {"empty": bool, "devices": [...], "summaries": [...]}
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from impl.model import scale, validation
 from impl.model.fabric_file import load_fabric
-from reports import figures
+from reports import cells, figures
 from reports.captions import make_figure
 from reports.format import Column, fmt, make_table, text_column
 
@@ -28,34 +29,43 @@ PANELS = (("step_ms", "step (ms)"), ("exposed_comm_ms", "exposed communication (
 
 
 @figures._styled
-def curves(predictions: Sequence[scale.Prediction], title: str) -> figures.Image:
-    """Step, exposed communication and overlap efficiency against the GPU count, one line
-    per strategy (predicted values only)."""
-    fig, axes = figures._figure(1, len(PANELS), height=2.5)
-    strategies = list(dict.fromkeys(p.strategy for p in predictions))
-    for ax, (field, label) in zip(axes[0], PANELS):
-        for strategy in strategies:
-            points = [(p.world_size, getattr(p, field)) for p in predictions
-                      if p.strategy == strategy and getattr(p, field) is not None]
-            if points:
-                ax.plot(*zip(*points), marker="o", markersize=2.5, linewidth=1.1,
-                        color=COLORS.get(strategy, "#17becf"), label=strategy)
-        ax.set_xscale("log", base=2)
+def curves(groups: Sequence[tuple[str, Sequence[scale.Prediction]]],
+           title: str) -> figures.Image:
+    """Per workload (a row of panels): step, exposed communication and overlap efficiency
+    against the GPU count, one line per strategy (predicted values only)."""
+    fig, axes = figures._figure(len(groups), len(PANELS), height=0.6 + 1.15 * len(groups))
+    for row, (workload, predictions) in zip(axes, groups):
+        strategies = list(dict.fromkeys(p.strategy for p in predictions))
         worlds = sorted({p.world_size for p in predictions})
-        ax.set_xticks(worlds, [str(w) for w in worlds], fontsize=6)
-        ax.minorticks_off()
+        for ax, (field, label) in zip(row, PANELS):
+            for strategy in strategies:
+                points = [(p.world_size, getattr(p, field)) for p in predictions
+                          if p.strategy == strategy and getattr(p, field) is not None]
+                if points:
+                    ax.plot(*zip(*points), marker="o", markersize=2.5, linewidth=1.1,
+                            color=COLORS.get(strategy, "#17becf"), label=strategy)
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(worlds, [str(w) for w in worlds], fontsize=6)
+            ax.minorticks_off()
+            ax.set_title(f"{workload}: {label}", loc="left", fontsize=7)
+        row[0].set_ylabel("predicted")
+    for ax in axes[-1]:
         ax.set_xlabel("GPUs (predicted)")
-        ax.set_title(label)
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside upper center", ncols=min(len(labels), 7),
-               frameon=False, title=title, title_fontsize=8)
+    handles = {label: handle for ax in axes.flat
+               for handle, label in zip(*ax.get_legend_handles_labels())}
+    fig.legend(list(handles.values()), list(handles), loc="outside upper center",
+               ncols=min(len(handles), 7), frameon=False, title=title, title_fontsize=8)
     return figures._save(fig)
 
 
 def _by_device(rows: Sequence[dict]) -> dict[str, list[dict]]:
-    """The GPU rows of each GPU model that has a fabric file; the interference rows beside."""
+    """The GPU rows of each GPU model that has a fabric file; the interference rows beside.
+    The chapter predicts from cells measured interleaved with their references only, as the
+    report's other figures come from them (``python -m impl.model.predict`` takes any run)."""
     devices: dict[str, list[dict]] = {}
     for row in rows:
+        if row.get("kind") == "step" and not cells.is_interleaved_step(row):
+            continue
         if row.get("device") in FABRICS:
             devices.setdefault(row["device"], []).append(row)
     return devices
@@ -69,8 +79,9 @@ FIGURES = (("step_ms", "step (ms)", 4), ("exposed_comm_ms", "exposed comm. (ms)"
            ("overlap_efficiency", "efficiency", 2))
 
 
-def prediction_table(table_id: str, workload: str, predictions: Sequence[scale.Prediction],
-                     fabric_name: str) -> dict:
+def prediction_table(table_id: str, source: scale.Source,
+                     predictions: Sequence[scale.Prediction], fabric_name: str) -> dict:
+    workload = source.workload
     rows = []
     for strategy in dict.fromkeys(p.strategy for p in predictions):
         by_world = {p.world_size: p for p in predictions if p.strategy == strategy}
@@ -82,7 +93,9 @@ def prediction_table(table_id: str, workload: str, predictions: Sequence[scale.P
                             for w in scale.WORLDS}})
     return make_table(table_id, f"PREDICTED for {workload} on {fabric_name}, K = "
                       f"{scale.DEFAULT_CHUNKS}, per GPU count: predictions of the cost model, "
-                      "not measurements.", PREDICTION_COLUMNS, rows, note=lambda *_: None)
+                      f"not measurements; from {source.about}, interference "
+                      f"{source.interference.source}.", PREDICTION_COLUMNS, rows,
+                      note=lambda *_: None)
 
 
 VALIDATION_COLUMNS = (
@@ -106,26 +119,33 @@ CHECK_COLUMNS = (
 )
 
 
-def validation_tables(checks: Sequence[validation.Check]) -> list:
+def validation_tables(checks: Sequence[validation.Check], gpu_labels: set[str]) -> list:
+    """Summaries per machine and strategy: the interleaved cells of GPU machines' strategies
+    (the body's); of CPU machines and of the GPU machines' knob variants (strategy+knob); and
+    the cells measured before interleaving (reports/layout.py moves the last two to the
+    detail appendix)."""
     tables = []
-    for interleaved, what in ((True, "interleaved cells"),
-                              (False, "cells measured before interleaving")):
+    for interleaved, shown, suffix, what in (
+            (True, lambda m, n: m in gpu_labels and "+" not in n, "interleaved",
+             "interleaved cells of GPU machines"),
+            (True, lambda m, n: m not in gpu_labels or "+" in n, "interleaved-more",
+             "interleaved cells of CPU machines and the knob variants of GPU machines"),
+            (False, lambda m, n: True, "earlier", "cells measured before interleaving")):
         summary = validation.by_strategy(checks, interleaved)
-        if summary:
-            rows = [{"machine": machine, "strategy": name, "cells": s["cells"],
-                     "median": s["median_abs_error"], "max": s["max_abs_error"],
-                     "calm": s["median_calm_error"], "hidden": s["max_hidden_gap"],
-                     "goal": "met" if s["meets_goal"] else "missed"}
-                    for (machine, name), s in summary.items()]
+        rows = [{"machine": machine, "strategy": name, "cells": s["cells"],
+                 "median": s["median_abs_error"], "max": s["max_abs_error"],
+                 "calm": s["median_calm_error"], "hidden": s["max_hidden_gap"],
+                 "goal": "met" if s["meets_goal"] else "missed"}
+                for (machine, name), s in summary.items() if shown(machine, name)]
+        if rows:
             tables.append(make_table(
-                f"tab-model-{'interleaved' if interleaved else 'earlier'}",
-                f"The cost model on the {what} of the loaded results: error = predicted / "
-                f"measured − 1 of the step; the goal is a median |error| ≤ "
-                f"{validation.STEP_GOAL_MEDIAN:.0%} and a max ≤ "
-                f"{validation.STEP_GOAL_MAX:.0%}, and the hidden-communication fraction "
-                f"within {validation.HIDDEN_GOAL}. \"Without interference\" is the median "
-                "error of the same model with compute unslowed.", VALIDATION_COLUMNS, rows,
-                note=lambda *_: None))
+                f"tab-model-{suffix}",
+                f"The same model on the {what} (each variant from its cell's compute-only "
+                f"step, comm-only times and interference row; no overlapped step is an input): "
+                f"error = predicted / measured − 1, goal median |error| ≤ "
+                f"{validation.STEP_GOAL_MEDIAN:.0%}, max ≤ {validation.STEP_GOAL_MAX:.0%} and "
+                f"hidden fraction within {validation.HIDDEN_GOAL}; without interference: "
+                "compute unslowed.", VALIDATION_COLUMNS, rows, note=lambda *_: None))
     return tables
 
 
@@ -137,33 +157,79 @@ def check_rows(checks: Sequence[validation.Check]) -> list[dict]:
             for c in checks if c.interleaved]
 
 
+BUCKETS = re.compile(r"(\d+) buckets?, (not K = .*)")
+
+
+def prediction_notes(predictions: Sequence[scale.Prediction],
+                     workloads: Sequence[str]) -> list[str]:
+    """Each strategy's notes once: with the workloads they concern unless they concern all;
+    DDP's "n buckets, not K chunks" notes as one, with the range of n."""
+    concerns: dict[tuple[str, str], list[str]] = {}
+    buckets: dict[tuple[str, str], set[int]] = {}
+    for p in predictions:
+        if not p.note:
+            continue
+        if found := BUCKETS.fullmatch(p.note):
+            buckets.setdefault((p.strategy, found.group(2)), set()).add(int(found.group(1)))
+            continue
+        where = concerns.setdefault((p.strategy, p.note), [])
+        if p.workload not in where:
+            where.append(p.workload)
+    notes = [f"{strategy}: {note}" + ("" if len(where) == len(workloads)
+                                      else f" ({', '.join(where)})")
+             for (strategy, note), where in concerns.items()]
+    notes += [f"{strategy}: {min(n)}{f'–{max(n)}' if len(n) > 1 else ''} buckets, {rest}"
+              for (strategy, rest), n in buckets.items()]
+    return sorted(notes)
+
+
+FABRIC_COLUMNS = (text_column("field", "value", nowrap=True), text_column("source", "source"))
+
+
+def fabric_table(fabric) -> object:
+    return make_table(f"tab-fabric-{fabric.name}", f"Fabric file fabrics/{fabric.name}.toml: "
+                      f"{fabric.description}. Every number with its source.", FABRIC_COLUMNS,
+                      [{"field": field, "source": source} for field, source in fabric.sources],
+                      note=lambda *_: None)
+
+
 def section(rows: Sequence[dict], runs: Sequence) -> dict:
-    """The chapter's context; ``empty`` when no GPU model has compute-only timelines."""
-    groups = []
+    """The chapter's context; ``empty`` when no GPU model has compute-only timelines and no
+    cell was measured. One figure per GPU model (a row of panels per workload); the tables of
+    predicted figures, the fabric files' sources and every cell's check go to the detail
+    appendix (reports/layout.py)."""
+    devices, tables, notes = [], [], []
     for device, device_rows in _by_device(rows).items():
         fabric = load_fabric(FABRICS[device])
         sources, predictions = scale.predict(device_rows, fabric)
-        for index, source in enumerate(sources):
-            mine = [p for p in predictions if p.workload == source.workload]
-            figure_id = f"fig-predicted-{fabric.name}-{index}"
-            groups.append({
-                "device": device, "fabric": fabric, "source": source,
-                "figure": make_figure(figure_id, curves(mine, f"{source.workload}: PREDICTED"),
-                                      f"PREDICTED, not measured: {source.workload} on "
-                                      f"{fabric.description} ({fabric.name}), K = "
-                                      f"{scale.DEFAULT_CHUNKS}; {source.about}; interference "
-                                      f"{source.interference.source}.",
-                                      f"predicted step, exposed communication and overlap "
-                                      f"efficiency of {source.workload} from 8 to 1024 GPUs"),
-                "table": prediction_table(f"tab-predicted-{fabric.name}-{index}",
-                                          source.workload, mine, fabric.name),
-                "notes": sorted({f"{p.strategy}: {p.note}" for p in mine if p.note})})
+        if not sources:
+            continue
+        groups = [(source.workload, [p for p in predictions if p.workload == source.workload])
+                  for source in sources]
+        measured = ", ".join(dict.fromkeys(source.about.split("(", 1)[1].split(",")[0]
+                                           for source in sources))
+        devices.append({"device": device, "fabric": fabric, "figure": make_figure(
+            f"fig-predicted-{fabric.name}", curves(groups, f"{device}: PREDICTED"),
+            f"PREDICTED, not measured: {fabric.description} ({fabric.name}), K = "
+            f"{scale.DEFAULT_CHUNKS}, from the compute-only steps and interference measured "
+            f"on {measured} (each workload's in its table's caption).",
+            f"predicted step, exposed communication and overlap efficiency from 8 to 1024 "
+            f"GPUs on {fabric.name}")})
+        tables += [prediction_table(f"tab-predicted-{fabric.name}-{n}", source, mine,
+                                    fabric.name)
+                   for n, (source, (_, mine)) in enumerate(zip(sources, groups))]
+        tables.append(fabric_table(fabric))
+        notes += prediction_notes(predictions, [source.workload for source in sources])
     checks = validation.validate(rows)
     interleaved = [c for c in checks if c.interleaved]
-    return {"empty": not groups and not checks, "groups": groups,
-            "fabrics": sorted({g["fabric"].name: g["fabric"] for g in groups}.items()),
-            "summaries": validation_tables(checks),
-            "checks": make_table("tab-model-cells", "Every interleaved cell: the measured "
+    if interleaved:
+        tables.append(make_table("tab-model-cells", "Every interleaved cell: the measured "
                                  "step (median of the rounds), the model's, and why a miss "
                                  "misses.", CHECK_COLUMNS, check_rows(checks),
-                                 note=lambda *_: None) if interleaved else None}
+                                 note=lambda *_: None))
+    return {"empty": not devices and not checks, "devices": devices,
+            "notes": list(dict.fromkeys(notes)),
+            "summaries": validation_tables(checks, {
+                r["machine"] for r in rows if r.get("kind") in ("step", "comparison")
+                and r.get("device") not in (None, "cpu")}),
+            "tables": tables}

@@ -77,8 +77,10 @@ SECTIONS = (
      "appendix"),
     ("cells", "Every interleaved cell", "cells", "appendix"),
     ("step-anatomy-cpu", "Anatomy of a step on the CPU", "anatomy_cpu", "appendix"),
-    ("interference-cpu", "Interference on the CPU", "interference_cpu", "appendix"),
-    ("tensor-parallel-cpu", "Tensor parallelism on the CPU", "tensor_parallel_cpu", "appendix"),
+    ("interference-cpu", "Interference on the CPU and on one GPU", "interference_cpu",
+     "appendix"),
+    ("tensor-parallel-cpu", "Tensor parallelism on the CPU and on one rank", "tensor_parallel_cpu",
+     "appendix"),
     ("agreement", "Run-to-run agreement, every figure", "agreement", "appendix"),
     ("detail", "Detail tables", "detail", "appendix"),
     ("tables", "Dense tables", "tables", "appendix"),
@@ -532,7 +534,13 @@ def report_context(rows: Sequence[dict], runs: Sequence[Run],
     }
     context["tables"] = section_tables(rows, runs, context["gemm"]["tables"])
     timelines = overlap.timelines(context)  # every block's, before the CPU's move
-    layout.split_cpu_blocks(context, {label for label in labels if is_gpu_machine(label, runs)})
+    gpu_labels = {label for label in labels if is_gpu_machine(label, runs)}
+    def scaled(kind: str) -> set[str]:  # GPU machines whose rows of ``kind`` span ranks
+        return {r["machine"] for r in rows if r.get("kind") == kind
+                and r.get("world_size", 1) > 1} & gpu_labels
+
+    layout.split_cpu_blocks(context, gpu_labels, {"tensor_parallel": scaled("tensor_parallel"),
+                                                  "interference": scaled("interference")})
     moved = layout.move_detail_tables(context, SECTIONS)
     context["topology"] = {"empty": not context["environment"]["topology"]}
     context["detail"] = {"empty": not moved, "groups": moved}

@@ -157,7 +157,7 @@ def question4(efficiency: Sequence[dict]) -> list[str]:
     """One sentence per machine and preset answering "how does a faster GEMM change multi-GPU
     scaling efficiency?" from the strong-scaling efficiency of the sync schedule at the largest
     world size measured with two or more GEMM backends."""
-    sentences = []
+    sentences, one_rank = [], []
     for machine, preset in dict.fromkeys((e["machine"], e["preset"]) for e in efficiency):
         mine = [e for e in efficiency if (e["machine"], e["preset"]) == (machine, preset)
                 and e["gemm_tflops"] is not None]
@@ -169,7 +169,8 @@ def question4(efficiency: Sequence[dict]) -> list[str]:
             why = (f"only the {', '.join(measured)} GEMM backend was measured above one rank"
                    if any(e["sync_w2"] or e["sync_w4"] for e in mine)
                    else "no run with more than one rank")
-            sentences.append(f"{machine}, {preset}: no data to answer question 4 ({why}).")
+            (sentences if "above one rank" in why else one_rank).append(
+                f"{machine}, {preset}: no data to answer question 4 ({why}).")
             continue
         usable = sorted((e for e in mine if e[f"sync_w{world}"] is not None),
                         key=lambda e: e["gemm_tflops"])
@@ -185,7 +186,8 @@ def question4(efficiency: Sequence[dict]) -> list[str]:
             f"scaling efficiency from {slow[f'sync_w{world}']} to {fast[f'sync_w{world}']}"
             + ("." if separated else "; the 95% intervals overlap, so these rounds do not "
                "separate the two."))
-    return sentences
+    # Machines of one rank say nothing here where another machine scaled: left out then.
+    return sentences or one_rank
 
 
 def roofline_groups(rows: Sequence[dict], machine: str) -> list[dict]:

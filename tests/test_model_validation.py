@@ -96,11 +96,18 @@ def test_predict_refuses_bad_input_with_one_line(capsys, tmp_path):
 def test_the_chapter_renders_predictions_and_the_validation(h200_rows, h200_checks):
     section = prediction.section(h200_rows, [])
     assert not section["empty"]
-    assert [g["source"].workload for g in section["groups"]] == [
-        "mlp_8192x12_b1024_bf16", "mlp_8192x12_bf16"]
-    group = section["groups"][0]
-    assert group["figure"].caption.startswith("PREDICTED, not measured")
-    assert group["table"].headers[2:] == [f"{w} GPUs" for w in (8, 16, 32, 64, 128, 256,
-                                                                  512, 1024)]
-    assert len(section["checks"].rows) == len([c for c in h200_checks if c.interleaved])
-    assert section["summaries"][0].id == "tab-model-interleaved"
+    [device] = section["devices"]  # one GPU model: one figure, a row of panels per workload
+    assert device["figure"].caption.startswith("PREDICTED, not measured")
+    assert "measured on h200x2" in device["figure"].caption
+    tables = {t.id: t for t in section["tables"]}
+    assert [t for t in tables if t.startswith("tab-predicted-")] == [
+        "tab-predicted-ib400-h200x8-0", "tab-predicted-ib400-h200x8-1"]
+    caption = tables["tab-predicted-ib400-h200x8-0"].caption
+    assert caption.startswith("PREDICTED for mlp_8192x12_b1024_bf16")
+    assert "from compute-only " in caption and ", interference " in caption
+    assert tables["tab-predicted-ib400-h200x8-0"].headers[2:] == [
+        f"{w} GPUs" for w in (8, 16, 32, 64, 128, 256, 512, 1024)]
+    assert "tab-fabric-ib400-h200x8" in tables
+    assert len(tables["tab-model-cells"].rows) == len([c for c in h200_checks
+                                                       if c.interleaved])
+    assert section["summaries"][0].id == "tab-model-interleaved"  # GPU machines first
