@@ -45,7 +45,7 @@ def pytest_configure(config):
     except ValueError as error:
         raise pytest.UsageError(str(error)) from None
     config.suite_rank = _rank()
-    if launched_world() > 1:
+    if launched_world() > 1 and not config.option.collectonly:  # not suite/run.py's check
         # Ctrl-C ends a rank at once, as SIGTERM does. pytest's KeyboardInterrupt would run
         # the teardown barriers while other ranks are dead or inside a collective (a hang until
         # the process-group timeout), and a rank blocked in a collective would not even see

@@ -40,6 +40,7 @@ from impl.fingerprint import machine_label
 from impl.options import SUITE_OPTIONS, check_suite_options
 from impl.profiles import ALWAYS, PROFILE_ENV, PROFILES, recorded_profile
 from impl.settings import check_environment, selected_backend
+from suite.conftest import COLLECT_MPI_ENV, COLLECT_WORLD_ENV
 from suite.launch import Launcher
 from suite.summary import summary_table
 
@@ -61,6 +62,10 @@ class Pass:
     command: list[str]
     env: dict[str, str] = field(default_factory=dict)
     output: Path | None = None
+    # What the pre-launch check collects: the pass's pytest arguments, and the launch it will
+    # have (world size, mpirun) as suite/conftest.py reads it while collecting.
+    pytest_args: list[str] = field(default_factory=list)
+    collect_env: dict[str, str] = field(default_factory=dict)
 
 
 def free_port() -> int:
@@ -79,8 +84,10 @@ def suite_files(gpus: int) -> list[str]:
 
 
 def plan(mode: str, profiles: list[str], gpus: int, scratch: Path, pytest_args: list[str],
-         skip_mpi: bool = False, ranks: int | None = None) -> list[Pass]:
-    """The passes of a run. ``profiles`` are NCCL profiles, or [GLOO] for a gloo run."""
+         skip_mpi: bool = False, ranks: int | None = None, quiet: bool = False) -> list[Pass]:
+    """The passes of a run. ``profiles`` are NCCL profiles, or [GLOO] for a gloo run.
+    ``quiet``: no note of skipped passes (the pre-launch check plans the run too)."""
+    say = (lambda line: None) if quiet else (lambda line: print(line, flush=True))
     ranks = ranks or gpus or CPU_RANKS
     common = ["-p", "no:cacheprovider", "--suite-mode", mode, "-v", *pytest_args]
     passes = []
@@ -93,12 +100,14 @@ def plan(mode: str, profiles: list[str], gpus: int, scratch: Path, pytest_args: 
                         "--workloads", "mlp_8192x12_bf16"]
             files = ["suite/bench_overlap.py", "suite/bench_allreduce.py"]
         output = scratch / f"{profile}.json.tmp"
+        arguments = [*files, *common, *narrowed]
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                    f"--nproc-per-node={ranks}", "--local-ranks-filter=0", "-m", "pytest",
-                   *files, *common, *narrowed, "--results-json", str(output)]
-        passes.append(Pass(f"torchrun {profile}", command, profile_env(profile), output))
+                   *arguments, "--results-json", str(output)]
+        passes.append(Pass(f"torchrun {profile}", command, profile_env(profile), output,
+                           arguments, {COLLECT_WORLD_ENV: str(ranks)}))
     if skip_mpi:
-        print("[suite] mpi pass skipped: --skip-mpi", flush=True)
+        say("[suite] mpi pass skipped: --skip-mpi")
     elif capabilities.missing_mpi() is None:
         launcher = capabilities.mpi_launcher()
         extra = ["--allow-run-as-root", "--oversubscribe"] if is_open_mpi(launcher) else []
@@ -106,13 +115,15 @@ def plan(mode: str, profiles: list[str], gpus: int, scratch: Path, pytest_args: 
         # On GPUs MPI stages every chunk through host memory: seconds per step for the
         # 1.5 GiB reference model, so this pass uses the smaller transformer.
         narrowed = ["--workloads", "gpt_small_bf16", "--chunks", "1,10"] if gpus else []
+        arguments = ["suite/bench_overlap.py", *common, "--strategies", "mpi", "--world-sizes",
+                     str(ranks), *narrowed]
         command = [launcher, *extra, "-n", str(ranks), sys.executable, "-m", "pytest",
-                   "suite/bench_overlap.py", *common, "--strategies", "mpi", "--world-sizes",
-                   str(ranks), *narrowed, "--results-json", str(output)]
+                   *arguments, "--results-json", str(output)]
         passes.append(Pass("mpirun", command, {"MASTER_PORT": str(free_port()),
-                                               **profile_env(profiles[0])}, output))
+                                               **profile_env(profiles[0])}, output, arguments,
+                           {COLLECT_WORLD_ENV: str(ranks), COLLECT_MPI_ENV: "1"}))
     else:
-        print(f"[suite] mpi pass skipped: {capabilities.missing_mpi()}", flush=True)
+        say(f"[suite] mpi pass skipped: {capabilities.missing_mpi()}")
     return passes
 
 
@@ -244,25 +255,54 @@ def pytest_complaint(output: str) -> str:
     return lines[-1] if lines else "pytest refused the arguments"
 
 
-def check_pytest_args(files: list[str], mode: str, pytest_args: list[str]) -> None:
-    """Let pytest read the arguments and collect the suite here, before anything launches.
+@contextlib.contextmanager
+def environment(overrides: dict[str, str]):
+    """``os.environ`` with ``overrides`` for the duration, as it was afterwards."""
+    saved = {name: os.environ.get(name) for name in overrides}
+    os.environ.update(overrides)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def collect(step: Pass) -> tuple[int, str]:
+    """pytest's exit status and output for collecting ``step``'s benchmarks here, as the
+    pass's launch will see them (its world size, mpirun or not, its profile)."""
+    import pytest
+
+    output = io.StringIO()
+    with (environment({**step.env, **step.collect_env}), contextlib.redirect_stdout(output),
+          contextlib.redirect_stderr(output)):
+        code = pytest.main([*step.pytest_args, "--collect-only", "-q"])
+    return code, output.getvalue()
+
+
+def check_pytest_args(passes: list[Pass], pytest_args: list[str]) -> None:
+    """Let pytest read the arguments and collect every pass here, before anything launches.
 
     --collect-only runs no benchmark and writes nothing, but pytest parses every option and
     conftest.py checks the suite's options (impl.options) as in a real run: an unknown option,
     a bad value, an unreadable -k expression or a missing file is refused now, as one line,
-    instead of failing in every rank of every pass.
+    instead of failing in every rank of every pass. Each pass is collected for the launch it
+    will have, so a -k naming two-rank benchmarks finds them; the arguments are refused when
+    no pass selects anything.
     """
     import pytest
 
-    output = io.StringIO()
-    with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
-        code = pytest.main([*files, "-p", "no:cacheprovider", "--collect-only", "-q",
-                            "--suite-mode", mode, *pytest_args])
-    if code == pytest.ExitCode.NO_TESTS_COLLECTED:
-        raise InputError(f"no benchmark of {' '.join(files)} is selected by the pytest "
-                         f"arguments {shlex.join(pytest_args)}")
-    if code != pytest.ExitCode.OK:
-        raise InputError(f"pytest: {pytest_complaint(output.getvalue())}")
+    selected = False
+    for step in passes:
+        code, output = collect(step)
+        if code not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+            raise InputError(f"pytest: {pytest_complaint(output)}")
+        selected = selected or code == pytest.ExitCode.OK
+    if not selected:
+        raise InputError("no benchmark of the suite is selected by the pytest arguments "
+                         f"{shlex.join(pytest_args)} ({', '.join(s.name for s in passes)})")
 
 
 def run_name(workdir: Path) -> tuple[str, Path]:
@@ -289,7 +329,8 @@ def main(argv: list[str] | None = None) -> int:
         check_ranks(args.ranks, backend, gpus)
         label = machine_label()
         workdir = check_results_folder(args.results_dir, label)
-        check_pytest_args(suite_files(gpus), mode, pytest_args)
+        check_pytest_args(plan(mode, profiles, gpus, workdir, pytest_args, args.skip_mpi,
+                               args.ranks, quiet=True), pytest_args)
         workdir.mkdir(parents=True, exist_ok=True)
         name, scratch = run_name(workdir)
     except (InputError, ValueError) as error:

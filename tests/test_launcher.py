@@ -74,6 +74,40 @@ def test_bad_input_is_one_line_before_anything_starts(tmp_path, monkeypatch, cap
     assert not results.exists()
 
 
+# Runs suite.run's main with the passes recorded instead of launched (exit 5: nothing ran).
+PLAN_ONLY = """
+import sys, suite.run as run
+def record(self, command, env):
+    print("LAUNCH", " ".join(command), flush=True)
+    return 5
+run.Launcher.run = record
+sys.exit(run.main(sys.argv[1:]))
+"""
+
+
+def test_a_selection_of_two_rank_benchmarks_passes_the_pre_launch_check(tmp_path):
+    """The check collects each pass for the world it launches (2 gloo ranks here), so a -k
+    naming ids that exist only there is not refused as selecting nothing."""
+    selection = "test_allreduce and w2"
+    result = subprocess.run(
+        [sys.executable, "-c", PLAN_ONLY, "--results-dir", str(tmp_path), "--quick",
+         "--skip-mpi", "--", "--workloads", "mlp_tiny", "-k", selection],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "OVERLAP_MACHINE_LABEL": LABEL},
+        capture_output=True, text=True, timeout=300)
+    assert "LAUNCH" in result.stdout, result.stderr[-2000:]
+    assert f"-k '{selection}'" in result.stdout
+    refused = subprocess.run(
+        [sys.executable, "-c", PLAN_ONLY, "--results-dir", str(tmp_path), "--quick", "--",
+         "-k", "w2 and no_such_benchmark"],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "OVERLAP_MACHINE_LABEL": LABEL},
+        capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2 and "LAUNCH" not in refused.stdout
+    assert refused.stderr.strip() == (
+        "error: no benchmark of the suite is selected by the pytest arguments -k 'w2 and "
+        "no_such_benchmark' (torchrun gloo-tcp" + (", mpirun)" if capabilities.missing_mpi()
+                                                   is None else ")")), refused.stderr
+
+
 def test_results_dir_that_is_a_file_is_refused(tmp_path):
     taken = tmp_path / "taken"
     taken.write_text("x")
