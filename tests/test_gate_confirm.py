@@ -388,12 +388,13 @@ def test_a_candidate_file_that_only_drifted_is_cleared_by_the_re_run(tiny_repo, 
     log = (tiny_repo.parent / "confirm.log").read_text()
     assert log.count("### block ") == 8 and "bench_tiny.py::test_tiny" in log
 
-    # Files only, the same pair fails, and says the verdict is unconfirmed.
+    # Files only, the same pair exits 3: regressed, but unconfirmed.
     code = gate.main([str(baseline), str(candidate), "--threshold", "0.25",
                       "--summary", str(tiny_repo.parent / "s.md")])
     out, _ = capsys.readouterr()
-    assert code == 1
+    assert code == 3
     assert "regressed (unconfirmed: files only)" in out
+    assert "Throughput gate: UNCONFIRMED (1 regressed" in out
 
 
 def test_an_unknown_revision_is_one_line(tiny_repo):
