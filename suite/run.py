@@ -18,30 +18,44 @@ marked partial, and exit 128 + the signal's number.
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
+
+
+def stop_before_launch(signum: int, frame) -> None:
+    """A stop before anything is created or launched: one line, nothing to clean up. It goes
+    to the launcher's own stderr: the pre-launch check's pytest may be capturing fd 2."""
+    os.write(STDERR, f"[suite] {signal.Signals(signum).name} before any pass started: "
+                     "nothing launched, nothing written\n".encode())
+    os._exit(128 + signum)
+
+
+if __name__ == "__main__":  # before the imports below: torch takes seconds to import
+    STDERR = os.dup(2)
+    for _signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(_signum, stop_before_launch)
+
 import argparse
 import contextlib
-import datetime
 import io
 import json
-import os
 import shlex
-import shutil
 import socket
 import subprocess
-import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from impl import capabilities
-from impl.atomic import unwritable, write_json_atomic
+from impl.atomic import unwritable
 from impl.fingerprint import machine_label
 from impl.options import SUITE_OPTIONS, check_suite_options
 from impl.profiles import ALWAYS, PROFILE_ENV, PROFILES, recorded_profile
 from impl.settings import check_environment, selected_backend
 from suite.conftest import COLLECT_MPI_ENV, COLLECT_WORLD_ENV
 from suite.launch import Launcher
+from suite.run_files import RunFolders, write_merged
 from suite.summary import summary_table
 
 SUITE_FILES = ("suite/bench_overlap.py", "suite/bench_allreduce.py", "suite/bench_synthetic.py",
@@ -159,7 +173,10 @@ def merge(passes: list[Pass], codes: list[int | None], command: str, label: str,
         return None
     merged = dict(documents[0][1])
     merged["benchmarks"] = [b for _, doc in documents for b in doc["benchmarks"]]
-    failed = [s.name for s, code in zip(passes, codes) if code not in (0, 5)]
+    # A pass that ended well but whose file is partial could not write all it measured.
+    incomplete = {s.name for s, doc in documents if doc.get("suite", {}).get("partial")}
+    failed = [s.name for s, code in zip(passes, codes)
+              if code not in (0, 5) or (code is not None and s.name in incomplete)]
     merged["suite"] = {
         **documents[0][1].get("suite", {}), "label": label, "command": command,
         "partial": (bool(failed) or stop_signal is not None
@@ -305,17 +322,6 @@ def check_pytest_args(passes: list[Pass], pytest_args: list[str]) -> None:
                          f"{shlex.join(pytest_args)} ({', '.join(s.name for s in passes)})")
 
 
-def run_name(workdir: Path) -> tuple[str, Path]:
-    """A name no other run has, and its scratch folder for the passes' files.
-
-    The folder is made atomically (mkdtemp), so two runs started in the same second, even on a
-    shared file system, get different names: ``<UTC time>-<its random suffix>``.
-    """
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    scratch = Path(tempfile.mkdtemp(prefix=f".{stamp}-", suffix=".run", dir=workdir))
-    return scratch.name.removeprefix(".").removesuffix(".run"), scratch
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
@@ -331,13 +337,8 @@ def main(argv: list[str] | None = None) -> int:
         workdir = check_results_folder(args.results_dir, label)
         check_pytest_args(plan(mode, profiles, gpus, workdir, pytest_args, args.skip_mpi,
                                args.ranks, quiet=True), pytest_args)
-        workdir.mkdir(parents=True, exist_ok=True)
-        name, scratch = run_name(workdir)
     except (InputError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
-    except OSError as error:  # the results folder could not be made after all
-        print(f"error: --results-dir={args.results_dir}: {error}", file=sys.stderr)
         return 2
     command = shlex.join(["python", "-m", "suite.run", *argv])
     env = {**os.environ, **ALWAYS, "OVERLAP_COMMAND": command, "PYTHONUNBUFFERED": "1"}
@@ -346,25 +347,42 @@ def main(argv: list[str] | None = None) -> int:
 
     launcher = Launcher()
     started = time.monotonic()
-    try:
-        with launcher.handling_signals():
-            passes = plan(mode, profiles, gpus, scratch, pytest_args, args.skip_mpi, args.ranks)
+    # From here on a stop signal ends the run through the launcher (suite/launch.py).
+    with launcher.handling_signals():
+        try:
+            folders = RunFolders.make(workdir)
+        except OSError as error:  # the results folder could not be made after all
+            print(f"error: --results-dir={args.results_dir}: {error}", file=sys.stderr)
+            return 2
+        passes, codes, merged, target = [], [], None, None
+        try:
+            passes = plan(mode, profiles, gpus, folders.scratch, pytest_args, args.skip_mpi,
+                          args.ranks)
             codes = [run_pass(step, env, launcher) for step in passes]
             stopped = launcher.stop_signal.name if launcher.stop_signal else None
             merged = merge(passes, codes, command, label, stopped)
-            target = write_json_atomic(workdir / f"{name}.json", merged) if merged else None
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    failed = next((code for code in codes if code not in (0, 5, None)), 0)
-    status = 128 + launcher.stop_signal if launcher.stop_signal else failed
-    if merged is None:
-        print("[suite] no benchmark finished; nothing written", file=sys.stderr)
-        return status or 1
-    print("\n" + summary_table(merged))
-    state = "PARTIAL " if merged["suite"]["partial"] else ""
-    print(f"\n[suite] wrote {state}{target} ({len(merged['benchmarks'])} benchmarks) in "
-          f"{time.monotonic() - started:.0f} s")
-    return status
+            target = write_merged(workdir / f"{folders.name}.json", merged)
+        finally:
+            folders.finish([step.output for step in passes], written=target is not None)
+        incomplete = 1 if merged and merged["suite"]["failed_passes"] else 0
+        failed = next((exit_status(code) for code in codes if code not in (0, 5, None)),
+                      incomplete)
+        status = 128 + launcher.stop_signal if launcher.stop_signal else failed
+        if merged is None:
+            print("[suite] no benchmark finished; nothing written", file=sys.stderr)
+            return status or 1
+        print("\n" + summary_table(merged))
+        if target is None:  # the merged file could not be written; each pass's file is kept
+            return status or 1
+        state = "PARTIAL " if merged["suite"]["partial"] else ""
+        print(f"\n[suite] wrote {state}{target} ({len(merged['benchmarks'])} benchmarks) in "
+              f"{time.monotonic() - started:.0f} s")
+        return status
+
+
+def exit_status(code: int) -> int:
+    """A pass's exit status as a shell reports it: 128 + N for a pass killed by signal N."""
+    return 128 - code if code < 0 else code
 
 
 if __name__ == "__main__":
