@@ -17,6 +17,8 @@ import pytest
 
 DATA = Path(__file__).with_name("data")
 SOURCE = json.loads((DATA / "cpu-2core-trimmed.json").read_text())
+PIPELINE = json.loads((DATA / "pipeline-cpu-2core.json").read_text())
+TP = json.loads((DATA / "cpu-2core-tp.json").read_text())
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -65,6 +67,30 @@ CASES = {
                             "machine_info.overlap.world_size = -2; expected an integer >= 1"),
     "lone-surrogate": (json.dumps(_set(SOURCE, ("benchmarks", 0, "name"), "step\ud800")),
                        "benchmarks[0].name = 'step\\ud800'; not valid Unicode text"),
+    # Finite but no measurement: the report's figures crashed on them (log axes, error bars).
+    "round-time-5e-324": (json.dumps(_set(SOURCE, ("benchmarks", 0, "stats", "min"), 5e-324)),
+                          "stats.min = 5e-324; expected a round time from 1e-09 to 1e+06 s"),
+    "median-1e308": (json.dumps(_set(SOURCE, ("benchmarks", 0, "stats", "median"), 1e308)),
+                     "stats.median = 1e+308; expected a round time from 1e-09 to 1e+06 s"),
+    "step-ms-1e308": (json.dumps(_set(SOURCE, ("benchmarks", STEP, "extra_info", "step_ms"),
+                                      1e308)),
+                      "extra_info.step_ms = 1e+308; expected a time of at most 1e+09 ms"),
+    "no-benchmarks": (json.dumps(_set(SOURCE, ("benchmarks",), [])),
+                      "benchmarks = []; a results file holds one or more benchmarks"),
+    "pipeline-zero-stages": (json.dumps(_set(PIPELINE, ("benchmarks", 0, "extra_info", "stages"),
+                                             0)),
+                             "extra_info.stages = 0; expected an integer >= 1"),
+    "pipeline-zero-microbatches": (
+        json.dumps(_set(PIPELINE, ("benchmarks", 0, "extra_info", "microbatches"), 0)),
+        "extra_info.microbatches = 0; expected an integer >= 1"),
+    "pipeline-empty-rounds": (
+        json.dumps(_set(PIPELINE, ("benchmarks", 0, "extra_info", "round_ms"), [])),
+        "extra_info.round_ms = []; expected a non-empty list of per-round values"),
+    "tp-zero-tokens": (json.dumps(_set(TP, ("benchmarks", 0, "extra_info", "tokens"), 0)),
+                       "extra_info.tokens = 0; expected an integer >= 1"),
+    "autotune-k-zero": (json.dumps(_set(SOURCE, ("benchmarks", STEP, "extra_info", "candidates"),
+                                        [1, 0, 5])),
+                        "extra_info.candidates[1] = 0; expected an integer >= 1"),
 }
 
 
