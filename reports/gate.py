@@ -109,6 +109,10 @@ from reports.results import ResultsError, ResultsFile, find_result_files, load_r
 from reports.results import round_times as saved_round_times
 
 DEFAULT_SUMMARY = Path("reports/out/gate-summary.md")
+# How the files the gate writes begin: it replaces only such files (check_outputs).
+SUMMARY_HEADER = "## Throughput gate: "
+JSON_HEADER = '{\n "baseline": '
+CONFIRM_LOG_HEADER = "# reports.gate --confirm: the output of the re-run's blocks"
 DEFAULT_CONFIRM_LOG = Path("reports/out/gate-confirm.log")
 BASELINES_DIR = Path("results/baselines")
 VERDICTS = ("regressed", "improved", "unchanged")
@@ -882,7 +886,26 @@ def _print_baseline(target: Path, source: ResultsFile, spreads: Mapping[str, Gro
               "...) for noise-aware thresholds; until then the gate uses the minimum threshold")
 
 
+def check_outputs(args: argparse.Namespace) -> None:
+    """GateError unless each output file is new, empty or one the gate wrote before: a
+    mistyped ``--summary README.md`` must not replace the README."""
+    outputs = (("--summary", args.summary, lambda text: text.startswith(SUMMARY_HEADER)),
+               ("--json", args.json, lambda text: text.startswith(JSON_HEADER)),
+               ("--confirm-log", args.confirm_log if args.confirm else None,
+                lambda text: text.startswith(CONFIRM_LOG_HEADER)))
+    for option, path, written_by_gate in outputs:
+        if path is None or not path.is_file() or path.stat().st_size == 0:
+            continue
+        with open(path, encoding="utf-8", errors="replace") as existing:
+            start = existing.read(200)
+        if not written_by_gate(start):
+            raise GateError(f"{option} {path}: the file exists and is not one the gate wrote; "
+                            "choose another path or remove it")
+
+
 def run(args: argparse.Namespace) -> int:
+    if not args.update_baseline:
+        check_outputs(args)
     if args.update_baseline:
         target, source, spreads, notes = update_baseline(
             args.update_baseline, args.baselines_dir, args.force, args.spread_from)
@@ -904,7 +927,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             comparison = confirm_suspects(comparison, base_files, cand_files, args, notes, log)
         finally:
-            write_bytes_atomic(args.confirm_log, "\n".join(log).encode())
+            write_bytes_atomic(args.confirm_log, "\n".join([CONFIRM_LOG_HEADER, *log]).encode())
         notes.append(f"re-measured {len(comparison.suspects)} benchmark(s) interleaved; block "
                      f"output in {args.confirm_log}")
     elif args.confirm:

@@ -254,6 +254,8 @@ def check_ranks(ranks: int | None, backend: str, gpus: int) -> None:
 
 def check_results_folder(results_dir: str, label: str) -> Path:
     """results_dir/label, if it is or can be made a writable folder (nothing is created)."""
+    if not results_dir.strip():  # Path("") is the current folder: results in the checkout
+        raise InputError(f"--results-dir={results_dir!r}: give a folder (default: results)")
     folder = Path(results_dir, label)
     if problem := unwritable(folder):
         raise InputError(f"--results-dir={results_dir}: {problem}")

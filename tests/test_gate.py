@@ -235,7 +235,7 @@ def _valid(tmp_path: Path) -> Path:
     ("truncated", "not valid JSON (truncated or corrupt?)"),
     ("foreign", "not a pytest-benchmark results file"),
     ("nan", "stats.data[3] = nan; expected a finite number"),
-    ("negative", "round times must be finite and > 0"),
+    ("negative", "round times must be from 1e-09 to 1e+06 s"),
     ("no_stats", "has no 'stats' object"),
     ("bad_median", "has no numeric stats.median"),
     ("schema", "suite.schema = 7; this loader reads schema 1"),
@@ -431,12 +431,13 @@ def test_find_result_files_skips_temporary_baseline_and_side_files(tmp_path):
 
 
 def test_labels_and_newest_per_machine(tmp_path):
-    write_results(tmp_path / "cpu-2core" / "b.json", [], CPU_MACHINE,
+    one = [benchmark("test_s", round_times(5))]
+    write_results(tmp_path / "cpu-2core" / "b.json", one, CPU_MACHINE,
                   created="2026-11-20T10:00:00+00:00")
-    newer = write_results(tmp_path / "cpu-2core" / "a.json", [], CPU_MACHINE,
+    newer = write_results(tmp_path / "cpu-2core" / "a.json", one, CPU_MACHINE,
                           created="2026-11-21T10:00:00+00:00")
-    plain = write_results(tmp_path / "laptop" / "run.json", [])
-    write_results(tmp_path / "baselines" / "cpu-2core.json", [], CPU_MACHINE,
+    plain = write_results(tmp_path / "laptop" / "run.json", one)
+    write_results(tmp_path / "baselines" / "cpu-2core.json", one, CPU_MACHINE,
                   created="2026-12-01T10:00:00+00:00")
     assert newest_per_machine(tmp_path) == [newer, plain]
     assert load_results(plain).label == "laptop"  # no suite key: the folder names the machine

@@ -152,3 +152,37 @@ def test_gate_summary_under_a_file_is_refused(tmp_path):
     line = _one_line_exit_2(_run("reports.gate", good, good, "--summary",
                                  str(taken / "summary.md")))
     assert line.startswith("gate: error: ") and str(taken) in line, line
+
+
+def test_report_on_a_full_disk_is_one_line(tmp_path):
+    """Every report file is written whole or not at all; a full disk is one line, exit 2."""
+    prelude = ("import errno, sys, impl.atomic\n"
+               "def full(path, data):\n"
+               "    raise OSError(errno.ENOSPC, 'No space left on device', str(path))\n"
+               "impl.atomic.write_bytes_atomic = full\n"
+               "import reports.build\n"
+               "sys.exit(reports.build.main(sys.argv[1:]))\n")
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, "-c", prelude, str(DATA / "cpu-2core-trimmed.json"),
+                             "--out", str(out), "--html-only"], capture_output=True, text=True,
+                            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    line = _one_line_exit_2(result)
+    assert line == (f"error: --out={out}: cannot write the report: [Errno 28] No space left on "
+                    f"device: '{out / 'report.html'}'")
+
+
+def test_gate_outputs_never_replace_a_file_it_did_not_write(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("# my project\n")
+    good = str(DATA / "cpu-2core-trimmed.json")
+    for option in ("--summary", "--json"):
+        line = _one_line_exit_2(_run("reports.gate", good, good, "--summary",
+                                     str(tmp_path / "s.md"), option, str(readme)))
+        assert line == (f"gate: error: {option} {readme}: the file exists and is not one the "
+                        "gate wrote; choose another path or remove it")
+    assert readme.read_text() == "# my project\n"
+    # Its own files it replaces: a second run over the first one's summary and JSON.
+    for _ in range(2):
+        result = _run("reports.gate", good, good, "--summary", str(tmp_path / "s.md"),
+                      "--json", str(tmp_path / "g.json"))
+        assert result.returncode == 0, result.stderr

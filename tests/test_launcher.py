@@ -39,6 +39,7 @@ BAD_INPUT = [
     (["--", "--chunks", "0"], {}, "pytest: --chunks: '0' is not an integer from 1 to"),
     (["--", "--quik"], {}, "pytest: unrecognized arguments: --quik"),
     (["--ranks", "0"], {}, "--ranks=0: choose 1 to"),
+    (["--results-dir", ""], {}, "--results-dir='': give a folder (default: results)"),
     ([], {"OVERLAP_MACHINE_LABEL": ".."}, "OVERLAP_MACHINE_LABEL='..' is not allowed"),
     ([], {"OVERLAP_MACHINE_LABEL": "."}, "OVERLAP_MACHINE_LABEL='.' is not allowed"),
     ([], {"OVERLAP_MACHINE_LABEL": "a/../b"}, "OVERLAP_MACHINE_LABEL='a/../b' is not allowed"),
