@@ -116,8 +116,8 @@ class Launcher:
         if self.stop_signal is None:
             self.stop_signal = signal.Signals(signum)
             self._stopped_at = time.monotonic()
-            print(f"\n[suite] {self.stop_signal.name}: stopping the running pass (SIGKILL after "
-                  f"{GRACE_S:g} s); no further pass starts", flush=True)
+            print(f"\n[suite] {self.stop_signal.name}: stopping the running pass (SIGKILL to "
+                  f"what is left after {GRACE_S:g} s); no further pass starts", flush=True)
             self._signal_pass(signal.SIGTERM)
         else:  # a second Ctrl-C: do not wait for the grace period
             self._signal_pass(signal.SIGKILL)

@@ -153,7 +153,9 @@ def run_pass(step: Pass, base_env: dict[str, str], launcher: Launcher) -> int | 
     print(f"\n[suite] {step.name}: {shlex.join(step.command)}", flush=True)
     started = time.monotonic()
     code = launcher.run(step.command, {**base_env, **step.env})
-    print(f"[suite] {step.name} finished with exit {code} in {time.monotonic() - started:.0f} s",
+    killed = f" (killed by {signal.Signals(-code).name})" if code is not None and code < 0 else ""
+    print(f"[suite] {step.name} finished with exit {code}{killed} in "
+          f"{time.monotonic() - started:.0f} s",
           flush=True)
     return code
 
