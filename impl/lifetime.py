@@ -6,7 +6,9 @@
   stop them: they would run the pass to its end, holding their GPUs and writing files.
 - ``adopt_orphans()``: the suite's launcher becomes the parent of every process of a pass
   whose own parent ended (PR_SET_CHILD_SUBREAPER), so that it can still find them, and end
-  them, when the pass is over (suite/launch.py).
+  them, when the pass is over (suite/launch.py). The pass's own process (torchrun, mpirun)
+  ends with the launcher (``end_with_parent`` between fork and exec), and its ranks with it:
+  a launcher killed by SIGKILL leaves nothing running either.
 
 Both are Linux only; elsewhere they do nothing and return False.
 """
@@ -14,6 +16,7 @@ Both are Linux only; elsewhere they do nothing and return False.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import signal
 import sys
@@ -22,11 +25,16 @@ PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 
 
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
+    """The C library, loaded once (before any fork: ``end_with_parent`` may run in a child
+    between fork and exec, where loading a library could wait on a lock forever)."""
+    return ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+
+
 def _prctl(option: int, value: int) -> bool:
-    if not sys.platform.startswith("linux"):
-        return False
-    libc = ctypes.CDLL(None, use_errno=True)
-    return libc.prctl(option, value, 0, 0, 0) == 0
+    libc = _libc()
+    return libc is not None and libc.prctl(option, value, 0, 0, 0) == 0
 
 
 def end_with_parent(signum: int = signal.SIGKILL) -> bool:

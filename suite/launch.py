@@ -34,7 +34,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from impl.lifetime import adopt_orphans
+from impl.lifetime import adopt_orphans, end_with_parent
 
 GRACE_S = 5.0  # between SIGTERM and SIGKILL: workers end in well under a second on SIGTERM
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -149,7 +149,9 @@ class Launcher:
             return None
         adopt_orphans()
         self._sent = None
-        self._current = subprocess.Popen(command, env=env, start_new_session=True)
+        # The pass's own process ends with the launcher, and its ranks with it (conftest.py).
+        self._current = subprocess.Popen(command, env=env, start_new_session=True,
+                                         preexec_fn=end_with_parent)
         try:
             while True:
                 try:

@@ -222,3 +222,19 @@ def test_a_stop_before_any_pass_is_one_line_and_creates_nothing(tmp_path):
     assert err.splitlines() == ["[suite] SIGINT before any pass started: nothing launched, "
                                 "nothing written"], err
     assert out == "" and not results.exists()
+
+
+def test_a_killed_launcher_leaves_nothing_running(tmp_path):
+    """SIGKILL to the launcher itself: its pass's own process ends with it, and the ranks with
+    that; the last checkpoint stays whole in the scratch folder."""
+    results = tmp_path / "results"
+    run = _suite_run(results, "--quick", "--skip-mpi", "--", "--workloads", "mlp_tiny",
+                     "--chunks", "1", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    (checkpoint,) = _wait_for(lambda: list((results / LABEL).glob(".*.run/*.json.tmp")), 240,
+                              "the first checkpoint")
+    tree = process_tree(run.pid)
+    assert len(tree) >= 4, tree  # launcher, torchrun, two ranks
+    run.kill()
+    run.wait(timeout=30)
+    _wait_for(lambda: not _alive(tree), 10, "the pass to end with its launcher")
+    assert json.loads(checkpoint.read_text())["benchmarks"]
