@@ -9,15 +9,19 @@ Run the suite on one node:  torchrun --nproc-per-node 4 --local-ranks-filter 0 \
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import math
 import os
 import signal
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
+from impl.lifetime import end_with_parent
 from impl.options import SUITE_OPTIONS, check_suite_options
 from impl.profiles import recorded_profile
 from impl.settings import check_environment, selected_backend
@@ -38,6 +42,10 @@ def pytest_addoption(parser):
                          "fresh pass after a hang)")
 
 
+# Set in the ranks' environment by torchrun and by MPI launchers (Open MPI, PMI).
+LAUNCHED_BY = ("TORCHELASTIC_RUN_ID", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
+
+
 def _rank() -> int:
     return int(os.environ.get("RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
 
@@ -49,7 +57,11 @@ def pytest_configure(config):
     except ValueError as error:
         raise pytest.UsageError(str(error)) from None
     config.suite_rank = _rank()
-    if launched_world() > 1:
+    if any(name in os.environ for name in LAUNCHED_BY) and not config.option.collectonly:
+        # A rank ends with its launcher: a killed torchrun agent or mpirun takes its ranks
+        # along instead of leaving them to run the pass to its end (impl/lifetime.py).
+        end_with_parent()
+    if launched_world() > 1 and not config.option.collectonly:  # not suite/run.py's check
         # Ctrl-C ends a rank at once, as SIGTERM does. pytest's KeyboardInterrupt would run
         # the teardown barriers while other ranks are dead or inside a collective (a hang until
         # the process-group timeout), and a rank blocked in a collective would not even see
@@ -208,14 +220,19 @@ def finite(value):
     return value
 
 
-def write_results(config, partial: bool) -> None:
-    """Rank 0: the whole results document to --results-json, via a temporary file."""
-    path = config.option.results_json
-    session = getattr(config, "_benchmarksession", None)
-    if not path or config.suite_rank != 0 or session is None or not session.benchmarks:
-        return
-    from impl.atomic import write_json_atomic
+def uncaptured(config, line: str) -> None:
+    """``line`` on stderr now, even from inside a test's setup or teardown (pytest captures
+    their output and shows it only for a failing test)."""
+    capture = config.pluginmanager.getplugin("capturemanager")
+    with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+        print(f"\n{line}", file=sys.stderr, flush=True)
 
+
+def results_document(config, partial: bool) -> dict | None:
+    """Rank 0: the whole results document of the benchmarks so far (None elsewhere)."""
+    session = getattr(config, "_benchmarksession", None)
+    if config.suite_rank != 0 or session is None or not session.benchmarks:
+        return None
     config._suite_partial = partial
     hook = config.hook
     machine_info = getattr(config, "_suite_machine_info", None) or session.get_machine_info()
@@ -227,7 +244,29 @@ def write_results(config, partial: bool) -> None:
         include_data=True, machine_info=machine_info, commit_info=commit_info)
     hook.pytest_benchmark_update_json(config=config, benchmarks=session.benchmarks,
                                       output_json=output)
-    write_json_atomic(path, finite(json.loads(json.dumps(output, default=str))))
+    return finite(json.loads(json.dumps(output, default=str)))
+
+
+def write_results(config, partial: bool) -> None:
+    """Rank 0: the whole results document to --results-json, via a temporary file.
+
+    A write that fails (a full disk) is one line, the first time: the benchmarks go on, the
+    last checkpoint stays whole, and the next checkpoint tries again."""
+    path = config.option.results_json
+    if not path or (document := results_document(config, partial)) is None:
+        return
+    from impl.atomic import write_json_atomic
+
+    try:
+        write_json_atomic(path, document)
+    except OSError as error:
+        if str(error) != str(getattr(config, "_suite_write_error", None)):
+            uncaptured(config, f"[suite] rank 0: cannot write {path}: {error}; the run goes on "
+                       "and writes it again after the next benchmark (the last whole "
+                       "checkpoint stays)")
+        config._suite_write_error = error
+    else:
+        config._suite_write_error = None
 
 
 @pytest.hookimpl(trylast=True)
@@ -238,4 +277,19 @@ def pytest_runtest_teardown(item, nextitem):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    write_results(session.config, partial=exitstatus not in (0, 5))
+    config = session.config
+    partial = exitstatus not in (0, 5)
+    write_results(config, partial)
+    if error := getattr(config, "_suite_write_error", None):
+        # What the disk could not take goes to the temporary folder (often another disk). The
+        # exit status stays: the checkpoint left is marked partial, which is what the launcher
+        # reads (and torchrun would print a page for a failing worker).
+        where = f"{config.option.results_json} holds its last whole checkpoint, marked partial"
+        fallback = Path(tempfile.gettempdir(), f"overlap-results-{os.getpid()}.json")
+        with contextlib.suppress(OSError):
+            from impl.atomic import write_json_atomic
+
+            write_json_atomic(fallback, results_document(config, partial))
+            where = f"all of them are in {fallback} instead ({where})"
+        uncaptured(config, f"[suite] rank 0: the results of this pass could not all be "
+                   f"written ({error}); {where}")

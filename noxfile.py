@@ -26,6 +26,9 @@ TORCH_INSTALL = ("pip install torch==2.13.0 --index-url https://download.pytorch
 LINK_FOLDERS = ("import pathlib, sys, sysconfig; "
                 "pathlib.Path(sysconfig.get_paths()['purelib'], 'nox-python.pth')"
                 ".write_text(''.join(folder + chr(10) for folder in sys.argv[1:]))")
+# The gate's exit statuses that do not fail the session: 0 PASS and 3 UNCONFIRMED (regressions
+# only the files show, which no re-run measured: the gate warns, see reports/gate.py).
+GATE_PASSES = [0, 3]
 FIND_TORCH = "import importlib.util; print(importlib.util.find_spec('torch') is not None)"
 
 
@@ -75,7 +78,7 @@ def report(session: nox.Session) -> None:
 def gate(session: nox.Session) -> None:
     """Throughput regression gate: nox -s gate -- BASELINE CANDIDATE [options]."""
     _install(session)
-    session.run("python", "-m", "reports.gate", *session.posargs, success_codes=[0])
+    session.run("python", "-m", "reports.gate", *session.posargs, success_codes=GATE_PASSES)
 
 
 @nox.session(**VENV)

@@ -81,6 +81,13 @@ class DistContext:
         return sorted(self._groups)
 
 
+def group_sizes(world_size: int) -> list[int]:
+    """The groups a launch of ``world_size`` ranks builds: the SUBGROUP_SIZES below it and the
+    whole world, whatever its size (3 ranks are allowed: benchmarks of the launched world, such
+    as autotune and interference, run on it)."""
+    return [*(size for size in SUBGROUP_SIZES if size < world_size), world_size]
+
+
 def init_distributed(timeout_s: int | None = None) -> DistContext:
     """Start (or join) the default process group from the launcher's environment.
 
@@ -118,9 +125,7 @@ def init_distributed(timeout_s: int | None = None) -> DistContext:
                                 timeout=timedelta(seconds=timeout_s), **kwargs)
     context = DistContext(rank, world_size, local_rank, backend, device, profile, timeout_s)
     # new_group is collective over all ranks: create every subgroup once, in the same order.
-    for size in SUBGROUP_SIZES:
-        if size > world_size:
-            break
+    for size in group_sizes(world_size):
         group = dist.group.WORLD if size == world_size else dist.new_group(list(range(size)))
         context._groups[size] = group if rank < size else None
     return context

@@ -52,14 +52,25 @@ class TpMlpConfig:
     sequence_parallel: bool = True
     pieces_per_peer: int = 1
 
+    def __post_init__(self) -> None:
+        for name in ("tokens", "hidden", "ffn", "pieces_per_peer"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{self.name}: {name}={value!r}; choose an integer ≥ 1")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"{self.name}: dtype={self.dtype!r}; choose one of "
+                             f"{', '.join(DTYPES)}")
+
     def scaled(self, world_size: int, scaling: str) -> TpMlpConfig:
         """Strong scaling keeps the layer; weak scaling keeps each rank's share (ffn grows)."""
+        check_world(world_size)
         if scaling not in SCALINGS:
             raise ValueError(f"unknown scaling {scaling!r}; choose one of {', '.join(SCALINGS)}")
         return replace(self, ffn=self.ffn * world_size) if scaling == "weak" else self
 
     def check(self, world_size: int) -> None:
         """ValueError naming the shape that does not split over ``world_size`` ranks."""
+        check_world(world_size)
         pieces = world_size * self.pieces_per_peer
         if self.ffn % world_size:
             raise ValueError(f"{self.name}: ffn {self.ffn} does not split over {world_size} "
@@ -70,6 +81,13 @@ class TpMlpConfig:
 
 
 SCALINGS = ("single", "strong", "weak")
+
+
+def check_world(world_size: int) -> None:
+    """ValueError naming ``world_size`` unless it is an integer ≥ 1 (ranks the block splits
+    over): every function taking a world size checks it first."""
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        raise ValueError(f"world size {world_size!r}: choose an integer ≥ 1 (ranks)")
 
 PRESETS: dict[str, TpMlpConfig] = {c.name: c for c in (
     # A transformer MLP block at hidden 8192 (4× expansion), 8192 tokens: GEMM-dominated.
@@ -196,6 +214,7 @@ _SPLIT = {"x": "tokens", "dx": "tokens", "y": "tokens", "dy": "tokens",
 def shard(config: TpMlpConfig, world_size: int, rank: int, name: str,
           full: torch.Tensor) -> torch.Tensor:
     """Rank ``rank``'s part of the block's tensor ``name`` (inputs and outputs alike)."""
+    check_world(world_size)
     split = _SPLIT[name]
     if split == "tokens" and not config.sequence_parallel:
         return full
@@ -312,6 +331,7 @@ def check_runner(runner: TpMlpRunner, reference: dict[str, torch.Tensor]) -> dic
 
 def gemm_shapes(config: TpMlpConfig, world_size: int) -> dict[str, tuple[int, int, int]]:
     """(m, n, k) of each GEMM one rank runs per step, by its timeline label (pieces together)."""
+    check_world(world_size)
     t, h, f = config.tokens, config.hidden, config.ffn // world_size
     return {"W1 fwd": (t, f, h), "W1 dgrad": (t, h, f), "W1 wgrad": (h, f, t),
             "W2 fwd": (t, h, f), "W2 dgrad": (t, f, h), "W2 wgrad": (f, h, t)}

@@ -200,14 +200,21 @@ class MLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for layer in self.layers:
             x = F.gelu(layer(x))
-        if self.extra_compute > 0:
-            # Real extra work for the gate's slowdown test: extra_compute · depth · batch more
-            # rows through the first layer (forward and backward), added with weight zero so
-            # the weights stay exactly those of the plain model.
-            rows = max(1, round(self.extra_compute * len(self.layers) * x.shape[0]))
-            extra = self.layers[0](x.repeat(math.ceil(rows / x.shape[0]), 1)[:rows])
-            x = x + 0.0 * extra.sum()
+        return with_extra_compute(x, self.layers, self.extra_compute)
+
+
+def with_extra_compute(x: torch.Tensor, layers: nn.ModuleList, extra_compute: float
+                       ) -> torch.Tensor:
+    """``x`` after real extra work for the gate's slowdown test (MLPConfig.extra_compute):
+    extra_compute · len(layers) · rows more rows through the first of ``layers`` (forward and
+    backward), added with weight zero so the weights stay exactly those of the plain model.
+    A pipeline stage does its share with its own layers, so the stages together do the
+    model's."""
+    if extra_compute <= 0:
         return x
+    rows = max(1, round(extra_compute * len(layers) * x.shape[0]))
+    extra = layers[0](x.repeat(math.ceil(rows / x.shape[0]), 1)[:rows])
+    return x + 0.0 * extra.sum()
 
 
 def dropout(config: GPTConfig) -> nn.Module:

@@ -534,6 +534,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BuildError as error:
         print(f"error: {error}", file=sys.stderr)
         return error.status
+    except OSError as error:  # a full disk: each file is written whole or not at all
+        print(f"error: --out={args.out}: cannot write the report: {error}", file=sys.stderr)
+        return 2
     for note in written["notes"]:
         print(f"note: {note}", file=sys.stderr)
     print(f"wrote {written['html']}" + (f" and {written['pdf']}" if written["pdf"] else "")

@@ -44,11 +44,19 @@ throughput loss lies entirely above the minimum threshold.
 
 Verdicts without a re-run are marked: "regressed (unconfirmed: files only)".
 
-Exit status: 0 nothing regressed; 1 something regressed (a files-only regression counts,
-unconfirmed, unless ``--confirm`` re-measured it and cleared it; a regression the re-run
-finds counts even where the files alone said unchanged); 2 bad arguments, input files that
+Exit status: 0 nothing regressed; 1 a regression the interleaved re-run confirmed (also where
+the files alone said unchanged); 3 UNCONFIRMED: the files say slower and no re-run measured it
+(no ``--confirm``, or a benchmark a block cannot select); 2 bad arguments, input files that
 cannot be compared (other machine, other suite mode: ``--force`` to compare anyway), or a
 re-run that could not be made.
+
+Why files alone never fail the gate: they cannot keep a false-alarm rate. Two files of
+unchanged code differ by the machine's drift, which no test on their rounds sees, and a suite
+file holds hundreds of benchmarks, so some always cross any per-benchmark threshold: 11 of
+12 back-to-back unchanged quick pairs and 12 of 12 default pairs on the 2-core machine had
+files-only "regressions" (the README's throughput gate section measures it over whole quick
+suites). The re-run removes the drift by interleaving; reports/gate_trials.py measures its
+false alarms. CI (bench.yml, through ``nox -s gate``) reads 3 as a warning.
 
 Output: a table on stdout, a Markdown summary (``--summary``, default
 reports/out/gate-summary.md, also appended to ``$GITHUB_STEP_SUMMARY`` when set; every cell
@@ -101,9 +109,14 @@ from reports.results import ResultsError, ResultsFile, find_result_files, load_r
 from reports.results import round_times as saved_round_times
 
 DEFAULT_SUMMARY = Path("reports/out/gate-summary.md")
+# How the files the gate writes begin: it replaces only such files (check_outputs).
+SUMMARY_HEADER = "## Throughput gate: "
+JSON_HEADER = '{\n "baseline": '
+CONFIRM_LOG_HEADER = "# reports.gate --confirm: the output of the re-run's blocks"
 DEFAULT_CONFIRM_LOG = Path("reports/out/gate-confirm.log")
 BASELINES_DIR = Path("results/baselines")
 VERDICTS = ("regressed", "improved", "unchanged")
+EXIT_STATUS = {"PASS": 0, "FAIL": 1, "UNCONFIRMED": 3}  # 2: bad input, or no re-run possible
 CI_LEVEL = stats.CONFIDENCE
 # Shown beside the ratio when a benchmark recorded them: a number people know for that kind.
 THROUGHPUT_FIELDS = ("samples_per_s", "busbw_gbps")
@@ -327,6 +340,14 @@ class Comparison:
         return self.count("regressed") > 0
 
     @property
+    def status(self) -> str:
+        """FAIL (a regression a re-run confirmed), UNCONFIRMED (regressions the files alone
+        show) or PASS; ``EXIT_STATUS`` maps it to the exit status."""
+        if any(row.verdict == "regressed" and row.confirmed for row in self.rows):
+            return "FAIL"
+        return "UNCONFIRMED" if self.regressed else "PASS"
+
+    @property
     def unconfirmed(self) -> int:
         """Regressions that no re-run measured."""
         return sum(row.verdict == "regressed" and not row.confirmed for row in self.rows)
@@ -343,6 +364,7 @@ class Comparison:
     def to_json(self) -> dict:
         return {"verdicts": {v: self.count(v) for v in VERDICTS},
                 "unconfirmed_regressions": self.unconfirmed, "regressed": self.regressed,
+                "status": self.status, "exit_status": EXIT_STATUS[self.status],
                 "rows": [row.to_json() for row in self.rows],
                 "only_baseline": self.only_baseline, "only_candidate": self.only_candidate}
 
@@ -514,7 +536,8 @@ def rule_text(rule: Rule, group_thresholds: Sequence[tuple[str, float]],
             f"changes by more than the group's threshold, max(minimum {percent(rule.threshold)}"
             f"{overrides}, 1 - exp(-spread)) with {spread}, and a one-sided Mann-Whitney U test "
             f"on the per-round times gives p < {rule.alpha} (at least {rule.min_rounds} rounds "
-            f"per side); CI: {CI_LEVEL:.0%} bootstrap interval of the ratio")
+            f"per side); CI: {CI_LEVEL:.0%} bootstrap interval of the ratio; a files-only "
+            "regression is UNCONFIRMED (exit 3): only one a re-run confirms fails the gate")
     if confirmed:
         text += ("; re-run: benchmarks whose ratio is below (1 - minimum) * exp(spread) "
                  "measured again, baseline and candidate code interleaved in blocks, regressed "
@@ -524,7 +547,7 @@ def rule_text(rule: Rule, group_thresholds: Sequence[tuple[str, float]],
 
 
 def headline(comparison: Comparison) -> str:
-    status = "FAIL" if comparison.regressed else "PASS"
+    status = comparison.status
     counts = ", ".join(f"{comparison.count(v)} {v}" for v in VERDICTS)
     unconfirmed = comparison.unconfirmed
     note = (f"; {unconfirmed} of the regressions unconfirmed (files only: --confirm re-measures)"
@@ -550,8 +573,10 @@ MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|~#])")
 
 def markdown_text(text: str) -> str:
     """Untrusted text (file names, benchmark ids, reasons) for a Markdown summary: HTML
-    escaped, Markdown punctuation backslash-escaped, on one line."""
-    escaped = html.escape(" ".join(str(text).split()), quote=True)
+    escaped, Markdown punctuation backslash-escaped, on one line. Quotes stay as they are:
+    outside an attribute they are harmless, and an entity such as &#x27; would have its "#"
+    escaped too and show as written."""
+    escaped = html.escape(" ".join(str(text).split()), quote=False)
     return MARKDOWN_SPECIAL.sub(r"\\\1", escaped)
 
 
@@ -861,7 +886,26 @@ def _print_baseline(target: Path, source: ResultsFile, spreads: Mapping[str, Gro
               "...) for noise-aware thresholds; until then the gate uses the minimum threshold")
 
 
+def check_outputs(args: argparse.Namespace) -> None:
+    """GateError unless each output file is new, empty or one the gate wrote before: a
+    mistyped ``--summary README.md`` must not replace the README."""
+    outputs = (("--summary", args.summary, lambda text: text.startswith(SUMMARY_HEADER)),
+               ("--json", args.json, lambda text: text.startswith(JSON_HEADER)),
+               ("--confirm-log", args.confirm_log if args.confirm else None,
+                lambda text: text.startswith(CONFIRM_LOG_HEADER)))
+    for option, path, written_by_gate in outputs:
+        if path is None or not path.is_file() or path.stat().st_size == 0:
+            continue
+        with open(path, encoding="utf-8", errors="replace") as existing:
+            start = existing.read(200)
+        if not written_by_gate(start):
+            raise GateError(f"{option} {path}: the file exists and is not one the gate wrote; "
+                            "choose another path or remove it")
+
+
 def run(args: argparse.Namespace) -> int:
+    if not args.update_baseline:
+        check_outputs(args)
     if args.update_baseline:
         target, source, spreads, notes = update_baseline(
             args.update_baseline, args.baselines_dir, args.force, args.spread_from)
@@ -883,7 +927,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             comparison = confirm_suspects(comparison, base_files, cand_files, args, notes, log)
         finally:
-            write_bytes_atomic(args.confirm_log, "\n".join(log).encode())
+            write_bytes_atomic(args.confirm_log, "\n".join([CONFIRM_LOG_HEADER, *log]).encode())
         notes.append(f"re-measured {len(comparison.suspects)} benchmark(s) interleaved; block "
                      f"output in {args.confirm_log}")
     elif args.confirm:
@@ -899,7 +943,11 @@ def run(args: argparse.Namespace) -> int:
         write_json_atomic(args.json, {"baseline": args.baseline, "candidate": args.candidate,
                                       "rule": rule_line, "notes": notes,
                                       "confirm": args.confirm, **comparison.to_json()})
-    return 1 if comparison.regressed else 0
+    if comparison.status == "UNCONFIRMED" and os.environ.get("GITHUB_ACTIONS") == "true":
+        # The job goes on (nox -s gate accepts 3); the annotation says why nothing failed.
+        print(f"::warning title=Throughput gate unconfirmed::{comparison.unconfirmed} "
+              "benchmark(s) look slower in the files alone and no re-run measured them")
+    return EXIT_STATUS[comparison.status]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -246,9 +246,11 @@ def narrowed(recipe: Recipe, benchmarks: Sequence[dict]) -> Recipe:
         return recipe
     args = list(recipe.launcher_args)
     infos = [b["extra_info"] for b in benchmarks]
-    profiles = sorted({info.get("profile") for info in infos})
-    if all(profile in PROFILES for profile in profiles):
-        args = _without_option(args, "--profiles") + ["--profiles", ",".join(profiles)]
+    # Rows without a profile of their own (pipeline, hybrid, digits, synthetic) and gloo rows
+    # keep every recorded pass: only NCCL profiles can narrow them.
+    profiles = {info.get("profile") for info in infos}
+    if profiles and profiles <= set(PROFILES):
+        args = _without_option(args, "--profiles") + ["--profiles", ",".join(sorted(profiles))]
     if "--skip-mpi" not in args and not any(i.get("strategy") in MPI_STRATEGIES for i in infos):
         args.append("--skip-mpi")
     return Recipe(tuple(args), recipe.pytest_args)

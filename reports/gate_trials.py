@@ -36,7 +36,13 @@ minutes, so 40 + 40 pairs took 2 h 18 min: ``--max-minutes`` and ``--resume``); 
 the same workload with a bf16 4096-wide MLP on one GPU, about 10 s per process on the H200
 (mostly starting Python and CUDA; a slowed pair with 4 blocks a side about 90 s); ``gpu-quick``
 is the suite's quick-mode step benchmarks at world size 1 (sequential and chunked, K = 10, the
-805M-parameter MLP, slowed through OVERLAP_EXTRA_COMPUTE), longer per process.
+805M-parameter MLP, slowed through OVERLAP_EXTRA_COMPUTE), longer per process; ``suite-quick``
+gates whole suite files: each side is ``python -m suite.run --quick --skip-mpi -- --workloads
+mlp_tiny --chunks 1,10`` (2 gloo ranks, every quick benchmark of the suite on the small MLP,
+about a minute on the idle 2-core machine), slowed through OVERLAP_EXTRA_COMPUTE. With
+``--files-only`` the gate runs without ``--confirm``: what the files alone say about whole
+suites, pair after pair (exit 3, UNCONFIRMED, whenever any of their benchmarks looks slower);
+``--kinds unchanged`` runs only the unchanged pairs, for the false-alarm rate alone.
 """
 
 from __future__ import annotations
@@ -44,9 +50,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shlex
-import statistics
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -54,15 +59,14 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from importlib.metadata import version
 from pathlib import Path
 
 from impl import stats
 from impl.atomic import write_json_atomic
+from reports.gate_trials_record import KINDS, load_now, machine, summarise
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOAD = ROOT / "tests" / "gate_bench" / "gate_workload.py"
-KINDS = ("unchanged", "slowed")
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,8 @@ class Target:
     workload: str  # the MLP the in-process slowdown measurement uses ("gate": gate_mlp)
     device: str
     env: dict[str, str] = field(default_factory=dict)
+    # Whole suite files: python -m suite.run with these arguments ("--results-dir" is added).
+    launcher_args: tuple[str, ...] | None = None
 
 
 TARGETS = {
@@ -86,6 +92,9 @@ TARGETS = {
                                       "--world-sizes", "1", "--strategies", "sequential,chunked",
                                       "--chunks", "10", "-k", "test_overlap"),
                         "OVERLAP_EXTRA_COMPUTE", "mlp_8192x12_bf16", "cuda"),
+    "suite-quick": Target("suite-quick", (), "OVERLAP_EXTRA_COMPUTE", "mlp_tiny", "cpu",
+                          launcher_args=("--quick", "--skip-mpi", "--", "--workloads", "mlp_tiny",
+                                         "--chunks", "1,10")),
 }
 
 
@@ -110,10 +119,21 @@ def _env(extra: dict[str, str]) -> dict[str, str]:
     return {**env, **extra}
 
 
+def target_command(target: Target, out: Path) -> list[str]:
+    """The command that benchmarks ``target``: plain pytest writing ``out``, or the suite's
+    launcher writing its results file under the folder ``out.with_suffix(".run")``."""
+    if target.launcher_args is None:
+        return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                *target.pytest_args, f"--benchmark-json={out}", "--benchmark-save-data"]
+    args = list(target.launcher_args)
+    at = args.index("--") if "--" in args else len(args)
+    return [sys.executable, "-m", "suite.run", *args[:at], "--results-dir",
+            str(out.with_suffix(".run")), *args[at:]]
+
+
 def run_target(target: Target, out: Path, extra_compute: float = 0.0) -> Path:
-    """Benchmark the target in a fresh process; the pytest-benchmark JSON goes to ``out``."""
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-               *target.pytest_args, f"--benchmark-json={out}", "--benchmark-save-data"]
+    """Benchmark the target in a fresh process; its results file is moved to ``out``."""
+    command = target_command(target, out)
     env = _env({**target.env, target.slowdown_env: str(extra_compute)})
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
                             check=False)
@@ -121,6 +141,12 @@ def run_target(target: Target, out: Path, extra_compute: float = 0.0) -> Path:
         raise RuntimeError(f"{shlex.join(command)} (extra_compute={extra_compute}) failed with "
                            f"exit {result.returncode}:\n{result.stdout[-3000:]}"
                            f"{result.stderr[-3000:]}")
+    if target.launcher_args is not None:
+        from reports.results import find_result_files
+
+        (written,) = find_result_files(out.with_suffix(".run"))
+        written.replace(out)
+        shutil.rmtree(out.with_suffix(".run"))
     return out
 
 
@@ -202,25 +228,6 @@ def measure_slowdown(target: Target, extra_compute: float, rounds: int = 30) -> 
     return result
 
 
-# --- the machine's load -------------------------------------------------------------------------
-
-
-def busiest_processes(limit: int = 5) -> list[dict]:
-    """The other processes using the most CPU (ps's %CPU: over each one's lifetime)."""
-    result = subprocess.run(["ps", "-eo", "pid=,pcpu=,etime=,args=", "--sort=-pcpu"],
-                            capture_output=True, text=True, check=False)
-    busy = []
-    for line in result.stdout.splitlines():
-        pid, pcpu, elapsed, command = (line.split(None, 3) + ["", "", "", ""])[:4]
-        if pid.isdigit() and int(pid) != os.getpid() and float(pcpu or 0) >= 5:
-            busy.append({"pcpu": float(pcpu), "elapsed": elapsed, "command": command[:120]})
-    return busy[:limit]
-
-
-def load_now() -> dict:
-    return {"load_1min": round(os.getloadavg()[0], 2), "busiest": busiest_processes()}
-
-
 # --- one trial ----------------------------------------------------------------------------------
 
 
@@ -236,12 +243,16 @@ def git_clean_commit() -> tuple[str | None, bool]:
 
 
 def gate_command(baseline: Path, candidate: Path, folder: Path, target: Target,
-                 extra_compute: float, blocks: int, baseline_tree: Path | None) -> list[str]:
-    """The gate's arguments for one pair (after ``python -m reports.gate``)."""
+                 extra_compute: float, blocks: int, baseline_tree: Path | None,
+                 confirm: bool = True) -> list[str]:
+    """The gate's arguments for one pair (after ``python -m reports.gate``); files only
+    without ``confirm``."""
+    outputs = ["--json", str(folder / "gate.json"), "--summary", str(folder / "summary.md")]
+    if not confirm:
+        return [str(baseline), str(candidate), *outputs]
     command = [str(baseline), str(candidate), "--confirm",
                "--confirm-blocks", str(blocks), "--candidate-env",
-               f"{target.slowdown_env}={extra_compute}", "--json", str(folder / "gate.json"),
-               "--summary", str(folder / "summary.md"), "--confirm-log",
+               f"{target.slowdown_env}={extra_compute}", *outputs, "--confirm-log",
                str(folder / "confirm.log")]
     if baseline_tree is not None:
         command += ["--baseline-tree", str(baseline_tree)]
@@ -255,7 +266,8 @@ def _gate(target: Target, *args: str) -> subprocess.CompletedProcess:
 
 
 def trial(kind: str, index: int, folder: Path, target: Target, extra_compute: float,
-          calibration: list[Path], blocks: int, baseline_tree: Path | None) -> dict:
+          calibration: list[Path], blocks: int, baseline_tree: Path | None,
+          confirm: bool = True) -> dict:
     """One baseline/candidate pair judged by the gate; its record."""
     started, before = time.monotonic(), load_now()
     folder.mkdir(parents=True)
@@ -267,9 +279,10 @@ def trial(kind: str, index: int, folder: Path, target: Target, extra_compute: fl
     if made.returncode != 0:
         raise RuntimeError(f"--update-baseline failed: {made.stderr.strip()}")
     (baseline,) = (folder / "baselines").glob("*.json")
-    arguments = gate_command(baseline, cand, folder, target, extra, blocks, baseline_tree)
+    arguments = gate_command(baseline, cand, folder, target, extra, blocks, baseline_tree,
+                             confirm)
     result = _gate(target, *arguments)
-    if result.returncode not in (0, 1):
+    if result.returncode not in (0, 1, 3):  # PASS, FAIL, UNCONFIRMED
         raise RuntimeError(f"gate exited {result.returncode}: {result.stderr.strip()}")
     verdicts = json.loads((folder / "gate.json").read_text())
     rows = [{"fullname": r["fullname"], "files_verdict": r["files_verdict"],
@@ -277,6 +290,7 @@ def trial(kind: str, index: int, folder: Path, target: Target, extra_compute: fl
              "verdict": r["verdict"], "rerun": r["confirmation"]} for r in verdicts["rows"]]
     return {"kind": kind, "index": index, "extra_compute": extra,
             "gate_exit": result.returncode, "regressed": result.returncode == 1,
+            "unconfirmed": result.returncode == 3,
             "files_regressed": any(r["files_verdict"] == "regressed" for r in rows),
             "rows": rows, "seconds": round(time.monotonic() - started, 1),
             "load_before": before, "load_after": load_now()}
@@ -291,55 +305,6 @@ def calibration_runs(target: Target, count: int, folder: Path) -> tuple[list[Pat
     if not reused:
         paths = [run_target(target, path) for path in paths]
     return paths, reused
-
-
-# --- summary ------------------------------------------------------------------------------------
-
-
-def _rate(count: int, trials: int) -> dict:
-    estimate = stats.proportion(count, trials)
-    return {"count": count, "trials": trials, "rate": estimate.value,
-            "ci95": [estimate.low, estimate.high]}
-
-
-def summarise(pairs: list[dict]) -> dict:
-    """Per kind: the gate's rate per pair and per benchmark, and the files-only rate."""
-    summary = {}
-    for kind in KINDS:
-        done = [p for p in pairs if p["kind"] == kind]
-        rows = [r for p in done for r in p["rows"]]
-        summary[kind] = {
-            "pairs": len(done),
-            "gate_failed": _rate(sum(p["regressed"] for p in done), len(done)),
-            "files_only_failed": _rate(sum(p["files_regressed"] for p in done), len(done)),
-            "benchmarks_regressed": _rate(sum(r["verdict"] == "regressed" for r in rows),
-                                          len(rows)),
-            "re_measured": sum(r["rerun"] is not None for r in rows),
-            # how many block pairs the re-runs took (inconclusive ones grow)
-            "rerun_block_pairs": dict(sorted(Counter(
-                len(r["rerun"]["baseline_block_s"]) for r in rows if r["rerun"]).items())),
-            "rerun_outcomes": {outcome: sum((r["rerun"] or {}).get("outcome") == outcome
-                                            for r in rows)
-                               for outcome in ("regressed", "cleared", "inconclusive")},
-        }
-    slowed = [r["rerun"]["ratio"]["value"] for p in pairs if p["kind"] == "slowed"
-              for r in p["rows"] if r["rerun"] and r["rerun"]["ratio"]]
-    summary["slowed"]["rerun_throughput_ratio_median"] = (
-        statistics.median(slowed) if slowed else None)
-    loads = sorted(p[side]["load_1min"] for p in pairs for side in ("load_before", "load_after"))
-    summary["load_1min"] = ({"min": loads[0], "median": statistics.median(loads), "max": loads[-1]}
-                            if loads else None)
-    return summary
-
-
-def machine() -> dict:
-    import torch
-
-    from impl.fingerprint import cpu_model, machine_label
-
-    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-    return {"label": machine_label(), "cpu": cpu_model(), "cpu_cores": os.cpu_count(),
-            "gpus": gpus, "python": platform.python_version(), "torch": version("torch")}
 
 
 # --- command line -------------------------------------------------------------------------------
@@ -366,10 +331,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--allow-dirty", action="store_true",
                         help="run with uncommitted changes (the baseline side then runs the "
                              "commit, the candidate side the modified tree)")
+    parser.add_argument("--files-only", action="store_true",
+                        help="gate without --confirm: the files-only verdict alone")
+    parser.add_argument("--kinds", default=",".join(KINDS),
+                        help=f"comma-separated pair kinds to run (default {','.join(KINDS)})")
     parser.add_argument("--out", type=Path, required=True, help="JSON file to write")
     args = parser.parse_args(argv)
     if args.pairs < 1 or args.calibration_runs < 2 or not 0 < args.extra_compute <= 1:
         parser.error("--pairs >= 1, --calibration-runs >= 2 and 0 < --extra-compute <= 1")
+    kinds = args.kinds.split(",")
+    if any(kind not in KINDS for kind in kinds):
+        parser.error(f"--kinds={args.kinds}: choose from {', '.join(KINDS)}")
+    args.kinds = [kind for kind in KINDS if kind in kinds]
     return args
 
 
@@ -399,9 +372,10 @@ def main(argv: list[str] | None = None) -> int:
             "target": asdict(target),
             "gate": {"threshold": 0.05, "alpha": 0.01, "confirm_blocks": blocks,
                      "confirm_max_blocks": default_max_blocks(blocks), "block_value": BLOCK_VALUE,
+                     "files_only": args.files_only,
                      "command": "python -m reports.gate " + shlex.join(gate_command(
                          Path("BASELINE"), Path("CANDIDATE"), Path("PAIR"), target,
-                         args.extra_compute, blocks, baseline_tree))},
+                         args.extra_compute, blocks, baseline_tree, not args.files_only))},
             "slowdown": measure_slowdown(target, args.extra_compute),
             "calibrations": [], "pairs": []}
         print(f"slowdown: {report['slowdown']['step_time_ratio']}", flush=True)
@@ -416,29 +390,31 @@ def main(argv: list[str] | None = None) -> int:
         report["calibrations"].append({"runs": len(calibration), "first_pair": len(pairs),
                                        "reused": reused, "load": load_now(),
                                        "code": {"git_commit": commit, "clean": clean}})
-        while min(sum(p["kind"] == k for p in pairs) for k in KINDS) < args.pairs:
+        while min(sum(p["kind"] == k for p in pairs) for k in args.kinds) < args.pairs:
             if args.max_minutes and time.monotonic() - started > args.max_minutes * 60:
                 print(f"stopped after {args.max_minutes} minutes: --resume continues", flush=True)
                 break
             counts = {k: sum(p["kind"] == k for p in pairs) for k in KINDS}
-            kind = KINDS[len(pairs) % 2]
+            kind = args.kinds[len(pairs) % len(args.kinds)]
             if counts[kind] >= args.pairs:
-                kind = KINDS[1 - KINDS.index(kind)]
+                kind = next(k for k in args.kinds if counts[k] < args.pairs)
             index = counts[kind]
             pair = trial(kind, index, folder / f"pair-{len(pairs)}", target,
-                         args.extra_compute, calibration, blocks, baseline_tree)
+                         args.extra_compute, calibration, blocks, baseline_tree,
+                         not args.files_only)
             pair["calibration"] = len(report["calibrations"]) - 1
             pairs.append(pair)
             report["summary"] = summarise(pairs)
             report["updated"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
             write_json_atomic(args.out, report)
-            rerun = [r["rerun"]["verdict"] if r["rerun"] else "-" for r in pair["rows"]]
-            print(f"{kind:>9} {index + 1}/{args.pairs}: files "
-                  f"{[r['files_verdict'] for r in pair['rows']]}, re-run {rerun}, gate exit "
-                  f"{pair['gate_exit']}, load {pair['load_before']['load_1min']}, "
-                  f"{pair['seconds']} s", flush=True)
+            verdicts = Counter(r["files_verdict"] for r in pair["rows"])
+            rerun = Counter(r["rerun"]["outcome"] for r in pair["rows"] if r["rerun"])
+            print(f"{kind:>9} {index + 1}/{args.pairs}: files {dict(verdicts)}, re-run "
+                  f"{dict(rerun)}, gate exit {pair['gate_exit']}, load "
+                  f"{pair['load_before']['load_1min']}, {pair['seconds']} s", flush=True)
     summary = report.get("summary") or summarise(pairs)
-    print(f"false alarms {summary['unchanged']['gate_failed']}, detections "
+    print(f"false alarms {summary['unchanged']['gate_failed']}, unconfirmed "
+          f"{summary['unchanged']['gate_unconfirmed']}, detections "
           f"{summary['slowed']['gate_failed']}; wrote {args.out}")
     return 0
 

@@ -40,13 +40,25 @@ SIDE_FILE_PREFIXES = ("gate-trials",)
 # Round-time statistics (seconds): a round takes time, so these are > 0; spreads may be 0.
 POSITIVE_STATS = ("min", "max", "mean", "median", "q1", "q3")
 SPREAD_STATS = ("stddev", "iqr")
+# What a measured time can be: from 1 ns (below any timer's resolution) to 1e6 s (11.6 days,
+# beyond any run). Outside it a number is no measurement, and the report's figures (log axes,
+# error bars of differences) and the gate's ratios overflow or underflow on it.
+ROUND_S_RANGE = (1e-9, 1e6)
+MS_LIMIT = ROUND_S_RANGE[1] * 1e3  # any extra_info time in ms, at any depth: |t| <= this
 # extra_info numbers that no real measurement has otherwise. Checked here, for every kind of
-# row, so neither the report nor the gate divides by a zero step or a zero world size.
+# row and at any depth of extra_info, so neither the report nor the gate divides by a zero
+# step, world size or micro-batch count.
 POSITIVE_FIELDS = ("step_ms", "compute_only_ms", "sequential_ms", "limit_ms", "time_ms",
                    "wall_step_ms", "step_ms_sampler_on", "step_ms_sampler_off", "samples_per_s",
                    "algbw_gbps", "size_bytes", "tflops")
 NON_NEGATIVE_FIELDS = ("comm_only_ms",)
-COUNT_FIELDS = ("world_size", "chunks")  # integers >= 1
+# integers >= 1: ranks, chunks (K, autotune's candidates), pipeline stages and micro-batches,
+# tensor-parallel shapes
+COUNT_FIELDS = ("world_size", "chunks", "stages", "microbatches", "candidates",
+                "recommended_chunks", "best_measured_chunks", "tokens", "hidden", "ffn")
+# Lists of per-round values (round_ms, candidate_round_ms, step_ms_rounds, an estimate's
+# rounds): a figure made from none has no median.
+ROUND_LISTS = ("round_ms", "rounds")
 
 
 class ResultsError(Exception):
@@ -111,38 +123,68 @@ def _check_benchmark(path: Path, index: int, benchmark: object) -> None:
     if not _is_number(stats.get("median")):
         raise ResultsError(path, f"benchmark {name!r} has no numeric stats.median "
                                  f"(got {stats.get('median')!r})")
+    low, high = ROUND_S_RANGE
     for key in (*POSITIVE_STATS, *SPREAD_STATS):
         value, positive = stats.get(key), key in POSITIVE_STATS
         # stddev is legitimately absent (null) with one round; anything present must be sane.
         if value is not None and (not _is_number(value) or value < 0 or (positive and value == 0)):
             raise ResultsError(path, f"benchmark {name!r} has stats.{key} = {value!r}; "
                                      f"expected a finite number {'> 0' if positive else '>= 0'}")
+        if value is not None and (value > high or (positive and value < low)):
+            raise ResultsError(path, f"benchmark {name!r} has stats.{key} = {value!r}; "
+                                     f"expected a round time from {low:g} to {high:g} s")
     data = stats.get("data")
     if data is not None:
         if not isinstance(data, list) or not data:
             raise ResultsError(path, f"benchmark {name!r} has stats.data = {data!r}; "
                                      "expected a non-empty list of round times")
         for round_index, value in enumerate(data):
-            if not _is_number(value) or value <= 0:
+            if not _is_number(value) or not low <= value <= high:
                 raise ResultsError(path, f"benchmark {name!r} has stats.data[{round_index}] = "
-                                         f"{value!r}; round times must be finite and > 0")
+                                         f"{value!r}; round times must be from {low:g} to "
+                                         f"{high:g} s")
     info = benchmark.get("extra_info")
     if not isinstance(info, dict):
         raise ResultsError(path, f"benchmark {name!r} has no 'extra_info' object")
-    for key, value in info.items():
-        if _is_number(value) and (problem := _field_problem(key, value)):
-            raise ResultsError(path, f"benchmark {name!r} has extra_info.{key} = {value!r}; "
-                                     f"{problem}")
+    if found := _extra_info_problem(info):
+        where, value, problem = found
+        raise ResultsError(path, f"benchmark {name!r} has extra_info.{where} = {value!r:.80}; "
+                                 f"{problem}")
 
 
-def _field_problem(key: str, value: float) -> str | None:
-    """Why ``value`` cannot be extra_info's ``key`` (the *_FIELDS above), or None."""
+def _extra_info_problem(info: dict) -> tuple[str, object, str] | None:
+    """(place, value, problem) of the first value in ``info`` that no measurement has: each
+    number is judged by its nearest key (``_field_problem``), and as a time in ms when any
+    key above it ends in "_ms"; a per-round list (ROUND_LISTS) must not be empty."""
+    todo: list[tuple[str, object, str, bool]] = [
+        (key, value, key, key.endswith("_ms")) for key, value in reversed(info.items())]
+    while todo:
+        where, value, key, in_ms = todo.pop()
+        if isinstance(value, dict):
+            todo += [(f"{where}.{k}", v, k, in_ms or k.endswith("_ms"))
+                     for k, v in reversed(value.items())]
+        elif isinstance(value, list):
+            if not value and key.endswith(ROUND_LISTS):
+                return where, value, "expected a non-empty list of per-round values"
+            todo += [(f"{where}[{i}]", v, key, in_ms) for i, v in reversed(list(enumerate(value)))]
+        elif _is_number(value) and (problem := _field_problem(key, value, in_ms)):
+            return where, value, problem
+    return None
+
+
+def _field_problem(key: str, value: float, in_ms: bool = False) -> str | None:
+    """Why ``value`` cannot be extra_info's ``key`` (the *_FIELDS above), or None; ``in_ms``:
+    it is a time in milliseconds (its key or one above ends in "_ms")."""
     if key in COUNT_FIELDS and (not isinstance(value, int) or value < 1):
         return "expected an integer >= 1"
     if key in POSITIVE_FIELDS and value <= 0:
         return "expected a number > 0"
     if key in NON_NEGATIVE_FIELDS and value < 0:
         return "expected a number >= 0"
+    if (in_ms or key.endswith("_ms")) and abs(value) > MS_LIMIT:
+        return f"expected a time of at most {MS_LIMIT:g} ms"
+    if key in POSITIVE_FIELDS and key.endswith("_ms") and value < ROUND_S_RANGE[0] * 1e3:
+        return f"expected a time of at least {ROUND_S_RANGE[0] * 1e3:g} ms"
     return None
 
 
@@ -246,6 +288,8 @@ def load_results(path: str | Path) -> ResultsFile:
             or not isinstance(data.get("machine_info"), dict)):
         raise ResultsError(path, "not a pytest-benchmark results file (expected a JSON object "
                                  "with a 'benchmarks' list and a 'machine_info' object)")
+    if not data["benchmarks"]:
+        raise ResultsError(path, "benchmarks = []; a results file holds one or more benchmarks")
     for index, benchmark in enumerate(data["benchmarks"]):
         _check_benchmark(path, index, benchmark)
     machine_info = data["machine_info"]

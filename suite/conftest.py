@@ -44,14 +44,22 @@ DEFAULT_STRATEGIES = ["sequential", "threaded", "chunked", "copy-engine", "ddp",
 KNOB_CHUNKS = {"quick": None, "default": (5, 20), "full": (5, 20)}  # (CPU, GPU)
 
 
+# suite/run.py collects each pass in its own process before launching it; these tell the
+# collection the launch that pass will have, so that it generates the same ids.
+COLLECT_WORLD_ENV = "OVERLAP_COLLECT_WORLD"
+COLLECT_MPI_ENV = "OVERLAP_COLLECT_MPI"
+
+
 def under_mpirun() -> bool:
-    return "OMPI_COMM_WORLD_SIZE" in os.environ or "PMI_SIZE" in os.environ
+    return ("OMPI_COMM_WORLD_SIZE" in os.environ or "PMI_SIZE" in os.environ
+            or os.environ.get(COLLECT_MPI_ENV) == "1")
 
 
 def launched_world() -> int:
-    """Ranks of this launch (torchrun's WORLD_SIZE, MPI's size), known before any process group:
-    benchmarks are generated only for world sizes this launch can run."""
-    for key in ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"):
+    """Ranks of this launch (torchrun's WORLD_SIZE, MPI's size; while suite/run.py checks a
+    pass, the world it will launch), known before any process group: benchmarks are
+    generated only for world sizes this launch can run."""
+    for key in ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", COLLECT_WORLD_ENV):
         if os.environ.get(key, "").isdigit():
             return int(os.environ[key])
     return 1

@@ -1,15 +1,22 @@
 """Launch the suite's passes so that Ctrl-C, `timeout` or a CI cancel stops all of them.
 
 Each pass (torchrun or mpirun and their workers) starts in a session of its own, so a Ctrl-C
-at the terminal reaches only the launcher, which then stops the pass deliberately:
+at the terminal reaches only the launcher, which then stops the pass deliberately, each
+process of it once:
 
-1. SIGTERM to every process of the pass: the launcher's process group and each descendant.
-   torchrun starts every worker in a session of its own, so signalling the group alone would
-   miss them. Workers have no SIGTERM handler and end at once; the results file rank 0
-   checkpointed after its last finished benchmark stays whole (impl/atomic.py).
+1. SIGKILL to the pass's own process (torchrun, mpirun) and SIGTERM to every other process of
+   the pass. The launcher reports the stop itself; torchrun would answer SIGTERM with its
+   SignalException traceback. torchrun starts every worker in a session of its own, so the
+   pass's processes are found as descendants, not as a process group. Workers have no SIGTERM
+   handler and end at once; the results file rank 0 checkpointed after its last finished
+   benchmark stays whole (impl/atomic.py).
 2. After GRACE_S, or at a second signal, SIGKILL to every process of the pass still there.
 
-No further pass starts after a stop. Processes are found through /proc (Linux).
+No further pass starts after a stop. And no process outlives its pass: the launcher adopts
+the orphans of its passes (impl/lifetime.py), so when a pass's own process ends, stopped or
+killed from outside (the workers also end with their parent, conftest.py), whatever of the
+pass is still running gets SIGTERM, then SIGKILL after GRACE_S. Processes are found through
+/proc (Linux).
 
     launcher = Launcher()
     with launcher.handling_signals():
@@ -27,9 +34,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from impl.lifetime import adopt_orphans, end_with_parent
+
 GRACE_S = 5.0  # between SIGTERM and SIGKILL: workers end in well under a second on SIGTERM
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 POLL_S = 0.2
+END_WITH_PARENT_S = 1.0  # workers killed with their parent are gone in milliseconds
 
 
 def _stat(pid: int) -> tuple[int, int] | None:
@@ -70,6 +80,20 @@ def signal_processes(processes: dict[int, int], signum: int) -> None:
                 os.kill(pid, signum)
 
 
+def descendants() -> dict[int, int]:
+    """Every live descendant of this process (with the orphans it adopted): pid -> start."""
+    tree = process_tree(os.getpid())
+    tree.pop(os.getpid(), None)
+    return tree
+
+
+def reap_orphans() -> None:
+    """Collect the exit status of ended children (adopted orphans become zombies until then)."""
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+
+
 class Launcher:
     """Runs one pass at a time; a stop signal ends the running pass and every later one."""
 
@@ -78,7 +102,6 @@ class Launcher:
         self._stopped_at = 0.0
         self._sent: int | None = None  # the strongest signal the current pass has had
         self._current: subprocess.Popen | None = None
-        self._known: dict[int, int] = {}  # every process of the current pass seen so far
 
     @contextlib.contextmanager
     def handling_signals(self) -> Iterator[Launcher]:
@@ -93,19 +116,20 @@ class Launcher:
         if self.stop_signal is None:
             self.stop_signal = signal.Signals(signum)
             self._stopped_at = time.monotonic()
-            print(f"\n[suite] {self.stop_signal.name}: stopping the running pass (SIGKILL after "
-                  f"{GRACE_S:g} s); no further pass starts", flush=True)
+            print(f"\n[suite] {self.stop_signal.name}: stopping the running pass (SIGKILL to "
+                  f"what is left after {GRACE_S:g} s); no further pass starts", flush=True)
             self._signal_pass(signal.SIGTERM)
         else:  # a second Ctrl-C: do not wait for the grace period
             self._signal_pass(signal.SIGKILL)
 
     def _signal_pass(self, signum: int) -> None:
-        if self._current is None:  # between passes: run() starts no other
+        if self._current is None:  # between passes (run() starts no other), or sweeping
+            self._sent = signum
             return
-        self._known.update(process_tree(self._current.pid))
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self._current.pid, signum)
-        signal_processes(self._known, signum)
+        root = self._current.pid
+        tree = descendants()
+        signal_processes({pid: t for pid, t in tree.items() if pid == root}, signal.SIGKILL)
+        signal_processes({pid: t for pid, t in tree.items() if pid != root}, signum)
         self._sent = signum
 
     def _escalate(self) -> None:
@@ -123,8 +147,11 @@ class Launcher:
         """Run ``command`` to its end and return its exit status; None if a stop came first."""
         if self.stop_signal is not None:
             return None
-        self._known, self._sent = {}, None
-        self._current = subprocess.Popen(command, env=env, start_new_session=True)
+        adopt_orphans()
+        self._sent = None
+        # The pass's own process ends with the launcher, and its ranks with it (conftest.py).
+        self._current = subprocess.Popen(command, env=env, start_new_session=True,
+                                         preexec_fn=end_with_parent)
         try:
             while True:
                 try:
@@ -133,9 +160,34 @@ class Launcher:
                 except subprocess.TimeoutExpired:
                     self._escalate()
         finally:
-            current, self._current = self._current, None
-        if self.stop_signal is not None:
-            # The pass's own process is gone; its workers (other sessions) must be too.
-            self._known.update(process_tree(current.pid))
-            signal_processes(self._known, signal.SIGKILL)
+            self._current = None
+            self._sweep()
         return code
+
+    def _sweep(self) -> None:
+        """End whatever of the pass outlived its own process: SIGTERM, then SIGKILL after
+        GRACE_S (at once after a second stop signal); reap the orphans adopted meanwhile."""
+        # Workers end with their parent (impl/lifetime.py): a moment to do so unprompted.
+        left = self._wait_for_end(END_WITH_PARENT_S)
+        if not left:
+            return
+        if self.stop_signal is None:
+            print(f"[suite] the pass ended and left {len(left)} of its processes running: "
+                  "stopping them", flush=True)
+        signal_processes(left, signal.SIGTERM)
+        left = self._wait_for_end(GRACE_S)
+        signal_processes(left, signal.SIGKILL)
+        if left := self._wait_for_end(GRACE_S, hurry=False):  # not even SIGKILL ended them
+            print(f"[suite] processes {sorted(left)} of the pass do not end", flush=True)
+
+    def _wait_for_end(self, seconds: float, hurry: bool = True) -> dict[int, int]:
+        """The pass's processes still alive after up to ``seconds`` (no wait after a second
+        stop signal when ``hurry``), reaping those that ended."""
+        deadline = time.monotonic() + seconds
+        while True:
+            reap_orphans()
+            left = descendants()
+            if (not left or time.monotonic() > deadline
+                    or (hurry and self._sent == signal.SIGKILL)):
+                return left
+            time.sleep(0.05)

@@ -18,30 +18,45 @@ marked partial, and exit 128 + the signal's number.
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
+
+
+def stop_before_launch(signum: int, frame) -> None:
+    """A stop before anything is created or launched: one line, nothing to clean up. It goes
+    to the launcher's own stderr: the pre-launch check's pytest may be capturing fd 2."""
+    os.write(STDERR, f"[suite] {signal.Signals(signum).name} before any pass started: "
+                     "nothing launched, nothing written\n".encode())
+    os._exit(128 + signum)
+
+
+if __name__ == "__main__":  # before the imports below: torch takes seconds to import
+    STDERR = os.dup(2)
+    for _signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(_signum, stop_before_launch)
+
 import argparse
 import contextlib
-import datetime
 import io
 import json
-import os
 import shlex
-import shutil
 import socket
 import subprocess
-import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from impl import capabilities
-from impl.atomic import unwritable, write_json_atomic
+from impl.atomic import unwritable
 from impl.fingerprint import machine_label
 from impl.options import SUITE_OPTIONS, check_suite_options
 from impl.profiles import ALWAYS, PROFILE_ENV, PROFILES, recorded_profile
 from impl.settings import check_environment, selected_backend
 from suite import hangs
+from suite.conftest import COLLECT_MPI_ENV, COLLECT_WORLD_ENV
 from suite.launch import Launcher
+from suite.run_files import RunFolders, write_merged
 from suite.summary import summary_table
 
 SUITE_FILES = ("suite/bench_overlap.py", "suite/bench_allreduce.py", "suite/bench_synthetic.py",
@@ -67,6 +82,10 @@ class Pass:
     command: list[str]
     env: dict[str, str] = field(default_factory=dict)
     output: Path | None = None
+    # What the pre-launch check collects: the pass's pytest arguments, and the launch it will
+    # have (world size, mpirun) as suite/conftest.py reads it while collecting.
+    pytest_args: list[str] = field(default_factory=list)
+    collect_env: dict[str, str] = field(default_factory=dict)
 
 
 def free_port() -> int:
@@ -85,8 +104,10 @@ def suite_files(gpus: int) -> list[str]:
 
 
 def plan(mode: str, profiles: list[str], gpus: int, scratch: Path, pytest_args: list[str],
-         skip_mpi: bool = False, ranks: int | None = None) -> list[Pass]:
-    """The passes of a run. ``profiles`` are NCCL profiles, or [GLOO] for a gloo run."""
+         skip_mpi: bool = False, ranks: int | None = None, quiet: bool = False) -> list[Pass]:
+    """The passes of a run. ``profiles`` are NCCL profiles, or [GLOO] for a gloo run.
+    ``quiet``: no note of skipped passes (the pre-launch check plans the run too)."""
+    say = (lambda line: None) if quiet else (lambda line: print(line, flush=True))
     ranks = ranks or gpus or CPU_RANKS
     common = ["-p", "no:cacheprovider", "--suite-mode", mode, "-v", *pytest_args]
     passes = []
@@ -99,22 +120,26 @@ def plan(mode: str, profiles: list[str], gpus: int, scratch: Path, pytest_args: 
                         "--workloads", "mlp_8192x12_bf16"]
             files = ["suite/bench_overlap.py", "suite/bench_allreduce.py"]
         output = scratch / f"{profile}.json.tmp"
+        arguments = [*files, *common, *narrowed]
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                    f"--nproc-per-node={ranks}", "--local-ranks-filter=0", "-m", "pytest",
-                   *files, *common, *narrowed, "--results-json", str(output)]
-        passes.append(Pass(f"torchrun {profile}", command, profile_env(profile), output))
+                   *arguments, "--results-json", str(output)]
+        passes.append(Pass(f"torchrun {profile}", command, profile_env(profile), output,
+                           arguments, {COLLECT_WORLD_ENV: str(ranks)}))
     if any(profile in PROFILES for profile in profiles) or ranks < 2:
         # The main pass cannot run the coarse-grained hybrid: NCCL, or one process. It gets
         # two gloo processes of its own (rank 0 takes the GPU where there is one); an
         # interconnect profile, an NCCL setting, does not apply to them.
         output = scratch / "hybrid.json.tmp"
+        arguments = [*HYBRID_PASS_TESTS, *common]
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                    "--nproc-per-node=2", "--local-ranks-filter=0", "-m", "pytest",
-                   *HYBRID_PASS_TESTS, *common, "--results-json", str(output)]
+                   *arguments, "--results-json", str(output)]
         passes.append(Pass("torchrun hybrid", command,
-                           {"OVERLAP_BACKEND": "gloo", PROFILE_ENV: ""}, output))
+                           {"OVERLAP_BACKEND": "gloo", PROFILE_ENV: ""}, output, arguments,
+                           {COLLECT_WORLD_ENV: "2"}))
     if skip_mpi:
-        print("[suite] mpi pass skipped: --skip-mpi", flush=True)
+        say("[suite] mpi pass skipped: --skip-mpi")
     elif capabilities.missing_mpi() is None:
         launcher = capabilities.mpi_launcher()
         extra = ["--allow-run-as-root", "--oversubscribe"] if is_open_mpi(launcher) else []
@@ -122,13 +147,15 @@ def plan(mode: str, profiles: list[str], gpus: int, scratch: Path, pytest_args: 
         # On GPUs MPI stages every chunk through host memory: seconds per step for the
         # 1.5 GiB reference model, so this pass uses the smaller transformer.
         narrowed = ["--workloads", "gpt_small_bf16", "--chunks", "1,10"] if gpus else []
+        arguments = ["suite/bench_overlap.py", *common, "--strategies", "mpi", "--world-sizes",
+                     str(ranks), *narrowed]
         command = [launcher, *extra, "-n", str(ranks), sys.executable, "-m", "pytest",
-                   "suite/bench_overlap.py", *common, "--strategies", "mpi", "--world-sizes",
-                   str(ranks), *narrowed, "--results-json", str(output)]
+                   *arguments, "--results-json", str(output)]
         passes.append(Pass("mpirun", command, {"MASTER_PORT": str(free_port()),
-                                               **profile_env(profiles[0])}, output))
+                                               **profile_env(profiles[0])}, output, arguments,
+                           {COLLECT_WORLD_ENV: str(ranks), COLLECT_MPI_ENV: "1"}))
     else:
-        print(f"[suite] mpi pass skipped: {capabilities.missing_mpi()}", flush=True)
+        say(f"[suite] mpi pass skipped: {capabilities.missing_mpi()}")
     return passes
 
 
@@ -144,7 +171,9 @@ def run_pass(step: Pass, base_env: dict[str, str], launcher: Launcher) -> int | 
     print(f"\n[suite] {step.name}: {shlex.join(step.command)}", flush=True)
     started = time.monotonic()
     code = launcher.run(step.command, {**base_env, **step.env})
-    print(f"[suite] {step.name} finished with exit {code} in {time.monotonic() - started:.0f} s",
+    killed = f" (killed by {signal.Signals(-code).name})" if code is not None and code < 0 else ""
+    print(f"[suite] {step.name} finished with exit {code}{killed} in "
+          f"{time.monotonic() - started:.0f} s",
           flush=True)
     return code
 
@@ -198,7 +227,10 @@ def merge(passes: list[Pass], codes: list[int | None], command: str, label: str,
         return None
     merged = dict(documents[0][1])
     merged["benchmarks"] = [b for _, doc in documents for b in doc["benchmarks"]]
-    failed = [s.name for s, code in zip(passes, codes) if code not in (0, 5)]
+    # A pass that ended well but whose file is partial could not write all it measured.
+    incomplete = {s.name for s, doc in documents if doc.get("suite", {}).get("partial")}
+    failed = [s.name for s, code in zip(passes, codes)
+              if code not in (0, 5) or (code is not None and s.name in incomplete)]
     merged["suite"] = {
         **documents[0][1].get("suite", {}), "label": label, "command": command,
         "partial": (bool(failed) or stop_signal is not None
@@ -276,6 +308,8 @@ def check_ranks(ranks: int | None, backend: str, gpus: int) -> None:
 
 def check_results_folder(results_dir: str, label: str) -> Path:
     """results_dir/label, if it is or can be made a writable folder (nothing is created)."""
+    if not results_dir.strip():  # Path("") is the current folder: results in the checkout
+        raise InputError(f"--results-dir={results_dir!r}: give a folder (default: results)")
     folder = Path(results_dir, label)
     if problem := unwritable(folder):
         raise InputError(f"--results-dir={results_dir}: {problem}")
@@ -294,36 +328,57 @@ def pytest_complaint(output: str) -> str:
     return lines[-1] if lines else "pytest refused the arguments"
 
 
-def check_pytest_args(files: list[str], mode: str, pytest_args: list[str]) -> None:
-    """Let pytest read the arguments and collect the suite here, before anything launches.
+@contextlib.contextmanager
+def environment(overrides: dict[str, str]):
+    """``os.environ`` with ``overrides`` for the duration, as it was afterwards."""
+    saved = {name: os.environ.get(name) for name in overrides}
+    os.environ.update(overrides)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def collect(step: Pass) -> tuple[int, str]:
+    """pytest's exit status and output for collecting ``step``'s benchmarks here, as the
+    pass's launch will see them (its world size, mpirun or not, its profile)."""
+    import pytest
+
+    output = io.StringIO()
+    with (environment({**step.env, **step.collect_env}), contextlib.redirect_stdout(output),
+          contextlib.redirect_stderr(output)):
+        code = pytest.main([*step.pytest_args, "--collect-only", "-q"])
+    return code, output.getvalue()
+
+
+def check_pytest_args(passes: list[Pass], pytest_args: list[str]) -> set[str]:
+    """Let pytest read the arguments and collect every pass here, before anything launches.
 
     --collect-only runs no benchmark and writes nothing, but pytest parses every option and
     conftest.py checks the suite's options (impl.options) as in a real run: an unknown option,
     a bad value, an unreadable -k expression or a missing file is refused now, as one line,
-    instead of failing in every rank of every pass.
+    instead of failing in every rank of every pass. Each pass is collected for the launch it
+    will have, so a -k naming two-rank benchmarks finds them; the arguments are refused when
+    no pass selects anything. Returns the names of the passes that select something: a pass
+    that selects nothing is not launched (its ranks would all exit "no tests collected", which
+    torchrun reports as a failure).
     """
     import pytest
 
-    output = io.StringIO()
-    with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
-        code = pytest.main([*files, "-p", "no:cacheprovider", "--collect-only", "-q",
-                            "--suite-mode", mode, *pytest_args])
-    if code == pytest.ExitCode.NO_TESTS_COLLECTED:
-        raise InputError(f"no benchmark of {' '.join(files)} is selected by the pytest "
-                         f"arguments {shlex.join(pytest_args)}")
-    if code != pytest.ExitCode.OK:
-        raise InputError(f"pytest: {pytest_complaint(output.getvalue())}")
-
-
-def run_name(workdir: Path) -> tuple[str, Path]:
-    """A name no other run has, and its scratch folder for the passes' files.
-
-    The folder is made atomically (mkdtemp), so two runs started in the same second, even on a
-    shared file system, get different names: ``<UTC time>-<its random suffix>``.
-    """
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    scratch = Path(tempfile.mkdtemp(prefix=f".{stamp}-", suffix=".run", dir=workdir))
-    return scratch.name.removeprefix(".").removesuffix(".run"), scratch
+    selected = set()
+    for step in passes:
+        code, output = collect(step)
+        if code not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+            raise InputError(f"pytest: {pytest_complaint(output)}")
+        if code == pytest.ExitCode.OK:
+            selected.add(step.name)
+    if not selected:
+        raise InputError("no benchmark of the suite is selected by the pytest arguments "
+                         f"{shlex.join(pytest_args)} ({', '.join(s.name for s in passes)})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -339,14 +394,10 @@ def main(argv: list[str] | None = None) -> int:
         check_ranks(args.ranks, backend, gpus)
         label = machine_label()
         workdir = check_results_folder(args.results_dir, label)
-        check_pytest_args(suite_files(gpus), mode, pytest_args)
-        workdir.mkdir(parents=True, exist_ok=True)
-        name, scratch = run_name(workdir)
+        selecting = check_pytest_args(plan(mode, profiles, gpus, workdir, pytest_args,
+                                           args.skip_mpi, args.ranks, quiet=True), pytest_args)
     except (InputError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
-    except OSError as error:  # the results folder could not be made after all
-        print(f"error: --results-dir={args.results_dir}: {error}", file=sys.stderr)
         return 2
     command = shlex.join(["python", "-m", "suite.run", *argv])
     env = {**os.environ, **ALWAYS, "OVERLAP_COMMAND": command, "PYTHONUNBUFFERED": "1"}
@@ -355,29 +406,51 @@ def main(argv: list[str] | None = None) -> int:
 
     launcher = Launcher()
     started = time.monotonic()
-    try:
-        with launcher.handling_signals():
-            passes = plan(mode, profiles, gpus, scratch, pytest_args, args.skip_mpi, args.ranks)
+    # From here on a stop signal ends the run through the launcher (suite/launch.py).
+    with launcher.handling_signals():
+        try:
+            folders = RunFolders.make(workdir)
+        except OSError as error:  # the results folder could not be made after all
+            print(f"error: --results-dir={args.results_dir}: {error}", file=sys.stderr)
+            return 2
+        passes, codes, hung, merged, target = [], [], [], None, None
+        try:
+            passes = plan(mode, profiles, gpus, folders.scratch, pytest_args, args.skip_mpi,
+                          args.ranks)
+            for step in passes:
+                if step.name not in selecting:
+                    print(f"[suite] {step.name} pass skipped: the pytest arguments select none "
+                          "of its benchmarks", flush=True)
+            passes = [step for step in passes if step.name in selecting]
             passes, codes, hung = run_passes(passes, env, launcher)
             stopped = launcher.stop_signal.name if launcher.stop_signal else None
             merged = merge(passes, codes, command, label, stopped)
             if merged:
                 merged["suite"]["hangs"] = hung
-            target = write_json_atomic(workdir / f"{name}.json", merged) if merged else None
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    failed = next((code for code in codes if code not in (0, 5, None)), 0)
-    status = 128 + launcher.stop_signal if launcher.stop_signal else failed
-    if merged is None:
-        print("[suite] no benchmark finished; nothing written", file=sys.stderr)
-        return status or 1
-    print("\n" + summary_table(merged))
-    state = "PARTIAL " if merged["suite"]["partial"] else ""
-    print(f"\n[suite] wrote {state}{target} ({len(merged['benchmarks'])} benchmarks) in "
-          f"{time.monotonic() - started:.0f} s")
-    for hang in hung:
-        print(f"[suite] hung, stopped at its deadline and left out: {hang['benchmark']}")
-    return status
+            target = write_merged(workdir / f"{folders.name}.json", merged)
+        finally:
+            folders.finish([step.output for step in passes], written=target is not None)
+        incomplete = 1 if merged and merged["suite"]["failed_passes"] else 0
+        failed = next((exit_status(code) for code in codes if code not in (0, 5, None)),
+                      incomplete)
+        status = 128 + launcher.stop_signal if launcher.stop_signal else failed
+        if merged is None:
+            print("[suite] no benchmark finished; nothing written", file=sys.stderr)
+            return status or 1
+        print("\n" + summary_table(merged))
+        if target is None:  # the merged file could not be written; each pass's file is kept
+            return status or 1
+        state = "PARTIAL " if merged["suite"]["partial"] else ""
+        print(f"\n[suite] wrote {state}{target} ({len(merged['benchmarks'])} benchmarks) in "
+              f"{time.monotonic() - started:.0f} s")
+        for hang in hung:
+            print(f"[suite] hung, stopped at its deadline and left out: {hang['benchmark']}")
+        return status
+
+
+def exit_status(code: int) -> int:
+    """A pass's exit status as a shell reports it: 128 + N for a pass killed by signal N."""
+    return 128 - code if code < 0 else code
 
 
 if __name__ == "__main__":

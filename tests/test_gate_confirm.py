@@ -40,6 +40,7 @@ from reports.results import load_results
 ROOT = Path(__file__).resolve().parent.parent
 QUICK_CPU = ROOT / "results" / "cpu-2core" / "20261121T232934Z.json"
 DEFAULT_GPU = ROOT / "results" / "h200x4" / "20261122T001808Z.json"
+DEFAULT_CPU = ROOT / "results" / "cpu-2core" / "20261123T102810Z-dp9q3287.json"
 
 
 @pytest.fixture(autouse=True)
@@ -224,6 +225,25 @@ def test_recipe_keeps_only_the_profiles_and_passes_the_ids_need():
     assert narrowed(recipe, mpi).launcher_args == ("--profiles", "nvlink")
 
 
+def test_rows_without_a_profile_keep_every_recorded_pass():
+    """Pipeline, hybrid, digits and synthetic rows record no profile; gloo rows record one that
+    is not an NCCL profile: neither narrows the launcher's passes, and neither is sorted
+    against the other (a TypeError once, on every real suite file)."""
+    results = load_results(DEFAULT_CPU)
+    recipe = recipe_for(results.data, str(DEFAULT_CPU))
+    kinds = {}
+    for benchmark in results.benchmarks:
+        kinds.setdefault("profile" in benchmark["extra_info"], benchmark)
+    assert set(kinds) == {True, False}
+    assert narrowed(recipe, list(kinds.values())).launcher_args == ("--skip-mpi",)
+    gpu = load_results(DEFAULT_GPU)
+    step = next(b for b in gpu.benchmarks if b["extra_info"].get("profile") == "nvlink")
+    no_profile = {**step, "extra_info": {k: v for k, v in step["extra_info"].items()
+                                         if k != "profile"}}
+    assert narrowed(recipe_for(gpu.data, "f"), [step, no_profile]).launcher_args == (
+        "--skip-mpi",)
+
+
 def test_plain_pytest_files_run_their_node_ids():
     command = block_command(Recipe(None), ["tests/b.py::test_x[a-1]"], Path("/t"))
     assert command[1:] == ["-m", "pytest", "-p", "no:cacheprovider", "-q",
@@ -368,12 +388,13 @@ def test_a_candidate_file_that_only_drifted_is_cleared_by_the_re_run(tiny_repo, 
     log = (tiny_repo.parent / "confirm.log").read_text()
     assert log.count("### block ") == 8 and "bench_tiny.py::test_tiny" in log
 
-    # Files only, the same pair fails, and says the verdict is unconfirmed.
+    # Files only, the same pair exits 3: regressed, but unconfirmed.
     code = gate.main([str(baseline), str(candidate), "--threshold", "0.25",
                       "--summary", str(tiny_repo.parent / "s.md")])
     out, _ = capsys.readouterr()
-    assert code == 1
+    assert code == 3
     assert "regressed (unconfirmed: files only)" in out
+    assert "Throughput gate: UNCONFIRMED (1 regressed" in out
 
 
 def test_an_unknown_revision_is_one_line(tiny_repo):

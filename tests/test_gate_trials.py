@@ -103,3 +103,57 @@ def test_a_resumed_run_keeps_its_pairs_and_records_each_invocations_commit(tmp_p
     assert [c["code"]["git_commit"] for c in report["calibrations"]] == ["a" * 40, "b" * 40]
     assert report["code"]["git_commit"] == "a" * 40
     assert report["summary"]["slowed"]["gate_failed"]["count"] == 2
+
+
+def test_the_suite_target_gates_whole_quick_suite_files(tmp_path):
+    """suite-quick runs the suite's launcher (the issue's own narrowed quick run) and, files
+    only, the gate without --confirm."""
+    target = gate_trials.TARGETS["suite-quick"]
+    command = gate_trials.target_command(target, tmp_path / "base.json")
+    assert command[1:] == ["-m", "suite.run", "--quick", "--skip-mpi", "--results-dir",
+                           str(tmp_path / "base.run"), "--", "--workloads", "mlp_tiny",
+                           "--chunks", "1,10"]
+    files_only = gate_trials.gate_command(tmp_path / "b", tmp_path / "c", tmp_path, target, 0.0,
+                                          8, None, confirm=False)
+    assert "--confirm" not in files_only and files_only[:2] == [str(tmp_path / "b"),
+                                                                 str(tmp_path / "c")]
+    assert "--confirm" in gate_trials.gate_command(tmp_path / "b", tmp_path / "c", tmp_path,
+                                                   target, 0.0, 8, None)
+
+
+def test_unconfirmed_pairs_and_files_only_benchmarks_are_counted_apart():
+    rows = [row("regressed", None), row("unchanged", None), row("unchanged", None)]
+    pairs = [pair("unchanged", False, True, rows, 1.0) | {"unconfirmed": True},
+             pair("unchanged", False, False, rows[1:], 1.0) | {"unconfirmed": False}]
+    summary = gate_trials.summarise(pairs)["unchanged"]
+    assert summary["gate_failed"]["count"] == 0
+    assert summary["gate_unconfirmed"]["count"] == 1
+    assert summary["benchmarks_files_only_regressed"] == {
+        "count": 1, "trials": 5, "rate": 0.2, "ci95": pytest.approx([0.0051, 0.7164], abs=1e-4)}
+    assert gate_trials.summarise(pairs)["slowed"]["gate_failed"]["trials"] == 0
+
+
+def test_only_the_kinds_asked_for_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(gate_trials, "git_clean_commit", lambda: ("a" * 40, True))
+    monkeypatch.setattr(gate_trials, "machine", lambda: {"label": "test"})
+    monkeypatch.setattr(gate_trials, "measure_slowdown",
+                        lambda target, extra: {"step_time_ratio": {"value": 1.1}})
+    monkeypatch.setattr(gate_trials, "calibration_runs", lambda target, count, folder: ([], False))
+    monkeypatch.setattr(gate_trials, "load_now", lambda: {"load_1min": 1.0})
+    confirms = []
+
+    def fake_trial(kind, index, folder, target, extra, calibration, blocks, tree, confirm):
+        confirms.append(confirm)
+        return pair(kind, False, True, [row("regressed", None)], 1.0) | {
+            "gate_exit": 3, "unconfirmed": True, "seconds": 1.0}
+
+    monkeypatch.setattr(gate_trials, "trial", fake_trial)
+    out = tmp_path / "trials.json"
+    assert gate_trials.main(["--target", "suite-quick", "--pairs", "3", "--kinds", "unchanged",
+                             "--files-only", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert [p["kind"] for p in report["pairs"]] == ["unchanged"] * 3 and confirms == [False] * 3
+    assert report["gate"]["files_only"] is True and "--confirm" not in report["gate"]["command"]
+    assert report["summary"]["unchanged"]["gate_unconfirmed"]["count"] == 3
+    with pytest.raises(SystemExit):
+        gate_trials.parse_args(["--kinds", "same", "--out", str(out)])

@@ -17,6 +17,8 @@ import pytest
 
 DATA = Path(__file__).with_name("data")
 SOURCE = json.loads((DATA / "cpu-2core-trimmed.json").read_text())
+PIPELINE = json.loads((DATA / "pipeline-cpu-2core.json").read_text())
+TP = json.loads((DATA / "cpu-2core-tp.json").read_text())
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -65,6 +67,30 @@ CASES = {
                             "machine_info.overlap.world_size = -2; expected an integer >= 1"),
     "lone-surrogate": (json.dumps(_set(SOURCE, ("benchmarks", 0, "name"), "step\ud800")),
                        "benchmarks[0].name = 'step\\ud800'; not valid Unicode text"),
+    # Finite but no measurement: the report's figures crashed on them (log axes, error bars).
+    "round-time-5e-324": (json.dumps(_set(SOURCE, ("benchmarks", 0, "stats", "min"), 5e-324)),
+                          "stats.min = 5e-324; expected a round time from 1e-09 to 1e+06 s"),
+    "median-1e308": (json.dumps(_set(SOURCE, ("benchmarks", 0, "stats", "median"), 1e308)),
+                     "stats.median = 1e+308; expected a round time from 1e-09 to 1e+06 s"),
+    "step-ms-1e308": (json.dumps(_set(SOURCE, ("benchmarks", STEP, "extra_info", "step_ms"),
+                                      1e308)),
+                      "extra_info.step_ms = 1e+308; expected a time of at most 1e+09 ms"),
+    "no-benchmarks": (json.dumps(_set(SOURCE, ("benchmarks",), [])),
+                      "benchmarks = []; a results file holds one or more benchmarks"),
+    "pipeline-zero-stages": (json.dumps(_set(PIPELINE, ("benchmarks", 0, "extra_info", "stages"),
+                                             0)),
+                             "extra_info.stages = 0; expected an integer >= 1"),
+    "pipeline-zero-microbatches": (
+        json.dumps(_set(PIPELINE, ("benchmarks", 0, "extra_info", "microbatches"), 0)),
+        "extra_info.microbatches = 0; expected an integer >= 1"),
+    "pipeline-empty-rounds": (
+        json.dumps(_set(PIPELINE, ("benchmarks", 0, "extra_info", "round_ms"), [])),
+        "extra_info.round_ms = []; expected a non-empty list of per-round values"),
+    "tp-zero-tokens": (json.dumps(_set(TP, ("benchmarks", 0, "extra_info", "tokens"), 0)),
+                       "extra_info.tokens = 0; expected an integer >= 1"),
+    "autotune-k-zero": (json.dumps(_set(SOURCE, ("benchmarks", STEP, "extra_info", "candidates"),
+                                        [1, 0, 5])),
+                        "extra_info.candidates[1] = 0; expected an integer >= 1"),
 }
 
 
@@ -126,3 +152,37 @@ def test_gate_summary_under_a_file_is_refused(tmp_path):
     line = _one_line_exit_2(_run("reports.gate", good, good, "--summary",
                                  str(taken / "summary.md")))
     assert line.startswith("gate: error: ") and str(taken) in line, line
+
+
+def test_report_on_a_full_disk_is_one_line(tmp_path):
+    """Every report file is written whole or not at all; a full disk is one line, exit 2."""
+    prelude = ("import errno, sys, impl.atomic\n"
+               "def full(path, data):\n"
+               "    raise OSError(errno.ENOSPC, 'No space left on device', str(path))\n"
+               "impl.atomic.write_bytes_atomic = full\n"
+               "import reports.build\n"
+               "sys.exit(reports.build.main(sys.argv[1:]))\n")
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, "-c", prelude, str(DATA / "cpu-2core-trimmed.json"),
+                             "--out", str(out), "--html-only"], capture_output=True, text=True,
+                            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    line = _one_line_exit_2(result)
+    assert line == (f"error: --out={out}: cannot write the report: [Errno 28] No space left on "
+                    f"device: '{out / 'report.html'}'")
+
+
+def test_gate_outputs_never_replace_a_file_it_did_not_write(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("# my project\n")
+    good = str(DATA / "cpu-2core-trimmed.json")
+    for option in ("--summary", "--json"):
+        line = _one_line_exit_2(_run("reports.gate", good, good, "--summary",
+                                     str(tmp_path / "s.md"), option, str(readme)))
+        assert line == (f"gate: error: {option} {readme}: the file exists and is not one the "
+                        "gate wrote; choose another path or remove it")
+    assert readme.read_text() == "# my project\n"
+    # Its own files it replaces: a second run over the first one's summary and JSON.
+    for _ in range(2):
+        result = _run("reports.gate", good, good, "--summary", str(tmp_path / "s.md"),
+                      "--json", str(tmp_path / "g.json"))
+        assert result.returncode == 0, result.stderr

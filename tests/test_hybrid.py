@@ -403,6 +403,38 @@ def test_local_mnist_file(tmp_path):
         load_data(tmp_path / "absent.npz")
 
 
+def _npz(path, **arrays):
+    good = {"x_train": np.zeros((3, 4)), "y_train": np.array([1, 2, 3]),
+            "x_test": np.zeros((1, 4)), "y_test": np.zeros(1, int)}
+    np.savez(path, **{**good, **arrays})
+    return path
+
+
+@pytest.mark.parametrize("make, expected", [
+    (lambda p: np.save(p.with_suffix(".npy"), np.zeros((10, 28, 28))) or p.with_suffix(".npy"),
+     "one array of shape (10, 28, 28) (a .npy file), not an .npz archive; give an .npz with "
+     "x_train, y_train, x_test, y_test"),
+    (lambda p: p.write_bytes(b"PK\x03\x04 cut short") and p,
+     "not a readable .npz archive (File is not a zip file)"),
+    (lambda p: _npz(p, x_train=np.zeros((0, 4))),
+     "x_train has shape (0, 4) and dtype float64; expected one or more numeric images"),
+    (lambda p: _npz(p, x_train=np.float64(0)), "x_train has shape () and dtype float64"),
+    (lambda p: _npz(p, y_test=np.zeros(2, int)),
+     "y_test has shape (2,) and dtype int64; expected 1 integer labels, one per image"),
+    (lambda p: _npz(p, y_train=np.array([1, 2, 30])), "y_train holds labels 1 to 30; expected "
+                                                        "0 to 9"),
+    (lambda p: _npz(p, x_test=np.zeros((1, 5))), "x_train images are (4,) but x_test images "
+                                                  "(5,)"),
+    (lambda p: _npz(p, x_train=np.array([{}], dtype=object)),
+     "cannot read its arrays (Object arrays cannot be loaded when allow_pickle=False)"),
+])
+def test_a_local_file_that_is_not_mnist_is_one_line(tmp_path, make, expected):
+    path = make(tmp_path / "mnist.npz")
+    with pytest.raises(ValueError) as error:
+        load_data(path)
+    assert str(error.value).startswith(f"{path}: ") and expected in str(error.value)
+
+
 def test_gpt_forward_times_every_iteration():
     config = GPTConfig("gpt_probe", layers=1, heads=1, width=16, context=8, batch=1, vocab=50,
                        dropout=0.2)

@@ -108,3 +108,26 @@ def test_missing_peer_ends_with_an_error_not_a_hang():
     assert result.returncode != 0
     assert "1/2 clients joined" in result.stderr or "Timed out" in result.stderr, result.stderr
     assert elapsed < 60
+
+
+def _sum_over_groups(context) -> dict:
+    import torch.distributed as dist
+
+    sums = {}
+    for size in context.world_sizes:
+        group = context.group(size)
+        value = torch.ones(1)
+        if group is not None:
+            dist.all_reduce(value, group=group)
+        sums[size] = value.item() if group is not None else None
+    return sums
+
+
+def test_a_launch_of_three_ranks_has_its_whole_world_as_a_group():
+    """--ranks 3 is allowed: the benchmarks of the launched world (autotune, interference) need
+    a group of all 3 ranks beside the subgroups of 1 and 2."""
+    from tests.multirank import run_ranks
+
+    sums = run_ranks(_sum_over_groups, 3)
+    assert sums[0] == {1: 1.0, 2: 2.0, 3: 3.0}
+    assert sums[2] == {1: None, 2: None, 3: 3.0}

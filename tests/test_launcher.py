@@ -14,7 +14,8 @@ import pytest
 
 from impl import capabilities
 from suite.launch import process_tree
-from suite.run import main, run_name
+from suite.run import main
+from suite.run_files import run_name
 
 ROOT = Path(__file__).resolve().parent.parent
 LABEL = "launch-test"
@@ -38,6 +39,7 @@ BAD_INPUT = [
     (["--", "--chunks", "0"], {}, "pytest: --chunks: '0' is not an integer from 1 to"),
     (["--", "--quik"], {}, "pytest: unrecognized arguments: --quik"),
     (["--ranks", "0"], {}, "--ranks=0: choose 1 to"),
+    (["--results-dir", ""], {}, "--results-dir='': give a folder (default: results)"),
     ([], {"OVERLAP_MACHINE_LABEL": ".."}, "OVERLAP_MACHINE_LABEL='..' is not allowed"),
     ([], {"OVERLAP_MACHINE_LABEL": "."}, "OVERLAP_MACHINE_LABEL='.' is not allowed"),
     ([], {"OVERLAP_MACHINE_LABEL": "a/../b"}, "OVERLAP_MACHINE_LABEL='a/../b' is not allowed"),
@@ -74,6 +76,40 @@ def test_bad_input_is_one_line_before_anything_starts(tmp_path, monkeypatch, cap
     assert not results.exists()
 
 
+# Runs suite.run's main with the passes recorded instead of launched (exit 5: nothing ran).
+PLAN_ONLY = """
+import sys, suite.run as run
+def record(self, command, env):
+    print("LAUNCH", " ".join(command), flush=True)
+    return 5
+run.Launcher.run = record
+sys.exit(run.main(sys.argv[1:]))
+"""
+
+
+def test_a_selection_of_two_rank_benchmarks_passes_the_pre_launch_check(tmp_path):
+    """The check collects each pass for the world it launches (2 gloo ranks here), so a -k
+    naming ids that exist only there is not refused as selecting nothing."""
+    selection = "test_allreduce and w2"
+    result = subprocess.run(
+        [sys.executable, "-c", PLAN_ONLY, "--results-dir", str(tmp_path), "--quick",
+         "--skip-mpi", "--", "--workloads", "mlp_tiny", "-k", selection],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "OVERLAP_MACHINE_LABEL": LABEL},
+        capture_output=True, text=True, timeout=300)
+    assert "LAUNCH" in result.stdout, result.stderr[-2000:]
+    assert f"-k '{selection}'" in result.stdout
+    refused = subprocess.run(
+        [sys.executable, "-c", PLAN_ONLY, "--results-dir", str(tmp_path), "--quick", "--",
+         "-k", "w2 and no_such_benchmark"],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "OVERLAP_MACHINE_LABEL": LABEL},
+        capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2 and "LAUNCH" not in refused.stdout
+    assert refused.stderr.strip() == (
+        "error: no benchmark of the suite is selected by the pytest arguments -k 'w2 and "
+        "no_such_benchmark' (torchrun gloo-tcp" + (", mpirun)" if capabilities.missing_mpi()
+                                                   is None else ")")), refused.stderr
+
+
 def test_results_dir_that_is_a_file_is_refused(tmp_path):
     taken = tmp_path / "taken"
     taken.write_text("x")
@@ -100,21 +136,32 @@ def _wait_for(predicate, timeout_s: float, what: str):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def _stop_and_check(run: subprocess.Popen, results: Path, signum: int) -> dict:
-    tree = process_tree(run.pid)
-    run.send_signal(signum)  # what a terminal's Ctrl-C or `timeout` delivers to the launcher
-    started = time.monotonic()
-    run.communicate(timeout=30)
-    assert time.monotonic() - started < 10
-    assert run.returncode == 128 + signum
-    left = [pid for pid in tree if Path(f"/proc/{pid}").exists()
+def _alive(pids) -> list[int]:
+    return [pid for pid in pids if Path(f"/proc/{pid}").exists()
             and Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"]
-    assert left == [], f"processes left running: {left}"
+
+
+def _ended_whole(run: subprocess.Popen, results: Path, tree: dict, status: int) -> dict:
+    """The launcher ended within 10 s with ``status``, no process of its tree left, one whole
+    results file marked partial, no scratch folder, and no traceback in its output."""
+    started = time.monotonic()
+    output, _ = run.communicate(timeout=30)
+    assert time.monotonic() - started < 10
+    assert run.returncode == status, output[-3000:]
+    assert _alive(tree) == [], f"processes left running: {_alive(tree)}"
+    assert "Traceback" not in output and "SignalException" not in output, output[-3000:]
     files = list((results / LABEL).glob("*.json"))
     assert len(files) == 1, files
     assert not list((results / LABEL).glob(".*")), "scratch files left behind"
     document = json.loads(files[0].read_text())
     assert document["suite"]["partial"] is True
+    return document
+
+
+def _stop_and_check(run: subprocess.Popen, results: Path, signum: int) -> dict:
+    tree = process_tree(run.pid)
+    run.send_signal(signum)  # what a terminal's Ctrl-C or `timeout` delivers to the launcher
+    document = _ended_whole(run, results, tree, 128 + signum)
     assert document["suite"]["stopped_by"] == signal.Signals(signum).name
     return document
 
@@ -123,7 +170,7 @@ def _stop_and_check(run: subprocess.Popen, results: Path, signum: int) -> dict:
 def test_signal_during_torchrun_stops_everything_and_keeps_what_finished(tmp_path, signum):
     results = tmp_path / "results"
     run = _suite_run(results, "--quick", "--skip-mpi", "--", "--workloads", "mlp_tiny",
-                     "--chunks", "1", stdout=subprocess.DEVNULL)
+                     "--chunks", "1", stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     # The pass checkpoints after each benchmark: stop once the first one is in the file.
     _wait_for(lambda: list((results / LABEL).glob(".*.run/*.json.tmp")), 240,
               "the first checkpoint")
@@ -137,8 +184,57 @@ def test_signal_during_mpirun_stops_everything(tmp_path):
     results = tmp_path / "results"
     # The torchrun pass selects nothing that runs there (mpi runs only under mpirun).
     run = _suite_run(results, "--quick", "--", "--workloads", "mlp_tiny", "--chunks", "1",
-                     "--strategies", "mpi", stdout=subprocess.DEVNULL)
+                     "--strategies", "mpi", stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     _wait_for(lambda: list((results / LABEL).glob(".*.run/mpi.json.tmp")), 240,
               "the mpirun pass's first checkpoint")
     document = _stop_and_check(run, results, signal.SIGTERM)
     assert [p["name"] for p in document["suite"]["passes"]] == ["torchrun gloo-tcp", "mpirun"]
+
+
+def test_a_killed_torchrun_agent_takes_its_workers_along(tmp_path):
+    """SIGKILL to torchrun's agent (the out-of-memory killer, a hard kill) leaves nobody to stop
+    the workers: they end with their parent, the launcher sweeps the pass's tree and keeps what
+    finished, and exits as a shell reports the pass's death (128 + 9)."""
+    results = tmp_path / "results"
+    run = _suite_run(results, "--quick", "--skip-mpi", "--", "--workloads", "mlp_tiny",
+                     "--chunks", "1", stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    _wait_for(lambda: list((results / LABEL).glob(".*.run/*.json.tmp")), 240,
+              "the first checkpoint")
+    tree = process_tree(run.pid)
+    agent = next(pid for pid in tree if "torch.distributed.run" in
+                 Path(f"/proc/{pid}/cmdline").read_text())
+    workers = [pid for pid in tree if pid not in (run.pid, agent)]
+    assert len(workers) >= 2, tree
+    os.kill(agent, signal.SIGKILL)
+    document = _ended_whole(run, results, tree, 128 + signal.SIGKILL)
+    assert document["benchmarks"] and document["suite"]["failed_passes"] == ["torchrun gloo-tcp"]
+
+
+def test_a_stop_before_any_pass_is_one_line_and_creates_nothing(tmp_path):
+    """Ctrl-C while the launcher imports torch or checks its arguments (its first seconds)."""
+    results = tmp_path / "results"
+    run = _suite_run(results, "--quick", "--skip-mpi", stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE)
+    time.sleep(1.5)
+    run.send_signal(signal.SIGINT)
+    out, err = run.communicate(timeout=30)
+    assert run.returncode == 128 + signal.SIGINT
+    assert err.splitlines() == ["[suite] SIGINT before any pass started: nothing launched, "
+                                "nothing written"], err
+    assert out == "" and not results.exists()
+
+
+def test_a_killed_launcher_leaves_nothing_running(tmp_path):
+    """SIGKILL to the launcher itself: its pass's own process ends with it, and the ranks with
+    that; the last checkpoint stays whole in the scratch folder."""
+    results = tmp_path / "results"
+    run = _suite_run(results, "--quick", "--skip-mpi", "--", "--workloads", "mlp_tiny",
+                     "--chunks", "1", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    (checkpoint,) = _wait_for(lambda: list((results / LABEL).glob(".*.run/*.json.tmp")), 240,
+                              "the first checkpoint")
+    tree = process_tree(run.pid)
+    assert len(tree) >= 4, tree  # launcher, torchrun, two ranks
+    run.kill()
+    run.wait(timeout=30)
+    _wait_for(lambda: not _alive(tree), 10, "the pass to end with its launcher")
+    assert json.loads(checkpoint.read_text())["benchmarks"]

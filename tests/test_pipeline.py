@@ -148,6 +148,47 @@ def test_bad_arguments_name_the_value(bad, message):
     assert str(error.value) == message
 
 
+@pytest.mark.parametrize("call, message", [
+    (lambda model, w: cut_stage(model, w, 2, 5), "stage index 5: a pipeline of 2 stages has "
+                                                "stages 0 to 1"),
+    (lambda model, w: cut_stage(model, w, 0, 0), "stages=0: choose an integer ≥ 1"),
+    (lambda model, w: build_schedule("gpipe", cut_stage(model, w, 1, 0), w, None,
+                                     PipelineOptions(microbatches=0)),
+     "microbatches=0: choose an integer ≥ 1 (the suite runs 1, 2, 4, 8, 16, 32)"),
+    (lambda model, w: bubble_theory(1, 0), "microbatches=0: choose an integer ≥ 1 (the suite "
+                                           "runs 1, 2, 4, 8, 16, 32)"),
+    (lambda model, w: bubble_theory(0, 4), "stages=0: choose an integer ≥ 1"),
+])
+def test_zero_counts_and_stage_indices_name_the_value(call, message):
+    workload = preset(WORKLOAD)
+    with pytest.raises(ValueError) as error:
+        call(build_model(workload, torch.device("cpu")), workload)
+    assert str(error.value) == message
+
+
+def test_extra_compute_is_applied_to_the_stages(monkeypatch):
+    """OVERLAP_EXTRA_COMPUTE (the gate's slowdown) gives each stage its share of the model's
+    extra rows, with the weights of single-device training of the same model."""
+    monkeypatch.setenv("OVERLAP_EXTRA_COMPUTE", "0.5")
+    workload = preset(WORKLOAD)
+    assert workload.extra_compute == 0.5
+    stage = cut_stage(build_model(workload, torch.device("cpu")), workload, 1, 0)
+    rows = []
+    stage.module.layers[0].register_forward_hook(lambda m, x, y: rows.append(x[0].shape[0]))
+    schedule = build_schedule("gpipe", stage, workload, None, PipelineOptions(microbatches=4))
+    from impl.workloads import make_batch
+
+    schedule.step(make_batch(workload, torch.device("cpu")))
+    per_microbatch = workload.batch // 4
+    extra = round(0.5 * workload.depth * per_microbatch)
+    assert rows == [per_microbatch, extra] * 4
+    layers, weights = pipeline_weights("1f1b", workload, None, torch.device("cpu"),
+                                       PipelineOptions(microbatches=2, lr=LR), STEPS)
+    reference = single_device_weights(workload, torch.device("cpu"), LR, STEPS)
+    assert max_abs_diff(weights, reference) <= weight_tolerance(
+        torch.float32, max(w.abs().max().item() for w in reference))
+
+
 def test_one_stage_timeline_has_every_microbatch():
     workload = preset(WORKLOAD)
     stage = cut_stage(build_model(workload, torch.device("cpu")), workload, 1, 0)

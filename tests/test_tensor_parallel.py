@@ -9,6 +9,7 @@ GPUs (tests/test_tensor_parallel_gpu.py).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import replace
 
 import pytest
@@ -224,6 +225,20 @@ def test_shapes_that_do_not_split_are_refused_with_the_values():
     with pytest.raises(ValueError, match="ffn 128 does not split over 3 ranks"):
         SP.check(3)
     assert SP.scaled(4, "weak").ffn == 4 * SP.ffn and SP.scaled(4, "strong") == SP
+
+
+@pytest.mark.parametrize("call, expected", [
+    (lambda: SP.check(0), "world size 0: choose an integer ≥ 1 (ranks)"),
+    (lambda: SP.scaled(0, "weak"), "world size 0: choose an integer ≥ 1"),
+    (lambda: tp.gemm_shapes(SP, 0), "world size 0: choose an integer ≥ 1"),
+    (lambda: tp.shard(SP, 0, 0, "w1", torch.ones(4, 4)), "world size 0: choose an integer"),
+    (lambda: replace(SP, pieces_per_peer=0), "pieces_per_peer=0; choose an integer ≥ 1"),
+    (lambda: replace(SP, tokens=0), "tokens=0; choose an integer ≥ 1"),
+    (lambda: replace(SP, ffn=-8), "ffn=-8; choose an integer ≥ 1"),
+])
+def test_zero_sizes_and_worlds_name_the_value(call, expected):
+    with pytest.raises(ValueError, match=re.escape(expected)):
+        call()
 
 
 def test_bad_choices_name_the_value_and_what_is_allowed():

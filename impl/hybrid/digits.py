@@ -11,6 +11,7 @@ batch, so every step has the study's 100 rows and the coarse-grained hybrid can 
 from __future__ import annotations
 
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,14 +72,32 @@ def load_data(path: str | Path | None = None, config: DigitsConfig = DigitsConfi
 
 
 def _load_npz(path: Path) -> DigitsData:
+    """The four arrays of an MNIST ``.npz``; anything else is a ValueError naming the file and
+    what is wrong (one line: a ``.npy``, a corrupt archive, empty or mismatched arrays)."""
+    expected = f"give an .npz with {', '.join(NPZ_KEYS)}"
     if not path.is_file():
-        raise ValueError(f"MNIST path {str(path)!r} is not a file; give an .npz with "
-                         f"{', '.join(NPZ_KEYS)}")
-    with np.load(path) as archive:
+        raise ValueError(f"MNIST path {str(path)!r} is not a file; {expected}")
+    unreadable = (OSError, ValueError, EOFError, zipfile.BadZipFile)  # not numpy, cut, pickled
+    try:
+        archive = np.load(path, allow_pickle=False)
+    except unreadable as error:
+        raise ValueError(f"{path}: not a readable .npz archive ({error}); {expected}") from None
+    if not isinstance(archive, np.lib.npyio.NpzFile):
+        raise ValueError(f"{path}: one array of shape {archive.shape} (a .npy file), not an "
+                         f".npz archive; {expected}")
+    with archive:
         if missing := [k for k in NPZ_KEYS if k not in archive.files]:
             raise ValueError(f"{path}: no {', '.join(missing)} in the archive (it has "
                              f"{', '.join(archive.files) or 'nothing'}); expected {NPZ_KEYS}")
-        x_train, y_train, x_test, y_test = (archive[k] for k in NPZ_KEYS)
+        try:
+            x_train, y_train, x_test, y_test = (archive[k] for k in NPZ_KEYS)
+        except unreadable as error:
+            raise ValueError(f"{path}: cannot read its arrays ({error}); {expected}") from None
+    _check_split(path, "train", x_train, y_train)
+    _check_split(path, "test", x_test, y_test)
+    if x_train.shape[1:] != x_test.shape[1:]:
+        raise ValueError(f"{path}: x_train images are {x_train.shape[1:]} but x_test images "
+                         f"{x_test.shape[1:]}; both splits need the same pixels")
 
     def images(x: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(x.reshape(len(x), -1).astype(np.float32) / 255.0)
@@ -86,6 +105,20 @@ def _load_npz(path: Path) -> DigitsData:
     return DigitsData(images(x_train), torch.from_numpy(y_train.astype(np.int64)),
                       images(x_test), torch.from_numpy(y_test.astype(np.int64)),
                       f"{path} ({x_train.shape[1:]} pixels, {len(y_train)} training images)")
+
+
+def _check_split(path: Path, split: str, x: np.ndarray, y: np.ndarray) -> None:
+    """ValueError naming the array unless x holds ≥ 1 numeric image and y one label from 0
+    to 9 per image."""
+    if x.ndim < 2 or len(x) == 0 or not np.issubdtype(x.dtype, np.number):
+        raise ValueError(f"{path}: x_{split} has shape {x.shape} and dtype {x.dtype}; expected "
+                         "one or more numeric images (images × pixels…)")
+    if y.shape != (len(x),) or not np.issubdtype(y.dtype, np.integer):
+        raise ValueError(f"{path}: y_{split} has shape {y.shape} and dtype {y.dtype}; expected "
+                         f"{len(x)} integer labels, one per image of x_{split}")
+    if y.min() < 0 or y.max() >= CLASSES:
+        raise ValueError(f"{path}: y_{split} holds labels {y.min()} to {y.max()}; expected 0 "
+                         f"to {CLASSES - 1}")
 
 
 def build_classifier(config: DigitsConfig, inputs: int, device: torch.device,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from impl.metrics import Field
+from impl.pipeline.plans import check_counts
 
 PIPELINE_FIELDS: tuple[Field, ...] = (
     Field("step_ms", "ms", "Median time of one pipeline step (every micro-batch's forward and "
@@ -46,4 +47,5 @@ def mean_bubble(step_ms: float, busy_ms_per_stage: Sequence[float]) -> float:
 
 def bubble_theory(stages: int, microbatches: int) -> float:
     """(p − 1) / (m + p − 1): GPipe's and 1F1B's idle share with equal stages, free messages."""
+    check_counts(stages, microbatches)
     return (stages - 1) / (microbatches + stages - 1)

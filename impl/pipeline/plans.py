@@ -59,16 +59,22 @@ class Op:
     message: Message
 
 
-def check_plan_args(schedule: str, stages: int, microbatches: int) -> None:
-    """ValueError naming the value when the schedule, stage count or m is not allowed."""
-    if schedule not in SCHEDULE_NAMES:
-        raise ValueError(f"unknown pipeline schedule {schedule!r}; choose one of "
-                         f"{list(SCHEDULE_NAMES)}")
+def check_counts(stages: int, microbatches: int) -> None:
+    """ValueError naming the value when the stage count or m is not an integer ≥ 1: every
+    pipeline entry point checks them first (a zero would divide later)."""
     if isinstance(stages, bool) or not isinstance(stages, int) or stages < 1:
         raise ValueError(f"stages={stages!r}: choose an integer ≥ 1")
     if isinstance(microbatches, bool) or not isinstance(microbatches, int) or microbatches < 1:
         raise ValueError(f"microbatches={microbatches!r}: choose an integer ≥ 1 (the suite runs "
                          f"{', '.join(map(str, MICROBATCH_COUNTS))})")
+
+
+def check_plan_args(schedule: str, stages: int, microbatches: int) -> None:
+    """ValueError naming the value when the schedule, stage count or m is not allowed."""
+    if schedule not in SCHEDULE_NAMES:
+        raise ValueError(f"unknown pipeline schedule {schedule!r}; choose one of "
+                         f"{list(SCHEDULE_NAMES)}")
+    check_counts(stages, microbatches)
 
 
 def actions(schedule: str, stage: int, stages: int, microbatches: int) -> list[Action]:

@@ -14,20 +14,23 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from impl.workloads import MLP, MLPConfig, WorkloadConfig
+from impl.pipeline.plans import check_counts
+from impl.workloads import MLP, MLPConfig, WorkloadConfig, with_extra_compute
 
 
 class MLPStage(nn.Module):
-    """Layers [first, last) of an MLP: Linear then GELU, as ``impl.workloads.MLP``."""
+    """Layers [first, last) of an MLP: Linear then GELU, as ``impl.workloads.MLP``, with the
+    stage's share of the model's extra compute (OVERLAP_EXTRA_COMPUTE, the gate's tests)."""
 
-    def __init__(self, layers: list[nn.Linear]):
+    def __init__(self, layers: list[nn.Linear], extra_compute: float = 0.0):
         super().__init__()
         self.layers = nn.ModuleList(layers)
+        self.extra_compute = extra_compute
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for layer in self.layers:
             x = F.gelu(layer(x))
-        return x
+        return with_extra_compute(x, self.layers, self.extra_compute)
 
 
 @dataclass
@@ -52,12 +55,10 @@ class Stage:
 
 def check_pipeline_workload(workload: WorkloadConfig, stages: int, microbatches: int) -> MLPConfig:
     """The workload as an MLPConfig, or ValueError naming what cannot be pipelined."""
+    check_counts(stages, microbatches)
     if workload.kind != "mlp":
         raise ValueError(f"workload {workload.name!r} is a {workload.kind}: pipeline stages are "
                          "cut from MLP workloads only")
-    if workload.extra_compute:
-        raise ValueError(f"workload {workload.name!r} has extra_compute="
-                         f"{workload.extra_compute}: only the plain MLP can be cut into stages")
     if not 1 <= stages <= workload.depth:
         raise ValueError(f"stages={stages}: workload {workload.name!r} has {workload.depth} "
                          f"layers; choose 1 to {workload.depth} stages")
@@ -73,5 +74,10 @@ def layer_range(depth: int, stages: int, index: int) -> range:
 
 def cut_stage(model: MLP, workload: MLPConfig, stages: int, index: int) -> Stage:
     """Stage ``index`` of ``stages``, sharing its parameters with ``model``."""
+    check_pipeline_workload(workload, stages, 1)
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < stages:
+        raise ValueError(f"stage index {index!r}: a pipeline of {stages} stages has stages 0 to "
+                         f"{stages - 1}")
     layers = layer_range(workload.depth, stages, index)
-    return Stage(MLPStage([model.layers[i] for i in layers]), index, stages, layers)
+    return Stage(MLPStage([model.layers[i] for i in layers], workload.extra_compute), index,
+                 stages, layers)

@@ -1,0 +1,91 @@
+"""The files of one launcher run: its name, scratch folder and the results it keeps.
+
+Every pass writes its own results file into the run's scratch folder (conftest.py writes it
+whole after every benchmark); the launcher merges them into ``<name>.json``. Nothing finished
+is lost on the way: where the merged file cannot be written (a full disk), each pass's file is
+kept beside the runs instead, as ``<name>-<pass>.json``, itself a whole results file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from impl.atomic import write_json_atomic
+
+
+def run_name(workdir: Path) -> tuple[str, Path]:
+    """A name no other run has, and its scratch folder for the passes' files.
+
+    The folder is made atomically (mkdtemp), so two runs started in the same second, even on a
+    shared file system, get different names: ``<UTC time>-<its random suffix>``.
+    """
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    scratch = Path(tempfile.mkdtemp(prefix=f".{stamp}-", suffix=".run", dir=workdir))
+    return scratch.name.removeprefix(".").removesuffix(".run"), scratch
+
+
+@dataclass
+class RunFolders:
+    """The run's name, its scratch folder for the passes' files, and the folders it made."""
+
+    workdir: Path
+    name: str
+    scratch: Path
+    made: list[Path]  # deepest first: removed at the end if nothing was written in them
+
+    @classmethod
+    def make(cls, workdir: Path) -> RunFolders:
+        made = [folder for folder in (workdir, *workdir.parents) if not folder.exists()]
+        workdir.mkdir(parents=True, exist_ok=True)
+        name, scratch = run_name(workdir)
+        return cls(workdir, name, scratch, made)
+
+    def finish(self, outputs: list[Path | None], written: bool) -> None:
+        """Remove the scratch folder; what it holds is kept unless the merged file was
+        written; then the folders this run made, if they stayed empty."""
+        if not written:
+            keep_pass_files(outputs, self.workdir, self.name)
+        shutil.rmtree(self.scratch, ignore_errors=True)
+        for folder in self.made:
+            with contextlib.suppress(OSError):  # not empty, or already gone
+                folder.rmdir()
+
+
+def write_merged(path: Path, merged: dict | None) -> Path | None:
+    """The merged results file, written whole; None when there is none or it cannot be
+    written (a full disk: one line, and main() keeps each pass's own file instead)."""
+    if merged is None:
+        return None
+    try:
+        return write_json_atomic(path, merged)
+    except OSError as error:
+        print(f"[suite] error: cannot write {path}: {error}", file=sys.stderr, flush=True)
+        return None
+
+
+def keep_pass_files(outputs: list[Path | None], workdir: Path, name: str) -> list[Path]:
+    """Each pass's results file, moved out of the scratch folder to ``<name>-<pass>.json``
+    beside the runs (a rename: it needs no room on a full disk). Each is a whole results file
+    (conftest.py writes it atomically, marked partial where its pass stopped early)."""
+    kept = []
+    for output in outputs:
+        if output is None or not output.exists():
+            continue
+        target = workdir / f"{name}-{output.name.removesuffix('.json.tmp')}.json"
+        try:
+            output.replace(target)
+        except OSError as error:
+            print(f"[suite] error: cannot keep {output} as {target}: {error}",
+                  file=sys.stderr, flush=True)
+            continue
+        kept.append(target)
+    if kept:
+        print(f"[suite] kept what the passes finished, one whole file per pass: "
+              f"{', '.join(map(str, kept))}", file=sys.stderr, flush=True)
+    return kept

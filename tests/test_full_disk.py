@@ -1,0 +1,110 @@
+"""A full disk loses nothing finished: every failed write is one line, whole files stay.
+
+The disk fills in two places: while a pass checkpoints its results file after every benchmark
+(conftest.py), and when the launcher merges the passes' files (suite/run.py). Both are
+simulated with ENOSPC from impl.atomic, the one place results are written; on a machine where
+the tests run as root, `mount -t tmpfs -o size=1m tmpfs DIR` as --results-dir shows the same
+(README, Failure handling).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data"
+
+# A plugin (pytest) or prelude (launcher) making writes under OVERLAP_TEST_FULL_DIR fail as a
+# full disk does, after OVERLAP_TEST_WRITES_LEFT of them succeeded.
+FULL_DISK = """
+import errno, os
+import impl.atomic
+
+_write = impl.atomic.write_bytes_atomic
+_left = [int(os.environ["OVERLAP_TEST_WRITES_LEFT"])]
+
+
+def _full(path, data):
+    if not str(path).startswith(os.environ["OVERLAP_TEST_FULL_DIR"]):
+        return _write(path, data)
+    if _left[0] <= 0:
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+    _left[0] -= 1
+    return _write(path, data)
+
+
+impl.atomic.write_bytes_atomic = _full
+"""
+
+
+def test_a_disk_that_fills_during_a_pass_keeps_the_last_checkpoint(tmp_path):
+    (tmp_path / "full_disk.py").write_text(FULL_DISK)
+    results = tmp_path / "results" / "pass.json"
+    results.parent.mkdir()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)]),
+           "OVERLAP_TEST_WRITES_LEFT": "1", "OVERLAP_TEST_FULL_DIR": str(results.parent),
+           "TMPDIR": str(tmp_path / "spare")}
+    (tmp_path / "spare").mkdir()
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "full_disk", "-p",
+                          "no:cacheprovider", "suite/bench_synthetic.py", "--suite-mode", "quick",
+                          "--results-json", str(results)], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=600)
+    output = run.stdout + run.stderr
+    assert run.returncode == 0, output[-3000:]
+    assert "Traceback" not in output and " ERROR" not in output, output[-3000:]
+    lines = [line for line in output.splitlines() if line.startswith("[suite] rank 0")]
+    assert lines[0] == (f"[suite] rank 0: cannot write {results}: [Errno 28] No space left on "
+                        f"device: '{results}'; the run goes on and writes it again after the "
+                        "next benchmark (the last whole checkpoint stays)")
+    assert len(lines) == 2 and "could not all be written" in lines[1], lines
+    kept = json.loads(results.read_text())
+    assert len(kept["benchmarks"]) == 1 and kept["suite"]["partial"] is True
+    # The whole pass went to the temporary folder, which had room.
+    (spare,) = (tmp_path / "spare").glob("overlap-results-*.json")
+    assert f"all of them are in {spare} instead" in lines[1]
+    whole = json.loads(spare.read_text())
+    assert len(whole["benchmarks"]) == 2 and whole["suite"]["partial"] is False
+
+
+LAUNCH_WITH_FULL_DISK = FULL_DISK + """
+import json, sys
+from pathlib import Path
+import suite.run as run
+
+document = json.loads(Path(sys.argv[1]).read_text())
+
+
+def fake_pass(self, command, env):
+    # A pass that finished: its whole file in the scratch folder, as conftest.py writes it.
+    Path(command[command.index("--results-json") + 1]).write_text(json.dumps(document))
+    return 0
+
+
+run.Launcher.run = fake_pass
+sys.exit(run.main(sys.argv[2:]))
+"""
+
+
+def test_a_merge_on_a_full_disk_keeps_each_pass_file(tmp_path):
+    source = DATA / "cpu-2core-trimmed.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OVERLAP_MACHINE_LABEL": "full-disk",
+           "OVERLAP_TEST_WRITES_LEFT": "0", "OVERLAP_TEST_FULL_DIR": str(tmp_path)}
+    run = subprocess.run([sys.executable, "-c", LAUNCH_WITH_FULL_DISK, str(source),
+                          "--results-dir", str(tmp_path), "--quick", "--skip-mpi", "--",
+                          "--workloads", "mlp_tiny"], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert run.returncode == 1, run.stderr[-3000:]
+    assert "Traceback" not in run.stderr, run.stderr[-3000:]
+    folder = tmp_path / "full-disk"
+    (kept,) = folder.iterdir()  # no scratch folder left, no merged file
+    assert kept.name.endswith("-gloo-tcp.json")
+    assert json.loads(kept.read_text()) == json.loads(source.read_text())
+    errors = run.stderr.strip().splitlines()
+    assert errors == [
+        f"[suite] error: cannot write {folder / kept.name.replace('-gloo-tcp', '')}: [Errno 28] "
+        f"No space left on device: '{folder / kept.name.replace('-gloo-tcp', '')}'",
+        f"[suite] kept what the passes finished, one whole file per pass: {kept}"]
