@@ -379,6 +379,7 @@ def check_pytest_args(passes: list[Pass], pytest_args: list[str]) -> set[str]:
     if not selected:
         raise InputError("no benchmark of the suite is selected by the pytest arguments "
                          f"{shlex.join(pytest_args)} ({', '.join(s.name for s in passes)})")
+    return selected
 
 
 def main(argv: list[str] | None = None) -> int:
