@@ -443,7 +443,7 @@ def busbw_at_gib(rows: Sequence[dict]) -> dict | None:
 def regression_rows(comparison) -> list[dict]:
     """reports.gate's Comparison as table rows (the decision itself is the gate's); the
     verdict says where it comes from ("regressed (unconfirmed: files only)")."""
-    from reports.gate import percent
+    from reports.gate.rules import percent
 
     table = []
     for row in comparison.rows:

@@ -320,9 +320,10 @@ def describe_run(index: int, results: ResultsFile) -> Run:
 
 def load_baseline(path: str, inputs: Sequence[ResultsFile]) -> Baseline:
     """The baseline file and the candidate benchmarks comparable with it, chosen by the gate's
-    own rules (same machine label, then reports.gate.comparable_files: same GPUs, driver,
-    world size, backend and profile), so the report's table and the gate cannot disagree."""
-    from reports.gate import GateError, comparable_files, merge_benchmarks
+    own rules (same machine label, then reports/gate/loading.py's comparable_files: same GPUs,
+    driver, world size, backend and profile), so the report's table and the gate cannot
+    disagree."""
+    from reports.gate.loading import GateError, comparable_files, merge_benchmarks
 
     baseline = load_results(path)
     check_rows(baseline)
@@ -517,7 +518,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("paths", nargs="*", help="result files or folders (default: the newest "
                         "file of each machine folder under results/)")
     parser.add_argument("--baseline", help="a result file to compare against (regression "
-                        "table, reports/gate.py's rule)")
+                        "table, reports/gate/rules.py's rule)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
                         help=f"output folder (default: {DEFAULT_OUT})")
     parser.add_argument("--html-only", action="store_true",

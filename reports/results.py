@@ -35,7 +35,7 @@ from pathlib import Path
 SCHEMAS = (1,)  # values of suite.schema this loader reads
 BASELINES_DIR = "baselines"  # results/baselines/<label>.json: the gate's references, not runs
 # Files that live beside the results but are not pytest-benchmark output: the gate's trials
-# (reports/gate_trials.py), gate-trials.json and gate-trials-<what differs>.json.
+# (reports/gate/trials.py), gate-trials.json and gate-trials-<what differs>.json.
 SIDE_FILE_PREFIXES = ("gate-trials",)
 # Round-time statistics (seconds): a round takes time, so these are > 0; spreads may be 0.
 POSITIVE_STATS = ("min", "max", "mean", "median", "q1", "q3")

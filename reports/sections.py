@@ -451,25 +451,28 @@ TRIAL_COLUMNS = (text_column("machine", "machine"), text_column("target", "bench
 def section_regression(baseline: Baseline | None) -> dict:
     # The gate's rules and statistics, not a second copy: imported here so that a report
     # without a baseline or trials does not need SciPy.
-    from reports import gate, gate_confirm, gate_spread, regression
+    from reports.gate import confirm, rules, spread, trial_rates
+    from reports.gate.comparison import compare
+    from reports.gate.loading import baseline_spreads
+    from reports.gate.render import rule_text
     from reports.results import load_results
 
-    documents, trial_notes = regression.load_trials(regression.find_trials())
-    trials = regression.trial_rates(documents)
+    documents, trial_notes = trial_rates.load_trials(trial_rates.find_trials())
+    trials = trial_rates.trial_rates(documents)
     context = {
-        "given": baseline is not None, "threshold_rule": gate_spread.RULE,
-        "confirm_rule": gate_confirm.RULE, "trial_notes": trial_notes,
+        "given": baseline is not None, "threshold_rule": spread.RULE,
+        "confirm_rule": confirm.RULE, "trial_notes": trial_notes,
         "trials": make_table("tab-gate-trials", "The gate's error rates as measured by "
-                             "reports/gate_trials.py (results/<machine>/gate-trials*.json): "
+                             "reports/gate/trials.py (results/<machine>/gate-trials*.json): "
                              "pairs of unchanged runs and pairs with real extra compute, each "
                              "judged files only and with the interleaved re-run. Rates with "
                              "their 95% Clopper-Pearson intervals.", TRIAL_COLUMNS, trials)
         if trials else None}
     if baseline is None:
         return context
-    spreads, spread_source = gate.baseline_spreads([load_results(baseline.path)])
-    rule = gate.Rule()
-    comparison = gate.compare(baseline.benchmarks, baseline.candidate, rule, spreads=spreads)
+    spreads, spread_source = baseline_spreads([load_results(baseline.path)])
+    rule = rules.Rule()
+    comparison = compare(baseline.benchmarks, baseline.candidate, rule, spreads=spreads)
     table_rows = [{**row, "ci": f"{fmt(row['ci'][0])}–{fmt(row['ci'][1])}" if row["ci"] else None}
                   for row in analysis.regression_rows(comparison)]
     return {**context, "path": baseline.path, "label": baseline.label,
@@ -477,10 +480,10 @@ def section_regression(baseline: Baseline | None) -> dict:
             "only_baseline": len(comparison.only_baseline),
             "only_candidate": len(comparison.only_candidate),
             "notes": baseline.notes,
-            "rule": gate.rule_text(rule, (), spread_source),
+            "rule": rule_text(rule, (), spread_source),
             "table": make_table("tab-regression", f"Per-benchmark comparison of the candidate "
                                 f"results of {baseline.label} against {baseline.path} "
-                                f"(reports/gate.py's files-only rule; the report re-runs "
+                                f"(reports/gate/rules.py's files-only rule; the report re-runs "
                                 f"nothing, so a regression here is unconfirmed). Throughput × "
                                 f"is baseline median round time / candidate median round "
                                 f"time.", REGRESSION_COLUMNS, table_rows)}

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from reports import regression
 from reports.build import TEMPLATES
+from reports.gate import trial_rates as regression
 from reports.sections import section_regression
 
 

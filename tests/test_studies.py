@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from impl import stats
-from reports import analysis, archive, build, regression, studies
+from reports import analysis, archive, build, studies
 from reports.format import fmt, fmt_estimate, fmt_times
+from reports.gate import trial_rates as regression
 from reports.results import load_results
 
 ROOT = Path(__file__).parent.parent
