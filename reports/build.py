@@ -53,6 +53,8 @@ from pathlib import Path
 
 from impl.atomic import unwritable, write_bytes_atomic
 from reports import analysis, archive, traces
+from reports.captions import Run
+from reports.context import report_context
 from reports.results import (
     ResultsError,
     ResultsFile,
@@ -60,7 +62,7 @@ from reports.results import (
     load_results,
     newest_per_machine,
 )
-from reports.sections import Baseline, Run, report_context
+from reports.sections.regression import Baseline
 
 TEMPLATES = Path(__file__).parent / "templates"
 DEFAULT_OUT = Path("reports/out")
@@ -70,7 +72,7 @@ TOLERATED_WARNINGS = ("Using fontTools instead of HarfBuzz-Subset", "Unable to s
                       "Deprecated `")
 MISSING_GLYPH = re.compile(r"^\.notdef glyph rendered for Unicode string unsupported by fonts: "
                            r".* \(U\+([0-9A-F]{4,6})\)$")
-# Besides ASCII, the characters reports/format.py, reports/sections.py and the templates write
+# Besides ASCII, the characters reports/format.py, reports/sections/ and the templates write
 # values with (tests/test_report.py checks that they use no other).
 REPORT_CHARACTERS = "×·−±–—≤≥≈Δ…³“”ᵀ"
 FIGURE_MISSING_GLYPH = re.compile(r"^Glyph (\d+) \(.*\) missing from font\(s\)")

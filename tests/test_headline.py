@@ -1,5 +1,5 @@
-"""The headline of page 1 (reports/headline.py) on the interleaved CPU fixtures: one row per
-workload's answer, its marks of provenance, the findings computed from the rows, and the
+"""The headline of page 1 (reports/sections/headline.py) on the interleaved CPU fixtures: one
+row per workload's answer, its marks of provenance, the findings computed from the rows, and the
 default inputs that bring a study run made on its own into the report."""
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from reports import analysis, archive, build, cells, headline
+from reports import analysis, archive, build, cells
 from reports.results import load_results, newest_per_machine
+from reports.sections import headline
 from tests.test_report import INTERLEAVED, REGIMES
 
 ROOT = Path(__file__).parent.parent

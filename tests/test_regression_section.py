@@ -10,7 +10,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from reports.build import TEMPLATES
 from reports.gate import trial_rates as regression
-from reports.sections import section_regression
+from reports.sections.regression import section_regression
 
 
 def pair(kind: str, regressed: bool, files: bool, load: float) -> dict:

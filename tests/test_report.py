@@ -730,7 +730,8 @@ def test_tensor_core_ceiling_table_renders_its_numbers(gemm_built, built):
 
 
 def test_ceiling_table_without_sustained_rate_or_peak():
-    from reports.sections import Run, ceiling_table, section_gemm
+    from reports.captions import Run
+    from reports.sections.gemm import ceiling_table, section_gemm
 
     run = Run(0, "gpu", "r.json", "pytest", "pytest", "quick", False, None,
               {"gpu_names": ["Some GPU"]})

@@ -16,12 +16,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from reports import analysis, tensor_parallel
+from reports import analysis
 from reports.archive import Archive
 from reports.captions import Run, and_list, is_gpu_machine
 from reports.format import NA, fmt, fmt_estimate, fmt_pct, fmt_times
 from reports.gate import trial_rates
 from reports.runlogs import pass_targets, targets, unfinished
+from reports.sections import tensor_parallel
 
 # study -> (its title in the abstract, benchmark module, its test functions)
 STUDIES = {
