@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from reports import analysis, archive, build, cells
+from reports import analysis, archive, cells, loading
 from reports.results import load_results, newest_per_machine
 from reports.sections import headline
 from tests.test_report import INTERLEAVED, REGIMES
@@ -25,7 +25,7 @@ OVERLAP_RUN = ROOT / "results" / "h200x2" / "20261123T094012Z.json"
 @pytest.fixture(scope="module")
 def loaded():
     inputs = [load_results(p) for p in (INTERLEAVED, REGIMES)]
-    runs = [build.describe_run(i, r) for i, r in enumerate(inputs)]
+    runs = [loading.describe_run(i, r) for i, r in enumerate(inputs)]
     rows = analysis.merge_rows(row for run, r in zip(runs, inputs)
                                for row in analysis.benchmark_rows(r.label, run.index,
                                                                   r.benchmarks))

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from reports.build import TEMPLATES
 from reports.gate import trial_rates as regression
+from reports.render import TEMPLATES
 from reports.sections.regression import section_regression
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from impl import stats
-from reports import analysis, archive, build
+from reports import analysis, archive, loading
 from reports.format import fmt, fmt_estimate, fmt_times
 from reports.gate import trial_rates as regression
 from reports.results import load_results
@@ -35,7 +35,7 @@ def loaded(folder: Path):
     """(rows, runs, archive) of every result file under ``folder``, as reports.build has them."""
     found = archive.scan([str(folder)])
     inputs = sorted(found.files, key=lambda r: (r.sort_time, r.path.name))
-    runs = [build.describe_run(i, r) for i, r in enumerate(inputs)]
+    runs = [loading.describe_run(i, r) for i, r in enumerate(inputs)]
     rows = analysis.merge_rows(row for run, r in zip(runs, inputs)
                                for row in analysis.benchmark_rows(r.label, run.index,
                                                                   r.benchmarks))
