@@ -151,8 +151,10 @@ def test_the_resumed_pass_writes_its_own_file(tmp_path):
 
 def test_resume_after_must_name_a_collected_test():
     with pytest.raises(InputError) as error:
-        check_pytest_args([STUCK], "quick", ["-o", f"python_files={Path(STUCK).name}",
-                                             "--resume-after", f"{STUCK}::nope"])
+        arguments = ["-o", f"python_files={Path(STUCK).name}", "--resume-after", f"{STUCK}::nope"]
+        step = Pass("torchrun gloo-tcp", [], pytest_args=[STUCK, "--suite-mode", "quick",
+                                                          *arguments])
+        check_pytest_args([step], arguments)
     assert str(error.value) == (f"pytest: --resume-after {STUCK}::nope: no such test in this "
                                 "collection")
 
