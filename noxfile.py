@@ -27,7 +27,7 @@ LINK_FOLDERS = ("import pathlib, sys, sysconfig; "
                 "pathlib.Path(sysconfig.get_paths()['purelib'], 'nox-python.pth')"
                 ".write_text(''.join(folder + chr(10) for folder in sys.argv[1:]))")
 # The gate's exit statuses that do not fail the session: 0 PASS and 3 UNCONFIRMED (regressions
-# only the files show, which no re-run measured: the gate warns, see reports/gate.py).
+# only the files show, which no re-run measured: the gate warns, see reports/gate/).
 GATE_PASSES = [0, 3]
 FIND_TORCH = "import importlib.util; print(importlib.util.find_spec('torch') is not None)"
 

@@ -157,7 +157,7 @@ def preset(name: str) -> WorkloadConfig:
     """The preset called ``name``; a ValueError lists the valid names.
 
     OVERLAP_EXTRA_COMPUTE=f gives MLP presets ``extra_compute=f``: real extra work in every
-    step, for testing the regression gate (reports/gate_trials.py) on a known slowdown. The
+    step, for testing the regression gate (reports/gate/trials.py) on a known slowdown. The
     config, and so every benchmark row's ``extra_info["config"]``, records it.
     """
     if name not in PRESETS:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 STRATEGY_ORDER = ("sequential", "threaded", "chunked", "mpi", "ddp")
 TP_KINDS = ("tensor_parallel", "tensor_parallel_comparison")
 PIPELINE_KINDS = ("pipeline", "pipeline_comparison", "hybrid_step", "hybrid_comparison",
-                  "host_adam", "digits_curve", "gpt_forward")  # reports/pipeline.py, hybrid.py
+                  "host_adam", "digits_curve", "gpt_forward")  # reports/sections/: pipeline, hybrid
 KNOWN_KINDS = ("step", "comparison", "interference", "allreduce", "synthetic", "gemm",
                "seed_step", "tensor_core_ceiling", "sampler_overhead", *TP_KINDS,
                *PIPELINE_KINDS)
@@ -440,20 +440,3 @@ def busbw_at_gib(rows: Sequence[dict]) -> dict | None:
 # --- regression against a baseline ------------------------------------------------------------
 
 
-def regression_rows(comparison) -> list[dict]:
-    """reports.gate's Comparison as table rows (the decision itself is the gate's); the
-    verdict says where it comes from ("regressed (unconfirmed: files only)")."""
-    from reports.gate import percent
-
-    table = []
-    for row in comparison.rows:
-        decision = row.decision
-        table.append({"benchmark": row.name, "group": row.group,
-                      "baseline_ms": row.baseline_median_s * 1e3,
-                      "candidate_ms": row.candidate_median_s * 1e3,
-                      "ratio": decision.ratio, "ci": decision.ci,
-                      "threshold": percent(decision.threshold),
-                      "p_value": decision.p_value, "verdict": row.verdict_text,
-                      "reason": row.reason})
-    order = {"regressed": 0, "improved": 1, "unchanged": 2}
-    return sorted(table, key=lambda r: (order.get(r["verdict"].split()[0], 3), r["benchmark"]))

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reports import regression
+from reports.gate import trial_rates
 from reports.results import ResultsFile, find_result_files, load_results
 from reports.runlogs import BenchLog, is_bench_log, read_log
 
@@ -97,6 +97,6 @@ def scan(paths: Sequence[str], loaded: Sequence[ResultsFile] = ()) -> Archive:
         find_result_files(DEFAULT_RESULTS) if Path(DEFAULT_RESULTS).is_dir() else [])
     files = [known.get(p.resolve()) or load_results(p) for p in named]
     folders = folders_of([*files, *loaded])
-    trials, notes = regression.load_trials(
-        [p for folder in folders for p in sorted(folder.glob(regression.TRIALS_PATTERN))])
+    trials, notes = trial_rates.load_trials(
+        [p for folder in folders for p in sorted(folder.glob(trial_rates.TRIALS_PATTERN))])
     return Archive(files, read_logs(folders), trials, notes)

@@ -1,8 +1,7 @@
 """What every section's captions say about where and how a number was measured.
 
 A caption names the machine (label and GPUs), the command and mode of the run, and the
-rounds; these helpers are shared by the sections of reports/sections.py, reports/overlap.py
-and reports/appendix.py.
+rounds; these helpers are shared by the sections (reports/sections/).
 """
 
 from __future__ import annotations

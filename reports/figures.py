@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import functools
 import io
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -309,127 +308,10 @@ def interference(entries: Sequence[dict]) -> Image:
     return _save(fig)
 
 
-def round_range(row: dict) -> tuple[float, float]:
-    """busbw below and above the median's for the slowest and fastest round: the median busbw
-    scaled by median round time / round time (round wall times include the sync)."""
-    times = sorted(row.get("round_s") or [])
-    if len(times) < 2:
-        return 0.0, 0.0
-    middle, busbw = statistics.median(times), row["busbw_gbps"]
-    return busbw - busbw * middle / times[-1], busbw * middle / times[0] - busbw
-
-
-@_styled
-def allreduce(groups: Sequence[dict]) -> Image:
-    """busbw against message size per (machine, ranks, profile), with the spread of the rounds
-    (round_range) and reference lines."""
-    fig, axes = _figure(1, 1, height=3.4)
-    ax = axes[0, 0]
-    palette = plt.get_cmap("tab10")
-    for index, group in enumerate(groups):
-        rows = group["rows"]
-        tint = palette(index % 10)
-        sizes = [r["size_bytes"] / 2**20 for r in rows]
-        spread = list(zip(*(round_range(r) for r in rows)))
-        ax.errorbar(sizes, [r["busbw_gbps"] for r in rows], yerr=spread, marker="o",
-                    markersize=3, color=tint, capsize=1.5, elinewidth=0.7,
-                    label=f"{group['machine']} {group['world_size']} ranks, {group['profile']}")
-        for field, style, peer in (("nccl_tests_gbps", "--", "nccl-tests"),
-                                   ("torch_ref_gbps", ":", "torch.distributed ref.")):
-            referenced = [r for r in rows if r[field] is not None]
-            if referenced:
-                ax.plot([r["size_bytes"] / 2**20 for r in referenced],
-                        [r[field] for r in referenced], style, marker="x", markersize=3,
-                        linewidth=0.9, color=tint,
-                        label=f"{peer}, {group['world_size']} ranks (docs/ANCHORS.md)")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.xaxis.set_major_formatter(FuncFormatter(
-        lambda v, _: f"{v / 1024:g} GiB" if v >= 1024 else f"{v:g} MiB"))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    sizes = sorted({r["size_bytes"] / 2**20 for g in groups for r in g["rows"]})
-    ax.set_xticks(sizes)
-    ax.minorticks_off()
-    ax.set_xlabel("message size per rank")
-    ax.set_ylabel("busbw (GB/s)")
-    ax.legend(frameon=False, fontsize=6.5, ncols=3, loc="upper center",
-              bbox_to_anchor=(0.5, -0.2))
-    return _save(fig)
-
-
 # --- NVML ----------------------------------------------------------------------------------
-
-NVML_PANELS = (("power_w", "power per GPU (W)"), ("gpu_util_pct", "GPU utilisation (%)"),
-               ("sm_clock_mhz", "SM clock (MHz)"))
-
-
-@_styled
-def nvml_timelines(series: Sequence[dict]) -> Image:
-    """Power, utilisation and SM clock over the timed rounds, mean over the run's GPUs."""
-    fig, axes = _figure(len(NVML_PANELS), 1, height=4.2, sharex=True)
-    for ax, (field, label) in zip(axes[:, 0], NVML_PANELS):
-        for entry in series:
-            values = entry["mean"].get(field)
-            if values:
-                ax.plot(entry["t_s"], values, marker=".", markersize=3, linewidth=1,
-                        color=color(entry["strategy"]), label=entry["strategy"])
-        ax.set_ylabel(label)
-    axes[0, 0].legend(ncols=len(series) or 1, frameon=False)
-    axes[-1, 0].set_xlabel("time since the sampler started (s)")
-    return _save(fig, "png")
 
 
 # --- simulation, GEMM ----------------------------------------------------------------------
-
-
-@_styled
-def synthetic(rows: Sequence[dict], study_pct: float = 30.0) -> Image:
-    """Simulated sequential vs overlapped time per K, with the speedup and the study's ~30%."""
-    fig, axes = _figure(1, 2, height=2.1)
-    left, right = axes[0]
-    labels = [f"{r['machine']}\nK={r['chunks']}" for r in rows]
-    positions = range(len(rows))
-    left.bar([p - 0.2 for p in positions], [r["sequential_ms"] for r in rows], 0.4,
-             color="#aaaaaa", label="one after the other")
-    left.bar([p + 0.2 for p in positions], [r["step_ms"] for r in rows], 0.4,
-             color=color("synthetic"), label="overlapped (2 threads)")
-    left.set_xticks(list(positions), labels)
-    left.set_ylabel("simulated step (ms, sleeps)")
-    left.legend(frameon=False, ncols=2, loc="lower left", bbox_to_anchor=(0, 1.0))
-    right.bar(list(positions), [r["speedup_pct"] for r in rows], 0.5, color=color("synthetic"))
-    right.axhline(study_pct, color="black", linestyle="--", linewidth=0.8)
-    right.set_ylim(0, max([study_pct, *(r["speedup_pct"] for r in rows)]) * 1.25)
-    right.text(-0.4, study_pct * 1.03, f"course study: ~{study_pct:g}%", ha="left",
-               va="bottom", fontsize=6.5)
-    right.set_xticks(list(positions), labels)
-    right.set_ylabel("speedup (%)")
-    return _save(fig)
-
-
-@_styled
-def gemm_bars(groups: Sequence[dict]) -> Image:
-    """TFLOP/s per kernel version, grouped by shape, one panel per dtype."""
-    dtypes = list(dict.fromkeys(g["dtype"] for g in groups))
-    fig, axes = _figure(1, len(dtypes), height=2.5)
-    for ax, dtype in zip(axes[0], dtypes):
-        shapes = [g for g in groups if g["dtype"] == dtype]
-        versions = sorted({r["version"] for g in shapes for r in g["rows"]},
-                          key=gemm_version_rank)
-        width = 0.8 / len(versions)
-        for v_index, version in enumerate(versions):
-            labelled = False  # one legend entry per version, at its first shape with a bar
-            for s_index, group in enumerate(shapes):
-                value = next((r["tflops"] for r in group["rows"] if r["version"] == version),
-                             None)
-                if value is not None:
-                    ax.bar(s_index + (v_index - (len(versions) - 1) / 2) * width, value, width,
-                           color=version_color(version), label=None if labelled else version)
-                    labelled = True
-        ax.set_xticks(range(len(shapes)),
-                      [f"{g['m']}×{g['n']}×{g['k']}" for g in shapes], rotation=20)
-        ax.set_ylabel(f"{dtype} TFLOP/s")
-        ax.legend(frameon=False, ncols=2)
-    return _save(fig)
 
 
 @_styled

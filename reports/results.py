@@ -24,18 +24,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import re
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from reports.json_values import first_bad_value, parse_int, with_benchmark_name
+
 SCHEMAS = (1,)  # values of suite.schema this loader reads
 BASELINES_DIR = "baselines"  # results/baselines/<label>.json: the gate's references, not runs
 # Files that live beside the results but are not pytest-benchmark output: the gate's trials
-# (reports/gate_trials.py), gate-trials.json and gate-trials-<what differs>.json.
+# (reports/gate/trials.py), gate-trials.json and gate-trials-<what differs>.json.
 SIDE_FILE_PREFIXES = ("gate-trials",)
 # Round-time statistics (seconds): a round takes time, so these are > 0; spreads may be 0.
 POSITIVE_STATS = ("min", "max", "mean", "median", "q1", "q3")
@@ -188,69 +188,6 @@ def _field_problem(key: str, value: float, in_ms: bool = False) -> str | None:
     return None
 
 
-class _LongInteger(float):
-    """A JSON integer longer than 19 characters, held as a float (inf beyond the float range).
-
-    Python's int() refuses 4300+ digits without naming the field, and a 400-digit int
-    overflows the first float operation; as a float _first_bad_value names it.
-    """
-
-    def __new__(cls, text: str) -> _LongInteger:
-        value = super().__new__(cls, text)
-        value.digits = len(text.lstrip("-"))
-        return value
-
-    def __repr__(self) -> str:
-        return f"an integer of {self.digits} digits"
-
-
-def _parse_int(text: str) -> int | float:
-    return int(text) if len(text) <= 19 else _LongInteger(text)
-
-
-def _first_bad_value(document: object) -> str | None:
-    """The first value no result file may hold, described with its place in the document.
-
-    Not finite numbers (NaN, Infinity, beyond the float range) and text that is not valid
-    Unicode (a lone surrogate such as "\\ud800", which no UTF-8 output can hold), in keys too.
-    Iterative: the depth of a document must not matter.
-    """
-    todo: list[tuple[str, object]] = [("", document)]
-    while todo:
-        where, value = todo.pop()
-        if isinstance(value, float) and not math.isfinite(value):
-            return (f"{where or 'the document'} = {value!r}; expected a finite number "
-                    "(within ±1.8e308)")
-        if isinstance(value, str) and not _is_unicode(value):
-            return f"{where or 'the document'} = {value!r:.80}; not valid Unicode text"
-        if isinstance(value, dict):
-            for key, item in value.items():
-                if not _is_unicode(key):
-                    return f"{where or 'the document'} has the key {key!r:.80}; not valid text"
-                todo.append((f"{where}.{key}" if where else key, item))
-        elif isinstance(value, list):
-            todo.extend((f"{where}[{index}]", item) for index, item in enumerate(value))
-    return None
-
-
-def _with_benchmark_name(document: dict, problem: str) -> str:
-    """``problem`` led by the benchmark's name when it lies inside ``benchmarks[i]``."""
-    index = re.match(r"benchmarks\[(\d+)\]", problem)
-    try:
-        name = document["benchmarks"][int(index[1])]["fullname"]
-    except (TypeError, LookupError, ValueError):
-        return problem
-    return f"benchmark {name!r}: {problem}" if _is_unicode(str(name)) else problem
-
-
-def _is_unicode(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _parse_time(path: Path, field: str, value: object) -> datetime:
     if not isinstance(value, str):
         raise ResultsError(path, f"{field} = {value!r}; expected an ISO 8601 time string")
@@ -275,15 +212,15 @@ def load_results(path: str | Path) -> ResultsFile:
     except (OSError, UnicodeDecodeError) as error:
         raise ResultsError(path, f"cannot read: {error}") from None
     try:
-        data = json.loads(text, parse_int=_parse_int)
+        data = json.loads(text, parse_int=parse_int)
     except json.JSONDecodeError as error:
         raise ResultsError(path, f"not valid JSON (truncated or corrupt?): {error.msg} at line "
                                  f"{error.lineno} column {error.colno}") from None
     except RecursionError:
         raise ResultsError(path, "nested too deeply to be a result file (more than "
                                  f"{sys.getrecursionlimit()} levels)") from None
-    if problem := _first_bad_value(data):
-        raise ResultsError(path, _with_benchmark_name(data, problem))
+    if problem := first_bad_value(data):
+        raise ResultsError(path, with_benchmark_name(data, problem))
     if (not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list)
             or not isinstance(data.get("machine_info"), dict)):
         raise ResultsError(path, "not a pytest-benchmark results file (expected a JSON object "

@@ -1,5 +1,5 @@
 """Tensor-parallel MLP block: sync vs overlapped vs PyTorch's fused ops, strong and weak
-scaling, per GEMM backend (impl/tensor_parallel.py, impl/tp_schedules.py, impl/tp_metrics.py).
+scaling, per GEMM backend (impl/tensor_parallel/: layers.py, schedules.py, metrics.py).
 
 A cell is one preset and one GEMM backend. All its variants run in the same rounds, in an order
 shuffled per round (suite/harness.py, measure_interleaved): the block on 1 rank, and for every
@@ -27,7 +27,7 @@ import torch.distributed as dist
 
 from impl import capabilities
 from impl.kernels import ops, peaks
-from impl.tensor_parallel import (
+from impl.tensor_parallel.layers import (
     TpMlpConfig,
     TpMlpRunner,
     check_runner,
@@ -35,8 +35,20 @@ from impl.tensor_parallel import (
     preset,
     reference_outputs,
 )
-from impl.tp_metrics import SINGLE, TpVariant, layer_flops, timeline_figures, variant_figures
-from impl.tp_schedules import FUSED_FORM_ONLY, SCHEDULES, Gemm, build_schedule, missing_gemm_backend
+from impl.tensor_parallel.metrics import (
+    SINGLE,
+    TpVariant,
+    layer_flops,
+    timeline_figures,
+    variant_figures,
+)
+from impl.tensor_parallel.schedules import (
+    FUSED_FORM_ONLY,
+    SCHEDULES,
+    Gemm,
+    build_schedule,
+    missing_gemm_backend,
+)
 from impl.workloads import DTYPES
 from suite.conftest import launched_world, suite_axes
 from suite.harness import Measurement, Variant, measure_interleaved, record_round_times

@@ -1,4 +1,4 @@
-"""The K cost model (impl/autotune.py) on known answers and on recorded data."""
+"""The K cost model (impl/model/autotune.py) on known answers and on recorded data."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from impl import autotune, metrics
+from impl import metrics
 from impl.gradients import chunk_bounds
+from impl.model import autotune
 
 RECORDED = Path(__file__).parent / "data" / "autotune-cpu-mlp_tiny.json"
 

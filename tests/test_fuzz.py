@@ -16,7 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reports import build, gate
+from reports import build
+from reports.gate import cli as gate
 from reports.results import ResultsError, load_results
 
 DATA = Path(__file__).with_name("data")

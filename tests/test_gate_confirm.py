@@ -1,4 +1,4 @@
-"""The gate's confirmation by interleaved re-run (reports/gate_confirm.py).
+"""The gate's confirmation by interleaved re-run (reports/gate/confirm.py).
 
 The decision and the id -> command mapping are checked on their own; the whole path (a git
 revision checked out in a temporary worktree, blocks alternating between it and the working
@@ -19,8 +19,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reports import gate, gate_confirm
-from reports.gate_confirm import (
+from reports.gate import cli as gate
+from reports.gate import confirm as gate_confirm
+from reports.gate.comparison import compare
+from reports.gate.confirm import (
     Confirmation,
     ConfirmError,
     Recipe,
@@ -175,7 +177,7 @@ def test_missing_blocks_leave_the_benchmark_unconfirmed():
 
 
 def test_row_verdicts_say_where_they_come_from():
-    base = gate.compare({"x": bench(0.02)}, {"x": bench(0.03)}).rows[0]
+    base = compare({"x": bench(0.02)}, {"x": bench(0.03)}).rows[0]
     assert base.verdict_text == "regressed (unconfirmed: files only)" and base.suspect
     regressed = Confirmation("regressed", "re-run: ...", None, 0.05)
     cleared = Confirmation("unchanged", "re-run: ...", None, 0.05)

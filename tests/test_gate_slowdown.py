@@ -7,7 +7,7 @@ than the threshold, and no test on the rounds of one pair can tell that from a c
 Each check therefore gets up to ATTEMPTS fresh pairs and fails only when every one of them
 disagrees: a gate that always or never flags still fails here. This is the files-only gate,
 whose regressions are UNCONFIRMED (exit 3); tests/test_gate_confirm.py checks the interleaved
-re-run that removes the drift between runs, and reports/gate_trials.py measures the rates of
+re-run that removes the drift between runs, and reports/gate/trials.py measures the rates of
 both (results/cpu-2core/gate-trials*.json).
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from reports.gate_trials import ROOT, run_workload
+from reports.gate.trials import ROOT, run_workload
 
 ATTEMPTS = 3
 

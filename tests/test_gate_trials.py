@@ -9,7 +9,7 @@ import pytest
 
 from impl.settings import check_environment
 from impl.workloads import preset
-from reports import gate_trials
+from reports.gate import trials as gate_trials
 
 
 def row(verdict: str, outcome: str | None, ratio: float | None = None,

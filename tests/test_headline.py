@@ -1,5 +1,5 @@
-"""The headline of page 1 (reports/headline.py) on the interleaved CPU fixtures: one row per
-workload's answer, its marks of provenance, the findings computed from the rows, and the
+"""The headline of page 1 (reports/sections/headline.py) on the interleaved CPU fixtures: one
+row per workload's answer, its marks of provenance, the findings computed from the rows, and the
 default inputs that bring a study run made on its own into the report."""
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from reports import analysis, archive, build, cells, headline
+from reports import analysis, archive, cells, loading
 from reports.results import load_results, newest_per_machine
+from reports.sections import headline
 from tests.test_report import INTERLEAVED, REGIMES
 
 ROOT = Path(__file__).parent.parent
@@ -24,7 +25,7 @@ OVERLAP_RUN = ROOT / "results" / "h200x2" / "20261123T094012Z.json"
 @pytest.fixture(scope="module")
 def loaded():
     inputs = [load_results(p) for p in (INTERLEAVED, REGIMES)]
-    runs = [build.describe_run(i, r) for i, r in enumerate(inputs)]
+    runs = [loading.describe_run(i, r) for i, r in enumerate(inputs)]
     rows = analysis.merge_rows(row for run, r in zip(runs, inputs)
                                for row in analysis.benchmark_rows(r.label, run.index,
                                                                   r.benchmarks))

@@ -9,7 +9,7 @@ import pytest
 from impl.model import plans, predict, validation
 from impl.model.compute import parameter_layout
 from impl.model.validate import load_rows
-from reports import prediction
+from reports.sections import prediction
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 H200X2 = str(RESULTS / "h200x2" / "20261123T094012Z.json")

@@ -26,7 +26,7 @@ def figure(svg: str, number: int) -> str:
 
 
 def pdf(tmp_path, body: str):
-    from reports.build import import_weasyprint
+    from reports.render import import_weasyprint
 
     path = tmp_path / "page.pdf"
     path.write_bytes(import_weasyprint().HTML(string=f"<html><body>{body}</body></html>"

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from reports import regression
-from reports.build import TEMPLATES
-from reports.sections import section_regression
+from reports.gate import trial_rates as regression
+from reports.render import TEMPLATES
+from reports.sections.regression import section_regression
 
 
 def pair(kind: str, regressed: bool, files: bool, load: float) -> dict:

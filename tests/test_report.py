@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from impl import stats
-from reports import analysis, build, cells, traces
+from reports import analysis, build, cells, render, traces
 from reports.format import fmt, fmt_pct
 from reports.results import newest_per_machine
 from tests import pdf_pages
@@ -730,7 +730,8 @@ def test_tensor_core_ceiling_table_renders_its_numbers(gemm_built, built):
 
 
 def test_ceiling_table_without_sustained_rate_or_peak():
-    from reports.sections import Run, ceiling_table, section_gemm
+    from reports.captions import Run
+    from reports.sections.gemm import ceiling_table, section_gemm
 
     run = Run(0, "gpu", "r.json", "pytest", "pytest", "quick", False, None,
               {"gpu_names": ["Some GPU"]})
@@ -839,7 +840,7 @@ def test_missing_pango_is_one_clear_line_and_the_html_is_still_written(tmp_path)
                              str(out)], cwd=ROOT, env=env, capture_output=True, text=True,
                             timeout=120, check=False)
     assert result.returncode == 2
-    assert result.stderr.startswith(f"error: {build.PANGO_HINT}"), result.stderr
+    assert result.stderr.startswith(f"error: {render.PANGO_HINT}"), result.stderr
     assert result.stderr.endswith(f"(wrote {out / 'report.html'}, no PDF)\n"), result.stderr
     assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr
     assert "before interleaving" in (out / "report.html").read_text()
@@ -857,18 +858,18 @@ NOTDEF = '.notdef glyph rendered for Unicode string unsupported by fonts: "%s" (
 
 
 def test_warning_policy():
-    assert build.lost_content(weasyprint_record(logging.ERROR, "Failed to load image at 'x.png'"))
-    assert build.lost_content(weasyprint_record(logging.WARNING,
+    assert render.lost_content(weasyprint_record(logging.ERROR, "Failed to load image at 'x.png'"))
+    assert render.lost_content(weasyprint_record(logging.WARNING,
                                                 "Ignored `foo: bar` at 1:2, unknown."))
-    assert not build.lost_content(weasyprint_record(logging.WARNING,
+    assert not render.lost_content(weasyprint_record(logging.WARNING,
                                                     'Unable to subset "DejaVu" with HarfBuzz'))
     # A box in place of a character the report writes values with hides a value; a box for
     # CJK or emoji from the inputs does not (build.py's docstring).
     for character in ("7", "%", "−", "×"):
-        assert build.lost_content(weasyprint_record(logging.WARNING, NOTDEF, character,
+        assert render.lost_content(weasyprint_record(logging.WARNING, NOTDEF, character,
                                                     ord(character))), character
     for character in ("策", "🚀"):
-        assert not build.lost_content(weasyprint_record(logging.WARNING, NOTDEF, character,
+        assert not render.lost_content(weasyprint_record(logging.WARNING, NOTDEF, character,
                                                         ord(character))), character
 
 
@@ -880,7 +881,7 @@ def test_report_text_uses_only_characters_dejavu_draws():
     texts = [path.read_text(encoding="utf-8") for path in sources if path.is_file()]
     texts += [field.definition for field in (*STEP_FIELDS, *ALLREDUCE_FIELDS)]
     used = {c for text in texts for c in text if not c.isascii()}
-    assert used <= set(build.REPORT_CHARACTERS), sorted(used - set(build.REPORT_CHARACTERS))
+    assert used <= set(render.REPORT_CHARACTERS), sorted(used - set(render.REPORT_CHARACTERS))
 
 
 def pdf_pages_text(path: Path) -> list[str]:

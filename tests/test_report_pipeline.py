@@ -15,8 +15,9 @@ from markupsafe import escape
 
 from impl.hybrid import HYBRID_FIELDS
 from impl.pipeline.measure import PIPELINE_FIELDS
-from reports import analysis, build, hybrid, pipeline, study_tables
+from reports import analysis, build, study_tables
 from reports.format import fmt
+from reports.sections import hybrid, pipeline
 from tests.test_report import run_build
 
 FIXTURE = Path(__file__).parent / "data" / "pipeline-cpu-2core.json"

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 from markupsafe import escape
 
-from impl.tp_metrics import TP_FIELDS
+from impl.tensor_parallel.metrics import TP_FIELDS
 from reports import analysis, build
-from reports import tensor_parallel as tp_report
+from reports.sections import tensor_parallel as tp_report
 from tests.test_report import CPU_FIXTURE, run_build
 
 TP_FIXTURE = Path(__file__).parent / "data" / "cpu-2core-tp.json"

@@ -1,4 +1,4 @@
-"""Run-to-run agreement (reports/reproducibility.py) on two real default CPU runs.
+"""Run-to-run agreement (reports/sections/reproducibility.py) on two real default CPU runs.
 
 results/cpu-2core/20261123T104838Z-unyma_9t.json (at 87ae985) and 20261123T194800Z-_d1slign.json
 (at 5c4274c) measured the same cells with different code. Trimmed to a few kinds of rows, and
@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from reports import build, cells, reproducibility
+from reports import build, cells
 from reports.format import fmt_estimate, fmt_pct
 from reports.results import load_results
+from reports.sections import reproducibility
 
 RESULTS = Path(__file__).parent.parent / "results" / "cpu-2core"
 RUNS = (RESULTS / "20261123T104838Z-unyma_9t.json", RESULTS / "20261123T194800Z-_d1slign.json")

@@ -1,5 +1,6 @@
-"""The abstract's study lines (reports/studies.py): each study's result with machine, interval
-and run, or why it has none, read from the result files, the bench logs and the gate trials.
+"""The abstract's study lines (reports/sections/studies.py): each study's result with machine,
+interval and run, or why it has none, read from the result files, the bench logs and the gate
+trials.
 
 Real data: the 2x H200 tensor-parallel run and the log of its pipeline run that hung (results/
 h200x2/), the CPU pipeline and hybrid run (tests/data/pipeline-cpu-2core.json), the gate trials
@@ -17,9 +18,11 @@ from pathlib import Path
 import pytest
 
 from impl import stats
-from reports import analysis, archive, build, regression, studies
+from reports import analysis, archive, loading
 from reports.format import fmt, fmt_estimate, fmt_times
+from reports.gate import trial_rates as regression
 from reports.results import load_results
+from reports.sections import studies
 
 ROOT = Path(__file__).parent.parent
 HUNG_LOG = ROOT / "results" / "h200x2" / "logs" / "20261123T0957-pipeline-bench-hung.log"
@@ -32,7 +35,7 @@ def loaded(folder: Path):
     """(rows, runs, archive) of every result file under ``folder``, as reports.build has them."""
     found = archive.scan([str(folder)])
     inputs = sorted(found.files, key=lambda r: (r.sort_time, r.path.name))
-    runs = [build.describe_run(i, r) for i, r in enumerate(inputs)]
+    runs = [loading.describe_run(i, r) for i, r in enumerate(inputs)]
     rows = analysis.merge_rows(row for run, r in zip(runs, inputs)
                                for row in analysis.benchmark_rows(r.label, run.index,
                                                                   r.benchmarks))

@@ -15,9 +15,9 @@ from dataclasses import replace
 import pytest
 import torch
 
-from impl import tensor_parallel as tp
-from impl import tp_metrics
-from impl.tp_schedules import (
+from impl.tensor_parallel import layers as tp
+from impl.tensor_parallel import metrics as tp_metrics
+from impl.tensor_parallel.schedules import (
     SCHEDULES,
     Gemm,
     OverlappedSchedule,

@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 
 from impl import capabilities
-from impl import tensor_parallel as tp
 from impl.profiles import ALWAYS
-from impl.tp_schedules import SCHEDULES, Gemm, build_schedule, missing_gemm_backend
+from impl.tensor_parallel import layers as tp
+from impl.tensor_parallel.schedules import SCHEDULES, Gemm, build_schedule, missing_gemm_backend
 from tests.multirank import run_ranks
 
 pytestmark = [pytest.mark.gpu,

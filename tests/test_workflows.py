@@ -114,7 +114,7 @@ def test_ci_reads_an_unconfirmed_gate_as_a_warning():
     """nox -s gate passes on the gate's UNCONFIRMED status and fails on its FAIL."""
     import importlib.util
 
-    from reports.gate import EXIT_STATUS
+    from reports.gate.comparison import EXIT_STATUS
 
     spec = importlib.util.spec_from_file_location("noxfile", ROOT / "noxfile.py")
     if importlib.util.find_spec("nox") is None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import torch.distributed as dist
 from torch import nn
 
-from impl.strategies.base import Strategy, StrategyOptions
+from impl.strategies.base import Strategy
 from impl.strategies.chunked import ChunkedStrategy
 from impl.strategies.copy_engine import CopyEngineStrategy
 from impl.strategies.ddp import DDPStrategy
 from impl.strategies.mpi import MPISequentialStrategy, MPIStrategy
+from impl.strategies.options import StrategyOptions
 from impl.strategies.sequential import SequentialStrategy
 from impl.strategies.synthetic import SyntheticStrategy
 from impl.strategies.threaded import ThreadedStrategy

@@ -9,7 +9,6 @@ backward, the averaging of gradients across the group's ranks, and the SGD updat
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -18,34 +17,9 @@ from torch import nn
 from impl.finite import FiniteCheck
 from impl.gradients import FlatGradients, zeros
 from impl.strategies.knobs import check_carveout, cublas_carveout, first_chunk_elements
+from impl.strategies.options import StrategyOptions
 from impl.timeline import TimedSteps, Timeline, TimelineRecorder
 from impl.workloads import Batch, WorkloadConfig, check_batch, loss_fn
-
-
-@dataclass(frozen=True)
-class StrategyOptions:
-    chunks: int = 1  # K gradient chunks (element ranges of the flat gradient buffer)
-    lr: float = 1e-3
-    ddp_bucket_mb: float | None = None  # ddp only: None derives the cap from ``chunks``
-    synthetic_scale: float = 1.0  # synthetic only: multiplies the study's 300/200 ms
-    synthetic_overlap: bool = True  # synthetic only: False runs the study's sequential model
-    # Check every gradient for NaN/Inf before it leaves the rank (impl/finite.py). It adds a
-    # CPU-GPU sync per step, so the suite's timed rounds turn it off; its checks keep it on.
-    check_finite: bool = True
-    # How the K chunks are cut (impl/gradients.py): "bytes" (equal sizes) or "layers" (equal
-    # numbers of parameter tensors); first_chunk_mb makes the first chunk that size (DDP's
-    # 1 MB first bucket) so the first all-reduce starts early.
-    chunk_split: str = "bytes"
-    first_chunk_mb: float | None = None
-    # Update each chunk's parameters as soon as its all-reduce has finished, on the
-    # communication side, so only the last chunk's update stays on the critical path
-    # (strategies with ``supports_update_in_overlap``).
-    update_in_overlap: bool = False
-    # GPU knobs: the communication stream's priority ("normal" or "high"), NCCL's CTA cap for
-    # the strategy's collectives (a process group of its own), and SMs kept from cuBLAS.
-    comm_priority: str = "normal"
-    nccl_max_ctas: int | None = None
-    cublas_sm_carveout: int | None = None
 
 
 class Strategy(TimedSteps, ABC):

@@ -23,6 +23,7 @@ import torch.distributed as dist
 from torch import nn
 
 from impl.gradients import FlatGradients
+from impl.strategies.options import StrategyOptions
 
 HIGHEST_PRIORITY = -100  # CUDA maps it to the highest priority the device offers
 
@@ -105,8 +106,6 @@ GPU_VARIANTS = ("chunked+priority", "chunked+ctas8", "chunked+carveout32", "copy
 
 def variant_strategy(name: str, chunks: int, check_finite: bool = False):
     """(strategy name, StrategyOptions) of a plain strategy or a named variant."""
-    from impl.strategies.base import StrategyOptions  # base imports this module
-
     strategy, fields = VARIANTS.get(name, (name, {}))
     fields = {"check_finite": check_finite, **fields}
     if fields.get("update_in_overlap"):

@@ -1,7 +1,7 @@
 """Real training steps for the gate's slowdown tests and trials (not part of the test run).
 
 Its name matches none of pytest's ``python_files`` patterns, so ``nox -s tests`` never collects
-it; tests/test_gate_slowdown.py and reports/gate_trials.py run it explicitly:
+it; tests/test_gate_slowdown.py and reports/gate/trials.py run it explicitly:
 
     GATE_EXTRA_COMPUTE=0.1 python -m pytest tests/gate_bench/gate_workload.py::test_gate_mlp_step \
         -o python_files=gate_workload.py --confcutdir=tests/gate_bench -p no:cacheprovider \
@@ -24,7 +24,7 @@ import torch
 
 from impl.strategies import StrategyOptions, build_strategy
 from impl.workloads import build_model, make_batch
-from reports.gate_trials import gate_mlp
+from reports.gate.trials import gate_mlp
 
 
 def _env_number(name: str, default: str, kind: type) -> int | float:
@@ -36,7 +36,7 @@ def _env_number(name: str, default: str, kind: type) -> int | float:
 
 
 def gate_step(benchmark, device: torch.device) -> None:
-    """Benchmark sequential training steps of the device's gate MLP (reports/gate_trials.py
+    """Benchmark sequential training steps of the device's gate MLP (reports/gate/trials.py
     ``gate_mlp``), with GATE_EXTRA_COMPUTE more real compute in every step."""
     extra_compute = _env_number("GATE_EXTRA_COMPUTE", "0", float)
     rounds = _env_number("GATE_ROUNDS", "60", int)

@@ -1,7 +1,7 @@
 """How the tensor-parallel layer's collectives meet its GEMMs: one contract, three schedules.
 
-impl/tensor_parallel.py writes the layer with four collective-GEMM primitives and plain GEMMs;
-a schedule decides how each primitive runs and records a timeline (compute and comm lanes):
+impl/tensor_parallel/layers.py writes the layer with four collective-GEMM primitives and plain
+GEMMs; a schedule decides how each primitive runs and records a timeline (compute and comm lanes):
 
     all_gather_matmul(x_shard, w)   -> (x, x·w)     x: every rank's rows of x_shard, in rank order
     matmul_reduce_scatter(a, w)     -> this rank's rows of Σ_ranks a·w

@@ -1,5 +1,5 @@
 """The report's pipeline and CPU–GPU hybrid section: the pipeline's analysis and figures, the
-section (the hybrid study's parts come from reports/hybrid.py).
+section (the hybrid study's parts come from reports/sections/hybrid.py).
 
 Analysis functions are pure (rows in, lists of dicts out); figures take their output and
 return images (matplotlib, Agg); ``section`` assembles the template's context. Rows are
@@ -17,10 +17,11 @@ from collections.abc import Sequence
 
 from impl.hybrid import HYBRID_FIELDS
 from impl.pipeline.measure import PIPELINE_FIELDS, bubble_theory
-from reports import figures, hybrid
+from reports import figures
 from reports.analysis import PIPELINE_KINDS
 from reports.captions import how_text, make_figure
 from reports.format import Column, fmt, make_table, text_column
+from reports.sections import hybrid
 from reports.study_tables import comparison_table, interval_text, of_kind
 
 VARIANT_ORDER = ("gpipe", "gpipe+recompute", "1f1b", "torch-gpipe", "torch-1f1b")

@@ -2,8 +2,8 @@
 
 Rows are suite/bench_tp.py's: ``extra_info.kind`` "tensor_parallel" (one per variant: preset,
 GEMM backend, scaling, schedule, world size, with ``estimates`` {value, low, high, rounds} for
-each field of impl/tp_metrics.py's TP_FIELDS) and "tensor_parallel_comparison" (one per cell,
-every per-round value; kept in the results, not drawn here).
+each field of impl/tensor_parallel/metrics.py's TP_FIELDS) and "tensor_parallel_comparison"
+(one per cell, every per-round value; kept in the results, not drawn here).
 
     section = tensor_parallel.section(rows, runs)   # the template's ``tensor_parallel``
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from impl.tp_metrics import TP_FIELDS
+from impl.tensor_parallel.metrics import TP_FIELDS
 from reports import analysis, figures
 from reports.captions import how_text, machine_text, make_figure
 from reports.figures import Image, _figure, _save, _styled, version_color

@@ -1,6 +1,6 @@
 """The gate trials' record: the machine's load beside each pair, and the rates with intervals.
 
-reports/gate_trials.py runs the pairs; this module describes them: the 1-minute load average
+reports/gate/trials.py runs the pairs; this module describes them: the 1-minute load average
 and the busiest other processes (the machine is shared: that is part of the record), and per
 kind of pair the rates (gate failed, unconfirmed, files only; per pair and per benchmark) with
 95% Clopper-Pearson intervals (impl/stats.py ``proportion``).

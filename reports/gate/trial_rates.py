@@ -1,6 +1,6 @@
 """The regression section's analysis: the gate's measured error rates, from its trials.
 
-``python -m reports.gate_trials`` writes ``results/<label>/gate-trials.json``: pairs of runs
+``python -m reports.gate.trials`` writes ``results/<label>/gate-trials.json``: pairs of runs
 judged as CI judges them (files only, then the interleaved re-run). ``trial_rates`` turns each
 file into one table row: how often the gate failed unchanged code (false alarms) and slowed
 code (detections), files only and with the re-run, each rate with its 95% Clopper-Pearson
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from impl import stats
 
-RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
+RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"
 # gate-trials.json, or gate-trials-<what differs>.json beside it for trials of another gate
 # setting on the same machine (reports/results.py skips them all)
 TRIALS_PATTERN = "gate-trials*.json"

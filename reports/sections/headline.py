@@ -22,7 +22,7 @@ from reports import cells, figures
 from reports.archive import ROOT, Archive
 from reports.captions import Run, is_gpu_machine, make_figure
 from reports.format import NA, Cell, Table, fmt, fmt_estimate
-from reports.overlap import fabric_rank, saved_pct
+from reports.sections.overlap import fabric_rank, saved_pct
 
 VERDICT_SHORT = {"faster": "faster", "slower": "slower", cells.NO_DIFFERENCE: "n.s."}
 MAX_FINDINGS = 5

@@ -3,7 +3,7 @@ work goes, host Adam against memory bandwidth, the digits curves and the GPT for
 
 Rows are ``analysis.benchmark_rows`` of suite/bench_hybrid.py's kinds; definitions are quoted
 from impl/hybrid (HYBRID_FIELDS, impl/hybrid/measure.py). ``section_parts`` fills the hybrid
-half of the pipeline section's context (reports/pipeline.py).
+half of the pipeline section's context (reports/sections/pipeline.py).
 
     parts = section_parts(rows, runs)   # {"hybrid_table": Table | None, ...}
 """

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 from reports import analysis, cells
 from reports.captions import Run, how_text, in_machine_order, machine_text
-from reports.format import Column, fmt, fmt_bytes, make_table, text_column
-from reports.overlap import fabric_heading, fabric_rank, references_table, results_table
+from reports.format import Column, Table, fmt, fmt_bytes, make_table, text_column
+from reports.sections.overlap import fabric_heading, fabric_rank, references_table, results_table
 
 BEFORE_INTERLEAVING = ("Measured before interleaving: references measured at other moments, "
                        "no intervals.")
@@ -221,3 +221,9 @@ def allreduce_tables(rows: Sequence[dict], runs: Sequence[Run]) -> list:
             f"{fmt_bytes(group['rows'][-1]['size_bytes'])}. {how_text(group['rows'], runs)}",
             ALLREDUCE_COLUMNS, table_rows))
     return tables
+
+
+def section_tables(rows: Sequence[dict], runs: Sequence[Run], gemm: Sequence[Table]) -> dict:
+    """Appendix: the dense tables of the chapters (GEMM ladder rows, all-reduce sweeps)."""
+    tables = allreduce_tables(rows, runs)
+    return {"empty": not tables and not gemm, "allreduce": tables, "gemm": list(gemm)}

@@ -12,9 +12,10 @@ The study's layer, split over the p ranks of a process group (rank i holds W_i):
   before its GEMM and the row layer reduce-scatters after its GEMM (and the reverse in
   backward), the form PyTorch's fused all-gather-matmul / matmul-reduce-scatter ops take.
 
-Every collective and GEMM goes through a schedule (impl/tp_schedules.py: sync, overlapped,
-fused) with a GEMM backend (torch, or this project's v3/v5/v6 kernels). Checked against the
-single-device block by torch autograd in fp64 (CPU) or fp32 (GPU) before anything is timed:
+Every collective and GEMM goes through a schedule (impl/tensor_parallel/schedules.py:
+sync, overlapped, fused) with a GEMM backend (torch, or this project's v3/v5/v6 kernels).
+Checked against the single-device block by torch autograd in fp64 (CPU) or fp32 (GPU) before
+anything is timed:
 
     python -m pytest tests/test_tensor_parallel.py          # CPU, gloo, 1/2/4 ranks
     python -m pytest suite/bench_tp.py                      # one GPU (world size 1)
@@ -30,8 +31,8 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from impl.tensor_parallel.schedules import Schedule
 from impl.timeline import Timeline
-from impl.tp_schedules import Schedule
 from impl.workloads import DTYPES
 
 

@@ -1,6 +1,6 @@
-"""The abstract, page 1: the headline table and its figure and findings (reports/headline.py),
-one line per study with its result or why it has none (reports/studies.py), and one line on
-how well figures reproduce between runs (reports/reproducibility.py). The verdicts of every
+"""The abstract, page 1: the headline table and its figure and findings (headline.py),
+one line per study with its result or why it has none (studies.py), and one line on
+how well figures reproduce between runs (reproducibility.py). The verdicts of every
 strategy against every other are in the overlap chapter, every cell in the appendix.
 
     context = section(rows, runs, archive, agreement_line)
@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from reports import cells, headline, studies
+from reports import cells
 from reports.archive import Archive
 from reports.captions import Run, and_list, machine_labels, machine_text
+from reports.sections import headline, studies
 
 
 def section(rows: Sequence[dict], runs: Sequence[Run], archive: Archive,

@@ -2,7 +2,7 @@
 
 Two result files made hours apart differ by the machine's drift as well as by the code, and
 no test on their rounds can tell the two apart. So where the files say a benchmark may be
-slower (reports/gate_spread.py, ``is_suspect``), ``python -m reports.gate ... --confirm``
+slower (reports/gate/spread.py, ``is_suspect``), ``python -m reports.gate ... --confirm``
 runs those benchmarks again, on this machine, now:
 
 - the baseline's code from a git revision (default: the commit recorded in the baseline

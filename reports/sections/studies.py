@@ -16,11 +16,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from reports import analysis, regression, tensor_parallel
+from reports import analysis
 from reports.archive import Archive
 from reports.captions import Run, and_list, is_gpu_machine
 from reports.format import NA, fmt, fmt_estimate, fmt_pct, fmt_times
+from reports.gate import trial_rates
 from reports.runlogs import pass_targets, targets, unfinished
+from reports.sections import tensor_parallel
 
 # study -> (its title in the abstract, benchmark module, its test functions)
 STUDIES = {
@@ -204,9 +206,9 @@ def study_line(study: str, rows: Sequence[dict], runs: Sequence[Run],
 def gate_line(archive: Archive) -> str:
     """False alarms and detections with their 95% intervals, per machine's current trials
     (gate-trials.json; trials of earlier gate settings are counted, not repeated)."""
-    rates = regression.trial_rates(archive.trials)
+    rates = trial_rates.trial_rates(archive.trials)
     if not rates:
-        return "no gate trials in the loaded folders (python -m reports.gate_trials makes them)."
+        return "no gate trials in the loaded folders (python -m reports.gate.trials makes them)."
     current = [r for r in rates if Path(r["source"]).name == "gate-trials.json"] or rates
     parts = [f"{r['machine']}: false alarms {r['false_alarms']}, detections {r['detections']} "
              f"({r['source']})" for r in current]

@@ -1,0 +1,25 @@
+"""The report's sections: one module per section, named after its partial in
+reports/templates/sections/ (``<id>.html.j2``; a ``-cpu`` partial is its section's CPU blocks,
+moved by reports/layout.py). reports/context.py calls each in report order.
+
+    abstract.py          abstract            (its parts: headline.py, studies.py)
+    methodology.py       methodology, definitions
+    overlap.py           overlap
+    reproducibility.py   reproducibility, agreement
+    step_anatomy.py      step-anatomy, step-anatomy-cpu
+    interference.py      interference, interference-cpu
+    course_study.py      course-study
+    allreduce.py         allreduce
+    energy.py            energy
+    gemm.py              gemm
+    tensor_parallel.py   tensor-parallel, tensor-parallel-cpu
+    pipeline.py          pipeline            (its hybrid half: hybrid.py)
+    prediction.py        prediction
+    regression.py        regression
+    environment.py       environment, topology
+    appendix.py          runs, before-interleaving, cells, tables (detail: reports/layout.py)
+
+Each takes the merged benchmark rows (reports/analysis.py) and the runs (reports/captions.py)
+and returns the partial's context: tables (reports/format.py), figures (reports/figures.py,
+reports/captions.py) and text, ``empty`` where it has nothing to show.
+"""

@@ -1,0 +1,55 @@
+"""Interference: compute beside communication (template sections/interference.html.j2; the CPU's
+and one GPU's blocks move to interference-cpu.html.j2, reports/layout.py): how much slower the
+step's GEMMs run while an all-reduce runs beside them, per machine, with 95% intervals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from reports import cells, figures
+from reports.captions import Run, how_text, in_machine_order, machine_text, make_figure
+from reports.format import Column, estimate_column, make_table, text_column
+
+INTERFERENCE_COLUMNS = (text_column("workload", "workload"), Column("world_size", "ranks"),
+                        text_column("gemm", "GEMM", nowrap=True),
+                        estimate_column("alone_ms", "GEMMs alone", "ms"),
+                        text_column("interferer", "beside"),
+                        estimate_column("ratio", "time × alone"),
+                        text_column("verdict", "verdict"))
+
+
+def section_interference(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
+    found = in_machine_order(cells.interference(rows), runs)
+    machines = []
+    for label in dict.fromkeys(r["machine"] for r in found):
+        mine = [r for r in found if r["machine"] == label]
+        table_rows, bars = [], []
+        for row in mine:
+            gemm = row["gemm"]
+            shape = (f"{gemm['per_step']}× {gemm['m']}×{gemm['n']}×{gemm['k']} "
+                     f"{gemm['dtype']}")
+            for interferer, slowdown in row["slowdown"].items():
+                table_rows.append({"workload": row["workload"], "world_size": row["world_size"],
+                                   "gemm": shape, "alone_ms": row["gemm_alone_ms"],
+                                   "interferer": interferer, "ratio": slowdown["ratio"],
+                                   "verdict": slowdown["verdict"]})
+                bars.append({"label": f"{row['workload']} ({row['profile']}), beside "
+                                      f"{interferer}", "interferer": interferer,
+                             "ratio": slowdown["ratio"]})
+        where = machine_text(label, runs)
+        how = how_text(mine, runs)
+        machines.append({"machine": label, "figure": make_figure(
+            f"fig-interference-{label}", figures.interference(bars),
+            f"Interference on {where}: the workload's dominant GEMM, timed alone and with "
+            f"traffic running beside it (all-reduces of its weight gradient's bytes; on GPUs "
+            f"also device copies and a memory-bound add on another stream), in the same "
+            f"shuffled rounds; bars are GEMM time beside / alone with their 95% intervals. "
+            f"{how}", f"GEMM slowdown beside traffic, {label}"),
+            "table": make_table(
+                f"tab-interference-{label}", f"Interference on {where}: GEMM time alone (median "
+                f"over rounds with its 95% interval), and beside each kind of traffic as a "
+                f"ratio to alone with its interval and verdict (slower only where the interval "
+                f"of the difference excludes 0). {how}", INTERFERENCE_COLUMNS, table_rows,
+                note=lambda *_: None)})
+    return {"empty": not machines, "machines": machines}

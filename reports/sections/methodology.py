@@ -1,0 +1,36 @@
+"""Methodology and the definitions appendix (templates sections/methodology.html.j2 and
+definitions.html.j2): each metric's definition quoted from the code (impl/metrics.py), the suite
+modes of the loaded runs, and the formulas' docstrings as the report quotes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from impl.metrics import ALLREDUCE_FIELDS, STEP_FIELDS, ideal_speedup
+from reports import cells
+from reports.captions import Run
+
+
+def _doc(function) -> str:
+    """A formula's docstring as one paragraph (the report quotes the code's own words)."""
+    return " ".join(function.__doc__.split())
+
+
+def _docs():
+    from impl.metrics import lost_time_ms, schedule_bound_ms
+
+    return _doc(lost_time_ms), _doc(schedule_bound_ms), _doc(ideal_speedup)
+
+
+LOST_TIME_DOC, BOUND_DOC, IDEAL_DOC = _docs()
+
+
+def section_methodology(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
+    quote = lambda fields: [{"name": f.name, "unit": f.unit or "–", "definition": f.definition}
+                            for f in fields]
+    return {"empty": False, "step_fields": quote(STEP_FIELDS),
+            "allreduce_fields": quote(ALLREDUCE_FIELDS),
+            "modes": sorted({r.mode or "unknown" for r in runs}),
+            "answer_chunks": cells.ANSWER_CHUNKS, "lost_time_doc": LOST_TIME_DOC,
+            "ideal_doc": IDEAL_DOC}

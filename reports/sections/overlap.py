@@ -1,0 +1,275 @@
+"""The overlap chapters: the abstract's answers, the interleaved results, the anatomy of a
+step, interference, and the course study beside the real measurements.
+
+Every number comes from reports.cells (comparison rows of suite/bench_overlap.py, measured
+interleaved, each figure with its 95% interval) and is printed with reports.format; a step
+timeline drawn here is also collected in ``timelines`` for the Perfetto export
+(reports.traces), under the file name its caption gives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from reports import cells, figures
+from reports.captions import (
+    Run,
+    and_list,
+    how_text,
+    in_machine_order,
+    is_gpu_machine,
+    machine_labels,
+    machine_text,
+    make_figure,
+)
+from reports.format import Column, estimate_column, fmt_estimate, fmt_times, make_table, text_column
+
+PROFILE_ORDER = ("nvlink", "shm", "socket")
+CPU_CAVEAT = ("a CPU machine with 2 cores shared with other work: its intervals are wide and "
+              "its numbers check the method, they do not answer for GPUs")
+
+
+def fabric_rank(cell: dict, runs: Sequence[Run]) -> tuple:
+    labels = machine_labels(runs)
+    profile = cell["profile"]
+    return (labels.index(cell["machine"]) if cell["machine"] in labels else len(labels),
+            PROFILE_ORDER.index(profile) if profile in PROFILE_ORDER else len(PROFILE_ORDER),
+            profile, cell["world_size"], cells.is_mpi(cell))
+
+
+def fabric_heading(cell: dict, runs: Sequence[Run]) -> str:
+    ranks = "GPUs" if is_gpu_machine(cell["machine"], runs) else "ranks"
+    launcher = ", mpirun" if cells.is_mpi(cell) else ""
+    return (f"{machine_text(cell['machine'], runs)} · {cell['profile']} · "
+            f"{cell['world_size']} {ranks} ({cell.get('backend')}{launcher})")
+
+
+def cell_text(cell: dict) -> str:
+    return (f"{cell['workload']}, K = {cell['chunks']}, {cell['world_size']} ranks, "
+            f"{cell['profile']}")
+
+
+def saved_pct(speedup: dict | None) -> dict | None:
+    """A speedup Estimate as the share of sequential's time saved, 100·(1 − 1/speedup).
+
+    Percentile bootstrap intervals follow a monotone transform, so the interval's ends map
+    to the interval of the transformed figure."""
+    if not speedup or speedup.get("value") is None:
+        return None
+    convert = lambda x: None if x is None or x <= 0 else 100 * (1 - 1 / x)
+    return {"value": convert(speedup["value"]), "low": convert(speedup.get("low")),
+            "high": convert(speedup.get("high")), "rounds": speedup.get("rounds")}
+
+
+# --- the answers, in words ----------------------------------------------------------------
+
+
+def efficiency_text(cell: dict, strategy: str) -> str:
+    found = cells.figures(cell, strategy).get("overlap_efficiency")
+    if cells.other_chunking(cell, strategy):
+        return (f"no overlap efficiency: it made {cells.bucket_count(cell, strategy)} "
+                f"bucket(s), not the K = {cell['chunks']} chunks that sequential sends, so part "
+                f"of its gain is fewer, larger messages rather than overlap")
+    note = cells.efficiency_note(cell, strategy)
+    if not found or found.get("value") is None:
+        return f"overlap efficiency n/a ({note})" if note else "overlap efficiency n/a"
+    text = f"overlap efficiency {fmt_estimate(found)}"
+    return f"{text} ({note})" if note else text
+
+
+def answer_text(entry: dict) -> str:
+    """One workload's answer: the strategy that hides most, with intervals and verdicts."""
+    cell, best, found = entry["cell"], entry["best"], entry["figures"]
+    versus = found["vs_sequential"]
+    hidden = found.get("hidden_comm_fraction")
+    text = (f"{cell['workload']}, read at {entry['why']}: {best} is fastest, "
+            f"{fmt_times(versus['speedup'])} over sequential "
+            f"({cells.verdict_text(versus['verdict'], 'sequential')}); "
+            f"{efficiency_text(cell, best)}; hidden communication fraction "
+            f"{fmt_estimate(hidden)}.")
+    if entry["versus"]:
+        text += " In the same rounds it is " + and_list(
+            [cells.verdict_text(v["verdict"], other) for other, v in entry["versus"].items()]
+        ) + "."
+    if entry["best_k"]:
+        top = entry["best_k"]
+        text += (f" The best of all {entry['candidates']} (K, strategy) pairs measured is "
+                 f"{top['strategy']} at K = {top['cell']['chunks']}, "
+                 f"{fmt_times(top['figures']['vs_sequential']['speedup'])}: optimistic, since "
+                 f"the best of several noisy figures favours a lucky one.")
+    return text
+
+
+def nvlink_text(rows: Sequence[dict], runs: Sequence[Run]) -> str:
+    """The NVLink answer, or why there is none yet and which files are old-format."""
+    found = [a for a in cells.answers(rows) if a["cell"]["profile"] == "nvlink"
+             and a["cell"].get("backend") == "nccl"]
+    if found:
+        first = min(found, key=lambda a: (cells.workload_rank(a["cell"]["workload"]),
+                                          -a["cell"]["world_size"]))
+        return (f"The NVLink answer ({fabric_heading(first['cell'], runs)}): "
+                f"{answer_text(first)}")
+    old = sorted({runs[r["run"]].path for r in cells.old_format_steps(rows)
+                  if r["profile"] == "nvlink" and r["world_size"] > 1})
+    if old:
+        return (f"There is no interleaved NVLink result over several GPUs yet, so this report "
+                f"gives no NVLink answer. The NVLink files loaded ({', '.join(old)}) were "
+                f"measured before interleaving: references taken at other moments, no "
+                f"intervals; their rows are listed in the appendix, not used here.")
+    return "No NVLink result over several GPUs was loaded, so this report gives no NVLink answer."
+
+
+def world_one_text(rows: Sequence[dict], runs: Sequence[Run]) -> str | None:
+    found = sorted(cells.world_one(rows), key=lambda f: fabric_rank(f["cell"], runs))
+    if not found:
+        return None
+    agree = [f for f in found if f["verdict"] == cells.NO_DIFFERENCE]
+    listed = "; ".join(f"{f['cell']['machine']} {f['cell']['workload']}: "
+                       f"{fmt_estimate(f['difference'])} ms"
+                       f"{'' if f in agree else ' (' + f['verdict'] + ')'}" for f in found)
+    return (f"At world size 1 the all-reduce is a no-op, so sequential and compute-only run the "
+            f"same computation: their paired difference (sequential − compute-only) has an "
+            f"interval containing 0 in {len(agree)} of {len(found)} cells ({listed}).")
+
+
+# --- the interleaved results --------------------------------------------------------------------
+
+RESULT_COLUMNS = (
+    text_column("workload", "workload"), Column("chunks", "K"),
+    text_column("strategy", "strategy"), estimate_column("step_ms", "step", "ms"),
+    estimate_column("speedup", "× sequential"),
+    estimate_column("overlap_efficiency", "eff. (limit)"),
+    estimate_column("bound_efficiency", "eff. (bound)"),
+    estimate_column("hidden_comm_fraction", "hidden comm."),
+    text_column("vs_ddp", "vs DDP"), text_column("vs_ddp_25mb", "vs DDP 25 MB"),
+)
+REFERENCE_COLUMNS = (
+    text_column("workload", "workload"), Column("chunks", "K"),
+    estimate_column("compute_only_ms", "compute-only", "ms"),
+    estimate_column("comm_only_ms", "comm-only", "ms"),
+    estimate_column("sequential_ms", "sequential", "ms"),
+    estimate_column("limit_ms", "limit", "ms"), estimate_column("bound_ms", "bound", "ms"),
+    estimate_column("bound_update_in_overlap_ms", "bound, update in overlap", "ms"),
+    estimate_column("compute_to_comm", "compute : comm"),
+)
+VERDICT_SHORT = {"faster": "faster", "slower": "slower", cells.NO_DIFFERENCE: "n.s."}
+
+
+def strategy_rows(cell: dict) -> list[dict]:
+    """One table row per compared strategy of a cell, with its figures and verdicts."""
+    table = []
+    for strategy in cells.compared(cell):
+        found = cells.figures(cell, strategy)
+        row = {"cell": cell, "strategy": strategy, "workload": cell["workload"],
+               "chunks": cell["chunks"], "step_ms": found["step_ms"],
+               "speedup": found["vs_sequential"]["speedup"],
+               "overlap_efficiency": found.get("overlap_efficiency"),
+               "bound_efficiency": found.get("bound_efficiency"),
+               "hidden_comm_fraction": found.get("hidden_comm_fraction")}
+        for peer in ("ddp", "ddp_25mb"):
+            versus = found.get(f"vs_{peer}")
+            row[f"vs_{peer}"] = VERDICT_SHORT[versus["verdict"]] if versus else "–"
+        table.append(row)
+    return table
+
+
+def cell_note(key: str, row: dict) -> str | None:
+    """Footnotes of the result tables: why an efficiency is missing or needs care."""
+    if key in ("overlap_efficiency", "bound_efficiency"):
+        note = cells.efficiency_note(row["cell"], row["strategy"])
+        if key == "bound_efficiency" and note is None and row.get(key) and (
+                row[key].get("low") is None):
+            return ("no interval: some resamples had no headroom against the schedule bound "
+                    "(sequential at or below it)")
+        return note
+    if key == "hidden_comm_fraction" and not row.get(key):
+        return "no communication in the step's timeline"
+    return None
+
+
+def results_table(table_id: str, caption: str, cell_list: Sequence[dict]) -> object:
+    rows = [row for cell in cell_list for row in strategy_rows(cell)]
+    return make_table(table_id, caption, RESULT_COLUMNS, rows, note=cell_note)
+
+
+def references_table(table_id: str, caption: str, cell_list: Sequence[dict]) -> object:
+    rows = [{"workload": c["workload"], "chunks": c["chunks"], **c["references"]}
+            for c in cell_list]
+    # The update-inside-the-overlap bound exists only in cells that measured such a variant.
+    columns = [c for c in REFERENCE_COLUMNS if c.key != "bound_update_in_overlap_ms"
+               or any(row.get(c.key) for row in rows)]
+    return make_table(table_id, caption, columns, rows, note=lambda *_: None)
+
+
+def section_results(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
+    blocks: dict[tuple, list[list[dict]]] = {}
+    for group in cells.groups(rows):
+        if group[0]["world_size"] != 1:
+            blocks.setdefault(fabric_rank(group[0], runs), []).append(group)
+    answers = cells.answers(rows)
+    out: dict = {"empty": not blocks and not cells.world_one(rows), "blocks": [],
+                 "answer_chunks": cells.ANSWER_CHUNKS, "world_one": None,
+                 "world_one_text": world_one_text(rows, runs), "cpu_caveat": CPU_CAVEAT,
+                 "nvlink": nvlink_text(rows, runs)}
+    for index, key in enumerate(sorted(blocks)):
+        found = blocks[key]
+        chosen = [cells.answer_cell(group)[0] for group in found]
+        first = chosen[0]
+        where = fabric_heading(first, runs)
+        lines = {g[0]["workload"]: sorted(g, key=lambda c: c["chunks"]) for g in found}
+        panels = [{"title": workload, "lines": {
+            strategy: [(c["chunks"], cells.figures(c, strategy)["vs_sequential"]["speedup"])
+                       for c in sweep if strategy in c["strategies"]]
+            for strategy in dict.fromkeys(s for c in sweep for s in cells.compared(c))}}
+            for workload, sweep in lines.items()]
+        mpi = any(cells.is_mpi(c) for c in chosen)
+        block = {"heading": where, "cpu": not is_gpu_machine(first["machine"], runs),
+                 "mpi_note": cells.MPI_NOTE if mpi else None, "figures": [],
+                 "answers": [answer_text(a) for a in answers
+                             if fabric_rank(a["cell"], runs) == key]}
+        block["figures"].append(make_figure(
+            f"fig-speedup-k-{index}", figures.speedup_by_chunks(panels),
+            f"Speedup over sequential against the chunk count K on {where}, every strategy "
+            f"with its 95% interval (bars; strategies are drawn slightly apart at each K so "
+            f"their bars stay visible). K = 1 cannot overlap anything in threaded or chunked: "
+            f"it is a reference point. Every cell of the sweep is in the appendix. "
+            f"{how_text([c for g in found for c in g], runs)}",
+            f"Speedup over sequential against K, {where}"))
+        out["blocks"].append(block)
+    single = cells.world_one(rows)
+    if single:
+        out["world_one"] = world_one_table(single, runs)
+    return out
+
+
+WORLD_ONE_COLUMNS = (text_column("machine", "machine"), text_column("workload", "workload"),
+                     estimate_column("compute_only_ms", "compute-only", "ms"),
+                     estimate_column("sequential_ms", "sequential", "ms"),
+                     estimate_column("difference", "sequential − compute-only", "ms"),
+                     text_column("verdict", "verdict"))
+
+
+def world_one_table(found: Sequence[dict], runs: Sequence[Run]) -> object:
+    table_rows = [{"machine": f["cell"]["machine"], "workload": f["cell"]["workload"],
+                   "compute_only_ms": f["cell"]["references"]["compute_only_ms"],
+                   "sequential_ms": f["cell"]["references"]["sequential_ms"],
+                   "difference": f["difference"], "verdict": f["verdict"]}
+                  for f in in_machine_order([{**f, "machine": f["cell"]["machine"]}
+                                             for f in found], runs)]
+    return make_table(
+        "tab-world-one", "World size 1: the all-reduce of one rank is a no-op, so sequential "
+        "and compute-only run the same computation and must agree. The paired difference has "
+        "its 95% interval; a verdict other than 'no significant difference' is a bias of the "
+        f"measurement, not of a strategy. {how_text([f['cell'] for f in found], runs)}",
+        WORLD_ONE_COLUMNS, table_rows, note=lambda *_: None)
+
+
+# --- the anatomy of a step ------------------------------------------------------------------
+
+
+# --- interference -----------------------------------------------------------------------------
+
+
+# --- the course study, reproduced --------------------------------------------------------------
+
+
