@@ -34,6 +34,9 @@ from reports.json_values import first_bad_value, parse_int, with_benchmark_name
 
 SCHEMAS = (1,)  # values of suite.schema this loader reads
 BASELINES_DIR = "baselines"  # results/baselines/<label>.json: the gate's references, not runs
+# Folders of a results tree that hold no runs: the gate's references, and the consoles and
+# side outputs (the gate's --json, trial blocks) kept beside a machine's runs.
+NOT_RUN_FOLDERS = (BASELINES_DIR, "logs")
 # Files that live beside the results but are not pytest-benchmark output: the gate's trials
 # (reports/gate/trials.py), gate-trials.json and gate-trials-<what differs>.json.
 SIDE_FILE_PREFIXES = ("gate-trials",)
@@ -271,7 +274,7 @@ def find_result_files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
     """Result files named by ``paths``: files as given, folders searched recursively.
 
     In folders, ``*.json`` files are taken except temporary files (``*.tmp``), side files
-    (SIDE_FILE_PREFIXES) and anything under a ``baselines/`` folder; a path that does not exist
+    (SIDE_FILE_PREFIXES) and anything under a NOT_RUN_FOLDERS folder; a path that does not exist
     raises ResultsError. The list is sorted and has no duplicates.
     """
     if isinstance(paths, (str, Path)):
@@ -284,7 +287,7 @@ def find_result_files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
             for candidate in given.rglob("*.json"):
                 relative = candidate.relative_to(given)
                 if (candidate.is_file() and _is_result_name(candidate)
-                        and BASELINES_DIR not in relative.parts[:-1]):
+                        and not set(NOT_RUN_FOLDERS) & set(relative.parts[:-1])):
                     found.add(candidate)
         else:
             raise ResultsError(given, "no such file or folder")

@@ -418,7 +418,7 @@ def test_partial_run_is_not_a_baseline(tmp_path, capsys):
 # --- the loader ---------------------------------------------------------------------------
 
 
-def test_find_result_files_skips_temporary_baseline_and_side_files(tmp_path):
+def test_find_result_files_skips_temporary_baseline_log_and_side_files(tmp_path):
     keep = [write_results(tmp_path / "cpu-2core" / "run.json", []),
             write_results(tmp_path / "h200x4" / "deep" / "run.json", [])]
     (tmp_path / "cpu-2core" / "run.json.tmp").write_text("{")
@@ -426,6 +426,8 @@ def test_find_result_files_skips_temporary_baseline_and_side_files(tmp_path):
     (tmp_path / "cpu-2core" / "gate-trials.json").write_text("{}")
     (tmp_path / "cpu-2core" / "gate-trials-block-median.json").write_text("{}")
     write_results(tmp_path / "baselines" / "cpu-2core.json", [])
+    (tmp_path / "cpu-2core" / "logs").mkdir()
+    (tmp_path / "cpu-2core" / "logs" / "gate-a-vs-b-confirm.json").write_text('{"verdicts": []}')
     assert find_result_files(tmp_path) == sorted(keep)
     explicit = tmp_path / "baselines" / "cpu-2core.json"
     assert find_result_files([explicit]) == [explicit]

@@ -144,10 +144,12 @@ def test_hybrid_line_works_from_whatever_offload_variants_a_gpu_run_has(folders,
 
 
 def test_a_partial_results_file_without_a_log_is_named(folders, tmp_path):
-    """Made up: the TP run as if its only pass had failed before writing a row."""
+    """Made up: the TP run as if its pass had failed before writing a tensor-parallel row
+    (one overlap row kept: the suite writes no results file without a benchmark)."""
     document = json.loads(TP_RUN.read_text())
     document["suite"].update(partial=True, failed_passes=["torchrun nvlink"])
-    document["benchmarks"] = []
+    overlap_run = json.loads((TP_RUN.parent / "20261123T091135Z.json").read_text())
+    document["benchmarks"] = overlap_run["benchmarks"][:1]
     path = tmp_path / "h200x2" / "20261123T120000Z.json"
     path.parent.mkdir()
     path.write_text(json.dumps(document))

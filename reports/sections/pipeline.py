@@ -84,7 +84,7 @@ def bubble_figure(series: Sequence[dict]) -> figures.Image:
     for ax, (machine, workload, stages) in zip(axes[0], panels):
         ms = sorted({m for s in series if (s["machine"], s["workload"], s["stages"]) ==
                      (machine, workload, stages) for m, *_ in s["points"]})
-        grid = [ms[0] + (ms[-1] - ms[0]) * i / 100 for i in range(101)]
+        grid = range(int(ms[0]), int(ms[-1]) + 1)  # micro-batch counts are whole numbers
         ax.plot(grid, [bubble_theory(stages, m) for m in grid], "--", color="#333333",
                 linewidth=1, label="(p−1)/(m+p−1)")
         for s in series:
