@@ -9,6 +9,7 @@ and GPUs) and how (command, mode, rounds).
 
 from __future__ import annotations
 
+import string
 from collections.abc import Sequence
 
 from reports import layout
@@ -57,6 +58,7 @@ SECTIONS = (
     ("before-interleaving", appendix.BEFORE_INTERLEAVING_TITLE, "before_interleaving",
      "appendix"),
     ("cells", "Every interleaved cell", "cells", "appendix"),
+    ("overlap-cpu", "Overlap on the CPU", "overlap_cpu", "appendix"),
     ("step-anatomy-cpu", "Anatomy of a step on the CPU", "anatomy_cpu", "appendix"),
     ("interference-cpu", "Interference on the CPU and on one GPU", "interference_cpu",
      "appendix"),
@@ -128,7 +130,7 @@ def report_context(rows: Sequence[dict], runs: Sequence[Run],
     dropped = [title for _, title, key, role in SECTIONS if key in context
                and role in layout.BODY_ROLES and is_empty(key, context[key])]
     context["runs"] = appendix.section_runs(rows, runs, dropped)
-    shown, letters = [], iter("ABCDEFGHIJ")
+    shown, letters = [], iter(string.ascii_uppercase)
     for section_id, title, key, role in SECTIONS:
         if is_empty(key, context[key]):
             continue

@@ -34,16 +34,20 @@ DETAIL_TABLES = (
     (r"tab-pipeline", "every pipeline schedule and setting"),
     (r"tab-hybrid", "every hybrid step"),
     (r"tab-digits", "the digits MLP's final losses and accuracies"),
+    (r"tab-host-adam", "host Adam alone, every implementation"),
+    (r"tab-tc-ceilings-.+", "tensor-core ceilings per MMA family"),
+    (r"tab-seed", "the course study's training step, own kernels against torch"),
+    (r"tab-gpt-forward", "the study's GPT forward, every iteration"),
     (r"tab-predicted-.+", "predicted figures per GPU count"),
     (r"tab-fabric-.+", "a fabric file's numbers and their sources"),
     (r"tab-model-(cells|earlier|interleaved-more)", "the cost model's error on more cells"),
 )
 # Moved whatever their length: what the body's own tables already answer for the GPUs.
-ALWAYS_MOVED = (r"tab-model-(earlier|interleaved-more)",)
+ALWAYS_MOVED = (r"tab-model-(earlier|interleaved-more)", r"tab-tc-ceilings-.+", r"tab-seed")
 BODY_ROLES = ("front", "chapter", "section")
 KEEP_ROWS = 6  # a table of a few rows stays: its line in the body would cost about as much
 # (context key, its list of per-machine blocks): each block has a "machine" label
-CPU_BLOCKS = (("anatomy", "machines"), ("interference", "machines"),
+CPU_BLOCKS = (("overlap", "blocks"), ("anatomy", "machines"), ("interference", "machines"),
               ("tensor_parallel", "machines"))
 
 

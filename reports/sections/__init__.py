@@ -4,7 +4,7 @@ moved by reports/layout.py). reports/context.py calls each in report order.
 
     abstract.py          abstract            (its parts: headline.py, studies.py)
     methodology.py       methodology, definitions
-    overlap.py           overlap
+    overlap.py           overlap, overlap-cpu
     reproducibility.py   reproducibility, agreement
     step_anatomy.py      step-anatomy, step-anatomy-cpu
     interference.py      interference, interference-cpu

@@ -223,7 +223,8 @@ def section_results(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
             for strategy in dict.fromkeys(s for c in sweep for s in cells.compared(c))}}
             for workload, sweep in lines.items()]
         mpi = any(cells.is_mpi(c) for c in chosen)
-        block = {"heading": where, "cpu": not is_gpu_machine(first["machine"], runs),
+        block = {"heading": where, "machine": first["machine"],
+                 "cpu": not is_gpu_machine(first["machine"], runs),
                  "mpi_note": cells.MPI_NOTE if mpi else None, "figures": [],
                  "answers": [answer_text(a) for a in answers
                              if fabric_rank(a["cell"], runs) == key]}
