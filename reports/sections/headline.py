@@ -280,21 +280,30 @@ def why(old_format: bool, gpus: int) -> str:
     return "one GPU: nothing to all-reduce" if gpus == 1 else "no interleaved cell"
 
 
-def absent_text(rows: Sequence[dict], runs: Sequence[Run], entries: Sequence[dict]) -> str | None:
-    """Which loaded GPU machines have no interleaved cell in the table, and why."""
+def absent_text(rows: Sequence[dict], runs: Sequence[Run], entries: Sequence[dict],
+                cpus_left_out: Sequence[str] = ()) -> str | None:
+    """Which loaded GPU machines have no interleaved cell in the table, and why; and the CPU
+    machines left out of a table that has GPU rows."""
     shown = {e["cell"]["machine"] for e in entries}
     old = {r["machine"] for r in cells.old_format_steps(rows) if r["world_size"] > 1}
     gpus = {r.label: len(r.fingerprint.get("gpu_names") or []) for r in runs}
     missing = [label for label in dict.fromkeys(r.label for r in runs)
                if label not in shown and is_gpu_machine(label, runs)]
-    if not missing:
-        return None
     parts = [f"{label} ({why(label in old, gpus[label])})" for label in missing]
-    return f"Not in the table: {'; '.join(parts)}."
+    parts += [f"{label} (a CPU, which checks the method: its answers are in the appendix on "
+              f"overlap on the CPU)" for label in cpus_left_out]
+    return f"Not in the table: {'; '.join(parts)}." if parts else None
 
 
 def section(rows: Sequence[dict], runs: Sequence[Run], archive: Archive) -> dict:
     entries = rows_of(rows, runs, archive)
+    # Where GPUs answered, the table is theirs; the CPU's rows move out as its chapter blocks do
+    # (reports/layout.py).
+    cpus_left_out = []
+    if any(e["gpu"] for e in entries):
+        cpus_left_out = list(dict.fromkeys(e["cell"]["machine"] for e in entries
+                                           if not e["gpu"]))
+        entries = [e for e in entries if e["gpu"]]
     if not entries:
         return {"table": None, "figure": None, "findings": [], "absent": absent_text(
             rows, runs, entries), "count": 0}
@@ -303,4 +312,4 @@ def section(rows: Sequence[dict], runs: Sequence[Run], archive: Archive) -> dict
                         "95% intervals; colour: the best strategy.",
                         "Headline speedups and efficiencies with intervals")
     return {"table": table(entries), "figure": image, "findings": findings(entries),
-            "absent": absent_text(rows, runs, entries), "count": len(entries)}
+            "absent": absent_text(rows, runs, entries, cpus_left_out), "count": len(entries)}
