@@ -22,15 +22,15 @@ from pathlib import Path
 import pytest
 
 from impl.lifetime import end_with_parent
-from impl.options import SUITE_OPTIONS, check_suite_options
 from impl.profiles import recorded_profile
 from impl.settings import check_environment, selected_backend
+from impl.suite_options import SUITE_OPTIONS, check_suite_options
 from suite.conftest import launched_world
 
 
 def pytest_addoption(parser):
     group = parser.getgroup("overlap suite")
-    # Plain strings: impl.options checks them in pytest_configure, the same check suite/run.py
+    # Plain strings: impl.suite_options checks them in pytest_configure, the same check suite/run.py
     # makes before it launches, so both refuse a bad value with the same one line.
     for option in SUITE_OPTIONS:
         group.addoption(option.flag, default=option.default, help=option.help)

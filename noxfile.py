@@ -88,7 +88,7 @@ def predict(session: nox.Session) -> None:
     Nothing to install: it reads files with numpy and torch (the link above) and runs from
     the checkout, so it answers in seconds."""
     _require_torch(session)
-    session.run("python", "-m", "impl.model.predict", *session.posargs,
+    session.run("python", "-m", "impl.costmodel.predict", *session.posargs,
                 env={"PYTHONPATH": str(Path(__file__).resolve().parent)})
 
 

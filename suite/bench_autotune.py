@@ -3,7 +3,7 @@
     python -m suite.run --skip-mpi -- -k autotune --workloads mlp_tiny     # CPU, 2 gloo ranks
     python -m suite.run --skip-mpi -- -k autotune --workloads mlp_8192x12_bf16   # GPUs
 
-Measures the model's inputs (impl/model/autotune.py): one compute-only step cut into the finest
+Measures the model's inputs (impl/costmodel/autotune.py): one compute-only step cut into the finest
 chunks (when each gradient is ready), the comm-only time at every candidate K (the α–β fit),
 and the slowdown of the dominant GEMM beside an all-reduce (interference).
 Predicts the chunked strategy's step for each candidate K, recommends the fastest, then
@@ -21,8 +21,8 @@ from dataclasses import asdict
 import torch
 
 from impl import stats
+from impl.costmodel import autotune
 from impl.gradients import max_chunks
-from impl.model import autotune
 from impl.strategies import StrategyOptions, build_strategy
 from impl.workloads import build_model, preset
 from suite.bench_interference import Interference, dominant_gemm

@@ -115,7 +115,7 @@ def parameter_count(workload) -> int:
 
 
 def check_offload(name: str, workload, device, options, steps) -> dict:
-    """``name``'s gradients and updates on the check's steps (impl/hybrid/check.py)."""
+    """``name``'s gradients and updates on the check's steps (impl/hybrid/trainer_check.py)."""
     trainer = build_trainer(name, host_initialised_model(workload, device),
                             mlp_loss(workload), options)
     try:
@@ -301,7 +301,7 @@ def measure_coarse(context, rounds) -> dict:
     probe = CoarseHybrid(host_initialised_model(workload, device), loss, options, group, shares)
     balanced = balance(probe, data[0])
     # Correctness first: the summed, share-weighted gradient against the whole batch's CPU
-    # gradient, and both workers' updates against Adam applied to it (impl/hybrid/check.py).
+    # gradient, and both workers' updates against Adam applied to it (impl/hybrid/trainer_check.py).
     checked = CoarseHybrid(host_initialised_model(workload, device), loss, options, group,
                            balanced["shares"])
     steps = [data[i % len(data)] for i in range(rounds.check_steps)]

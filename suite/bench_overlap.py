@@ -34,11 +34,11 @@ import pytest
 import torch
 
 from impl import capabilities, comparisons, deadline, metrics
-from impl.check import errors_vs_sequential, weight_tolerance
 from impl.gradients import max_chunks, shared_buffers
 from impl.memory import MemoryPlan, Pristine, agreed, alias_model, plan_for_cell
 from impl.strategies import StrategyOptions, build_strategy
 from impl.strategies.knobs import chunking_problem, variant_strategy
+from impl.strategy_check import errors_vs_sequential, weight_tolerance
 from impl.workloads import DTYPES, build_model, describe, preset
 from suite.conftest import launched_world, suite_axes, under_mpirun
 from suite.harness import (

@@ -24,11 +24,11 @@ import torch
 import torch.distributed as dist
 
 from impl import capabilities, deadline, stats
-from impl.check import weight_tolerance
 from impl.pipeline import SCHEDULES, PipelineOptions, build_schedule, cut_stage
-from impl.pipeline.check import max_abs_err_vs_single, single_device_weights
 from impl.pipeline.measure import PIPELINE_FIELDS, bubble_fraction, bubble_theory
 from impl.pipeline.plans import MICROBATCH_COUNTS
+from impl.pipeline.schedule_check import max_abs_err_vs_single, single_device_weights
+from impl.strategy_check import weight_tolerance
 from impl.workloads import DTYPES, build_model, describe, preset
 from suite.conftest import suite_axes
 from suite.harness import Variant, batches, measure_interleaved, record_round_times, rounds_for

@@ -1,4 +1,4 @@
-"""The K cost model (impl/model/autotune.py) on known answers and on recorded data."""
+"""The K cost model (impl/costmodel/autotune.py) on known answers and on recorded data."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from impl import metrics
+from impl.costmodel import autotune
 from impl.gradients import chunk_bounds
-from impl.model import autotune
 
 RECORDED = Path(__file__).parent / "data" / "autotune-cpu-mlp_tiny.json"
 
@@ -78,7 +78,7 @@ def test_recorded_cpu_run_is_reproduced_from_its_inputs():
     """The committed autotune row's inputs give its schedule bounds again, and predictions
     that lie between the bound and the bound with the whole overlapped all-reduce time
     stretched by the interference (the row was recorded with that first-order stretch,
-    before the model integrated compute progress piecewise: impl/model/schedule.py)."""
+    before the model integrated compute progress piecewise: impl/costmodel/schedule.py)."""
     recorded = json.loads(RECORDED.read_text())
     ready = recorded["ready_profile"]
     measured_profile = autotune.ReadyProfile(tuple(ready["ends"]), tuple(ready["ready_ms"]),

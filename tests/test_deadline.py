@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from impl import deadline
-from impl.options import check_suite_options
+from impl.suite_options import check_suite_options
 from impl.workloads import preset
 from suite import hangs
 from suite.launch import Launcher

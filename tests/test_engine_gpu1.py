@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from impl import capabilities
-from impl.check import max_abs_diff, train, weight_tolerance
 from impl.strategies import StrategyOptions, build_strategy
 from impl.strategies.knobs import variant_strategy
+from impl.strategy_check import max_abs_diff, train, weight_tolerance
 from impl.workloads import DTYPES, MLPConfig, build_model, make_batch
 
 pytestmark = [pytest.mark.gpu,

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from impl.model.fabric_file import FABRICS_DIR, FabricError, available, load_fabric
+from impl.costmodel.fabric_file import FABRICS_DIR, FabricError, available, load_fabric
 
 GOOD = """
 name = "test"

@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from impl.check import max_abs_diff, train
 from impl.finite import NonFiniteGradient
 from impl.strategies import StrategyOptions, build_strategy
+from impl.strategy_check import max_abs_diff, train
 from impl.workloads import build_model, make_batch, preset
 from tests.multirank import run_ranks
 

@@ -1,8 +1,8 @@
 """CPU–GPU hybrid training: every trainer passes the gradient-and-update check
-(impl/hybrid/check.py) on the CPU and a GPU, and deliberately wrong updates fail it; host Adam's
-implementations agree; the host-work split on a known timeline; the coarse-grained hybrid on 2
-gloo ranks with its check and loss curve; the share balancing, the digits experiment and the
-GPT forward table's tool."""
+(impl/hybrid/trainer_check.py) on the CPU and a GPU, and deliberately wrong updates fail it;
+host Adam's implementations agree; the host-work split on a known timeline; the coarse-grained
+hybrid on 2 gloo ranks with its check and loss curve; the share balancing, the digits
+experiment and the GPT forward table's tool."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ import pytest
 import torch
 
 from impl import capabilities
-from impl.check import max_abs_diff
 from impl.hybrid import (
     HybridOptions,
     TrainingCheckFailed,
@@ -25,7 +24,6 @@ from impl.hybrid import (
     host_initialised_model,
     loss_curves_match,
 )
-from impl.hybrid.check import weight_tolerance
 from impl.hybrid.coarse import (
     CoarseHybrid,
     balance,
@@ -41,6 +39,8 @@ from impl.hybrid.digits import (
 from impl.hybrid.gpt_forward import forward_ms
 from impl.hybrid.measure import host_work_split
 from impl.hybrid.offload import OffloadOverlap
+from impl.hybrid.trainer_check import weight_tolerance
+from impl.strategy_check import max_abs_diff
 from impl.timeline import Interval, Timeline
 from impl.workloads import Batch, GPTConfig, build_model, loss_fn, make_batch, preset
 from tests.multirank import run_ranks

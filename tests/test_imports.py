@@ -5,7 +5,7 @@ The layers, bottom up: impl (the engine and the studies' code), suite (the bench
 launcher, which measure impl), reports (the report builder and the gate, which read what the
 suite wrote and may run its harness: reports/gate/trials.py). The one exception runs up from
 the cost model's command-line front ends, which read result files through the one reader that
-checks them (reports/results.py); they import it inside ``main``, so importing impl.model
+checks them (reports/results.py); they import it inside ``main``, so importing impl.costmodel
 never loads reports.
 """
 
@@ -18,9 +18,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("impl", "suite", "reports")
 LAYER = {package: rank for rank, package in enumerate(PACKAGES)}  # may import its own or lower
 UPWARD_ALLOWED = {  # (importer, imported): lazily, inside a function
-    ("impl.model.predict", "reports.results"),
-    ("impl.model.validate", "reports.analysis"),
-    ("impl.model.validate", "reports.results"),
+    ("impl.costmodel.predict", "reports.results"),
+    ("impl.costmodel.validate", "reports.analysis"),
+    ("impl.costmodel.validate", "reports.results"),
 }
 
 
@@ -99,7 +99,7 @@ def test_the_graph_is_read_from_the_tree():
     assert {"impl.strategies.base", "reports.gate.cli", "suite.harness"} <= set(edges)
     assert edges["reports.gate.cli"]["reports.gate.comparison"] is True
     assert edges["impl.strategies.base"]["impl.strategies.options"] is True
-    assert edges["impl.model.validate"]["reports.results"] is False  # inside main
+    assert edges["impl.costmodel.validate"]["reports.results"] is False  # inside main
 
 
 def test_a_circle_is_found_and_named():

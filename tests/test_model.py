@@ -1,4 +1,4 @@
-"""The cost model (impl/model/) on hand-made steps whose answer is known, and on real ones."""
+"""The cost model (impl/costmodel/) on hand-made steps whose answer is known, and on real ones."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from impl import metrics
-from impl.model import plans
-from impl.model.compute import ReadyProfile, bucket_ends, parameter_layout
-from impl.model.fabric import Fabric
-from impl.model.schedule import Collective, Plan, simulate
+from impl.costmodel import variant_plans
+from impl.costmodel.compute import ReadyProfile, bucket_ends, parameter_layout
+from impl.costmodel.fabric import Fabric
+from impl.costmodel.schedule import Collective, Plan, simulate
 from impl.strategies import StrategyOptions, build_strategy
 from impl.workloads import build_model, make_batch, preset
 
@@ -134,11 +134,11 @@ def test_parameter_layout_is_the_flat_gradient_buffers(name):
 
 def test_variants_are_read_from_the_knobs_table():
     spans, size = parameter_layout("mlp_tiny")  # 8 parameters of 65536 fp32 elements
-    assert plans.collective_ends("ddp", 5, spans, size)[:2] == [131072, 262144]
-    assert len(plans.collective_ends("ddp-25mb", 5, spans, size)) == 1
-    assert plans.collective_ends("chunked+first1mb", 5, spans, size)[0] == 2**20 // size
-    assert plans.unmodelled("chunked+ctas8").startswith("NCCL capped at 8 CTAs")
-    assert plans.unmodelled("chunked+update") is None
+    assert variant_plans.collective_ends("ddp", 5, spans, size)[:2] == [131072, 262144]
+    assert len(variant_plans.collective_ends("ddp-25mb", 5, spans, size)) == 1
+    assert variant_plans.collective_ends("chunked+first1mb", 5, spans, size)[0] == 2**20 // size
+    assert variant_plans.unmodelled("chunked+ctas8").startswith("NCCL capped at 8 CTAs")
+    assert variant_plans.unmodelled("chunked+update") is None
 
 
 def thread_start_ms(samples: int = 15) -> float:
@@ -180,7 +180,7 @@ def test_the_synthetic_strategy_is_predicted_within_2_percent():
         launch = thread_start_ms()
         ready = [sum(compute[:c + 1]) + (c + 1) * launch for c in range(len(compute))]
         profile = ReadyProfile(tuple(range(1, 6)), tuple(ready), ready[-1], 0.0, 1)
-        plan = plans.Plan(tuple(Collective(r, d) for r, d in zip(ready, comm)))
+        plan = variant_plans.Plan(tuple(Collective(r, d) for r, d in zip(ready, comm)))
         started = time.perf_counter()
         overlapped.step(batch)
         measured_ms = (time.perf_counter() - started) * 1e3
@@ -189,7 +189,7 @@ def test_the_synthetic_strategy_is_predicted_within_2_percent():
 
 
 def test_alpha_beta_from_a_node_fabric_matches_its_all_reduce():
-    from impl.model.fabric_file import load_fabric
+    from impl.costmodel.fabric_file import load_fabric
 
     node = load_fabric("ib400-h200x8")
     for world in (2, 8, 64, 1024):

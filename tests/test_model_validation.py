@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from impl.model import plans, predict, validation
-from impl.model.compute import parameter_layout
-from impl.model.validate import load_rows
+from impl.costmodel import accuracy, predict, variant_plans
+from impl.costmodel.compute import parameter_layout
+from impl.costmodel.validate import load_rows
 from reports.sections import prediction
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
@@ -23,11 +23,11 @@ def h200_rows():
 
 @pytest.fixture(scope="module")
 def h200_checks(h200_rows):
-    return validation.validate(h200_rows)
+    return accuracy.validate(h200_rows)
 
 
 def test_chunked_and_sequential_meet_the_goal_on_2_h200(h200_checks):
-    summary = validation.by_strategy(h200_checks)
+    summary = accuracy.by_strategy(h200_checks)
     for strategy in ("sequential", "chunked", "ddp"):
         assert summary["h200x2", strategy]["meets_goal"], summary["h200x2", strategy]
     assert summary["h200x2", "chunked"]["median_abs_error"] < 0.02
@@ -35,12 +35,12 @@ def test_chunked_and_sequential_meet_the_goal_on_2_h200(h200_checks):
 
 
 def test_without_interference_the_model_is_optimistic(h200_checks):
-    summary = validation.by_strategy(h200_checks)
+    summary = accuracy.by_strategy(h200_checks)
     for strategy in ("chunked", "threaded", "ddp", "copy-engine", "chunked+update"):
         assert summary["h200x2", strategy]["median_calm_error"] < -0.05
     # and the interference brings it back: less optimistic with it than without
     for check in h200_checks:
-        if check.error is not None and plans.variant(check.variant)[0] != "sequential":
+        if check.error is not None and variant_plans.variant(check.variant)[0] != "sequential":
             assert check.error >= check.calm_error - 1e-12
 
 
@@ -48,11 +48,11 @@ def test_every_miss_says_why(h200_checks):
     missed = [c for c in h200_checks if c.missed]
     assert missed
     for check in missed:
-        assert validation.reason(check) != "within the goal"
+        assert accuracy.reason(check) != "within the goal"
     ctas = next(c for c in h200_checks if c.variant == "chunked+ctas8")
-    assert validation.reason(ctas).startswith("not modelled: NCCL capped at 8 CTAs")
+    assert accuracy.reason(ctas).startswith("not modelled: NCCL capped at 8 CTAs")
     threaded = next(c for c in missed if c.variant == "threaded")
-    assert "host thread's hand-off" in validation.reason(threaded)
+    assert "host thread's hand-off" in accuracy.reason(threaded)
 
 
 @pytest.mark.parametrize("path", [H200X2, CPU])
@@ -63,7 +63,7 @@ def test_ddp_buckets_are_those_ddp_made(path):
             continue
         spans, size = parameter_layout(row["workload"])
         for name, count in row["ddp_bucket_counts"].items():
-            assert len(plans.collective_ends(name, row["chunks"], spans, size)) == count, (
+            assert len(variant_plans.collective_ends(name, row["chunks"], spans, size)) == count, (
                 row["workload"], row["chunks"], name)
 
 

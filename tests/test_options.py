@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from impl.check import max_abs_diff, train
 from impl.gradients import chunk_bounds
 from impl.strategies import StrategyOptions, build_strategy
+from impl.strategy_check import max_abs_diff, train
 from impl.workloads import build_model, preset
 from tests.multirank import run_ranks
 

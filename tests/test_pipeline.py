@@ -7,9 +7,7 @@ import pytest
 import torch
 
 from impl import capabilities
-from impl.check import max_abs_diff, weight_tolerance
 from impl.pipeline import SCHEDULES, PipelineOptions, build_schedule, cut_stage
-from impl.pipeline.check import max_abs_err_vs_single, pipeline_weights, single_device_weights
 from impl.pipeline.measure import bubble_fraction, bubble_theory, mean_bubble
 from impl.pipeline.plans import (
     MICROBATCH_COUNTS,
@@ -21,6 +19,12 @@ from impl.pipeline.plans import (
     message_groups,
     replay,
 )
+from impl.pipeline.schedule_check import (
+    max_abs_err_vs_single,
+    pipeline_weights,
+    single_device_weights,
+)
+from impl.strategy_check import max_abs_diff, weight_tolerance
 from impl.workloads import build_model, make_batch, preset
 from tests.multirank import run_ranks
 

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from impl import capabilities
-from impl.check import max_abs_diff, train
 from impl.kernels import autograd, ops
 from impl.strategies import StrategyOptions
+from impl.strategy_check import max_abs_diff, train
 from impl.workloads import preset
 
 CPU = torch.device("cpu")

@@ -18,8 +18,8 @@ import torch
 from torch import nn
 
 from impl.hybrid.base import DeviceAdam, HybridOptions, Loss, Trainer
-from impl.hybrid.check import TrainingCheck, TrainingCheckFailed, check_training
 from impl.hybrid.offload import OffloadAfterBackward, OffloadOverlap, OffloadOverlapDelayed
+from impl.hybrid.trainer_check import TrainingCheck, TrainingCheckFailed, check_training
 from impl.metrics import Field
 from impl.workloads import MLPConfig, WorkloadConfig, build_model
 
@@ -38,10 +38,10 @@ HYBRID_FIELDS: tuple[Field, ...] = (
           "(median over rounds).", False),
     Field("gradient_error", "", "Largest |g − g_ref| / max|g_ref| over the check's steps and "
           "tensors: the trainer's gradients against a CPU fp32 backward at the reference's "
-          "weights (impl/hybrid/check.py).", False),
+          "weights (impl/hybrid/trainer_check.py).", False),
     Field("weight_error", "", "Largest |w − w_ref| over the check's steps: the trainer's weights "
           "against Adam (CPU, fp32) applied to the trainer's own gradients, update_delay steps "
-          "late (impl/hybrid/check.py).", False),
+          "late (impl/hybrid/trainer_check.py).", False),
     Field("hidden_host_fraction", "", "1 − exposed / total host work of the offload's step: host "
           "work is the copies to and from the host and host Adam, exposed the part of it in the "
           "step that no GPU compute covers (impl/hybrid/measure.py).", False),

@@ -23,7 +23,7 @@ VARIANT_COLORS = {"cpu": "#7f7f7f", "gpu": "#1f77b4", "coarse-hybrid": "#ff7f0e"
 
 
 def check_text(row: dict) -> str:
-    """The check a row passed: gradients and update (impl/hybrid/check.py), or the older
+    """The check a row passed: gradients and update (impl/hybrid/trainer_check.py), or the older
     weights-only check of runs made before it."""
     if (check := row.get("check")) or row.get("checks"):
         checks = [check] if check else row["checks"]
@@ -180,7 +180,7 @@ def section_parts(rows: Sequence[dict], runs: Sequence) -> dict:
             "backward, and against Adam on the device) and coarse-grained (two workers sharing "
             "each batch, against each alone). Before timing, each step's gradients were checked "
             "against a CPU fp32 backward and its update against Adam (CPU, fp32) applied to the "
-            "trainer's own gradients (impl/hybrid/check.py). " + how_text(steps, runs),
+            "trainer's own gradients (impl/hybrid/trainer_check.py). " + how_text(steps, runs),
             HYBRID_COLUMNS, steps)
     out["hybrid_comparisons"] = comparison_table(
         rows, "hybrid_comparison", "tab-hybrid-compare", "The hybrids against their references")

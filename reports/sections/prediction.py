@@ -1,10 +1,10 @@
 """The report's chapter "Beyond this machine": predictions at 8 to 1024 GPUs, and the model's
 errors on every measured cell beside them.
 
-Everything predicted comes from impl/model/ (the cost model); this module only selects rows,
+Everything predicted comes from impl/costmodel/ (the cost model); this module only selects rows,
 lays out tables and draws. Per GPU model with compute-only timelines in the loaded results,
 the fabric file of its nodes over 400 Gb/s InfiniBand (FABRICS) gives the all-reduce at each
-world size; the validation (impl/model/validation.py) runs on the same rows.
+world size; the validation (impl/costmodel/accuracy.py) runs on the same rows.
 
     context = section(rows, runs)   # {"empty": bool, "devices": [...], "summaries": [...]}
 """
@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from impl.model import scale, validation
-from impl.model.fabric_file import load_fabric
+from impl.costmodel import accuracy, scale
+from impl.costmodel.fabric_file import load_fabric
 from reports import cells, figures
 from reports.captions import make_figure
 from reports.format import Column, fmt, make_table, text_column
@@ -61,7 +61,7 @@ def curves(groups: Sequence[tuple[str, Sequence[scale.Prediction]]],
 def _by_device(rows: Sequence[dict]) -> dict[str, list[dict]]:
     """The GPU rows of each GPU model that has a fabric file; the interference rows beside.
     The chapter predicts from cells measured interleaved with their references only, as the
-    report's other figures come from them (``python -m impl.model.predict`` takes any run)."""
+    report's other figures come from them (``python -m impl.costmodel.predict`` takes any run)."""
     devices: dict[str, list[dict]] = {}
     for row in rows:
         if row.get("kind") == "step" and not cells.is_interleaved_step(row):
@@ -119,7 +119,7 @@ CHECK_COLUMNS = (
 )
 
 
-def validation_tables(checks: Sequence[validation.Check], gpu_labels: set[str]) -> list:
+def validation_tables(checks: Sequence[accuracy.Check], gpu_labels: set[str]) -> list:
     """Summaries per machine and strategy: the interleaved cells of GPU machines' strategies
     (the body's); of CPU machines and of the GPU machines' knob variants (strategy+knob); and
     the cells measured before interleaving (reports/layout.py moves the last two to the
@@ -131,7 +131,7 @@ def validation_tables(checks: Sequence[validation.Check], gpu_labels: set[str]) 
             (True, lambda m, n: m not in gpu_labels or "+" in n, "interleaved-more",
              "interleaved cells of CPU machines and the knob variants of GPU machines"),
             (False, lambda m, n: True, "earlier", "cells measured before interleaving")):
-        summary = validation.by_strategy(checks, interleaved)
+        summary = accuracy.by_strategy(checks, interleaved)
         rows = [{"machine": machine, "strategy": name, "cells": s["cells"],
                  "median": s["median_abs_error"], "max": s["max_abs_error"],
                  "calm": s["median_calm_error"], "hidden": s["max_hidden_gap"],
@@ -143,17 +143,17 @@ def validation_tables(checks: Sequence[validation.Check], gpu_labels: set[str]) 
                 f"The same model on the {what} (each variant from its cell's compute-only "
                 f"step, comm-only times and interference row; no overlapped step is an input): "
                 f"error = predicted / measured − 1, goal median |error| ≤ "
-                f"{validation.STEP_GOAL_MEDIAN:.0%}, max ≤ {validation.STEP_GOAL_MAX:.0%} and "
-                f"hidden fraction within {validation.HIDDEN_GOAL}; without interference: "
+                f"{accuracy.STEP_GOAL_MEDIAN:.0%}, max ≤ {accuracy.STEP_GOAL_MAX:.0%} and "
+                f"hidden fraction within {accuracy.HIDDEN_GOAL}; without interference: "
                 "compute unslowed.", VALIDATION_COLUMNS, rows, note=lambda *_: None))
     return tables
 
 
-def check_rows(checks: Sequence[validation.Check]) -> list[dict]:
+def check_rows(checks: Sequence[accuracy.Check]) -> list[dict]:
     return [{**vars(c), "error": c.error, "calm_error": c.calm_error,
              "hidden": "—" if c.measured_hidden is None or c.predicted_hidden is None
              else f"{c.measured_hidden:.2f} / {c.predicted_hidden:.2f}",
-             "reason": validation.reason(c) if c.missed else "within the goal"}
+             "reason": accuracy.reason(c) if c.missed else "within the goal"}
             for c in checks if c.interleaved]
 
 
@@ -220,7 +220,7 @@ def section(rows: Sequence[dict], runs: Sequence) -> dict:
                    for n, (source, (_, mine)) in enumerate(zip(sources, groups))]
         tables.append(fabric_table(fabric))
         notes += prediction_notes(predictions, [source.workload for source in sources])
-    checks = validation.validate(rows)
+    checks = accuracy.validate(rows)
     interleaved = [c for c in checks if c.interleaved]
     if interleaved:
         tables.append(make_table("tab-model-cells", "Every interleaved cell: the measured "

@@ -1,12 +1,12 @@
 """The validation table: the cost model against every measured cell of the given results.
 
-    python -m impl.model.validate                    # every committed results file
-    python -m impl.model.validate results/h200x2 results/cpu-2core
+    python -m impl.costmodel.validate                    # every committed results file
+    python -m impl.costmodel.validate results/h200x2 results/cpu-2core
 
 Prints each variant of each cell (measured step, predicted step, error, the same model
 without interference, measured/predicted hidden fraction, and for a miss the reason), then
 per strategy the median and largest |error| over the interleaved cells and whether they meet
-the goal (impl/model/validation.py), then the same over cells measured before interleaving.
+the goal (impl/costmodel/accuracy.py), then the same over cells measured before interleaving.
 Exit status: 0 printed (a missed goal is a finding, not a failure); 2 unusable input.
 """
 
@@ -16,7 +16,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from impl.model import validation
+from impl.costmodel import accuracy
 
 RESULTS = "results"
 
@@ -33,17 +33,17 @@ def load_rows(paths: Sequence[str]) -> list[dict]:
                       for row in benchmark_rows(results.label, index, results.benchmarks))
 
 
-def summary_lines(checks: Sequence[validation.Check], interleaved: bool = True) -> list[str]:
+def summary_lines(checks: Sequence[accuracy.Check], interleaved: bool = True) -> list[str]:
     """Per machine and strategy: cells, median and max |error|, the model without
     interference, and the largest gap in the hidden-communication fraction."""
-    summary = validation.by_strategy(checks, interleaved)
+    summary = accuracy.by_strategy(checks, interleaved)
     if not summary:
         return []
     what = "interleaved cells" if interleaved else "cells measured before interleaving"
     lines = [f"Per strategy over the {what} (error = predicted / measured − 1; goal: median "
-             f"|error| ≤ {validation.STEP_GOAL_MEDIAN:.0%}, max ≤ "
-             f"{validation.STEP_GOAL_MAX:.0%}, hidden fraction within "
-             f"{validation.HIDDEN_GOAL}):",
+             f"|error| ≤ {accuracy.STEP_GOAL_MEDIAN:.0%}, max ≤ "
+             f"{accuracy.STEP_GOAL_MAX:.0%}, hidden fraction within "
+             f"{accuracy.HIDDEN_GOAL}):",
              f"  {'machine':11}{'strategy':20}{'cells':>6}{'median |err|':>14}{'max |err|':>11}"
              f"{'no interference':>17}{'max hidden gap':>16}  goal"]
     for (machine, name), s in summary.items():
@@ -55,7 +55,7 @@ def summary_lines(checks: Sequence[validation.Check], interleaved: bool = True) 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m impl.model.validate", description=(
+    parser = argparse.ArgumentParser(prog="python -m impl.costmodel.validate", description=(
         "The cost model's predictions beside every measured multi-GPU cell."))
     parser.add_argument("paths", nargs="*", default=[RESULTS],
                         help=f"result files or folders (default: {RESULTS}/)")
@@ -67,12 +67,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ResultsError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    checks = validation.validate(rows)
+    checks = accuracy.validate(rows)
     if not checks:
         print(f"error: {' '.join(args.paths)}: no measured cell with communication (an "
               "overlap cell of suite/bench_overlap.py at 2 or more ranks)", file=sys.stderr)
         return 2
-    lines = validation.format_checks(checks)
+    lines = accuracy.format_checks(checks)
     for interleaved in (True, False):
         lines += ["", *summary_lines(checks, interleaved)]
     print("\n".join(lines))

@@ -1,6 +1,6 @@
 """Choosing K: predict the chunked strategy's step at each K with the cost model, then recommend.
 
-The model is impl/model/'s, the one every strategy's prediction uses; its three measured
+The model is impl/costmodel/'s, the one every strategy's prediction uses; its three measured
 inputs are taken on the machine it advises:
 
 - the fabric: the α–β fit (``fit_fabric``) on the comm-only time of the whole gradient buffer
@@ -11,7 +11,7 @@ inputs are taken on the machine it advises:
 - the interference: by how much backward slows while an all-reduce runs beside it
   (``interference_rate``, suite/bench_interference.py's slowdown − 1).
 
-``predict_step_ms`` runs the model's schedule (impl/model/schedule.py) for the chunked
+``predict_step_ms`` runs the model's schedule (impl/costmodel/schedule.py) for the chunked
 strategy at K. Horovod tunes its fusion buffer by Bayesian optimisation over measured runs;
 DDP has no tuner; this model needs one compute-only step, one all-reduce sweep and one
 interference figure, and its predictions are measured against the real steps
@@ -23,10 +23,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from impl import metrics
-from impl.model.compute import ReadyProfile, equal_chunk_ends
-from impl.model.fabric import Fabric, fit_fabric
-from impl.model.plans import collectives
-from impl.model.schedule import Plan, simulate
+from impl.costmodel.compute import ReadyProfile, equal_chunk_ends
+from impl.costmodel.fabric import Fabric, fit_fabric
+from impl.costmodel.schedule import Plan, simulate
+from impl.costmodel.variant_plans import collectives
 
 __all__ = ["Fabric", "ReadyProfile", "equal_chunk_ends", "fit_fabric", "predict_step_ms",
            "recommend"]

@@ -73,7 +73,7 @@ def fit_fabric(launches: Sequence[int], total_bytes: Sequence[float],
 
 @dataclass(frozen=True)
 class NodeFabric:
-    """A fabric file's numbers (impl/model/fabric_file.py: each one's meaning and unit)."""
+    """A fabric file's numbers (impl/costmodel/fabric_file.py: each one's meaning and unit)."""
 
     name: str
     description: str

@@ -2,7 +2,7 @@
 
 For each interleaved overlap cell with communication (a comparison row: world size > 1, its
 compute-only and comm-only timelines kept), every variant measured in it is predicted from
-that cell's compute-only step, the α–β fit of the workload's comm-only times (impl/model/
+that cell's compute-only step, the α–β fit of the workload's comm-only times (impl/costmodel/
 inputs.py) and the interference row, and, beside it, by the same model without interference
 (which should be optimistic by about the measured slowdown). Nothing of the overlapped steps
 is an input.
@@ -20,12 +20,12 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from impl.model import plans
-from impl.model.compute import known_workload, parameter_layout
-from impl.model.fabric import Fabric
-from impl.model.fabric_file import load_fabric
-from impl.model.inputs import comm_fabrics, compute_profile, fabric_key, interference, value
-from impl.model.schedule import simulate
+from impl.costmodel import variant_plans
+from impl.costmodel.compute import known_workload, parameter_layout
+from impl.costmodel.fabric import Fabric
+from impl.costmodel.fabric_file import load_fabric
+from impl.costmodel.inputs import comm_fabrics, compute_profile, fabric_key, interference, value
+from impl.costmodel.schedule import simulate
 
 STEP_GOAL_MEDIAN, STEP_GOAL_MAX, HIDDEN_GOAL = 0.05, 0.10, 0.1
 # The fabric file whose copy-engine bandwidth times the copy-engine strategy on a GPU model.
@@ -173,12 +173,12 @@ def check_cell(cell: Cell, rows: Sequence[dict], fits: dict) -> list[Check]:
                      f"(fabrics/{COPY_FABRICS[row.get('device')]}.toml)")
     checks = []
     for name, (estimate, hidden) in cell.variants.items():
-        unseen = plans.unmodelled(name)
+        unseen = variant_plans.unmodelled(name)
         predicted = calm = None
-        if plans.variant(name)[0] == "copy-engine" and copy is None:
+        if variant_plans.variant(name)[0] == "copy-engine" and copy is None:
             unseen = f"no copy-engine bandwidth for {row.get('device')} in fabrics/"
-        elif plans.variant(name)[0] in plans.MODELLED:
-            plan = plans.plan(name, profile, row["chunks"], spans, comm, copy, slowdown)
+        elif variant_plans.variant(name)[0] in variant_plans.MODELLED:
+            plan = variant_plans.plan(name, profile, row["chunks"], spans, comm, copy, slowdown)
             predicted = simulate(profile, plan)
             calm = simulate(profile, replace(plan, slowdown=1.0))
         checks.append(Check(
@@ -250,7 +250,7 @@ def reason(check: Check) -> str:
                      "(rank skew at each collective, gloo's threads taking cores), a cost "
                      "no input measures")
     elif check.error is not None and check.error < -STEP_GOAL_MAX:
-        strategy, options = plans.variant(check.variant)
+        strategy, options = variant_plans.variant(check.variant)
         gap = UNMEASURED["update"] if options.get("update_in_overlap") else UNMEASURED.get(
             strategy, "communication slowed beside compute, which no row measures")
         parts.append(f"optimistic: {gap}")

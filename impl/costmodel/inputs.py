@@ -17,15 +17,15 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from impl.model.compute import (
+from impl.costmodel.compute import (
     ReadyProfile,
     chunk_ends,
     known_workload,
     parameter_layout,
     profile_from_timeline,
 )
-from impl.model.fabric import Fabric, fit_fabric
-from impl.model.plans import Interference
+from impl.costmodel.fabric import Fabric, fit_fabric
+from impl.costmodel.variant_plans import Interference
 
 
 def value(estimate: dict | None) -> float | None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from impl.check import max_abs_diff
 from impl.pipeline import PipelineOptions, build_schedule, cut_stage
 from impl.strategies import StrategyOptions, build_strategy
+from impl.strategy_check import max_abs_diff
 from impl.workloads import MLPConfig, build_model, make_batch
 
 

@@ -4,7 +4,7 @@ conftest.py declares them to pytest and checks them in pytest_configure; suite/r
 the same values before it launches anything (README, "Inputs and what is allowed"). Every
 check raises ValueError with one line naming the option, the value and what is allowed.
 
-    from impl.options import check_suite_options
+    from impl.suite_options import check_suite_options
     choices = check_suite_options({"chunks": "1,10", "workloads": "mlp_tiny"})
     # {"suite_mode": "default", "strategies": None, "workloads": ["mlp_tiny"],
     #  "chunks": [1, 10], "world_sizes": None, "sampler_period_ms": 50.0,

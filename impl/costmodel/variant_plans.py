@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from impl.model.compute import ReadyProfile, bucket_ends, chunk_ends
-from impl.model.fabric import Fabric
-from impl.model.schedule import Collective, Plan
+from impl.costmodel.compute import ReadyProfile, bucket_ends, chunk_ends
+from impl.costmodel.fabric import Fabric
+from impl.costmodel.schedule import Collective, Plan
 from impl.strategies.knobs import VARIANTS, first_chunk_elements
 
 AFTER_BACKWARD = ("sequential", "mpi-sequential")

@@ -2,7 +2,7 @@
 
 Data parallelism keeps each GPU's work: the compute-only step measured on one GPU (or any
 compute-only timeline of the results) stays as it is, the gradient bytes too, and only the
-all-reduces grow with the world size, as the fabric file says (impl/model/fabric.py). The
+all-reduces grow with the world size, as the fabric file says (impl/costmodel/fabric.py). The
 interference is the workload's measured one (its interference row: beside NCCL all-reduces;
 without one, beside the memory-bound add kernel, which is what NCCL's reduction kernels are;
 else none), assumed the same across nodes.
@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from impl import metrics
-from impl.model import plans
-from impl.model.compute import ReadyProfile, known_workload, parameter_layout
-from impl.model.fabric import NodeFabric
-from impl.model.inputs import compute_profile, value
-from impl.model.schedule import simulate
+from impl.costmodel import variant_plans
+from impl.costmodel.compute import ReadyProfile, known_workload, parameter_layout
+from impl.costmodel.fabric import NodeFabric
+from impl.costmodel.inputs import compute_profile, value
+from impl.costmodel.schedule import simulate
 
 WORLDS = (8, 16, 32, 64, 128, 256, 512, 1024)
 STRATEGIES = ("sequential", "chunked", "threaded", "copy-engine", "ddp", "ddp-25mb",
@@ -34,7 +34,7 @@ class Source:
 
     workload: str
     profile: ReadyProfile
-    interference: plans.Interference
+    interference: variant_plans.Interference
     about: str
 
 
@@ -69,21 +69,21 @@ def _profile_rows(rows: Sequence[dict]) -> dict[str, dict]:
     return found
 
 
-def _interference(rows: Sequence[dict], workload: str) -> plans.Interference:
+def _interference(rows: Sequence[dict], workload: str) -> variant_plans.Interference:
     measured = [r for r in rows if r.get("kind") == "interference"
                 and r.get("workload") == workload]
     for row in sorted(measured, key=lambda r: -(r.get("world_size") or 0)):
         ratios = {k: value(v.get("ratio")) for k, v in (row.get("slowdown") or {}).items()}
         copy = max(1.0, ratios.get("copy") or 1.0)
         if ratios.get("all-reduce"):
-            return plans.Interference(max(1.0, ratios["all-reduce"]), copy,
+            return variant_plans.Interference(max(1.0, ratios["all-reduce"]), copy,
                                       f"beside all-reduce ×{ratios['all-reduce']:.3g}, "
                                       f"beside copies ×{copy:.3g} (measured)")
         if ratios.get("add"):
-            return plans.Interference(max(1.0, ratios["add"]), copy,
+            return variant_plans.Interference(max(1.0, ratios["add"]), copy,
                                       f"beside a memory-bound add ×{ratios['add']:.3g} standing "
                                       f"in for NCCL's kernels, beside copies ×{copy:.3g}")
-    return plans.Interference(source="no interference row: compute assumed unslowed")
+    return variant_plans.Interference(source="no interference row: compute assumed unslowed")
 
 
 def sources(rows: Sequence[dict]) -> list[Source]:
@@ -107,7 +107,7 @@ def predict_one(source: Source, strategy: str, world: int, fabric: NodeFabric,
                 chunks: int = DEFAULT_CHUNKS) -> Prediction:
     spans, _ = parameter_layout(source.workload)
     profile = source.profile  # its finest chunks: every cut's readiness is read off them
-    base = plans.variant(strategy)[0]
+    base = variant_plans.variant(strategy)[0]
     copy = fabric.copy_alpha_beta(world)
     if base == "copy-engine" and copy is None:
         why = ("no copy-engine bandwidth in the fabric file" if fabric.copy_gbps is None
@@ -115,15 +115,15 @@ def predict_one(source: Source, strategy: str, world: int, fabric: NodeFabric,
         return Prediction(source.workload, strategy, world, None, None, None, None, why)
     comm = fabric.alpha_beta(world)
 
-    planned = plans.plan(strategy, profile, chunks, spans, comm, copy, source.interference)
-    reference = plans.plan("sequential", profile, chunks, spans, comm)
+    planned = variant_plans.plan(strategy, profile, chunks, spans, comm, copy, source.interference)
+    reference = variant_plans.plan("sequential", profile, chunks, spans, comm)
     outcome, sequential = simulate(profile, planned), simulate(profile, reference)
     comm_only = sum(c.duration_ms for c in reference.collectives)
     limit = float(metrics.limit_ms(profile.compute_only_ms, comm_only))
     # As in the measured cells: efficiencies compare with references at K chunks, so only a
     # strategy that communicates in K pieces has one (DDP's buckets may be fewer).
     same_chunking = len(planned.collectives) == len(reference.collectives)
-    efficiency = None if base in plans.AFTER_BACKWARD or not same_chunking else \
+    efficiency = None if base in variant_plans.AFTER_BACKWARD or not same_chunking else \
         metrics.overlap_efficiency(sequential.step_ms, outcome.step_ms, limit)
     note = "no host hand-off measured: predicted as chunked" if base == "threaded" else None
     if not same_chunking:

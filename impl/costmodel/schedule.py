@@ -9,12 +9,12 @@ may start, and what else it puts on the communication lane:
   hand-off where a thread waits for each chunk (``handoff_ms``); the sequential strategy
   releases every collective at backward's end;
 - while a collective runs beside backward, backward runs ``slowdown`` times slower (the
-  interference, impl/model/interference.py): compute progress is integrated piecewise, so a
+  interference, impl/costmodel/interference.py): compute progress is integrated piecewise, so a
   slowed backward delays later chunks' readiness, and the collectives after them;
 - the update follows the last collective and backward, or, with the update inside the
   overlap, each chunk's share (update / K) follows its collective on the communication lane.
 
-Times are on the compute-only step's clock (impl/model/compute.py). The predicted step is the
+Times are on the compute-only step's clock (impl/costmodel/compute.py). The predicted step is the
 measured compute-only step plus the delay the schedule adds to its end; with ``slowdown`` = 1
 and no hand-off it equals ``impl.metrics.schedule_bound_ms`` (tests/test_model.py).
 """
@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from impl import metrics
-from impl.model.compute import ReadyProfile
+from impl.costmodel.compute import ReadyProfile
 
 EPSILON_MS = 1e-9
 

@@ -13,7 +13,7 @@
 
 ``load_fabric("ib400-h200x8")`` reads fabrics/ib400-h200x8.toml of this repository; a path to
 a ``.toml`` file works too. Anything wrong stops with one line naming the file, the value and
-what is allowed (``FabricError``). The formulas that use the numbers are impl/model/fabric.py's.
+what is allowed (``FabricError``). The formulas that use the numbers are impl/costmodel/fabric.py's.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from impl.model.fabric import NodeFabric
+from impl.costmodel.fabric import NodeFabric
 
 FABRICS_DIR = Path(__file__).resolve().parents[2] / "fabrics"
 

@@ -1,13 +1,13 @@
 """Predict every strategy's step at 8 to 1024 GPUs from a results file and a fabric file.
 
-    python -m impl.model.predict results/h200x1/<run>.json --fabric ib400-h200x8
+    python -m impl.costmodel.predict results/h200x1/<run>.json --fabric ib400-h200x8
     nox -s predict -- results/h200x2/20261123T094012Z.json --fabric roce400-h100x8 --chunks 5
 
 The results give the compute side (any compute-only timeline: a one-GPU run is enough) and
 the interference; the fabric file (fabrics/<name>.toml, or a path) gives the all-reduce at
 each world size. Printed per workload and strategy: the step time, the exposed communication
 and the overlap efficiency, all PREDICTED; then how well the same model did on the files'
-measured multi-GPU cells, if they hold any (impl/model/validation.py).
+measured multi-GPU cells, if they hold any (impl/costmodel/accuracy.py).
 
 Exit status: 0 printed; 2 unusable input (one line naming the file or value and what is
 allowed).
@@ -19,10 +19,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from impl.model import scale, validation
-from impl.model.fabric import NodeFabric
-from impl.model.fabric_file import FabricError, available, load_fabric
-from impl.model.validate import load_rows, summary_lines
+from impl.costmodel import accuracy, scale
+from impl.costmodel.fabric import NodeFabric
+from impl.costmodel.fabric_file import FabricError, available, load_fabric
+from impl.costmodel.validate import load_rows, summary_lines
 
 
 def _cell(value: float | None, digits: str = ".3g") -> str:
@@ -33,7 +33,7 @@ def table(sources: Sequence[scale.Source], predictions: Sequence[scale.Predictio
           fabric: NodeFabric, chunks: int) -> list[str]:
     """The predictions as text: per workload, strategies down, world sizes across."""
     worlds = sorted({p.world_size for p in predictions})
-    lines = [f"PREDICTED by the cost model (impl/model/) for fabric {fabric.name}: "
+    lines = [f"PREDICTED by the cost model (impl/costmodel/) for fabric {fabric.name}: "
              f"{fabric.description}", ""]
     for source in sources:
         lines += [f"{source.workload}: {source.about}; interference {source.interference.source};"
@@ -61,7 +61,7 @@ def chunk_count(text: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m impl.model.predict", description=(
+    parser = argparse.ArgumentParser(prog="python -m impl.costmodel.predict", description=(
         "Predict each strategy's step, exposed communication and overlap efficiency at 8 to "
         "1024 GPUs."))
     parser.add_argument("paths", nargs="+", help="result files or folders (the compute side)")
@@ -83,11 +83,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {' '.join(args.paths)}: no compute-only timeline (an overlap cell of "
               "suite/bench_overlap.py, any world size) to predict from", file=sys.stderr)
         return 2
-    checks = validation.validate(rows)
+    checks = accuracy.validate(rows)
     print("\n".join(table(sources, predictions, fabric, args.chunks) + (
         summary_lines(checks) if checks else [
             "No measured multi-GPU cell in these files: the model's errors on every committed "
-            "cell are printed by python -m impl.model.validate results/"])))
+            "cell are printed by python -m impl.costmodel.validate results/"])))
     return 0
 
 

@@ -1,0 +1,17 @@
+"""The cost model: every strategy's step, exposed communication and overlap efficiency.
+
+One model for every strategy of the suite, grown from autotune's α–β and ready-time model:
+
+- impl/costmodel/compute.py: the compute-only step (when each gradient is final);
+- impl/costmodel/fabric.py: how long an all-reduce takes (α–β fits of measured comm-only times;
+  fabric files of nodes and NICs, fabrics/*.toml, read by impl/costmodel/fabric_file.py);
+- impl/costmodel/variant_plans.py: each strategy and named variant as a plan (its collectives,
+  when they may start, the interference beside them);
+- impl/costmodel/schedule.py: the one schedule that turns a plan into a step;
+- impl/costmodel/inputs.py and impl/costmodel/accuracy.py: the model against every measured cell;
+- impl/costmodel/scale.py: predictions at 8 to 1024 GPUs for a fabric file;
+- impl/costmodel/autotune.py: the chunk count K recommended for the chunked strategy.
+
+    python -m impl.costmodel.validate results/h200x2                 # the validation table
+    python -m impl.costmodel.predict results/h200x2/<run>.json --fabric ib400-h200x8
+"""
