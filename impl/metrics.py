@@ -8,18 +8,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
-
-@dataclass(frozen=True)
-class Field:
-    name: str
-    unit: str
-    definition: str
-    higher_is_better: bool | None = None
-
+from impl.rows.declare import Field
 
 STEP_FIELDS: tuple[Field, ...] = (
     Field("step_ms", "ms", "Median time of one training step (forward, backward, gradient "

@@ -2,7 +2,8 @@
 
 Pure functions only: no file access, no plotting, no formatting. A *row* is one benchmark's
 ``extra_info`` plus ``machine`` (the result file's label), ``run`` (index of the run it came
-from) and ``rounds`` (pytest-benchmark's round count); ``benchmark_rows`` makes them.
+from) and ``rounds`` (pytest-benchmark's round count); impl.rows.merge.benchmark_rows makes
+them, and merge_rows keeps the newest of each measurement (its kind's declared identity).
 
     rows = benchmark_rows("h200x4", 0, results.benchmarks)
     for group in step_groups(rows):
@@ -19,13 +20,14 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from impl.rows.kinds import KINDS
+
 STRATEGY_ORDER = ("sequential", "threaded", "chunked", "mpi", "ddp")
 TP_KINDS = ("tensor_parallel", "tensor_parallel_comparison")
 PIPELINE_KINDS = ("pipeline", "pipeline_comparison", "hybrid_step", "hybrid_comparison",
                   "host_adam", "digits_curve", "gpt_forward")  # reports/sections/: pipeline, hybrid
-KNOWN_KINDS = ("step", "comparison", "interference", "allreduce", "synthetic", "gemm",
-               "seed_step", "tensor_core_ceiling", "sampler_overhead", *TP_KINDS,
-               *PIPELINE_KINDS)
+# The declared kinds (impl/rows/kinds.py) that a section of the report shows.
+REPORTED_KINDS = tuple(kind for kind in KINDS if kind != "autotune")
 GIB = 2**30
 MIB = 2**20
 
@@ -83,47 +85,6 @@ def anchor_for(row: dict, peer: str) -> BusbwAnchor | None:
 # --- rows ---------------------------------------------------------------------------------
 
 
-def benchmark_rows(machine: str, run: int, benchmarks: Iterable[dict]) -> list[dict]:
-    """One flat row per benchmark: its extra_info plus machine, run index, round count and the
-    per-round times in seconds (``round_s``, pytest-benchmark's stats.data, None when not
-    saved). The suite's round plan (extra_info.rounds: warmup, rounds, steps per round) is
-    kept as ``round_plan``: ``rounds`` is the count."""
-    return [{**b["extra_info"], "machine": machine, "run": run, "name": b["name"],
-             "rounds": b["stats"].get("rounds"), "round_s": b["stats"].get("data"),
-             "round_plan": b["extra_info"].get("rounds")
-             if isinstance(b["extra_info"].get("rounds"), dict) else None}
-            for b in benchmarks]
-
-
-def identity(row: dict) -> tuple:
-    """What makes two rows the same measurement (a newer run replaces an older one)."""
-    kind = row.get("kind")
-    cell = ("workload", "chunks", "world_size", "profile", "sequential_reference")
-    keys = {
-        # Interleaved and old-format step rows of one setting are different measurements.
-        "step": (*cell, "strategy", "intervals_kept"),
-        "comparison": cell,
-        "interference": ("workload", "world_size", "profile"),
-        "allreduce": ("world_size", "profile", "size_bytes"),
-        "synthetic": ("chunks",),
-        "gemm": ("version", "preset", "dtype"),
-        "seed_step": ("impl",),
-        "tensor_core_ceiling": ("instruction", "dtype"),
-        "sampler_overhead": ("workload",),
-    }.get(kind, ("name",))
-    if kind == "step":
-        row = {**row, "intervals_kept": "intervals" in row}
-    return (row["machine"], kind, *(row.get(key) for key in keys))
-
-
-def merge_rows(rows: Iterable[dict]) -> list[dict]:
-    """Rows with duplicates removed; pass them oldest run first, so the newest one wins."""
-    merged: dict[tuple, dict] = {}
-    for row in rows:
-        merged[identity(row)] = row
-    return list(merged.values())
-
-
 def of_kind(rows: Iterable[dict], *kinds: str) -> list[dict]:
     """Rows of the given kinds; step rows only when real (the simulation never mixes in)."""
     return [r for r in rows if r.get("kind") in kinds
@@ -131,7 +92,8 @@ def of_kind(rows: Iterable[dict], *kinds: str) -> list[dict]:
 
 
 def unknown_kinds(rows: Iterable[dict]) -> list[str]:
-    return sorted({str(r.get("kind")) for r in rows} - set(KNOWN_KINDS))
+    """Kinds of row that impl/rows/kinds.py does not declare (rows of a newer suite)."""
+    return sorted({str(r.get("kind")) for r in rows} - set(KINDS))
 
 
 def strategy_rank(strategy: str) -> tuple[int, str]:

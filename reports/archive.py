@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from impl.rows.files import ResultsFile, find_result_files, load_results
 from reports.gate import trial_rates
-from reports.results import ResultsFile, find_result_files, load_results
 from reports.runlogs import BenchLog, is_bench_log, read_log
 
 ROOT = Path(__file__).resolve().parent.parent  # the checkout whose code "current" means

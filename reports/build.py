@@ -12,7 +12,7 @@ be made, and an earlier report.pdf is then removed so that it is not taken for t
 Every step timeline the report draws is also written as a Chrome/Perfetto trace,
 OUT/traces/<name>.json (reports/traces.py), named in its caption.
 Several files of one machine are merged; where two measure the same thing (same benchmark
-identity, analysis.identity) the newer file's row wins.
+identity, impl.rows.merge.identity) the newer file's row wins.
 
 Exit status: 0 built; 2 unusable input (the message names the file and the problem) or a
 missing dependency; 3 WeasyPrint reported content it could not render (listed). When the
@@ -29,12 +29,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from impl.atomic import unwritable, write_bytes_atomic
-from reports import analysis, traces
+from impl.rows.files import ResultsError
+from impl.rows.merge import benchmark_rows, merge_rows
+from reports import traces
 from reports.loading import BuildError, describe_run, load_archive, load_baseline, load_inputs
 from reports.render import import_weasyprint, render_pdf, render_report_html
-from reports.results import (
-    ResultsError,
-)
 
 DEFAULT_OUT = Path("reports/out")
 
@@ -53,8 +52,8 @@ def build(paths: Sequence[str], out: Path, baseline: str | None = None,
     """
     inputs = load_inputs(paths)
     runs = [describe_run(index, results) for index, results in enumerate(inputs)]
-    rows = analysis.merge_rows(row for run, results in zip(runs, inputs)
-                               for row in analysis.benchmark_rows(results.label, run.index,
+    rows = merge_rows(row for run, results in zip(runs, inputs)
+                               for row in benchmark_rows(results.label, run.index,
                                                                   results.benchmarks))
     compared = load_baseline(baseline, inputs) if baseline else None
     html, notes, timelines = render_report_html(rows, runs, compared, load_archive(paths, inputs))

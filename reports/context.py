@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from reports import layout
 from reports.archive import Archive
 from reports.captions import Run, is_gpu_machine, machine_labels
+from reports.gate.loading import Baseline
 from reports.sections import (
     abstract,
     allreduce,
@@ -33,7 +34,6 @@ from reports.sections import (
     step_anatomy,
     tensor_parallel,
 )
-from reports.sections.regression import Baseline
 
 TITLE = "Hiding gradient all-reduce behind backward: measurements"
 # (id, title, context key, role): "front" sections follow the title page, a "chapter" starts
@@ -89,7 +89,7 @@ def is_empty(key: str, section: dict) -> bool:
 
 def report_context(rows: Sequence[dict], runs: Sequence[Run],
                    baseline: Baseline | None = None, archive: Archive | None = None) -> dict:
-    """Everything the templates need; rows are analysis.benchmark_rows of every run, merged;
+    """Everything the templates need; rows are impl.rows.merge.benchmark_rows of every run, merged;
     ``archive`` holds every result file, log and trials file of their folders (the front
     page's study lines and run-to-run agreement)."""
     archive = archive or Archive()

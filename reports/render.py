@@ -33,8 +33,8 @@ from pathlib import Path
 from reports import archive
 from reports.captions import Run
 from reports.context import report_context
+from reports.gate.loading import Baseline
 from reports.loading import BuildError
-from reports.sections.regression import Baseline
 
 TEMPLATES = Path(__file__).parent / "templates"
 

@@ -16,6 +16,7 @@ import torch
 import torch.distributed as dist
 
 from impl import metrics
+from impl.rows.write import write_row
 from suite.conftest import launched_world, suite_axes
 from suite.harness import StepClock, sync
 
@@ -81,7 +82,7 @@ def test_allreduce(benchmark, dist_context, rounds, pytestconfig, size_mib, worl
     dist.all_reduce(buffer, group=group)
     expected = world_size * (world_size + 1) // 2
     wrong = int((buffer != expected).sum().item())
-    benchmark.extra_info.update({
+    write_row(benchmark, {
         "kind": "allreduce", "backend": context.backend, "profile": context.profile,
         "world_size": world_size, "dtype": str(dtype).removeprefix("torch."),
         "size_bytes": size_bytes, "ops_per_round": ops, "time_ms": time_ms,

@@ -23,6 +23,7 @@ import torch
 from impl import stats
 from impl.costmodel import autotune
 from impl.gradients import max_chunks
+from impl.rows.write import write_row
 from impl.strategies import StrategyOptions, build_strategy
 from impl.workloads import build_model, preset
 from suite.bench_interference import Interference, dominant_gemm
@@ -123,7 +124,7 @@ def test_autotune(benchmark, autotune_workload, dist_context, rounds):
     benchmark.group = f"autotune-w{world}-{context.profile}"
     record_round_times(benchmark, [sum(s) / 1e3 for s in
                                    measurement.step_ms[f"K={recommended['chunks']}"]])
-    benchmark.extra_info.update({
+    write_row(benchmark, {
         "kind": "autotune", "workload": name, "world_size": world, "profile": context.profile,
         "backend": context.backend, "strategy": "chunked",
         "fabric": {"alpha_ms": fabric.alpha_ms, "beta_ms_per_byte": fabric.beta_ms_per_byte,

@@ -26,6 +26,7 @@ import torch
 
 from impl.capabilities import missing_gpu, missing_hopper, missing_nvcc
 from impl.kernels import load, ops, peaks
+from impl.rows.write import write_row
 from impl.sampler import NvmlSampler
 
 SKIP = missing_gpu() or missing_nvcc()  # the kernels are built with nvcc on first use
@@ -209,7 +210,7 @@ def test_gemm(benchmark, device_peaks, shape: GemmShape, dtype_name: str, versio
         info["peak_tflops"] = device_peaks.peak_flops(dtype_name) / 1e12
         info["peak_gbps"] = device_peaks.hbm_bytes_per_s / 1e9
         info["roofline_tflops"] = peaks.roofline(intensity, dtype_name, device_peaks) / 1e12
-    benchmark.extra_info.update(info)
+    write_row(benchmark, info)
     # Correctness beside the timing: a fast wrong answer fails its row.
     assert info["max_abs_err"] <= info["max_abs_err_tolerance"], info
 
@@ -288,7 +289,7 @@ def test_tensor_core_ceiling(benchmark, device_peaks, cublas_tflops: float,
     if device_peaks is not None:
         info["peak_tflops"] = device_peaks.peak_flops("bf16") / 1e12
         info["pct_of_peak"] = 100.0 * tflops / info["peak_tflops"]
-    benchmark.extra_info.update(info)
+    write_row(benchmark, info)
 
 
 # --- the seed training step: own kernels vs torch/cuBLAS ops ------------------------------
@@ -344,7 +345,7 @@ def test_seed_step(benchmark, impl: str) -> None:
     benchmark.group = f"seed_step-{cfg.name}"
     w = w0.clone()
     step_ms = timed_rounds_ms(benchmark, lambda: step(x, w, target, cfg.lr), steps_per_round)
-    benchmark.extra_info.update({
+    write_row(benchmark, {
         "kind": "seed_step",
         "impl": impl,
         "step_ms": step_ms,

@@ -53,6 +53,7 @@ from impl.hybrid.digits import DIGITS_VARIANTS, DigitsConfig, load_data, run_dig
 from impl.hybrid.gpt_forward import STUDY_TABLE, gpt_study_w384_b2, measure_in_fresh_process
 from impl.hybrid.host_adam import ADAM_BYTES_PER_PARAMETER, HostAdam
 from impl.hybrid.measure import host_work_split
+from impl.rows.write import write_row
 from impl.workloads import Batch, build_model, describe, loss_fn, preset
 from suite.harness import Variant, batches, measure_interleaved, record_round_times
 from suite.study_rows import comparison, round_seconds
@@ -183,7 +184,7 @@ def test_offload(benchmark, variant, dist_context, rounds):
     check = measured["checks"][variant]
     benchmark.group = f"hybrid-offload-{workload.name}"
     record_round_times(benchmark, round_seconds(round_ms))
-    benchmark.extra_info.update({
+    write_row(benchmark, {
         "kind": "hybrid_step", "study": "fine-grained", "variant": variant,
         "workload": workload.name, "device": device_name(measured["device"]),
         "step_ms": step.value, "step_ms_estimate": step.to_json(), "round_ms": round_ms,
@@ -205,7 +206,7 @@ def test_offload_comparison(benchmark, dist_context, rounds):
     pairs = [comparison(a, b, result.round_ms(a), result.round_ms(b)) for a, b in OFFLOAD_PAIRS]
     benchmark.group = f"hybrid-offload-{workload.name}"
     record_round_times(benchmark, [sum(per) for per in zip(*result.wall_s.values())])
-    benchmark.extra_info.update({
+    write_row(benchmark, {
         "kind": "hybrid_comparison", "study": "fine-grained", "workload": workload.name,
         "device": device_name(measured["device"]), "comparisons": pairs,
         "measurement": result.to_json() | {"extras": {}},  # timelines are in the variant rows
@@ -263,7 +264,7 @@ def test_host_adam(benchmark, variant, dist_context, rounds):
     step = stats.median(round_ms)
     benchmark.group = "hybrid-host-adam"
     record_round_times(benchmark, round_seconds(round_ms))
-    benchmark.extra_info.update({
+    write_row(benchmark, {
         "kind": "host_adam", "variant": variant, "parameters": parameters,
         "threads": measured["threads"], "device": device_name(torch.device("cpu")),
         "step_ms": step.value, "step_ms_estimate": step.to_json(), "round_ms": round_ms,
@@ -378,7 +379,7 @@ def test_coarse(benchmark, variant, dist_context, rounds):
     benchmark.group = f"hybrid-coarse-{workload.name}"
     record_round_times(benchmark, round_seconds(round_ms))
     imbalance = stats.median(measured["imbalance"]) if variant == "coarse-hybrid" else None
-    benchmark.extra_info.update({
+    write_row(benchmark, {
         "kind": "hybrid_step", "study": "coarse-grained", "variant": variant,
         "workload": workload.name, "device": " + ".join(w["device"] for w in measured["workers"])
         if variant == "coarse-hybrid" else measured["workers"][worker]["device"],
@@ -406,7 +407,7 @@ def test_coarse_comparison(benchmark, dist_context, rounds):
              for alone in ("worker0-alone", "worker1-alone")]
     benchmark.group = f"hybrid-coarse-{measured['workload'].name}"
     record_round_times(benchmark, round_seconds([sum(r) for r in zip(*round_ms.values())]))
-    benchmark.extra_info.update({
+    write_row(benchmark, {
         "kind": "hybrid_comparison", "study": "coarse-grained",
         "workload": measured["workload"].name, "comparisons": pairs, "round_ms": round_ms,
         "orders": measured["orders"], "residual_imbalance_per_round": measured["imbalance"],
@@ -466,7 +467,7 @@ def test_digits(benchmark, variant, dist_context, pytestconfig):
             f"first-epoch loss (tolerance {LOSS_CURVE_TOLERANCE})")
     benchmark.group = f"digits-{config.name}"
     record_round_times(benchmark, curve["epoch_s"])
-    benchmark.extra_info.update({
+    write_row(benchmark, {
         "kind": "digits_curve", "variant": variant, "device": result["device"],
         "threads": threads, "epochs": epochs, "study_epochs": config.epochs,
         "data": data.source, "train_rows": len(data.y_train), "test_rows": len(data.y_test),
@@ -491,7 +492,7 @@ def test_gpt_forward(benchmark, device, dist_context, pytestconfig):
     config = gpt_study_w384_b2()
     benchmark.group = f"gpt-forward-{config.name}"
     record_round_times(benchmark, round_seconds(times))
-    benchmark.extra_info.update({
+    write_row(benchmark, {
         "kind": "gpt_forward", "device": device, "device_name": measured["device_name"],
         "threads": measured["threads"], "iterations": iterations, "iteration_ms": times,
         "first_ms": times[0],

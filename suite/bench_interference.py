@@ -27,6 +27,7 @@ import torch
 import torch.distributed as dist
 
 from impl import capabilities, stats
+from impl.rows.write import write_row
 from impl.workloads import DTYPES, preset
 from suite.conftest import launched_world, suite_axes
 from suite.harness import StepClock, Variant, measure_interleaved, record_round_times, sync
@@ -180,7 +181,7 @@ def test_interference(benchmark, interference_workload, dist_context, rounds):
                            "repeats": setup.repeats[kind]}
     benchmark.group = f"interference-w{context.world_size}-{context.profile}"
     record_round_times(benchmark, [sum(s) / 1e3 for s in measurement.step_ms["alone"]])
-    benchmark.extra_info.update({
+    write_row(benchmark, {
         "kind": "interference", "workload": interference_workload,
         "world_size": context.world_size, "profile": context.profile,
         "backend": context.backend,

@@ -36,6 +36,7 @@ import torch
 from impl import capabilities, comparisons, deadline, metrics
 from impl.gradients import max_chunks, shared_buffers
 from impl.memory import MemoryPlan, Pristine, agreed, alias_model, plan_for_cell
+from impl.rows.write import write_row
 from impl.strategies import StrategyOptions, build_strategy
 from impl.strategies.knobs import chunking_problem, variant_strategy
 from impl.strategy_check import errors_vs_sequential, weight_tolerance
@@ -331,7 +332,7 @@ def test_overlap(benchmark, row, dist_context, rounds, cell_results, sampler_fac
         record_round_times(benchmark, [sum(s) / 1e3 for s in steps])
         info.update(variant_info(row.variant, cell, result))
     info["memory"] = result.memory
-    benchmark.extra_info.update(info)
+    write_row(benchmark, info)
 
 
 def common_info(cell: Cell, context, rounds) -> dict:

@@ -28,6 +28,7 @@ from impl.pipeline import SCHEDULES, PipelineOptions, build_schedule, cut_stage
 from impl.pipeline.measure import PIPELINE_FIELDS, bubble_fraction, bubble_theory
 from impl.pipeline.plans import MICROBATCH_COUNTS
 from impl.pipeline.schedule_check import max_abs_err_vs_single, single_device_weights
+from impl.rows.write import write_row
 from impl.strategy_check import weight_tolerance
 from impl.workloads import DTYPES, build_model, describe, preset
 from suite.conftest import suite_axes
@@ -217,7 +218,7 @@ def test_pipeline(benchmark, setting, variant, dist_context, rounds):
     benchmark.group = f"pipeline-{setting.id}"
     record_round_times(benchmark, round_seconds(rows["round_ms"]))
     schedule, options = variant_options(variant, setting.microbatches)
-    benchmark.extra_info.update({
+    write_row(benchmark, {
         "kind": "pipeline", "variant": variant, "schedule": schedule,
         "recompute": options.recompute, "workload": setting.workload,
         "stages": setting.stages, "microbatches": setting.microbatches,
@@ -257,7 +258,7 @@ def test_pipeline_comparison(benchmark, setting, dist_context, rounds):
     whole_rounds = [sum(rounds_ms[n][r] for n in rounds_ms)
                     for r in range(len(next(iter(rounds_ms.values()))))]
     record_round_times(benchmark, round_seconds(whole_rounds))
-    benchmark.extra_info.update({
+    write_row(benchmark, {
         "kind": "pipeline_comparison", "workload": setting.workload, "stages": setting.stages,
         "microbatches": setting.microbatches, "backend": context.backend,
         "comparisons": pairs, "round_ms": rounds_ms, "orders": measured["orders"],

@@ -12,6 +12,7 @@ import itertools
 import pytest
 
 from impl import capabilities, stats
+from impl.rows.write import write_row
 from impl.strategies import StrategyOptions, build_strategy
 from impl.workloads import build_model, preset
 from suite.conftest import suite_axes
@@ -45,7 +46,7 @@ def test_sampler_overhead(benchmark, dist_context, rounds, sampler_factory, pyte
     overhead = stats.ratio(on, off)
     benchmark.group = "nvml-sampler-overhead"
     record_round_times(benchmark, [sum(s) / 1e3 for s in measurement.step_ms["sampler-on"]])
-    benchmark.extra_info.update({
+    write_row(benchmark, {
         "kind": "sampler_overhead", "workload": workload.name, "period_ms": sampler.period_ms,
         "step_ms_sampler_off": stats.median(off).value,
         "step_ms_sampler_on": stats.median(on).value,

@@ -12,6 +12,7 @@ import statistics
 import pytest
 import torch
 
+from impl.rows.write import write_row
 from impl.strategies import StrategyOptions, build_strategy
 from impl.workloads import build_model, make_batch, preset
 
@@ -45,7 +46,7 @@ def test_synthetic(benchmark, dist_context, rounds, pytestconfig, chunks):
     timeline = overlapped.finish_timeline()
     sequential_ms = statistics.median(sequential_s) * 1e3
     step_ms = benchmark.stats.stats.median * 1e3 if benchmark.stats else None
-    benchmark.extra_info.update({
+    write_row(benchmark, {
         "kind": "synthetic", "real": False, "strategy": "synthetic", "chunks": chunks,
         "scale": scale, "step_ms": step_ms, "sequential_ms": sequential_ms,
         "speedup_pct": (sequential_ms - step_ms) / sequential_ms * 100 if step_ms else None,

@@ -27,6 +27,7 @@ import torch.distributed as dist
 
 from impl import capabilities
 from impl.kernels import ops, peaks
+from impl.rows.write import write_row
 from impl.tensor_parallel.layers import (
     TpMlpConfig,
     TpMlpRunner,
@@ -297,8 +298,9 @@ def test_tp(benchmark, tp_row: Row, dist_context, rounds, tp_cells, pytestconfig
         walls = [sum(cell.measurement.wall_s[name][r] for name in cell.measurement.names)
                  for r in range(len(cell.measurement.orders))]
         record_round_times(benchmark, walls)  # the whole interleaved round, every variant
-        benchmark.extra_info.update(cell.info["comparison"])
+        write_row(benchmark, cell.info["comparison"])
     else:
         name = tp_row.variant.name
         record_round_times(benchmark, round_seconds(cell.measurement.round_ms(name)))
-        benchmark.extra_info.update(cell.info.get(name, {}))  # empty outside the subgroup
+        if name in cell.info:  # absent outside the variant's subgroup
+            write_row(benchmark, cell.info[name])

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from impl.rows.files import find_result_files, load_results
 from reports import cells
 from reports.format import fmt
-from reports.results import find_result_files, load_results
 from reports.sections import headline
 from tests import pdf_pages
 from tests.test_report import blank_fraction, chapter_ends, run_build, section_html, text_of

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from impl.rows.files import ResultsError, load_results
 from reports import build
 from reports.gate import cli as gate
-from reports.results import ResultsError, load_results
 
 DATA = Path(__file__).with_name("data")
 SOURCE = json.loads((DATA / "h200x4-trimmed.json").read_text())

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from impl import atomic
+from impl.rows.files import ResultsError, find_result_files, load_results
 from reports.gate import cli as gate
 from reports.gate.comparison import compare
 from reports.gate.loading import machine_mismatches, merge_benchmarks
@@ -24,12 +25,7 @@ from reports.gate.spread import (
     measure_spread,
     noise_aware_threshold,
 )
-from reports.results import (
-    ResultsError,
-    find_result_files,
-    load_results,
-    newest_per_machine,
-)
+from reports.results import newest_per_machine
 
 CPU_MACHINE = {"machine_label": "cpu-2core", "gpu_names": [], "gpu_uuids": [], "driver": None,
                "cuda": None, "nccl": None, "torch": "2.13.0+cpu", "world_size": 2,

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from impl.rows.files import load_results
 from reports.gate import cli as gate
 from reports.gate import confirm as gate_confirm
 from reports.gate.comparison import compare
@@ -37,7 +38,6 @@ from reports.gate.confirm import (
     run_block,
     schedule,
 )
-from reports.results import load_results
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK_CPU = ROOT / "results" / "cpu-2core" / "20261121T232934Z.json"

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from reports import analysis, archive, cells, loading
-from reports.results import load_results, newest_per_machine
+from impl.rows.files import load_results
+from impl.rows.merge import benchmark_rows, merge_rows
+from reports import archive, cells, loading
+from reports.results import newest_per_machine
 from reports.sections import headline
 from tests.test_report import INTERLEAVED, REGIMES
 
@@ -26,8 +28,8 @@ OVERLAP_RUN = ROOT / "results" / "h200x2" / "20261123T094012Z.json"
 def loaded():
     inputs = [load_results(p) for p in (INTERLEAVED, REGIMES)]
     runs = [loading.describe_run(i, r) for i, r in enumerate(inputs)]
-    rows = analysis.merge_rows(row for run, r in zip(runs, inputs)
-                               for row in analysis.benchmark_rows(r.label, run.index,
+    rows = merge_rows(row for run, r in zip(runs, inputs)
+                               for row in benchmark_rows(r.label, run.index,
                                                                   r.benchmarks))
     return rows, runs
 

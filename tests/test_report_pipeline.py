@@ -15,6 +15,7 @@ from markupsafe import escape
 
 from impl.hybrid import HYBRID_FIELDS
 from impl.pipeline.measure import PIPELINE_FIELDS
+from impl.rows.merge import benchmark_rows
 from reports import analysis, build, study_tables
 from reports.format import fmt
 from reports.sections import hybrid, pipeline
@@ -31,7 +32,7 @@ def document() -> dict:
 
 @pytest.fixture(scope="module")
 def rows(document) -> list[dict]:
-    return analysis.benchmark_rows("cpu-2core", 0, document["benchmarks"])
+    return benchmark_rows("cpu-2core", 0, document["benchmarks"])
 
 
 def kinds(document) -> dict[str, int]:
@@ -49,7 +50,7 @@ def gpu_document() -> dict:
 
 @pytest.fixture(scope="module")
 def gpu_rows(gpu_document) -> list[dict]:
-    return analysis.benchmark_rows("h200x1", 0, gpu_document["benchmarks"])
+    return benchmark_rows("h200x1", 0, gpu_document["benchmarks"])
 
 
 def test_fixtures_hold_every_kind_of_the_section(document, gpu_document):

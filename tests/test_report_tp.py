@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 from markupsafe import escape
 
+from impl.rows.merge import benchmark_rows
 from impl.tensor_parallel.metrics import TP_FIELDS
-from reports import analysis, build
+from reports import build
 from reports.sections import tensor_parallel as tp_report
 from tests.test_report import CPU_FIXTURE, run_build
 
@@ -32,7 +33,7 @@ MACHINE = "cpu-2core"
 
 def fixture_rows() -> list[dict]:
     document = json.loads(TP_FIXTURE.read_text())
-    return analysis.benchmark_rows(document["suite"]["label"], 0, document["benchmarks"])
+    return benchmark_rows(document["suite"]["label"], 0, document["benchmarks"])
 
 
 @pytest.fixture(scope="module")

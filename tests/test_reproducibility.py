@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from impl.rows.files import load_results
 from reports import build, cells
 from reports.format import fmt_estimate, fmt_pct
-from reports.results import load_results
 from reports.sections import reproducibility
 
 RESULTS = Path(__file__).parent.parent / "results" / "cpu-2core"

@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 
 from impl import stats
-from reports import analysis, archive, loading
+from impl.rows.files import load_results
+from impl.rows.merge import benchmark_rows, merge_rows
+from reports import archive, loading
 from reports.format import fmt, fmt_estimate, fmt_times
 from reports.gate import trial_rates as regression
-from reports.results import load_results
 from reports.sections import studies
 
 ROOT = Path(__file__).parent.parent
@@ -36,8 +37,8 @@ def loaded(folder: Path):
     found = archive.scan([str(folder)])
     inputs = sorted(found.files, key=lambda r: (r.sort_time, r.path.name))
     runs = [loading.describe_run(i, r) for i, r in enumerate(inputs)]
-    rows = analysis.merge_rows(row for run, r in zip(runs, inputs)
-                               for row in analysis.benchmark_rows(r.label, run.index,
+    rows = merge_rows(row for run, r in zip(runs, inputs)
+                               for row in benchmark_rows(r.label, run.index,
                                                                   r.benchmarks))
     return rows, runs, found
 

@@ -7,7 +7,7 @@ inputs.py) and the interference row, and, beside it, by the same model without i
 (which should be optimistic by about the measured slowdown). Nothing of the overlapped steps
 is an input.
 
-    checks = validate(rows)          # rows: analysis.benchmark_rows of result files, merged
+    checks = validate(rows)          # rows: impl.rows.merge.benchmark_rows of result files, merged
     print("\n".join(format_checks(checks)), by_strategy(checks))
 
 The goal (issue 30): per strategy, median |error| ≤ 5% and max ≤ 10% of the step, and the

@@ -23,6 +23,7 @@ from impl.costmodel import accuracy, scale
 from impl.costmodel.fabric import NodeFabric
 from impl.costmodel.fabric_file import FabricError, available, load_fabric
 from impl.costmodel.validate import load_rows, summary_lines
+from impl.rows.files import ResultsError
 
 
 def _cell(value: float | None, digits: str = ".3g") -> str:
@@ -70,8 +71,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--chunks", type=chunk_count, default=scale.DEFAULT_CHUNKS,
                         help=f"K, the chunk count (default {scale.DEFAULT_CHUNKS})")
     args = parser.parse_args(argv)
-    from reports.results import ResultsError
-
     try:
         fabric = load_fabric(args.fabric)
         rows = load_rows(args.paths)

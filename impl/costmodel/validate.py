@@ -17,16 +17,15 @@ import sys
 from collections.abc import Sequence
 
 from impl.costmodel import accuracy
+from impl.rows.files import ResultsError, find_result_files, load_results
+from impl.rows.merge import benchmark_rows, merge_rows
 
 RESULTS = "results"
 
 
 def load_rows(paths: Sequence[str]) -> list[dict]:
     """Every benchmark row of the files (or folders) as the report reads them, merged so that
-    a newer file's row replaces an older one's (reports/results.py checks each file)."""
-    from reports.analysis import benchmark_rows, merge_rows
-    from reports.results import find_result_files, load_results
-
+    a newer file's row replaces an older one's (impl/rows/files.py checks each file)."""
     files = sorted((load_results(p) for p in find_result_files(paths)),
                    key=lambda r: (r.sort_time, r.path.name))
     return merge_rows(row for index, results in enumerate(files)
@@ -60,8 +59,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("paths", nargs="*", default=[RESULTS],
                         help=f"result files or folders (default: {RESULTS}/)")
     args = parser.parse_args(argv)
-    from reports.results import ResultsError
-
     try:
         rows = load_rows(args.paths)
     except ResultsError as error:

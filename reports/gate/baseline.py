@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from impl.atomic import write_json_atomic
+from impl.rows.files import ResultsFile, find_result_files, load_results, newest
 from impl.settings import LABEL_PATTERN
 from reports.gate.loading import (
     GateError,
@@ -27,7 +28,6 @@ from reports.gate.spread import (
     noise_aware_threshold,
     spread_record,
 )
-from reports.results import ResultsFile, find_result_files, load_results, newest
 
 BASELINES_DIR = Path("results/baselines")
 

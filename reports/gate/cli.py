@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from impl.atomic import write_bytes_atomic, write_json_atomic
+from impl.rows.files import ResultsError
 from reports.gate import confirm as gate_confirm
 from reports.gate.baseline import BASELINES_DIR, print_baseline, update_baseline
 from reports.gate.comparison import EXIT_STATUS, compare
@@ -54,7 +55,6 @@ from reports.gate.loading import (
 from reports.gate.render import render_markdown, render_text, rule_text, write_summary
 from reports.gate.rules import Rule
 from reports.gate.suspects import confirm_suspects
-from reports.results import ResultsError
 
 DEFAULT_SUMMARY = Path("reports/out/gate-summary.md")
 # How the files the gate writes begin: it replaces only such files (check_outputs).

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from impl.rows.files import round_times as saved_round_times
 from reports.gate.confirm import Confirmation
 from reports.gate.rules import VERDICTS, Decision, Rule, decide, threshold_for
 from reports.gate.spread import GroupSpread, is_suspect, noise_aware_threshold
-from reports.results import round_times as saved_round_times
 
 EXIT_STATUS = {"PASS": 0, "FAIL": 1, "UNCONFIRMED": 3}  # 2: bad input, or no re-run possible
 # Shown beside the ratio when a benchmark recorded them: a number people know for that kind.

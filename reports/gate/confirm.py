@@ -65,7 +65,7 @@ from scipy.stats import trim_mean
 
 from impl import stats
 from impl.profiles import PROFILES
-from reports.results import ResultsError, find_result_files, load_results
+from impl.rows.files import ResultsError, find_result_files, load_results
 
 # An inconclusive re-run grows by its first count of block pairs at a time, up to this many times
 # its first length: a 10% slowdown against a 5% threshold needs the interval's half-width

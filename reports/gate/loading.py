@@ -12,10 +12,11 @@ refuses only when a side has no comparable file left.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from impl.rows.files import ResultsFile, find_result_files, load_results, newest
 from reports.gate.spread import SPREAD_KEY, GroupSpread, recorded_spread
-from reports.results import ResultsFile, find_result_files, load_results, newest
 
 # machine_info["overlap"] fields that must agree; the CPU ones only where neither side has a GPU.
 MACHINE_FIELDS = ("gpu_names", "driver", "world_size", "backend", "profile")
@@ -26,6 +27,18 @@ PLAIN_MACHINE_FIELDS = (("cpu", "brand_raw"), ("cpu", "count"), ("machine",), ("
 
 class GateError(Exception):
     """A usage or input problem: printed as one line, exit status 2."""
+
+
+@dataclass
+class Baseline:
+    """A baseline file's benchmarks and the candidate benchmarks of the same machine (the
+    report's regression section judges them by the gate's rule)."""
+
+    path: str
+    label: str
+    benchmarks: dict[str, dict]
+    candidate: dict[str, dict]
+    notes: list[str] = field(default_factory=list)  # candidate files left out, and why
 
 
 def machine_identity(machine_info: dict, plain: bool = False,

@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
 
+from impl.rows.files import ResultsFile, newest
 from reports.gate import confirm as gate_confirm
 from reports.gate.comparison import Comparison
 from reports.gate.confirm import Confirmation, ConfirmError
 from reports.gate.loading import by_fullname
-from reports.results import ResultsFile, newest
 
 
 def _git_head(tree: Path) -> str | None:

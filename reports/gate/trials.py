@@ -142,7 +142,7 @@ def run_target(target: Target, out: Path, extra_compute: float = 0.0) -> Path:
                            f"exit {result.returncode}:\n{result.stdout[-3000:]}"
                            f"{result.stderr[-3000:]}")
     if target.launcher_args is not None:
-        from reports.results import find_result_files
+        from impl.rows.files import find_result_files
 
         (written,) = find_result_files(out.with_suffix(".run"))
         written.replace(out)

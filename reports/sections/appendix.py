@@ -61,7 +61,7 @@ def run_uses(run: Run, rows: Sequence[dict]) -> list[str]:
                          f"'{BEFORE_INTERLEAVING_TITLE}'")
             if shown - before:
                 text += f"; {shown - before} {USES[kind]}"
-        elif kind in analysis.KNOWN_KINDS:
+        elif kind in analysis.REPORTED_KINDS:
             if superseded.get(kind):
                 text += (f"; {superseded[kind]} left out: a newer run measured the same GPU "
                          f"model (GEMM chapter's rule)")

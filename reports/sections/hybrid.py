@@ -1,7 +1,7 @@
 """The report's CPU–GPU hybrid parts: the trainers' steps and checks, where the offload's host
 work goes, host Adam against memory bandwidth, the digits curves and the GPT forward table.
 
-Rows are ``analysis.benchmark_rows`` of suite/bench_hybrid.py's kinds; definitions are quoted
+Rows are ``impl.rows.merge.benchmark_rows`` of suite/bench_hybrid.py's kinds; definitions are quoted
 from impl/hybrid (HYBRID_FIELDS, impl/hybrid/measure.py). ``section_parts`` fills the hybrid
 half of the pipeline section's context (reports/sections/pipeline.py).
 

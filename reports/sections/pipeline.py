@@ -3,7 +3,7 @@ section (the hybrid study's parts come from reports/sections/hybrid.py).
 
 Analysis functions are pure (rows in, lists of dicts out); figures take their output and
 return images (matplotlib, Agg); ``section`` assembles the template's context. Rows are
-``analysis.benchmark_rows`` of the kinds in PIPELINE_KINDS (suite/bench_pipeline.py and
+``impl.rows.merge.benchmark_rows`` of the kinds in PIPELINE_KINDS (suite/bench_pipeline.py and
 suite/bench_hybrid.py write them); definitions are quoted from impl/pipeline/measure.py and
 impl/hybrid/__init__.py.
 

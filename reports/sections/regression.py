@@ -5,21 +5,8 @@ the loaded results against a baseline file (``--baseline``), by the gate's own r
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from reports.format import Column, fmt, make_table, text_column
-
-
-@dataclass
-class Baseline:
-    """A baseline file's benchmarks and the candidate benchmarks of the same machine."""
-
-    path: str
-    label: str
-    benchmarks: dict[str, dict]
-    candidate: dict[str, dict]
-    notes: list[str] = field(default_factory=list)  # candidate files left out, and why
-
+from reports.gate.loading import Baseline
 
 REGRESSION_COLUMNS = (text_column("benchmark", "benchmark"),
                       Column("baseline_ms", "baseline", "ms"),
@@ -43,11 +30,11 @@ TRIAL_COLUMNS = (text_column("machine", "machine"), text_column("target", "bench
 def section_regression(baseline: Baseline | None) -> dict:
     # The gate's rules and statistics, not a second copy: imported here so that a report
     # without a baseline or trials does not need SciPy.
+    from impl.rows.files import load_results
     from reports.gate import confirm, rules, spread, trial_rates
     from reports.gate.comparison import compare
     from reports.gate.loading import baseline_spreads
     from reports.gate.render import rule_text
-    from reports.results import load_results
 
     documents, trial_notes = trial_rates.load_trials(trial_rates.find_trials())
     trials = trial_rates.trial_rates(documents)

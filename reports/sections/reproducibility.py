@@ -18,9 +18,10 @@ import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 
-from reports import analysis, cells
+from impl.rows.files import ResultsFile
+from impl.rows.merge import benchmark_rows
+from reports import cells
 from reports.format import Cell, Table, fmt, fmt_estimate, fmt_pct, make_table, text_column
-from reports.results import ResultsFile
 
 RUN_LABEL_CHARS = 16  # "20261123T194800Z": a run's file name up to its time stamp
 
@@ -127,7 +128,7 @@ def agreement_rows(groups: Sequence[dict]) -> list[dict]:
     for group in groups:
         measured: dict[tuple, list[tuple[ResultsFile, dict]]] = defaultdict(list)
         for results in group["runs"]:
-            for row in analysis.benchmark_rows(results.label, 0, results.benchmarks):
+            for row in benchmark_rows(results.label, 0, results.benchmarks):
                 if row.get("kind") not in FIGURES:
                     continue
                 kind_name, figures = FIGURES[row["kind"]]

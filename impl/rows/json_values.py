@@ -1,7 +1,7 @@
 """What no result file may hold, found in the parsed JSON before any field is read: numbers
 that are not finite (NaN, Infinity, beyond the float range, integers too long for a float) and
 text that is not valid Unicode (a lone surrogate), each named with its place in the document.
-reports/results.py reads files through these.
+impl/rows/files.py reads files through these.
 """
 
 from __future__ import annotations

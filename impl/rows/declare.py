@@ -1,0 +1,126 @@
+"""How a kind of row is declared: its fields (name, unit, definition, shape) and its identity.
+
+A row is one benchmark's ``extra_info``. The suite writes it through its kind
+(``RowKind.check_written``: every field declared, the required ones present, each of its
+shape), and the report, the gate and the cost model read it through the same declaration
+(``RowKind.check_read``: older files may lack fields added since, or carry fields no longer
+written, so reading asks only for the required fields and checks the shape of the declared
+ones it finds).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from impl.rows.shapes import is_number, shape_error
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of a row: its unit ("" when none), definition and shape (impl/rows/shapes.py).
+
+    ``required``: every row of the kind has it, in every result file; ``written``: the suite
+    still writes it (False: read from older files only).
+    """
+
+    name: str
+    unit: str
+    definition: str
+    higher_is_better: bool | None = None
+    shape: object = "any"
+    required: bool = False
+    written: bool = True
+
+
+class RowError(ValueError):
+    """A row that does not match its kind's declaration; the message names the field."""
+
+
+@dataclass(frozen=True)
+class RowKind:
+    """A kind of row: what one row is, the fields that make two rows the same measurement
+    (``identity``: a newer run's row replaces an older one's; "name" is the benchmark's name,
+    "has F" whether the row holds field F), and every field it holds."""
+
+    name: str
+    summary: str
+    identity: tuple[str, ...]
+    fields: tuple[Field, ...]
+
+    def __post_init__(self) -> None:
+        names = [f.name for f in self.fields]
+        if doubled := sorted({n for n in names if names.count(n) > 1}):
+            raise RowError(f"row kind {self.name!r} declares {', '.join(doubled)} twice")
+        keys = {key.removeprefix("has ") for key in self.identity}
+        if unknown := sorted(keys - set(names) - {"name"}):
+            raise RowError(f"row kind {self.name!r}: identity names undeclared {unknown}")
+
+    @property
+    def by_name(self) -> dict[str, Field]:
+        return {f.name: f for f in self.fields}
+
+    def field_problem(self, info: dict, field: Field) -> str | None:
+        """Why ``info``'s value of ``field`` cannot be it (absent only where not required)."""
+        if field.name not in info:
+            return f"has no extra_info.{field.name}" if field.required else None
+        value, where = info[field.name], f"extra_info.{field.name}"
+        if value is None and not field.required and _nullable(field.shape):
+            return None
+        if not _of_type(value, field.shape):
+            return f"has {where} = {value!r:.60}; expected {_in_words(field.shape)}"
+        if is_number(value) and not math.isfinite(value):
+            return f"has {where} = {value!r}; expected a finite number"
+        error = shape_error(value, field.shape, where)
+        return None if error is None else f"has {error}"
+
+    def identity_of(self, row: dict) -> tuple:
+        """The values of ``identity`` in a row (impl.rows.merge.benchmark_rows)."""
+        return tuple(key.removeprefix("has ") in row if key.startswith("has ") else row.get(key)
+                     for key in self.identity)
+
+    def check_read(self, info: dict) -> str | None:
+        """Why a row read from a result file cannot be used, or None."""
+        return next((p for f in self.fields if (p := self.field_problem(info, f))), None)
+
+    def check_written(self, info: dict) -> str | None:
+        """Why a row about to be written does not match the declaration, or None."""
+        declared = self.by_name
+        for name in info:
+            if name == "kind":
+                continue
+            if name not in declared:
+                return (f"writes extra_info.{name}, which the kind {self.name!r} does not "
+                        f"declare (impl/rows/kinds.py; declared: {', '.join(sorted(declared))})")
+            if not declared[name].written:
+                return f"writes extra_info.{name}, which the kind {self.name!r} no longer writes"
+        return self.check_read(info)
+
+
+def _nullable(shape: object) -> bool:
+    return (shape.endswith("?") if isinstance(shape, str) else
+            shape[1:] == ["?"] if isinstance(shape, list) else bool(shape.get("?")))
+
+
+_TYPES = {"num": (int, float), "int": (int, float), "str": str, "bool": bool, "obj": dict,
+          "list": list, "any": object}
+
+
+def _of_type(value: object, shape: object) -> bool:
+    """Whether ``value`` is of the JSON type of ``shape``'s outer level (a finer problem is
+    shape_error's to name)."""
+    base = shape.rstrip("?") if isinstance(shape, str) else "list" if isinstance(
+        shape, list) else "obj"
+    if base in ("num", "int") and isinstance(value, bool):
+        return False
+    return isinstance(value, _TYPES[base])
+
+
+_WORDS = {"num": "a number", "int": "a number", "str": "a string", "bool": "true or false",
+          "obj": "an object", "list": "a list", "any": "a value"}
+
+
+def _in_words(shape: object) -> str:
+    base = shape.rstrip("?") if isinstance(shape, str) else "list" if isinstance(
+        shape, list) else "obj"
+    return _WORDS[base] + (" or null" if _nullable(shape) else "")

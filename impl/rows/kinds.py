@@ -1,0 +1,511 @@
+"""Every kind of row the suite writes, declared once: what a row is, what makes two rows the
+same measurement, and each field with its unit, definition and shape.
+
+The benchmarks write through these (impl.rows.write_row); the report, the gate and the cost
+model read through them (impl.rows.files). Adding a kind of row is one RowKind below, added
+to KINDS.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from impl.metrics import ALLREDUCE_FIELDS, STEP_FIELDS
+from impl.rows.declare import Field, RowKind
+from impl.rows.shapes import (
+    ANY,
+    BOOL,
+    ESTIMATE,
+    INT,
+    LIST,
+    MEASUREMENT,
+    NUM,
+    NVML,
+    NVML_SERIES,
+    OBJ,
+    OPTIONAL_ESTIMATE,
+    TEXT,
+    TIMELINE,
+    VERSUS,
+    nullable,
+)
+
+
+def required(field: Field) -> Field:
+    return replace(field, required=True)
+
+
+def measured(fields: tuple[Field, ...], name: str, shape: object = "num?",
+             is_required: bool = False) -> Field:
+    """A field defined in impl/metrics.py, with the shape it has in a row."""
+    found = next(f for f in fields if f.name == name)
+    return replace(found, shape=shape, required=is_required)
+
+
+def _f(name: str, shape: object, unit: str = "", definition: str = "",
+       higher_is_better: bool | None = None, **flags) -> Field:
+    return Field(name, unit, definition, higher_is_better, shape=shape, **flags)
+
+
+# --- fields several kinds share -------------------------------------------------------------
+
+WORKLOAD = _f("workload", TEXT, "", "The workload preset (impl/workloads.py) the row measured.",
+              required=True)
+WORLD_SIZE = _f("world_size", INT, "ranks", "Ranks that took part.", required=True)
+PROFILE = _f("profile", TEXT, "", "Interconnect profile (nvlink, shm, socket, gloo-tcp).",
+             required=True)
+BACKEND = _f("backend", "str?", "", "torch.distributed backend (nccl or gloo).")
+DEVICE = _f("device", "str?", "", "Device name as torch reports it, or cpu.")
+DEVICE_NAME = _f("device_name", "str?", "", "GPU name as torch reports it (null on the CPU); "
+                 "the single-GPU studies are chosen by it.")
+CONFIG = _f("config", "obj?", "", "The workload's full configuration (asdict of its preset).")
+CHUNKS = _f("chunks", INT, "", "K: gradient chunks each step all-reduces.", required=True)
+REAL = _f("real", "bool?", "", "False only for the labelled sleep-based simulation.")
+ROUND_PLAN = _f("rounds", "obj?", "", "The round plan: warm-up, rounds, steps per round.")
+ORDER_SEED = _f("order_seed", "int?", "", "Seed of the per-round shuffled order of variants.")
+MEMORY = _f("memory", "obj?", "", "The cell's memory plan (impl/memory.py), or null.")
+STEP_MS = _f("step_ms", NUM, "ms", "Median time of one step.", False, required=True)
+STEP_ESTIMATE = _f("step_ms_estimate", nullable(ESTIMATE), "ms",
+                   "Median step with its 95% bootstrap interval over rounds.")
+ROUND_MS = _f("round_ms", ["num"], "ms", "Per-round step times, every round kept.")
+SAMPLES_PER_S = _f("samples_per_s", NUM, "1/s", "Samples per second: batch / step time.", True,
+                   required=True)
+TOLERANCE = _f("tolerance", "num?", "", "Largest error the correctness check accepts.")
+FIELDS_LIST = _f("fields", [TEXT], "", "Names of the study's metric fields, in table order.")
+OPTIONS = _f("options", "obj?", "", "The schedule's options (asdict).")
+STAGE_TIMELINES = _f("stage_timelines", [nullable(TIMELINE)], "",
+                     "One timeline of compute and communication intervals per stage.")
+COMPARISONS = _f("comparisons", [OBJ], "", "Paired comparisons (impl.comparisons.versus) of "
+                 "the variants measured in the same rounds.")
+ORDERS = _f("orders", LIST, "", "The shuffled order of the variants in each round.")
+VARIANTS = _f("variants", [TEXT], "", "The variants measured in the same rounds.")
+
+
+STEP = RowKind(
+    "step", "One strategy's step at one cell (workload, K, ranks, profile), with the cell's "
+    "references and its figures copied from the cell's comparison row.",
+    # Interleaved and older step rows of one setting are different measurements.
+    ("workload", "chunks", "world_size", "profile", "sequential_reference", "strategy",
+     "has intervals"),
+    (WORKLOAD, CHUNKS, WORLD_SIZE, PROFILE, BACKEND, DEVICE, CONFIG, REAL, ROUND_PLAN,
+     ORDER_SEED, MEMORY,
+     _f("strategy", TEXT, "", "The strategy (impl/strategies).", required=True),
+     _f("sequential_reference", "str?", "", "The sequential strategy of its references "
+        "(sequential, or mpi-sequential for MPI)."),
+     measured(STEP_FIELDS, "step_ms", NUM, True),
+     measured(STEP_FIELDS, "samples_per_s", NUM, True),
+     measured(STEP_FIELDS, "compute_only_ms", NUM, True),
+     measured(STEP_FIELDS, "comm_only_ms", NUM, True),
+     measured(STEP_FIELDS, "sequential_ms", NUM, True),
+     measured(STEP_FIELDS, "limit_ms", NUM, True),
+     measured(STEP_FIELDS, "bound_ms"),
+     measured(STEP_FIELDS, "overlap_efficiency"),
+     measured(STEP_FIELDS, "bound_efficiency"),
+     measured(STEP_FIELDS, "hidden_comm_fraction"),
+     measured(STEP_FIELDS, "max_abs_err_vs_sequential"),
+     measured(STEP_FIELDS, "energy_per_step_j"),
+     measured(STEP_FIELDS, "samples_per_joule"),
+     TOLERANCE,
+     _f("step_ms_rounds", ["num"], "ms", "Per-round median step times."),
+     _f("step_ms_all", ["num"], "ms", "Every timed step."),
+     _f("samples_per_round", "int?", "", "Samples over all ranks in one round."),
+     _f("intervals", {"*": OPTIONAL_ESTIMATE}, "", "95% intervals of the step and of its "
+        "efficiencies (impl.stats.Estimate)."),
+     _f("timeline", nullable(TIMELINE), "", "One step's compute and communication intervals."),
+     _f("ddp_bucket_count", "int?", "", "Buckets DDP's reducer made (DDP rows only)."),
+     _f("speedup_vs_sequential", "num?", "", "Sequential step / this step, paired by round.",
+        True),
+     _f("speedup_vs_ddp", "num?", "", "DDP's step / this step, paired by round.", True),
+     _f("speedup_vs_ddp_25mb", "num?", "", "DDP (25 MB buckets) step / this step.", True),
+     _f("verdict_vs_ddp", "str?", "", "faster, slower or no difference: whether the 95% "
+        "interval of the difference excludes zero."),
+     _f("verdict_vs_ddp_25mb", "str?", "", "As verdict_vs_ddp, against 25 MB buckets."),
+     _f("nvml", nullable(NVML), "", "NVML means, energy and series over the timed rounds."),
+     _f("nvml_series", nullable(NVML_SERIES), "", "NVML samples over time (older runs).",
+        written=False),
+     _f("wall_step_ms", "num?", "ms", "Wall-clock median step (older runs).", written=False),
+     _f("wall_vs_event_rel_diff", "num?", "", "Wall clock against CUDA events, relative "
+        "(older runs).", written=False)))
+
+
+STRATEGY_FIGURES = {  # impl.comparisons.strategy_figures
+    "step_ms": ESTIMATE, "vs_sequential": VERSUS, "vs_ddp?": VERSUS, "vs_ddp_25mb?": VERSUS,
+    "hidden_comm_fraction?": OPTIONAL_ESTIMATE, "overlap_efficiency?": OPTIONAL_ESTIMATE,
+    "bound_efficiency?": OPTIONAL_ESTIMATE,
+    "lost_time": {"exposed_comm_ms": ESTIMATE, "compute_slowdown_ms": ESTIMATE,
+                  "other_ms": ESTIMATE, "parts_sum_ms": ESTIMATE, "gap_ms": ESTIMATE}}
+
+REFERENCES = {"compute_only_ms": ESTIMATE, "sequential_ms": ESTIMATE,
+              "sequential_vs_compute_only": VERSUS, "comm_only_ms?": ESTIMATE,
+              "limit_ms?": ESTIMATE, "bound_ms?": ESTIMATE, "compute_to_comm?": ESTIMATE,
+              "bound_update_in_overlap_ms?": ESTIMATE}
+
+COMPARISON = RowKind(
+    "comparison", "One overlap cell: every strategy and reference interleaved in the same "
+    "rounds, with paired figures and 95% intervals.",
+    ("workload", "chunks", "world_size", "profile", "sequential_reference"),
+    (WORKLOAD, CHUNKS, WORLD_SIZE, PROFILE, BACKEND, DEVICE, CONFIG, REAL, ROUND_PLAN,
+     ORDER_SEED, MEMORY, VARIANTS,
+     _f("sequential_reference", TEXT, "", "The sequential strategy of the references.",
+        required=True),
+     _f("compared", [TEXT], "", "The strategies compared against the references."),
+     _f("references", REFERENCES, "ms", "compute-only, comm-only, sequential, the limit and "
+        "the schedule bound, each with its interval.", required=True),
+     _f("strategies", {"*": STRATEGY_FIGURES}, "", "Per strategy: its step, its speedups with "
+        "verdicts, its efficiencies and where its time beyond compute-only went.",
+        required=True),
+     _f("bound_ms_rounds", ["num", "?"], "ms", "The schedule bound per round."),
+     _f("checks", "obj?", "", "Per strategy: its largest weight error against sequential and "
+        "the tolerance."),
+     _f("ddp_bucket_counts", {"*": INT}, "", "Buckets DDP's reducer made, per DDP variant."),
+     _f("measurement", MEASUREMENT, "ms", "Every per-round, per-step time of every variant.",
+        required=True),
+     _f("timelines", {"*": nullable(TIMELINE)}, "", "One step's timeline per variant."),
+     _f("nvml", nullable(NVML), "", "NVML means, energy and series over the rounds.")))
+
+
+INTERFERENCE = RowKind(
+    "interference", "How much a GEMM slows down beside concurrent all-reduce traffic, "
+    "interleaved with the GEMM alone.",
+    ("workload", "world_size", "profile"),
+    (WORKLOAD, WORLD_SIZE, PROFILE, BACKEND, DEVICE,
+     _f("gemm", {"m": INT, "n": INT, "k": INT, "dtype": TEXT, "per_step": INT}, "",
+        "The GEMM's shape, dtype and launches per step.", required=True),
+     _f("traffic_bytes", "int?", "B", "Bytes each concurrent all-reduce moves."),
+     _f("gemm_alone_ms", ESTIMATE, "ms", "Median step of the GEMMs alone.", required=True),
+     _f("slowdown", {"*": {"ratio": ESTIMATE, "verdict": TEXT}}, "", "Per kind of concurrent "
+        "traffic: step beside it / step alone, its verdict and the repeats.", required=True),
+     _f("measurement", MEASUREMENT, "ms", "Every per-round time of every variant."),
+     _f("seconds", "num?", "s", "Wall time the measurement took.")))
+
+
+ALLREDUCE = RowKind(
+    "allreduce", "One all-reduce size at one world size and profile (nccl-tests' figures).",
+    ("world_size", "profile", "size_bytes"),
+    (WORLD_SIZE, PROFILE, BACKEND, DEVICE,
+     _f("dtype", "str?", "", "Element type."),
+     _f("ops_per_round", "int?", "", "All-reduces launched back to back per round."),
+     *(measured(ALLREDUCE_FIELDS, f.name, NUM if f.name != "size_bytes" else INT, True)
+       for f in ALLREDUCE_FIELDS)))
+
+
+SYNTHETIC = RowKind(
+    "synthetic", "The course study's sleep-based simulation, labelled and never mixed with "
+    "real measurements.",
+    ("chunks",),
+    (CHUNKS, REAL,
+     _f("strategy", "str?", "", "Always synthetic."),
+     _f("scale", "num?", "", "Factor applied to the course study's simulated durations."),
+     _f("step_ms", NUM, "ms", "Median simulated overlapped step.", False, required=True),
+     _f("sequential_ms", NUM, "ms", "Median simulated sequential step.", False,
+        required=True),
+     _f("speedup_pct", NUM, "%", "(sequential − step) / sequential · 100.", True,
+        required=True),
+     _f("timeline", nullable(TIMELINE), "", "The overlapped step's intervals.")))
+
+
+PEAKS = (_f("peak_tflops", "num?", "TFLOP/s", "The GPU's peak for the dtype "
+            "(impl/kernels/peaks.py), null for a GPU not in the table."),
+         _f("peak_gbps", "num?", "GB/s", "The GPU's memory bandwidth from the peak table."))
+
+GEMM = RowKind(
+    "gemm", "One rung of the GEMM ladder (or cuBLAS) at one shape and dtype, on one GPU.",
+    ("version", "preset", "dtype"),
+    (DEVICE_NAME, *PEAKS,
+     _f("version", TEXT, "", "The ladder's kernel (v1 … v6) or cublas.", required=True),
+     _f("preset", TEXT, "", "The shape's preset name.", required=True),
+     _f("m", INT, "", "Rows of A and C.", required=True),
+     _f("n", INT, "", "Columns of B and C.", required=True),
+     _f("k", INT, "", "Columns of A, rows of B.", required=True),
+     _f("dtype", TEXT, "", "Operand type (fp32, bf16).", required=True),
+     _f("time_ms", "num?", "ms", "Median time of one GEMM.", False),
+     _f("tflops", NUM, "TFLOP/s", "2·m·n·k / time.", True, required=True),
+     _f("cublas_ms", "num?", "ms", "cuBLAS's time at the same shape, same process.", False),
+     _f("pct_of_cublas", NUM, "%", "cuBLAS time / this time · 100.", True, required=True),
+     _f("arithmetic_intensity", NUM, "FLOP/B", "FLOPs / bytes of A, B and C.", required=True),
+     _f("achieved_gbps", "num?", "GB/s", "Bytes of A, B and C / time.", True),
+     _f("roofline_tflops", "num?", "TFLOP/s", "min(peak, intensity · bandwidth)."),
+     _f("max_abs_err", "num?", "", "Largest absolute difference to the fp32 reference."),
+     _f("max_abs_err_tolerance", "num?", "", "Accumulation and rounding bound on that error."),
+     _f("reference_max_abs", "num?", "", "Largest absolute entry of the reference."),
+     _f("launches_per_round", "int?", "", "GEMMs launched back to back per round."),
+     _f("rounds", "int?", "", "Timed rounds."),
+     _f("kernel_path", "str?", "", "The kernel that ran (v6 falls back to v5 where TMA cannot "
+        "address the operands).")))
+
+
+TENSOR_CORE_CEILING = RowKind(
+    "tensor_core_ceiling", "The bf16 FLOP/s of one tensor-core instruction family, back-to-"
+    "back MMAs without global memory, against cuBLAS at 8192³.",
+    ("instruction", "dtype"),
+    (DEVICE_NAME, PEAKS[0],
+     _f("instruction", TEXT, "", "mma.sync or wgmma.", required=True),
+     _f("dtype", TEXT, "", "Operand type (bf16).", required=True),
+     _f("time_ms", "num?", "ms", "Median time of one launch.", False),
+     _f("flop_per_launch", "int?", "FLOP", "FLOPs one launch performs."),
+     _f("tflops", NUM, "TFLOP/s", "FLOPs per launch / time.", True, required=True),
+     _f("cublas_8192_tflops", NUM, "TFLOP/s", "cuBLAS bf16 at 8192³, same process.",
+        required=True),
+     _f("pct_of_cublas_8192", NUM, "%", "tflops / cublas_8192_tflops · 100.", required=True),
+     _f("sustained_tflops", "num?", "TFLOP/s", "The rate over sustained_s of back-to-back "
+        "launches (the clock may drop under power)."),
+     _f("sustained_s", "num?", "s", "Length of the sustained run."),
+     _f("pct_of_peak", "num?", "%", "tflops / peak · 100."),
+     _f("nvml", nullable(NVML), "", "SM clock and power sampled over the sustained run.")))
+
+
+SEED_STEP = RowKind(
+    "seed_step", "The course study's layer (y = xW, MSE, SGD) per implementation, on one GPU.",
+    ("impl",),
+    (DEVICE_NAME,
+     _f("impl", TEXT, "", "The implementation (own kernels or torch).", required=True),
+     _f("step_ms", NUM, "ms", "Median time of one training step.", False, required=True),
+     _f("steps_per_round", "int?", "", "Steps per timed round."),
+     _f("rounds", "int?", "", "Timed rounds."),
+     _f("max_abs_err_vs_torch", "num?", "", "Largest weight difference to torch's step."),
+     _f("max_update", "num?", "", "Largest weight change of torch's step."),
+     _f("name", "str?", "", "The layer's preset name."),
+     _f("rows", "int?", "", "Rows of x (the batch)."),
+     _f("in_features", "int?", "", "Columns of x, rows of W."),
+     _f("out_features", "int?", "", "Columns of W."),
+     _f("lr", "num?", "", "SGD learning rate.")))
+
+
+SAMPLER_OVERHEAD = RowKind(
+    "sampler_overhead", "The NVML sampler's cost: one workload with the sampler on and off, "
+    "interleaved.",
+    ("workload",),
+    (replace(WORKLOAD, required=False, shape="str?"),
+     _f("period_ms", "num?", "ms", "Sampling period."),
+     _f("step_ms_sampler_off", NUM, "ms", "Median step without the sampler.", False,
+        required=True),
+     _f("step_ms_sampler_on", NUM, "ms", "Median step with the sampler.", False, required=True),
+     _f("overhead_pct", NUM, "%", "(on / off − 1) · 100, paired by round.", False,
+        required=True),
+     _f("overhead_ratio", ESTIMATE, "", "on / off with its 95% interval."),
+     _f("verdict", "str?", "", "faster, slower or no difference."),
+     _f("blocks", {"*": [NUM]}, "", "Per-block step times (older runs).", written=False),
+     _f("measurement", MEASUREMENT, "ms", "Every per-round time of both variants.")))
+
+
+AUTOTUNE = RowKind(
+    "autotune", "The chunk count K the cost model recommends for the chunked strategy, "
+    "against every candidate K measured interleaved.",
+    ("name",),
+    (WORKLOAD, WORLD_SIZE, PROFILE, BACKEND,
+     _f("strategy", TEXT, "", "The strategy tuned (chunked)."),
+     _f("fabric", {"alpha_ms": NUM, "beta_ms_per_byte": NUM, "bandwidth_gbps": "num?",
+                   "comm_only_ms": {"*": NUM}, "total_bytes": INT}, "",
+        "The fabric fitted from comm-only times per K: latency α, time per byte β."),
+     _f("interference_rate", "num?", "", "Compute slowdown per unit of concurrent traffic."),
+     _f("ready_profile", OBJ, "", "When each chunk's gradient becomes ready."),
+     _f("predictions", [OBJ], "ms", "Per K: predicted step, measured step (interval) and "
+        "relative error."),
+     _f("candidates", [INT], "", "The K measured."),
+     _f("recommended_chunks", INT, "", "The K the model recommends."),
+     _f("best_measured_chunks", INT, "", "The K with the lowest measured median step."),
+     _f("recommended_vs_best", OPTIONAL_ESTIMATE, "", "Step at the recommended K / step at "
+        "the best measured K, paired by round.", False),
+     _f("within_2pct_of_best", BOOL, "", "Whether that ratio is at most 1.02."),
+     _f("predicted_within_5pct", INT, "", "Candidates predicted within 5% of the measured "
+        "step."),
+     _f("measurement", MEASUREMENT, "ms", "Every per-round time of every candidate.")))
+
+
+PIPELINE = RowKind(
+    "pipeline", "One pipeline schedule (GPipe, 1F1B, recompute, or torch's) at one setting.",
+    ("name",),
+    (WORKLOAD, BACKEND, DEVICE, CONFIG, OPTIONS, STEP_MS, STEP_ESTIMATE, ROUND_MS,
+     SAMPLES_PER_S, TOLERANCE, STAGE_TIMELINES, FIELDS_LIST,
+     _f("variant", TEXT, "", "The schedule variant.", required=True),
+     _f("schedule", "str?", "", "The schedule it runs."),
+     _f("recompute", "bool?", "", "Whether activations are recomputed in backward."),
+     _f("stages", INT, "", "Pipeline stages.", required=True),
+     _f("microbatches", INT, "", "Micro-batches per step.", required=True),
+     _f("bubble_fraction", "num?", "", "Median share of the step a stage idles.", False),
+     _f("bubble_estimate", OPTIONAL_ESTIMATE, "", "The bubble with its 95% interval."),
+     _f("bubble_per_stage", ["num", "?"], "", "Median bubble per stage."),
+     _f("bubble_theory", NUM, "", "(stages − 1) / (microbatches + stages − 1).",
+        required=True),
+     _f("peak_memory_mib", ["num?"], "MiB", "Peak memory per stage."),
+     _f("max_abs_err_vs_single", "num?", "", "Largest weight difference to one device.")))
+
+
+PIPELINE_COMPARISON = RowKind(
+    "pipeline_comparison", "The pipeline schedules of one setting, paired by round.",
+    ("name",),
+    (WORKLOAD, BACKEND, COMPARISONS, ORDERS,
+     _f("stages", INT, "", "Pipeline stages.", required=True),
+     _f("microbatches", INT, "", "Micro-batches per step.", required=True),
+     _f("round_ms", {"*": [NUM]}, "ms", "Per-round step times per variant."),
+     _f("seed", "int?", "", "Seed of the per-round order."),
+     _f("skipped", {"*": TEXT}, "", "Variants that did not run, and why.")))
+
+
+HYBRID_STEP = RowKind(
+    "hybrid_step", "One variant of a CPU–GPU hybrid study (fine- or coarse-grained).",
+    ("name",),
+    (WORKLOAD, CONFIG, OPTIONS, STEP_MS, STEP_ESTIMATE, ROUND_MS, SAMPLES_PER_S, TOLERANCE,
+     STAGE_TIMELINES, FIELDS_LIST,
+     _f("study", TEXT, "", "fine-grained or coarse-grained.", required=True),
+     _f("variant", TEXT, "", "The variant.", required=True),
+     _f("device", TEXT, "", "The device(s) it ran on.", required=True),
+     _f("update_delay", "int?", "steps", "Steps by which the update lags its gradients."),
+     _f("check", "obj?", "", "The correctness check against the reference."),
+     _f("check_rows", "int?", "", "Batch rows of the correctness check."),
+     _f("checks", [OBJ, "?"], "", "Per worker: the correctness checks (coarse)."),
+     _f("gradient_error", "num?", "", "Largest gradient error against the reference."),
+     _f("weight_error", "num?", "", "Largest weight error against the reference."),
+     _f("max_abs_err_vs_reference", "num?", "", "Largest weight error (older runs).",
+        written=False),
+     _f("parameters", "int?", "", "Parameters of the model."),
+     _f("host_adam_bytes", "int?", "B", "Bytes host Adam reads and writes per step."),
+     *(_f(name, nullable(OPTIONAL_ESTIMATE), unit, definition) for name, unit, definition in (
+         ("hidden_host_fraction", "", "Host work hidden behind GPU compute / host work."),
+         ("exposed_adam_ms", "ms", "Host Adam time not hidden."),
+         ("exposed_copies_ms", "ms", "Copy time not hidden."),
+         ("carried_ms", "ms", "Host work carried into the next step."),
+         ("tail_ms", "ms", "Time after the GPU's backward until the step ends."),
+         ("host_adam_ms", "ms", "Host Adam's time."),
+         ("host_adam_gbps", "GB/s", "Host Adam's bytes / time."))),
+     _f("shares", ["num", "?"], "", "Each worker's share of the batch (coarse)."),
+     _f("balance", "obj?", "", "How the batch was split between the workers (coarse)."),
+     _f("residual_imbalance", "num?", "", "Median idle share of the faster worker."),
+     _f("residual_imbalance_estimate", OPTIONAL_ESTIMATE, "", "It, with its interval."),
+     _f("worker_compute_ms", [[NUM], "?"], "ms", "Each worker's compute per round, alone "
+        "(coarse).")))
+
+
+HYBRID_COMPARISON = RowKind(
+    "hybrid_comparison", "The variants of a hybrid study, paired by round.",
+    ("name",),
+    (WORKLOAD, DEVICE, COMPARISONS,
+     _f("study", TEXT, "", "fine-grained or coarse-grained.", required=True),
+     _f("measurement", "obj?", "ms", "Every per-round time of every variant (fine)."),
+     _f("round_ms", {"*": [NUM]}, "ms", "Per-round step times per variant (coarse)."),
+     _f("orders", LIST, "", "The order of the variants in each round (coarse)."),
+     _f("residual_imbalance_per_round", ["num?"], "", "The coarse hybrid's imbalance per "
+        "round.")))
+
+
+HOST_ADAM = RowKind(
+    "host_adam", "Adam on the host, one implementation and thread layout, against the "
+    "memory bandwidth measured in the same rounds.",
+    ("name",),
+    (DEVICE, STEP_MS, STEP_ESTIMATE, ROUND_MS,
+     _f("variant", TEXT, "", "Implementation and thread layout.", required=True),
+     _f("threads", INT, "", "Threads it used.", required=True),
+     _f("parameters", INT, "", "Parameters updated.", required=True),
+     _f("adam_gbps", NUM, "GB/s", "Adam's bytes read and written / step time.", True,
+        required=True),
+     _f("bandwidth_round_ms", ["num"], "ms", "Per-round time of the bandwidth stream."),
+     _f("bandwidth_gbps", "num?", "GB/s", "The stream's bytes / its median time.", True),
+     _f("fraction_of_bandwidth", OPTIONAL_ESTIMATE, "", "Adam's rate / the stream's, paired "
+        "by round.", True),
+     _f("copy_round_ms", ["num"], "ms", "Per-round copy times (older runs).", written=False),
+     _f("copy_gbps", "num?", "GB/s", "Copy bandwidth (older runs).", written=False),
+     _f("fraction_of_copy_bandwidth", OPTIONAL_ESTIMATE, "", "Adam's rate / the copy's "
+        "(older runs).", written=False)))
+
+
+DIGITS_CURVE = RowKind(
+    "digits_curve", "Training curves of the digits study on one device.",
+    ("name",),
+    (CONFIG,
+     _f("variant", TEXT, "", "Device or hybrid variant.", required=True),
+     _f("device", TEXT, "", "The device(s) it ran on.", required=True),
+     _f("threads", "int?", "", "CPU threads."),
+     _f("epochs", INT, "", "Epochs trained.", required=True),
+     _f("study_epochs", "int?", "", "Epochs of the original study."),
+     _f("data", "str?", "", "Where the digits came from."),
+     _f("train_rows", "int?", "", "Training examples."),
+     _f("test_rows", "int?", "", "Test examples."),
+     _f("curve", {"train_loss": [NUM], "test_loss": [NUM], "test_accuracy": [NUM],
+                  "epoch_s": [NUM]}, "", "Per epoch: losses, accuracy and time."),
+     _f("final_test_accuracy", NUM, "", "Test accuracy after the last epoch.", True,
+        required=True),
+     _f("balance", "obj?", "", "The hybrid's split of the batch."),
+     _f("loss_curve_max_diff_vs_cpu", "num?", "", "Largest difference of the training loss "
+        "curve to the CPU's, in units of its first-epoch loss."),
+     _f("loss_curve_tolerance", "num?", "", "Largest such difference accepted.")))
+
+
+GPT_FORWARD = RowKind(
+    "gpt_forward", "The study's GPT forward pass on one device.",
+    ("name",),
+    (CONFIG, DEVICE_NAME,
+     _f("device", TEXT, "", "cpu or cuda.", required=True),
+     _f("threads", "int?", "", "CPU threads."),
+     _f("iterations", "int?", "", "Forward passes timed."),
+     _f("iteration_ms", [NUM], "ms", "Each forward pass."),
+     _f("first_ms", NUM, "ms", "The first pass (with warm-up).", False, required=True),
+     _f("steady_ms", "num?", "ms", "Median of the passes after the first.", False),
+     _f("study", ANY, "", "The original study's figures for the device.")))
+
+
+TP_WHERE = (DEVICE_NAME, *PEAKS,
+            _f("device", "str?", "", "GPU name, or cpu."),
+            _f("backend", "str?", "", "torch.distributed backend."),
+            _f("profile", "str?", "", "Interconnect profile."),
+            _f("launched_world", "int?", "ranks", "Ranks launched (a variant may use fewer)."),
+            _f("kernel_path", "str?", "", "The GEMM kernel that ran."),
+            CONFIG)
+
+TENSOR_PARALLEL = RowKind(
+    "tensor_parallel", "One tensor-parallel MLP variant (schedule, ranks, GEMM backend), "
+    "interleaved with its cell's other variants.",
+    ("name",),
+    (*TP_WHERE,
+     _f("preset", TEXT, "", "The layer's preset.", required=True),
+     _f("gemm_backend", TEXT, "", "The GEMM implementation (cublas or a ladder rung).",
+        required=True),
+     _f("scaling", TEXT, "", "strong or weak scaling.", required=True),
+     _f("schedule", TEXT, "", "sync, overlapped or fused.", required=True),
+     _f("world_size", NUM, "ranks", "Ranks of the variant.", required=True),
+     _f("dtype", TEXT, "", "Operand type.", required=True),
+     _f("form", "str?", "", "all-reduce or sequence-parallel."),
+     _f("tokens", INT, "", "Tokens of the layer's input."),
+     _f("hidden", INT, "", "Hidden size."),
+     _f("ffn", INT, "", "Feed-forward size."),
+     _f("ffn_per_rank", "int?", "", "Feed-forward columns per rank."),
+     _f("pieces_per_peer", "int?", "", "Pieces each peer's transfer is cut into."),
+     _f("step_ms", NUM, "ms", "Median step.", False, required=True),
+     *(_f(name, "num?", unit, definition, hib) for name, unit, definition, hib in (
+         ("tflops", "TFLOP/s", "Layer FLOPs / step.", True),
+         ("tflops_per_gpu", "TFLOP/s", "tflops / ranks.", True),
+         ("comm_fraction", "", "Communication time / step.", False),
+         ("hidden_comm_fraction", "", "Communication overlapped by compute / communication.",
+          True),
+         ("overlap_speedup", "", "Sync step / overlapped step, paired by round.", True),
+         ("speedup_vs_fused", "", "Fused step / this step, paired by round.", True),
+         ("scaling_efficiency", "", "One rank's step / (ranks · this step), or its weak-"
+          "scaling form.", True))),
+     _f("estimates", {"*": ESTIMATE}, "", "Each figure above with its 95% interval."),
+     _f("verdicts", {"*": TEXT}, "", "Verdicts of the paired comparisons."),
+     _f("gemm_ms", "obj?", "ms", "Median time per GEMM of the layer."),
+     _f("gemms", [{"label": TEXT, "m": INT, "n": INT, "k": INT, "ms": "num?",
+                   "tflops": "num?", "arithmetic_intensity": NUM}], "",
+        "Each GEMM of the layer with its shape and rate."),
+     _f("step_ms_rounds", ["num"], "ms", "Per-round median steps."),
+     _f("max_rel_err", "num?", "", "Largest relative error against one device."),
+     _f("rel_errors", "obj?", "", "Relative error per output."),
+     TOLERANCE,
+     _f("timeline", nullable(TIMELINE), "", "One step's intervals."),
+     _f("measured_with", [TEXT], "", "The variants measured in the same rounds.")))
+
+
+TENSOR_PARALLEL_COMPARISON = RowKind(
+    "tensor_parallel_comparison", "One tensor-parallel cell: its variants interleaved.",
+    ("name",),
+    (*TP_WHERE, VARIANTS,
+     _f("preset", "str?", "", "The layer's preset."),
+     _f("gemm_backend", "str?", "", "The GEMM implementation."),
+     _f("dtype", "str?", "", "Operand type."),
+     _f("measurement", MEASUREMENT, "ms", "Every per-round time of every variant."),
+     _f("checks", "obj?", "", "Per variant: its relative errors and tolerance.")))
+
+
+KINDS: dict[str, RowKind] = {kind.name: kind for kind in (
+    STEP, COMPARISON, INTERFERENCE, ALLREDUCE, SYNTHETIC, GEMM, TENSOR_CORE_CEILING, SEED_STEP,
+    SAMPLER_OVERHEAD, AUTOTUNE, TENSOR_PARALLEL, TENSOR_PARALLEL_COMPARISON, PIPELINE,
+    PIPELINE_COMPARISON, HYBRID_STEP, HYBRID_COMPARISON, HOST_ADAM, DIGITS_CURVE, GPT_FORWARD)}
