@@ -49,9 +49,18 @@ def round_times(n: int, median_s: float = 0.02, seed: int = 0, spread: float = 0
     return list(median_s * times / np.median(times))
 
 
+def step_row(rounds: list[float], **extra) -> dict:
+    """A step row with every field its kind requires (impl/rows/kinds.py), from its rounds."""
+    step_ms = float(np.median(rounds)) * 1e3
+    return {"kind": "step", "strategy": "chunked", "workload": "mlp_tiny", "profile": "nvlink",
+            "chunks": 4, "world_size": 2, "step_ms": step_ms, "samples_per_s": 1000.0,
+            "compute_only_ms": step_ms, "comm_only_ms": 0.0, "sequential_ms": step_ms,
+            "limit_ms": step_ms, **extra}
+
+
 def benchmark(name: str, rounds: list[float], group: str | None = None, **extra) -> dict:
     return {"group": group, "name": name, "fullname": f"suite/bench_x.py::{name}",
-            "params": None, "extra_info": {"kind": "step", **extra},
+            "params": None, "extra_info": step_row(rounds, **extra),
             "stats": {"median": float(np.median(rounds)), "min": min(rounds),
                       "max": max(rounds), "rounds": len(rounds), "data": list(rounds)}}
 

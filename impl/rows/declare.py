@@ -62,9 +62,9 @@ class RowKind:
 
     def field_problem(self, info: dict, field: Field) -> str | None:
         """Why ``info``'s value of ``field`` cannot be it (absent only where not required)."""
-        if field.name not in info:
-            return f"has no extra_info.{field.name}" if field.required else None
-        value, where = info[field.name], f"extra_info.{field.name}"
+        if field.name not in info and not field.required:
+            return None
+        value, where = info.get(field.name), f"extra_info.{field.name}"  # absent reads as None
         if value is None and not field.required and _nullable(field.shape):
             return None
         if not _of_type(value, field.shape):
