@@ -1,0 +1,129 @@
+"""The result row (impl/rows): every kind declared once, written through its declaration and
+read back through the same one, by the report, the gate and the cost model alike."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from impl.rows import kinds
+from impl.rows.declare import Field, RowError, RowKind
+from impl.rows.files import ResultsError, find_result_files, load_results
+from impl.rows.merge import benchmark_rows, merge_rows
+from impl.rows.write import write_row
+from reports import analysis
+from reports.gate import cli as gate
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# A kind the suite does not write: declared here the way impl/rows/kinds.py declares one.
+PROBE = RowKind("probe", "A throwaway kind: one copy of a buffer of one size.", ("size_bytes",),
+                (Field("size_bytes", "B", "Bytes copied.", shape="int", required=True),
+                 Field("copy_ms", "ms", "Median time of one copy.", False, shape="num",
+                       required=True),
+                 Field("note", "", "Anything worth saying.", shape="str?")))
+
+
+def allreduce_row(**changes) -> dict:
+    row = {"kind": "allreduce", "backend": "gloo", "profile": "gloo-tcp", "world_size": 2,
+           "dtype": "float32", "size_bytes": 1 << 20, "ops_per_round": 4, "time_ms": 0.8,
+           "algbw_gbps": 1.31, "busbw_gbps": 1.31, "wrong_elements": 0, "device": "cpu"}
+    return {**row, **changes}
+
+
+def written(row: dict) -> dict:
+    benchmark = SimpleNamespace(extra_info={})
+    write_row(benchmark, row)
+    return benchmark.extra_info
+
+
+def test_a_declared_row_is_written_whole():
+    assert written(allreduce_row()) == allreduce_row()
+
+
+def test_an_undeclared_field_fails_when_the_row_is_written():
+    with pytest.raises(RowError, match=r"allreduce row writes extra_info\.busbw_gpbs, which the "
+                                       r"kind 'allreduce' does not declare"):
+        written(allreduce_row(busbw_gpbs=1.31))
+
+
+def test_a_missing_or_mistyped_field_fails_when_the_row_is_written():
+    row = allreduce_row()
+    del row["time_ms"]
+    with pytest.raises(RowError, match=r"has extra_info\.time_ms = None; expected a number$"):
+        written(row)
+    with pytest.raises(RowError, match=r"has extra_info\.profile = 3; expected a string$"):
+        written(allreduce_row(profile=3))
+    with pytest.raises(RowError, match=r"row kind 'alreduce' is not declared"):
+        written(allreduce_row(kind="alreduce"))
+
+
+def test_a_field_only_older_runs_have_is_read_but_no_longer_written():
+    step = kinds.STEP.by_name["wall_step_ms"]
+    assert not step.written
+    assert kinds.STEP.check_written({"wall_step_ms": 1.0}) == (
+        "writes extra_info.wall_step_ms, which the kind 'step' no longer writes")
+
+
+def test_every_kind_the_suite_writes_is_declared_with_units_and_definitions():
+    written_kinds = set()
+    for path in sorted((ROOT / "suite").glob("bench_*.py")):
+        source = path.read_text(encoding="utf-8")
+        assert "extra_info.update" not in source, f"{path.name} writes a row around write_row"
+        written_kinds |= set(re.findall(r'"kind": "(\w+)"', source))
+    assert written_kinds == set(kinds.KINDS)
+    assert "autotune" in kinds.KINDS
+    for kind in kinds.KINDS.values():
+        assert kind.summary and kind.identity, kind.name
+        for field in kind.fields:
+            assert field.definition, f"{kind.name}.{field.name} has no definition"
+
+
+def test_every_committed_result_file_reads_through_the_declarations():
+    paths = [p for p in find_result_files([ROOT / "results", ROOT / "tests" / "data"])
+             if p.name != "autotune-cpu-mlp_tiny.json"]  # a suite summary, not a result file
+    kinds_read = {b["extra_info"].get("kind") for p in paths for b in load_results(p).benchmarks}
+    assert set(kinds.KINDS) <= kinds_read
+
+
+def result_file(path: Path, rows: list[dict], seconds: float) -> Path:
+    """A result file as pytest-benchmark writes it, one benchmark per row."""
+    benchmarks = [{"group": "probe", "name": f"test_probe[{i}]",
+                   "fullname": f"suite/bench_probe.py::test_probe[{i}]", "params": None,
+                   "extra_info": row,
+                   "stats": {"median": seconds, "min": seconds, "max": seconds, "mean": seconds,
+                             "rounds": 20, "data": [seconds * (1 + 0.001 * r) for r in range(20)]}}
+                  for i, row in enumerate(rows)]
+    path.write_text(json.dumps({"machine_info": {"overlap": {"machine_label": "cpu-2core"}},
+                                "benchmarks": benchmarks, "commit_info": {},
+                                "datetime": "2026-11-25T10:00:00+00:00"}))
+    return path
+
+
+def test_a_new_kind_is_one_declaration(tmp_path, monkeypatch, capsys):
+    """Declared, a new kind is written, checked on reading, merged by its identity, known to
+    the report and compared by the gate: nothing else names it."""
+    monkeypatch.setitem(kinds.KINDS, "probe", PROBE)
+    row = written({"kind": "probe", "size_bytes": 4096, "copy_ms": 0.02})
+    with pytest.raises(RowError, match=r"probe row writes extra_info\.copy_us"):
+        written({"kind": "probe", "size_bytes": 4096, "copy_us": 20.0})
+
+    base = result_file(tmp_path / "base.json", [row, {**row, "size_bytes": 8192}], 0.010)
+    cand = result_file(tmp_path / "cand.json", [row], 0.010)
+    bad = result_file(tmp_path / "bad.json", [{**row, "copy_ms": "fast"}], 0.010)
+    with pytest.raises(ResultsError, match=r"\(probe\) has extra_info\.copy_ms = 'fast'; "
+                                           r"expected a number$"):
+        load_results(bad)
+
+    files = [load_results(base), load_results(cand)]
+    rows = merge_rows(r for run, f in enumerate(files)
+                      for r in benchmark_rows(f.label, run, f.benchmarks))
+    assert sorted((r["size_bytes"], r["run"]) for r in rows) == [(4096, 1), (8192, 0)]
+    assert analysis.unknown_kinds(rows) == []
+
+    assert gate.main([str(base), str(cand)]) == 0
+    assert "test_probe[0]" in capsys.readouterr().out
