@@ -397,8 +397,3 @@ def busbw_at_gib(rows: Sequence[dict]) -> dict | None:
                     busbw is None or row["world_size"] > busbw["world_size"]):
                 busbw = row
     return busbw
-
-
-# --- regression against a baseline ------------------------------------------------------------
-
-

@@ -38,9 +38,6 @@ from reports.render import import_weasyprint, render_pdf, render_report_html
 DEFAULT_OUT = Path("reports/out")
 
 
-# --- input ----------------------------------------------------------------------------------
-
-
 # --- rendering ------------------------------------------------------------------------------
 
 

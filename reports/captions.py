@@ -82,11 +82,6 @@ def how_text(rows: Sequence[dict], runs: Sequence[Run]) -> str:
     return f"Run by {commands}; {counted} timed rounds per benchmark."
 
 
-def clock_text(rows: Sequence[dict]) -> str:
-    return ("CUDA events" if any(r.get("backend") == "nccl" for r in rows)
-            else "perf_counter")
-
-
 def make_figure(figure_id: str, image: figures.Image, caption: str, alt: str) -> Figure:
     return Figure(figure_id, figures.data_uri(image), caption, alt)
 

@@ -89,12 +89,6 @@ def rounds(dist_context, pytestconfig):
     return rounds_for(pytestconfig.option.suite_mode, dist_context.device)
 
 
-@pytest.fixture(scope="session")
-def reference_cache():
-    """Reference measurements shared by every strategy at the same workload/world/chunks."""
-    return {}
-
-
 def pytest_collection_modifyitems(config, items):
     """Benchmarks whose parameters this launch cannot run are generated with none (an empty
     parameter set): deselect them instead of reporting a skip for what was never a case."""

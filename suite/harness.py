@@ -30,10 +30,6 @@ class Rounds:
     steps_per_round: int = 1
     check_steps: int = 3  # steps of the correctness check before timing
 
-    @property
-    def timed_steps(self) -> int:
-        return self.rounds * self.steps_per_round
-
 
 MODES = {
     # mode: (cpu rounds, gpu rounds). Every variant of a comparison runs in every round, so a

@@ -23,8 +23,6 @@ from impl.strategies.base import Strategy
 from impl.strategies.knobs import communication_group
 from impl.timeline import LateMark
 
-DDP_DEFAULT_BUCKET_MB = 25.0
-
 
 class DDPStrategy(Strategy):
     name = "ddp"

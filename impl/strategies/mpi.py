@@ -83,12 +83,6 @@ class MPIStrategy(ChunkedGradientStrategy):
                 copied.record(self.copy_stream)
             self._copies.append((chunk, copied))
 
-    def all_reduce_all(self) -> None:
-        """Every chunk's wire buffer, Iallreduce back to back, then wait: the comm-only run."""
-        requests = [self.comm.Iallreduce(self.MPI.IN_PLACE, self.wire_buffer(c), op=self.MPI.SUM)
-                    for c in range(len(self.flat.chunks))]
-        self.MPI.Request.Waitall(requests)
-
     def _start(self, chunk: int) -> None:
         start, end = self.recorder.mark(), LateMark()
         request = self.comm.Iallreduce(self.MPI.IN_PLACE, self.wire_buffer(chunk), op=self.MPI.SUM)

@@ -263,14 +263,3 @@ def world_one_table(found: Sequence[dict], runs: Sequence[Run]) -> object:
         "its 95% interval; a verdict other than 'no significant difference' is a bias of the "
         f"measurement, not of a strategy. {how_text([f['cell'] for f in found], runs)}",
         WORLD_ONE_COLUMNS, table_rows, note=lambda *_: None)
-
-
-# --- the anatomy of a step ------------------------------------------------------------------
-
-
-# --- interference -----------------------------------------------------------------------------
-
-
-# --- the course study, reproduced --------------------------------------------------------------
-
-
