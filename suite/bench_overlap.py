@@ -37,7 +37,7 @@ from impl import capabilities, comparisons, deadline, metrics
 from impl.gradients import max_chunks, shared_buffers
 from impl.memory import MemoryPlan, Pristine, agreed, alias_model, plan_for_cell
 from impl.rows.write import write_row
-from impl.strategies import StrategyOptions, build_strategy
+from impl.strategies import STRATEGIES, StrategyOptions, build_strategy, overlapping
 from impl.strategies.knobs import chunking_problem, variant_strategy
 from impl.strategy_check import errors_vs_sequential, weight_tolerance
 from impl.workloads import DTYPES, build_model, describe, preset
@@ -52,8 +52,12 @@ from suite.harness import (
 )
 
 COMPARE = "compare"
-# compared against the references under torchrun
-OVERLAP_STRATEGIES = ("threaded", "chunked", "copy-engine")
+
+
+def compared_under_torchrun(name: str) -> bool:
+    """An overlapping strategy (its role) that torchrun runs: compared against the
+    references in every cell (the MPI cells compare the one that needs mpirun)."""
+    return overlapping(name) and not STRATEGIES[name].needs_mpi
 
 
 @dataclass(frozen=True)
@@ -76,8 +80,8 @@ class Cell:
         if self.mpi:
             return ("mpi",)
         if self.world_size == 1:  # nothing to communicate: overheads against compute-only
-            return tuple(s for s in self.strategies if s in OVERLAP_STRATEGIES)
-        return (*(s for s in self.strategies if s in OVERLAP_STRATEGIES),
+            return tuple(s for s in self.strategies if compared_under_torchrun(s))
+        return (*(s for s in self.strategies if compared_under_torchrun(s)),
                 comparisons.DDP, comparisons.DDP_DEFAULT, *self.knobs)
 
     @property

@@ -13,6 +13,7 @@ import pytest
 from impl import capabilities
 from impl.profiles import recorded_profile
 from impl.settings import selected_backend
+from impl.strategies import measured_by_default
 from impl.strategies.knobs import GPU_VARIANTS, VARIANTS
 
 DEFAULT_WORKLOADS = {
@@ -38,7 +39,6 @@ DEFAULT_CHUNKS = {
     (True, "default"): [5, 20],
     (True, "full"): [1, 5, 10, 20, 50],
 }
-DEFAULT_STRATEGIES = ["sequential", "threaded", "chunked", "copy-engine", "ddp", "mpi"]
 # The cell at this K also measures the named variants (the knobs, impl/strategies/knobs.py);
 # the quick mode measures none.
 KNOB_CHUNKS = {"quick": None, "default": (5, 20), "full": (5, 20)}  # (CPU, GPU)
@@ -75,7 +75,7 @@ def suite_axes(config) -> dict:
     return {
         "knobs": knobs, "knob_chunks": knob_chunks, "backend": backend,
         "profile": recorded_profile(backend),  # part of every benchmark id: runs merge safely
-        "strategies": choices["strategies"] or DEFAULT_STRATEGIES,
+        "strategies": choices["strategies"] or measured_by_default(),
         "workloads": choices["workloads"] or DEFAULT_WORKLOADS[gpu, mode],
         "chunks": choices["chunks"] or DEFAULT_CHUNKS[gpu, mode],
         "world_sizes": choices["world_sizes"] or list(WORLD_SIZES),

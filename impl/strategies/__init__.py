@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch.distributed as dist
 from torch import nn
 
-from impl.strategies.base import Strategy
+from impl.strategies.base import OVERLAPPING, REFERENCE, SIMULATION, Strategy
 from impl.strategies.chunked import ChunkedStrategy
 from impl.strategies.copy_engine import CopyEngineStrategy
 from impl.strategies.ddp import DDPStrategy
@@ -29,6 +29,20 @@ STRATEGIES: dict[str, type[Strategy]] = {
 REAL_STRATEGIES = tuple(name for name, cls in STRATEGIES.items() if cls.real)
 
 
+def overlapping(name: str) -> bool:
+    """Whether the overlap benchmark compares ``name`` against the references (its role)."""
+    return name in STRATEGIES and STRATEGIES[name].role == OVERLAPPING
+
+
+def measured_by_default() -> list[str]:
+    """The strategies ``nox -s bench`` measures when --strategies is not given: every
+    registered one but the simulation and the references the benchmark adds itself
+    (mpi-sequential), those that need mpirun last (they run in the launcher's MPI pass)."""
+    names = [name for name, cls in STRATEGIES.items() if cls.role != SIMULATION
+             and not (cls.role == REFERENCE and cls.needs_mpi)]
+    return sorted(names, key=lambda name: STRATEGIES[name].needs_mpi)
+
+
 def check_strategy(name: str) -> str:
     if name not in STRATEGIES:
         raise ValueError(f"unknown strategy {name!r}; choose one of {sorted(STRATEGIES)}")
@@ -41,4 +55,4 @@ def build_strategy(name: str, model: nn.Module, workload: WorkloadConfig,
 
 
 __all__ = ["STRATEGIES", "REAL_STRATEGIES", "Strategy", "StrategyOptions", "build_strategy",
-           "check_strategy"]
+           "check_strategy", "measured_by_default", "overlapping"]

@@ -21,9 +21,19 @@ from impl.strategies.options import StrategyOptions
 from impl.timeline import TimedSteps, Timeline, TimelineRecorder
 from impl.workloads import Batch, WorkloadConfig, check_batch, loss_fn
 
+# A strategy's role (Strategy.role).
+OVERLAPPING, REFERENCE, PEER, SIMULATION = "overlapping", "reference", "peer", "simulation"
+
 
 class Strategy(TimedSteps, ABC):
     name: str = ""
+    #: What the overlap benchmark (suite/bench_overlap.py) does with it. OVERLAPPING: measured
+    #: in every cell, against the references; REFERENCE: what the others are measured against
+    #: (sequential); PEER: the baseline users would pick (DDP, measured beside the others);
+    #: SIMULATION: never measured beside real strategies (suite/bench_synthetic.py has it).
+    role: str = OVERLAPPING
+    #: True where it runs only under mpirun (the launcher's MPI pass measures it).
+    needs_mpi: bool = False
     #: False for the labelled sleep-based model, whose numbers never join real tables.
     real: bool = True
     #: True where the timeline mixes host readings with CUDA events (see impl/timeline.py).

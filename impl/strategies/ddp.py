@@ -19,13 +19,14 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from impl.finite import NonFiniteGradient
-from impl.strategies.base import Strategy
+from impl.strategies.base import PEER, Strategy
 from impl.strategies.knobs import communication_group
 from impl.timeline import LateMark
 
 
 class DDPStrategy(Strategy):
     name = "ddp"
+    role = PEER
 
     def __init__(self, model, workload, group, options):
         super().__init__(model, workload, group, options)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from impl.strategies.base import ChunkedGradientStrategy
+from impl.strategies.base import REFERENCE, ChunkedGradientStrategy
 from impl.timeline import LateMark
 
 
@@ -33,6 +33,7 @@ def cuda_aware(mpi) -> bool:
 
 class MPIStrategy(ChunkedGradientStrategy):
     name = "mpi"
+    needs_mpi = True
     overlap = True  # start each chunk's Iallreduce during backward
     host_marks = True  # MPI completion is seen on the host
 
@@ -125,4 +126,5 @@ class MPISequentialStrategy(MPIStrategy):
     """The MPI reference: every Iallreduce starts after the whole backward (no overlap)."""
 
     name = "mpi-sequential"
+    role = REFERENCE
     overlap = False

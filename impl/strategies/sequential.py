@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import torch.distributed as dist
 
-from impl.strategies.base import ChunkedGradientStrategy
+from impl.strategies.base import REFERENCE, ChunkedGradientStrategy
 
 
 class SequentialStrategy(ChunkedGradientStrategy):
     name = "sequential"
+    role = REFERENCE
 
     def _communicate(self) -> None:
         if not self.communicates:

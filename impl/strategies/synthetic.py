@@ -14,7 +14,7 @@ import random
 import threading
 import time
 
-from impl.strategies.base import Strategy
+from impl.strategies.base import SIMULATION, Strategy
 
 COMPUTE_MS, COMPUTE_JITTER_MS = 300.0, 50.0
 COMM_MS, COMM_JITTER_MS = 200.0, 30.0
@@ -22,6 +22,7 @@ COMM_MS, COMM_JITTER_MS = 200.0, 30.0
 
 class SyntheticStrategy(Strategy):
     name = "synthetic"
+    role = SIMULATION
     real = False
 
     def __init__(self, model, workload, group, options):
