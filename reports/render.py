@@ -52,7 +52,7 @@ MISSING_GLYPH = re.compile(r"^\.notdef glyph rendered for Unicode string unsuppo
 
 
 # Besides ASCII, the characters reports/format.py, reports/sections/ and the templates write
-# values with (tests/test_report.py checks that they use no other).
+# values with (tests/report/test_weasyprint.py checks that they use no other).
 REPORT_CHARACTERS = "×·−±–—≤≥≈Δ…³“”ᵀ"
 
 

@@ -22,7 +22,7 @@ from reports import cells
 from reports.format import fmt
 from reports.sections import headline
 from tests import pdf_pages
-from tests.test_report import blank_fraction, chapter_ends, run_build, section_html, text_of
+from tests.report.helpers import blank_fraction, chapter_ends, run_build, section_html, text_of
 
 ROOT = Path(__file__).parent.parent
 RESULTS = ROOT / "results"

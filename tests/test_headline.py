@@ -17,7 +17,7 @@ from impl.rows.merge import benchmark_rows, merge_rows
 from reports import archive, cells, loading
 from reports.results import newest_per_machine
 from reports.sections import headline
-from tests.test_report import INTERLEAVED, REGIMES
+from tests.report.helpers import INTERLEAVED, REGIMES
 
 ROOT = Path(__file__).parent.parent
 TP_RUN = ROOT / "results" / "h200x2" / "20261123T100132Z.json"

@@ -19,7 +19,7 @@ from impl.rows.merge import benchmark_rows
 from reports import analysis, build, study_tables
 from reports.format import fmt
 from reports.sections import hybrid, pipeline
-from tests.test_report import run_build
+from tests.report.helpers import run_build
 
 FIXTURE = Path(__file__).parent / "data" / "pipeline-cpu-2core.json"
 GPU_FIXTURE = Path(__file__).parent / "data" / "hybrid-h200x1-trimmed.json"

@@ -25,7 +25,7 @@ from impl.rows.merge import benchmark_rows
 from impl.tensor_parallel.metrics import TP_FIELDS
 from reports import build
 from reports.sections import tensor_parallel as tp_report
-from tests.test_report import CPU_FIXTURE, run_build
+from tests.report.helpers import CPU_FIXTURE, run_build
 
 TP_FIXTURE = Path(__file__).parent / "data" / "cpu-2core-tp.json"
 MACHINE = "cpu-2core"
