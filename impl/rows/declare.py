@@ -74,6 +74,10 @@ class RowKind:
         error = shape_error(value, field.shape, where)
         return None if error is None else f"has {error}"
 
+    def fields_named(self, *names: str) -> tuple[Field, ...]:
+        """The declared fields of these names, in this order (a study's table of figures)."""
+        return tuple(self.by_name[name] for name in names)
+
     def identity_of(self, row: dict) -> tuple:
         """The values of ``identity`` in a row (impl.rows.merge.benchmark_rows)."""
         return tuple(key.removeprefix("has ") in row if key.startswith("has ") else row.get(key)

@@ -315,20 +315,36 @@ AUTOTUNE = RowKind(
 PIPELINE = RowKind(
     "pipeline", "One pipeline schedule (GPipe, 1F1B, recompute, or torch's) at one setting.",
     ("name",),
-    (WORKLOAD, BACKEND, DEVICE, CONFIG, OPTIONS, STEP_MS, STEP_ESTIMATE, ROUND_MS,
-     SAMPLES_PER_S, TOLERANCE, STAGE_TIMELINES, FIELDS_LIST,
+    (WORKLOAD, BACKEND, DEVICE, CONFIG, OPTIONS, STEP_ESTIMATE, ROUND_MS, TOLERANCE,
+     STAGE_TIMELINES, FIELDS_LIST,
+     # The study's figures (impl/pipeline/measure.py's PIPELINE_FIELDS, quoted by the report).
+     Field("step_ms", "ms", "Median time of one pipeline step (every micro-batch's forward and "
+           "backward, the messages between stages, the SGD update): per round the slowest "
+           "stage's median step, then the median over rounds.", False, shape=NUM, required=True),
+     Field("samples_per_s", "1/s", "Samples per second through the pipeline: batch / step "
+           "time.", True, shape=NUM, required=True),
+     Field("bubble_fraction", "", "bubble = (step − busy) / step, averaged over the stages: busy "
+           "is the union of a stage's compute intervals in its timeline (forwards, backwards, "
+           "recomputes, update), step the pipeline's step time, so a stage that finishes early "
+           "idles until the slowest one is done.", False, shape="num?"),
+     Field("bubble_theory", "", "(p − 1) / (m + p − 1) for p stages and m micro-batches: the idle "
+           "share of GPipe and 1F1B when every stage's forward and backward take the same time "
+           "and messages take none.", False, shape=NUM, required=True),
+     Field("peak_memory_mib", "MiB", "Memory one step adds on each stage: "
+           "torch.cuda.max_memory_allocated during a step run after the timed rounds, minus "
+           "the memory allocated before it (activations kept for backward, gradients, message "
+           "buffers); n/a on CPU.", False, shape=["num?"]),
+     Field("max_abs_err_vs_single", "", "Largest absolute weight difference to the same training "
+           "on one device (whole batch, same SGD step) after the check's steps, over all "
+           "stages.", False, shape="num?"),
      _f("variant", TEXT, "", "The schedule variant.", required=True),
      _f("schedule", "str?", "", "The schedule it runs."),
      _f("recompute", "bool?", "", "Whether activations are recomputed in backward."),
      _f("stages", INT, "", "Pipeline stages.", required=True),
      _f("microbatches", INT, "", "Micro-batches per step.", required=True),
-     _f("bubble_fraction", "num?", "", "Median share of the step a stage idles.", False),
      _f("bubble_estimate", OPTIONAL_ESTIMATE, "", "The bubble with its 95% interval."),
-     _f("bubble_per_stage", ["num", "?"], "", "Median bubble per stage."),
-     _f("bubble_theory", NUM, "", "(stages − 1) / (microbatches + stages − 1).",
-        required=True),
-     _f("peak_memory_mib", ["num?"], "MiB", "Peak memory per stage."),
-     _f("max_abs_err_vs_single", "num?", "", "Largest weight difference to one device.")))
+     _f("bubble_per_stage", ["num", "?"], "", "Median bubble per stage.")))
+
 
 
 PIPELINE_COMPARISON = RowKind(
@@ -469,17 +485,30 @@ TENSOR_PARALLEL = RowKind(
      _f("ffn", INT, "", "Feed-forward size."),
      _f("ffn_per_rank", "int?", "", "Feed-forward columns per rank."),
      _f("pieces_per_peer", "int?", "", "Pieces each peer's transfer is cut into."),
-     _f("step_ms", NUM, "ms", "Median step.", False, required=True),
-     *(_f(name, "num?", unit, definition, hib) for name, unit, definition, hib in (
-         ("tflops", "TFLOP/s", "Layer FLOPs / step.", True),
-         ("tflops_per_gpu", "TFLOP/s", "tflops / ranks.", True),
-         ("comm_fraction", "", "Communication time / step.", False),
-         ("hidden_comm_fraction", "", "Communication overlapped by compute / communication.",
-          True),
-         ("overlap_speedup", "", "Sync step / overlapped step, paired by round.", True),
-         ("speedup_vs_fused", "", "Fused step / this step, paired by round.", True),
-         ("scaling_efficiency", "", "One rank's step / (ranks · this step), or its weak-"
-          "scaling form.", True))),
+     # The study's figures (impl/tensor_parallel/metrics.py's TP_FIELDS, quoted by the report).
+     Field("step_ms", "ms", "Median over rounds of each round's median time of one step, the "
+           "block's forward and backward: CUDA events on GPU, perf_counter on CPU.",
+           False, shape=NUM, required=True),
+     Field("tflops", "TFLOP/s", "Layer FLOP / step time, the whole group's rate: 12·tokens·hidden·"
+           "ffn (forward 2 GEMMs, backward 4, each 2·tokens·hidden·ffn) / step.",
+           True, shape="num?"),
+     Field("tflops_per_gpu", "TFLOP/s", "tflops / world size.", True, shape="num?"),
+     Field("comm_fraction", "", "Communication not hidden by compute / step time, from the step's "
+           "timeline: (comm − comm ∩ compute) / step. 0 on one rank; not observable for the fused "
+           "ops, whose communication runs inside the op.", False, shape="num?"),
+     Field("hidden_comm_fraction", "", "Communication time overlapped by compute / communication "
+           "time, from the step's timeline (Holistic Trace Analysis's definition).",
+           True, shape="num?"),
+     Field("overlap_speedup", "×", "sync step / this schedule's step, rounds paired: above 1 is "
+           "faster than the sync schedule at the same world size and scaling.", True, shape="num?"),
+     Field("speedup_vs_fused", "×", "fused step / this schedule's step, rounds paired: above 1 is "
+           "faster than PyTorch's fused symmetric-memory ops.", True, shape="num?"),
+     Field("scaling_efficiency", "", "Strong scaling (the same block on p ranks): T(1) / (p·T(p)); "
+           "weak scaling (each rank keeps the 1-rank shape, ffn grows p-fold): T(1) / T(p); T(1) "
+           "is the 1-rank block measured in the same rounds.", True, shape="num?"),
+     Field("max_rel_err", "", "max |output − reference| / max |reference| over Y, dX, dW1, dW2 "
+           "and the group's ranks, against the single-device block by torch autograd (fp64 on "
+           "CPU, fp32 on GPU), checked before timing.", False, shape="num?"),
      _f("estimates", {"*": ESTIMATE}, "", "Each figure above with its 95% interval."),
      _f("verdicts", {"*": TEXT}, "", "Verdicts of the paired comparisons."),
      _f("gemm_ms", "obj?", "ms", "Median time per GEMM of the layer."),
@@ -487,7 +516,6 @@ TENSOR_PARALLEL = RowKind(
                    "tflops": "num?", "arithmetic_intensity": NUM}], "",
         "Each GEMM of the layer with its shape and rate."),
      _f("step_ms_rounds", ["num"], "ms", "Per-round median steps."),
-     _f("max_rel_err", "num?", "", "Largest relative error against one device."),
      _f("rel_errors", "obj?", "", "Relative error per output."),
      TOLERANCE,
      _f("timeline", nullable(TIMELINE), "", "One step's intervals."),

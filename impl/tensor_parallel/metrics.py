@@ -15,32 +15,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from impl import stats
-from impl.metrics import Field, covered_ms, exposed_comm_ms, hidden_comm_fraction
+from impl.metrics import covered_ms, exposed_comm_ms, hidden_comm_fraction
+from impl.rows.declare import Field
+from impl.rows.kinds import TENSOR_PARALLEL
 from impl.stats import Estimate
 from impl.timeline import Timeline
 
-TP_FIELDS: tuple[Field, ...] = (
-    Field("step_ms", "ms", "Median over rounds of each round's median time of one step, the "
-          "block's forward and backward: CUDA events on GPU, perf_counter on CPU.", False),
-    Field("tflops", "TFLOP/s", "Layer FLOP / step time, the whole group's rate: 12·tokens·hidden·"
-          "ffn (forward 2 GEMMs, backward 4, each 2·tokens·hidden·ffn) / step.", True),
-    Field("tflops_per_gpu", "TFLOP/s", "tflops / world size.", True),
-    Field("comm_fraction", "", "Communication not hidden by compute / step time, from the step's "
-          "timeline: (comm − comm ∩ compute) / step. 0 on one rank; not observable for the fused "
-          "ops, whose communication runs inside the op.", False),
-    Field("hidden_comm_fraction", "", "Communication time overlapped by compute / communication "
-          "time, from the step's timeline (Holistic Trace Analysis's definition).", True),
-    Field("overlap_speedup", "×", "sync step / this schedule's step, rounds paired: above 1 is "
-          "faster than the sync schedule at the same world size and scaling.", True),
-    Field("speedup_vs_fused", "×", "fused step / this schedule's step, rounds paired: above 1 is "
-          "faster than PyTorch's fused symmetric-memory ops.", True),
-    Field("scaling_efficiency", "", "Strong scaling (the same block on p ranks): T(1) / (p·T(p)); "
-          "weak scaling (each rank keeps the 1-rank shape, ffn grows p-fold): T(1) / T(p); T(1) "
-          "is the 1-rank block measured in the same rounds.", True),
-    Field("max_rel_err", "", "max |output − reference| / max |reference| over Y, dX, dW1, dW2 "
-          "and the group's ranks, against the single-device block by torch autograd (fp64 on "
-          "CPU, fp32 on GPU), checked before timing.", False),
-)
+TP_FIELDS: tuple[Field, ...] = TENSOR_PARALLEL.fields_named(
+    "step_ms", "tflops", "tflops_per_gpu", "comm_fraction", "hidden_comm_fraction",
+    "overlap_speedup", "speedup_vs_fused", "scaling_efficiency",
+    "max_rel_err")  # defined with the tensor-parallel row (impl/rows/kinds.py)
 
 
 def layer_flops(tokens: int, hidden: int, ffn: int) -> int:
