@@ -174,17 +174,6 @@ def range_text(estimate: dict | None) -> str:
 # --- the figure ---------------------------------------------------------------------------------
 
 
-def strategy_colors(strategies: Sequence[str]) -> dict[str, str]:
-    """The report's colour of each strategy, and for strategies it has none for (variants
-    such as chunked+priority) a tab10 or tab20 colour that no strategy has."""
-    from matplotlib.colors import to_hex
-
-    taken = set(figures.STRATEGY_COLORS.values())
-    palette = [to_hex(c) for name in ("tab10", "tab20") for c in figures.plt.get_cmap(name).colors]
-    spare = iter(dict.fromkeys(c for c in palette if c not in taken))
-    return {s: figures.STRATEGY_COLORS.get(s) or next(spare) for s in strategies}
-
-
 @figures._styled
 def figure(entries: Sequence[dict]) -> figures.Image:
     """Speedup over sequential and overlap efficiency per headline row (its number), with 95%
@@ -193,15 +182,16 @@ def figure(entries: Sequence[dict]) -> figures.Image:
                                      sharey=True, squeeze=False, layout="constrained")
     positions = list(range(len(entries)))[::-1]
     strategies = list(dict.fromkeys(e["best"] for e in entries))
-    color = strategy_colors(strategies)
+    styles = figures.series_styles(strategies)
     for ax, key, label, line in ((axes[0, 0], "speedup", "× sequential", 1.0),
                                  (axes[0, 1], "efficiency", "overlap efficiency", None)):
         for position, entry in zip(positions, entries):
             values, errors = figures._errors([entry[key]])
             if values[0] != values[0]:  # undefined: nothing to draw, the table says why
                 continue
-            ax.errorbar(values, [position], xerr=errors, fmt="o", markersize=3,
-                        color=color[entry["best"]], elinewidth=0.9, capsize=1.5)
+            style = styles[entry["best"]]
+            ax.errorbar(values, [position], xerr=errors, fmt=style.marker, markersize=3,
+                        color=style.color, elinewidth=0.9, capsize=1.5)
         if line is not None:
             ax.axvline(line, color="black", linestyle=":", linewidth=0.8)
         ax.set_xlabel(label)
@@ -210,8 +200,8 @@ def figure(entries: Sequence[dict]) -> figures.Image:
     axes[0, 1].axvline(1.0, color="black", linestyle=":", linewidth=0.8)
     axes[0, 0].set_yticks(positions, [str(i) for i in range(1, len(entries) + 1)])
     axes[0, 0].set_ylim(-0.7, len(entries) - 0.3)
-    handles = [figures.plt.Line2D([], [], marker="o", linestyle="", markersize=3,
-                                  color=color[s]) for s in strategies]
+    handles = [figures.plt.Line2D([], [], marker=styles[s].marker, linestyle="", markersize=3,
+                                  color=styles[s].color) for s in strategies]
     fig.legend(handles, strategies, loc="outside lower center", ncols=2, frameon=False,
                fontsize=6)
     return figures._save(fig)
