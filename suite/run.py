@@ -31,10 +31,28 @@ def stop_before_launch(signum: int, frame) -> None:
     os._exit(128 + signum)
 
 
+# What a pass imports, by module name: the project's dependencies and torch (installed apart).
+NEEDED_MODULES = ("torch", "numpy", "scipy", "pytest", "pytest_benchmark", "jinja2")
+
+
+def missing_modules_line() -> str | None:
+    """One line naming what this Python lacks to run the suite, or None."""
+    import importlib.util
+
+    missing = [name for name in NEEDED_MODULES if importlib.util.find_spec(name) is None]
+    if not missing:
+        return None
+    return (f"[suite] {sys.executable} lacks {', '.join(missing)}: set it up as the README's "
+            "Setup says (torch, then pip install -e '.[test,studies]') or run nox -s bench")
+
+
 if __name__ == "__main__":  # before the imports below: torch takes seconds to import
     STDERR = os.dup(2)
     for _signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(_signum, stop_before_launch)
+    if _missing := missing_modules_line():
+        print(_missing, file=sys.stderr)
+        sys.exit(2)
 
 import argparse
 import contextlib
