@@ -73,7 +73,7 @@ from impl.settings import check_environment, selected_backend
 from impl.suite_options import SUITE_OPTIONS, check_suite_options
 from suite import hangs
 from suite.conftest import COLLECT_MPI_ENV, COLLECT_WORLD_ENV
-from suite.launch import Launcher
+from suite.launch import TAG_OUTPUT, Launcher
 from suite.run_files import RunFolders, write_merged
 from suite.summary import summary_table
 
@@ -160,7 +160,9 @@ def plan(mode: str, profiles: list[str], gpus: int, scratch: Path, pytest_args: 
         say("[suite] mpi pass skipped: --skip-mpi")
     elif capabilities.missing_mpi() is None:
         launcher = capabilities.mpi_launcher()
-        extra = ["--allow-run-as-root", "--oversubscribe"] if is_open_mpi(launcher) else []
+        # --tag-output: the launcher shows rank 0's output only (suite/launch.py).
+        extra = (["--allow-run-as-root", "--oversubscribe", TAG_OUTPUT] if is_open_mpi(launcher)
+                 else [])
         output = scratch / "mpi.json.tmp"
         # On GPUs MPI stages every chunk through host memory: seconds per step for the
         # 1.5 GiB reference model, so this pass uses the smaller transformer.
