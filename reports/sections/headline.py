@@ -9,7 +9,8 @@ run, from a dirty tree, or from a commit older than this checkout's code of its 
 (reports/archive.py counts the commits). Beside the table, one figure of the same data, and
 three to five findings computed from it.
 
-    context = section(rows, runs, archive)   # {"table", "figure", "findings", "absent"}
+    context = section(rows, runs, archive)
+    # {"table", "figure", "findings", "absent", "answers", "definitions"}
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from reports import cells, figures
 from reports.archive import ROOT, Archive
 from reports.captions import Run, is_gpu_machine, make_figure
 from reports.format import NA, Cell, Table, fmt, fmt_estimate
+from reports.sections import hidden
 from reports.sections.overlap import fabric_rank, saved_pct
 
 VERDICT_SHORT = {"faster": "faster", "slower": "slower", cells.NO_DIFFERENCE: "n.s."}
@@ -287,19 +289,23 @@ def absent_text(rows: Sequence[dict], runs: Sequence[Run], entries: Sequence[dic
 
 def section(rows: Sequence[dict], runs: Sequence[Run], archive: Archive) -> dict:
     entries = rows_of(rows, runs, archive)
-    # Where GPUs answered, the table is theirs; the CPU's rows move out as its chapter blocks do
+    lead = hidden.lead_machine(runs, {e["cell"]["machine"] for e in entries})
+    # Where GPUs answered, the table is theirs, and the newest run's machine's, so that a CPU
+    # user sees their own answer; other CPUs' rows move out as their chapter blocks do
     # (reports/layout.py).
     cpus_left_out = []
     if any(e["gpu"] for e in entries):
         cpus_left_out = list(dict.fromkeys(e["cell"]["machine"] for e in entries
-                                           if not e["gpu"]))
-        entries = [e for e in entries if e["gpu"]]
+                                           if not e["gpu"] and e["cell"]["machine"] != lead))
+        entries = [e for e in entries if e["gpu"] or e["cell"]["machine"] == lead]
+    entries = hidden.in_reading_order(entries, lead)
     if not entries:
         return {"table": None, "figure": None, "findings": [], "absent": absent_text(
-            rows, runs, entries), "count": 0}
+            rows, runs, entries), "count": 0, "answers": [], "definitions": None}
     image = make_figure("fig-headline", figure(entries),
                         "The table's rows by number: × sequential and overlap efficiency, "
                         "95% intervals; colour: the best strategy.",
                         "Headline speedups and efficiencies with intervals")
     return {"table": table(entries), "figure": image, "findings": findings(entries),
-            "absent": absent_text(rows, runs, entries, cpus_left_out), "count": len(entries)}
+            "absent": absent_text(rows, runs, entries, cpus_left_out), "count": len(entries),
+            "answers": hidden.sentences(entries, runs), "definitions": hidden.DEFINITIONS}
