@@ -91,7 +91,8 @@ def test_page_one_holds_the_headline_table_checked_against_the_json(report):
     for number, row in enumerate(rows, 1):
         index, machine, workload, best, speedup, efficiency, ddp, run = row
         assert index == str(number)
-        source, _, marks = re.match(r"(\S+) · (\w+)\s*(\S*)", run).groups()
+        name, _, marks = re.match(r"(\S+) · (\w+)\s*(\S*)", run).groups()
+        source = f"{machine.split(' · ')[0]}/{name}"  # the run's folder is the machine's label
         document, cell = by_place[source, workload]
         assert machine.startswith(f"{document['suite']['label']} · {cell['profile']} · "
                                   f"{cell['world_size']} ")
@@ -115,7 +116,7 @@ def test_page_one_holds_the_headline_table_checked_against_the_json(report):
                 assert f"{ {'no significant difference': 'n.s.'}.get(verdict, verdict)} vs " \
                        f"{peer}" in ddp
         commit = document["machine_info"]["overlap"]["git_commit"]
-        assert run.startswith(f"{source} · {commit[:7]}")
+        assert run.startswith(f"{name} · {commit[:7]}")
         # Provenance: a partial run is marked, so is a dirty tree and older code.
         texts = [notes[m] for m in marks.split(",") if m]
         assert any(t.startswith("from a partial run") for t in texts) == document["suite"][
@@ -134,7 +135,7 @@ def test_page_one_holds_the_headline_table_checked_against_the_json(report):
                 int(counted.stdout) > 0)
         # The same numbers are on page 1 of the PDF (a cell's lines are apart in its text).
         for text in (f"{fmt(speedups[top]['value'])}×", interval(speedups[top]),
-                     workload, source):
+                     workload, name):
             assert squeeze(text) in report["page_one"], text
     assert squeeze("Table 1. The best strategy at K = 20") in report["page_one"]
 

@@ -4,6 +4,9 @@ user sees their own answer even beside GPU machines."""
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -11,7 +14,7 @@ import pytest
 
 from reports import analysis, archive, cells, loading
 from reports.format import fmt_estimate
-from reports.results import load_results
+from reports.results import load_results, newest_per_machine
 from reports.sections import headline, hidden
 from reports.sections.overlap import saved_pct
 from tests.test_report import INTERLEAVED
@@ -79,3 +82,21 @@ def test_each_sentence_states_the_rows_figures_and_names_the_metric(made):
             assert f"overlap efficiency {fmt_estimate(entry['efficiency'])}" in text
     assert "Hidden communication fraction:" in page["definitions"]
     assert "Overlap efficiency: (sequential − step)" in page["definitions"]
+
+
+def test_the_users_own_run_is_chosen_before_the_repositorys_of_that_machine(tmp_path):
+    """A quick run just made (not committed) is read before the committed default run of the
+    same machine, though that one is stronger."""
+    folder = tmp_path / "results" / "cpu-2core"
+    folder.mkdir(parents=True)
+    shutil.copy(INTERLEAVED, folder / "20261101T000000Z.json")
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "reference run"], check=True)
+    assert newest_per_machine(tmp_path / "results") == [folder / "20261101T000000Z.json"]
+    own = folder / "20261102T000000Z.json"
+    document = json.loads(INTERLEAVED.read_text())
+    document["suite"]["mode"] = "quick"  # weaker than the committed run
+    own.write_text(json.dumps(document))
+    assert newest_per_machine(tmp_path / "results")[0] == own

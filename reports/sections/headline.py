@@ -122,8 +122,9 @@ def machine_text(cell: dict, gpu: bool) -> str:
 
 
 def run_text(run: Run) -> str:
+    """The run's file name (its folder is the machine's label) and commit."""
     commit = run.fingerprint.get("git_commit")
-    return f"{Path(run.path).parent.name}/{Path(run.path).name} · {commit[:7] if commit else NA}"
+    return f"{Path(run.path).name} · {commit[:7] if commit else NA}"
 
 
 # --- the table ----------------------------------------------------------------------------------
@@ -290,14 +291,16 @@ def absent_text(rows: Sequence[dict], runs: Sequence[Run], entries: Sequence[dic
 def section(rows: Sequence[dict], runs: Sequence[Run], archive: Archive) -> dict:
     entries = rows_of(rows, runs, archive)
     lead = hidden.lead_machine(runs, {e["cell"]["machine"] for e in entries})
-    # Where GPUs answered, the table is theirs, and the newest run's machine's, so that a CPU
-    # user sees their own answer; other CPUs' rows move out as their chapter blocks do
-    # (reports/layout.py).
+    # Where GPUs answered, the table is theirs, and if the newest run is a CPU's, the one row
+    # its sentence reads, so that a CPU user sees their own answer; other CPUs' rows move out
+    # as their chapter blocks do (reports/layout.py).
     cpus_left_out = []
     if any(e["gpu"] for e in entries):
         cpus_left_out = list(dict.fromkeys(e["cell"]["machine"] for e in entries
                                            if not e["gpu"] and e["cell"]["machine"] != lead))
-        entries = [e for e in entries if e["gpu"] or e["cell"]["machine"] == lead]
+        lead_is_cpu = any(not e["gpu"] for e in entries if e["cell"]["machine"] == lead)
+        own = [hidden.representative(entries, lead)] if lead_is_cpu else []
+        entries = [e for e in entries if e["gpu"]] + own
     entries = hidden.in_reading_order(entries, lead)
     if not entries:
         return {"table": None, "figure": None, "findings": [], "absent": absent_text(

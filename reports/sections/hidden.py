@@ -76,16 +76,17 @@ def sentence(entry: dict, runs: Sequence[Run]) -> str:
             f"step{efficiency}.")
 
 
+def representative(entries: Sequence[dict], machine: str) -> dict:
+    """The row a machine's sentence reads: its first workload in the registry's order among
+    its cells with the most ranks (module docstring)."""
+    return min((e for e in entries if e["cell"]["machine"] == machine),
+               key=lambda e: (-e["cell"]["world_size"], cells.workload_rank(e["cell"]["workload"])))
+
+
 def sentences(entries: Sequence[dict], runs: Sequence[Run]) -> list[dict]:
     """One sentence per machine, the lead machine's first, then the others in the order of
     ``entries`` (module docstring)."""
     lead = lead_machine(runs, {e["cell"]["machine"] for e in entries})
-    machines = in_reading_order(list({e["cell"]["machine"]: e for e in entries}.values()), lead)
-    found = []
-    for machine in (e["cell"]["machine"] for e in machines):
-        entry = min((e for e in entries if e["cell"]["machine"] == machine),
-                    key=lambda e: (-e["cell"]["world_size"],
-                                   cells.workload_rank(e["cell"]["workload"])))
-        found.append({"label": "Newest run" if machine == lead else "Reference",
-                      "machine": machine, "text": sentence(entry, runs)})
-    return found
+    machines = dict.fromkeys(e["cell"]["machine"] for e in in_reading_order(entries, lead))
+    return [{"label": "Newest run" if machine == lead else "Reference", "machine": machine,
+             "text": sentence(representative(entries, machine), runs)} for machine in machines]
