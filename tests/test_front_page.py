@@ -204,3 +204,29 @@ def test_no_text_over_text_and_no_empty_figure(report, tmp_path):
     assert len(bands) == len(figures)
     assert pdf_pages.empty_figures(report["pdf"], report["pages"], tmp_path) == []
 
+
+
+def test_page_one_holds_the_whole_abstract_and_splits_no_word(report):
+    """The abstract fits page 1, to its last line (run to run), with its answer sentences.
+    Every word pdftotext -bbox finds in page 1's body is a word of the HTML, whole: a name or
+    a number broken across lines ("chunked+pri ority") would be two pieces the HTML does not
+    have. A line may end after a hyphen a word has ("device-" "adam"), as type does."""
+    assert squeeze("Run to run:") in report["page_one"]
+    assert squeeze("Newest run:") in report["page_one"]
+    assert squeeze("(hidden communication fraction) and saves") in report["page_one"]
+    _, height, words = report["pages"][0]
+    title = next(w for w in words if w.text == "Hiding")  # the kicker above is letter-spaced
+    footer = height - 19 / 25.4 * 72  # the bottom margin holds "page 1 of N"
+    body = [w.text for w in words if title.y0 <= w.y0 < footer]
+    known = {word.lower() for word in text_of(report["html"]).split()}
+    broken, at = [], 0
+    while at < len(body):
+        word = body[at].lower()
+        joined = word + body[at + 1].lower() if at + 1 < len(body) else ""
+        if word.endswith("-") and joined in known:  # a line ends after the word's own hyphen
+            at += 2
+            continue
+        if word not in known and not re.fullmatch(r"\d+\.", word):  # list and table counters
+            broken.append(body[at])
+        at += 1
+    assert broken == []

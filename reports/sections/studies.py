@@ -213,8 +213,8 @@ def gate_line(archive: Archive) -> str:
     if not rates:
         return "no gate trials in the loaded folders (python -m reports.gate.trials makes them)."
     current = [r for r in rates if Path(r["source"]).name == "gate-trials.json"] or rates
-    parts = [f"{r['machine']}: false alarms {r['false_alarms']}, detections {r['detections']} "
-             f"({r['source']})" for r in current]
+    parts = [f"{r['machine']}: false alarms {r['false_alarms']}, detections {r['detections']}"
+             for r in current]  # its file is in the regression chapter
     others = len(rates) - len(current)
     more = f"; {others} more trials file(s) of earlier gate settings" if others else ""
     return "; ".join(parts) + more + "."
