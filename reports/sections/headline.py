@@ -181,7 +181,8 @@ def range_text(estimate: dict | None) -> str:
 def figure(entries: Sequence[dict]) -> figures.Image:
     """Speedup over sequential and overlap efficiency per headline row (its number), with 95%
     intervals, coloured by strategy."""
-    fig, axes = figures.plt.subplots(1, 2, figsize=(2.7, 0.65 + 0.19 * len(entries)),
+    # Drawn at the width page 1 gives it (report.css: 56 mm), so its type prints at its size.
+    fig, axes = figures.plt.subplots(1, 2, figsize=(56 / 25.4, 0.75 + 0.2 * len(entries)),
                                      sharey=True, squeeze=False, layout="constrained")
     positions = list(range(len(entries)))[::-1]
     strategies = list(dict.fromkeys(e["best"] for e in entries))

@@ -27,12 +27,11 @@ from reports.sections.overlap import saved_pct
 FABRICS = {"nvlink": "NVLink", "shm": "NCCL over shared memory (no peer-to-peer)",
            "socket": "NCCL over sockets", "gloo-tcp": "gloo over TCP"}
 DEFINITIONS = (
-    "Hidden communication fraction: the all-reduces' time that overlaps compute, over their "
+    "Hidden communication fraction: the all-reduces' time that overlaps compute over their "
     "whole time, from the step's timeline (HTA's definition). Time saved: sequential's step "
     "minus the strategy's, in the same rounds. Overlap efficiency: (sequential − step) / "
-    "(sequential − max(compute-only, comm-only)), the saving as a share of a perfect "
-    "overlap's; it is lower than the hidden fraction when hidden communication slows the "
-    "compute beside it.")
+    "(sequential − max(compute-only, comm-only)); below the hidden fraction when hidden "
+    "communication slows the compute beside it.")
 
 
 def lead_machine(runs: Sequence[Run], shown: set[str]) -> str | None:
