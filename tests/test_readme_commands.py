@@ -24,8 +24,8 @@ NOT_RUN = {
     "$SUDO apt-get": "the Setup: installs system packages",
     "python3 -m venv": "the Setup: the virtualenv this test runs in",
     "pip install": "the Setup: installs packages (minutes)",
-    "nox -s": "a nox session makes its own virtualenv and runs for minutes; the module it "
-              "runs is run here by its own command (python -m ...)",
+    "nox -s": "a nox session makes its own virtualenv and runs for minutes; the module each "
+              "runs answers its --help here, and tests/test_noxfile.py checks the sessions",
     "torchrun --nproc-per-node 4": "needs 4 GPUs",
     "torchrun --nnodes 2": "needs two nodes",
     "srun": "needs a Slurm cluster",
