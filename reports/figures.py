@@ -41,8 +41,8 @@ STRATEGY_COLORS = {"sequential": REFERENCE_GREY, "mpi-sequential": REFERENCE_GRE
                    "comm-only": OKABE_ITO["sky"]}
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 LINE_STYLES = ("-", "--", ":", "-.")
-LOST_TIME_COLORS = {"exposed_comm_ms": "#d62728", "compute_slowdown_ms": "#ff9896",
-                    "other_ms": "#c7c7c7"}
+LOST_TIME_COLORS = {"exposed_comm_ms": OKABE_ITO["vermillion"],
+                    "compute_slowdown_ms": OKABE_ITO["orange"], "other_ms": "#c7c7c7"}
 LOST_TIME_LABELS = {"exposed_comm_ms": "exposed communication",
                     "compute_slowdown_ms": "compute slowdown", "other_ms": "other"}
 STYLE = {
@@ -349,7 +349,8 @@ def interference(entries: Sequence[dict]) -> Image:
     ax = axes[0, 0]
     positions = list(range(len(entries)))[::-1]
     values, errors = _errors([e["ratio"] for e in entries])
-    colors = {"all-reduce": "#d62728", "copy": "#1f77b4", "add": "#ff7f0e"}
+    colors = {"all-reduce": OKABE_ITO["vermillion"], "copy": OKABE_ITO["blue"],
+              "add": OKABE_ITO["orange"]}
     ax.barh(positions, [v - 1 for v in values], left=1, xerr=errors,
             color=[colors.get(e["interferer"], "#7f7f7f") for e in entries], height=0.65,
             error_kw={"elinewidth": 0.8, "capsize": 2, "ecolor": "black"})
