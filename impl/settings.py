@@ -1,4 +1,4 @@
-"""Environment variables the suite reads: one table, one validation (README lists them).
+"""Environment variables the suite reads: one table, one validation (docs/inputs.md lists them).
 
 The machine label and the process-group backend are read here and nowhere else, so the
 launcher, the workers and the report agree on what is allowed.

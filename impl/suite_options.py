@@ -1,7 +1,7 @@
 """The suite's pytest options and the values each allows: one definition.
 
 conftest.py declares them to pytest and checks them in pytest_configure; suite/run.py checks
-the same values before it launches anything (README, "Inputs and what is allowed"). Every
+the same values before it launches anything (docs/inputs.md). Every
 check raises ValueError with one line naming the option, the value and what is allowed.
 
     from impl.suite_options import check_suite_options

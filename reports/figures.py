@@ -27,12 +27,22 @@ from reports.analysis import gemm_version_rank  # noqa: E402
 
 WIDTH_IN = 6.8  # the PDF's text width (A4 minus margins), so 1 figure inch = 1 inch on paper
 PNG_DPI = 200
-STRATEGY_COLORS = {"sequential": "#7f7f7f", "mpi-sequential": "#7f7f7f", "threaded": "#ff7f0e",
-                   "chunked": "#1f77b4", "mpi": "#9467bd", "ddp": "#2ca02c",
-                   "ddp-25mb": "#98df8a", "synthetic": "#8c564b", "compute-only": "#bcbd22",
-                   "comm-only": "#17becf"}
-LOST_TIME_COLORS = {"exposed_comm_ms": "#d62728", "compute_slowdown_ms": "#ff9896",
-                    "other_ms": "#c7c7c7"}
+# Okabe and Ito's palette (Color Universal Design, 2008): told apart with any common form of
+# colour blindness. References are grey or black; a strategy's variants (chunked+priority)
+# keep its colour and differ by marker and line style (series_styles).
+OKABE_ITO = {"blue": "#0072B2", "orange": "#E69F00", "green": "#009E73", "purple": "#CC79A7",
+             "vermillion": "#D55E00", "sky": "#56B4E9", "yellow": "#F0E442", "black": "#000000"}
+REFERENCE_GREY = "#7f7f7f"
+STRATEGY_COLORS = {"sequential": REFERENCE_GREY, "mpi-sequential": REFERENCE_GREY,
+                   "chunked": OKABE_ITO["blue"], "threaded": OKABE_ITO["orange"],
+                   "ddp": OKABE_ITO["green"], "ddp-25mb": OKABE_ITO["green"],
+                   "mpi": OKABE_ITO["purple"], "copy-engine": OKABE_ITO["vermillion"],
+                   "synthetic": OKABE_ITO["yellow"], "compute-only": OKABE_ITO["black"],
+                   "comm-only": OKABE_ITO["sky"]}
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+LINE_STYLES = ("-", "--", ":", "-.")
+LOST_TIME_COLORS = {"exposed_comm_ms": OKABE_ITO["vermillion"],
+                    "compute_slowdown_ms": OKABE_ITO["orange"], "other_ms": "#c7c7c7"}
 LOST_TIME_LABELS = {"exposed_comm_ms": "exposed communication",
                     "compute_slowdown_ms": "compute slowdown", "other_ms": "other"}
 STYLE = {
@@ -52,8 +62,45 @@ class Image:
     data: bytes
 
 
+def family(strategy: str) -> str:
+    """The strategy a variant belongs to: chunked+priority is chunked's, ddp-25mb ddp's."""
+    return "ddp" if strategy.startswith("ddp") else strategy.split("+")[0]
+
+
 def color(strategy: str) -> str:
-    return STRATEGY_COLORS.get(strategy, "#17becf")
+    """A strategy's colour in every figure: its family's, or black for one the report does
+    not know (a figure of several series takes series_styles instead)."""
+    return STRATEGY_COLORS.get(strategy) or STRATEGY_COLORS.get(family(strategy),
+                                                                 OKABE_ITO["black"])
+
+
+@dataclass(frozen=True)
+class SeriesStyle:
+    color: str
+    marker: str
+    linestyle: str
+
+
+def series_styles(strategies: Sequence[str]) -> dict[str, SeriesStyle]:
+    """One style per strategy of a figure, no two sharing colour and marker: a strategy takes
+    its family's colour and the first marker that colour has free here (the strategy itself
+    "o" and a solid line, its variants the next markers, dashed); a strategy of no known
+    family, or one whose family has used every marker, takes a colour no family here has."""
+    names = sorted(dict.fromkeys(strategies), key=lambda s: (s != family(s), s))
+    families = {STRATEGY_COLORS.get(family(s)) for s in names}
+    # Colours no family here has, those no strategy ever has first.
+    spare = sorted((c for c in OKABE_ITO.values() if c not in families),
+                   key=lambda c: c in STRATEGY_COLORS.values())
+    used: dict[str, list[str]] = {}
+    styles = {}
+    for index, name in enumerate(names):
+        wanted = [STRATEGY_COLORS.get(family(name)), *spare, *OKABE_ITO.values(), REFERENCE_GREY]
+        colour = next(c for c in wanted if c and len(used.get(c, [])) < len(MARKERS))
+        marker = MARKERS[len(used.setdefault(colour, []))]
+        used[colour].append(marker)
+        styles[name] = SeriesStyle(colour, marker, LINE_STYLES[0] if marker == MARKERS[0]
+                                   else LINE_STYLES[1 + index % (len(LINE_STYLES) - 1)])
+    return {name: styles[name] for name in dict.fromkeys(strategies)}
 
 
 # One fixed colour per GEMM kernel version in every figure: v1-v5 keep tab10's first five,
@@ -221,15 +268,18 @@ def speedup_by_chunks(panels: Sequence[dict]) -> Image:
     ``panels``: [{"title", "lines": {strategy: [(K, Estimate), ...]}}].
     """
     fig, axes = _figure(1, len(panels), height=2.3)
+    styles = series_styles([s for panel in panels for s in panel["lines"]])
     for ax, panel in zip(axes[0], panels):
         count = max(len(panel["lines"]), 1)
         for index, (strategy, points) in enumerate(panel["lines"].items()):
             # Strategies side by side around each K, so their bars do not hide each other.
             shift = 1 + 0.05 * (index - (count - 1) / 2)
             values, errors = _errors([estimate for _, estimate in points])
-            ax.errorbar([k * shift for k, _ in points], values, yerr=errors, marker="o",
-                        markersize=2.5, linewidth=1, capsize=1.5, elinewidth=0.7,
-                        color=color(strategy), label=strategy)
+            style = styles[strategy]
+            ax.errorbar([k * shift for k, _ in points], values, yerr=errors,
+                        marker=style.marker, linestyle=style.linestyle, markersize=3,
+                        linewidth=1, capsize=1.5, elinewidth=0.7, color=style.color,
+                        label=strategy)
         chunk_counts = sorted({k for points in panel["lines"].values() for k, _ in points})
         ax.axhline(1.0, color="black", linestyle=":", linewidth=0.8)
         ax.set_xscale("log")
@@ -258,6 +308,7 @@ def regime(panels: Sequence[dict], study_ratio: float) -> Image:
     from impl.metrics import ideal_speedup
 
     fig, axes = _figure(1, len(panels), height=2.6, sharey=True)
+    styles = series_styles([p["strategy"] for panel in panels for p in panel["points"]])
     for ax, panel in zip(axes[0], panels):
         ratios = [p["ratio"] for p in panel["points"]]
         # Log axis: an interval end at or below 0 (not a ratio of two times) is not drawn.
@@ -271,8 +322,9 @@ def regime(panels: Sequence[dict], study_ratio: float) -> Image:
             mine = [p for p in panel["points"] if p["strategy"] == strategy]
             x, xerr = _errors([p["ratio"] for p in mine])
             y, yerr = _errors([p["speedup"] for p in mine])
-            ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="o", markersize=3, elinewidth=0.6,
-                        capsize=1, alpha=0.85, color=color(strategy), label=strategy)
+            ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt=styles[strategy].marker, markersize=3,
+                        elinewidth=0.6, capsize=1, alpha=0.85, color=styles[strategy].color,
+                        label=strategy)
         ax.axvline(study_ratio, color="#8c564b", linestyle="--", linewidth=0.8)
         ax.text(study_ratio, 0.99, " course study", transform=ax.get_xaxis_transform(),
                 fontsize=6.5, va="top", color="#8c564b")
@@ -297,7 +349,8 @@ def interference(entries: Sequence[dict]) -> Image:
     ax = axes[0, 0]
     positions = list(range(len(entries)))[::-1]
     values, errors = _errors([e["ratio"] for e in entries])
-    colors = {"all-reduce": "#d62728", "copy": "#1f77b4", "add": "#ff7f0e"}
+    colors = {"all-reduce": OKABE_ITO["vermillion"], "copy": OKABE_ITO["blue"],
+              "add": OKABE_ITO["orange"]}
     ax.barh(positions, [v - 1 for v in values], left=1, xerr=errors,
             color=[colors.get(e["interferer"], "#7f7f7f") for e in entries], height=0.65,
             error_kw={"elinewidth": 0.8, "capsize": 2, "ecolor": "black"})

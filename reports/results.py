@@ -8,6 +8,7 @@ and checked by impl/rows/files.py).
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from pathlib import Path
 
@@ -41,6 +42,16 @@ def strength(result: ResultsFile) -> tuple:
             result.sort_time, result.path.name)
 
 
+def committed_files(folder: Path) -> set[Path]:
+    """The files git tracks under ``folder``: the repository's reference runs. Outside a git
+    checkout, none: every run there is the user's own."""
+    listed = subprocess.run(["git", "-C", str(folder), "ls-files", "-z", "."],
+                            capture_output=True, text=True, check=False)
+    if listed.returncode != 0:
+        return set()
+    return {(folder / name).resolve() for name in listed.stdout.split("\0") if name}
+
+
 def _measured(result: ResultsFile) -> tuple[set[tuple], set[str]]:
     """What a run measured: its overlap workloads (workload × world size) and the other kinds
     of rows it holds (a study such as tensor parallelism, or the GEMM ladder)."""
@@ -51,7 +62,8 @@ def _measured(result: ResultsFile) -> tuple[set[tuple], set[str]]:
 
 
 def newest_per_machine(results_dir: str | Path = "results") -> list[Path]:
-    """The strongest results of each machine-label folder of ``results_dir``, per profile.
+    """The strongest results of each machine-label folder of ``results_dir``, per profile,
+    the user's own (uncommitted) runs before the repository's.
 
     Folders are ``results/<label>/``; ``results/baselines`` is skipped. Each interconnect
     profile is a run of its own (suite/run.py), so files are chosen per profile: first the
@@ -76,8 +88,12 @@ def newest_per_machine(results_dir: str | Path = "results") -> list[Path]:
         for path in find_result_files(folder):
             result = load_results(path)
             by_profile.setdefault(_profile(result), []).append(result)
+        committed = committed_files(folder)
         for files in by_profile.values():
-            ranked = sorted(files, key=strength, reverse=True)
+            # The user's own runs (not committed) first: the report answers for the run just
+            # made, and the repository's runs of that machine fill in what it did not measure.
+            ranked = sorted(files, key=lambda r: (r.path.resolve() not in committed,
+                                                  strength(r)), reverse=True)
             picked = [ranked[0]]
             workloads, kinds = _measured(ranked[0])
             for result in ranked[1:]:

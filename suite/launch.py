@@ -28,9 +28,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
+import sys
+import threading
 import time
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -40,6 +44,40 @@ GRACE_S = 5.0  # between SIGTERM and SIGKILL: workers end in well under a second
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 POLL_S = 0.2
 END_WITH_PARENT_S = 1.0  # workers killed with their parent are gone in milliseconds
+
+# Open MPI's --tag-output marks each piece of a rank's output "[job,rank]<stdout>:". A pass
+# launched with it shows rank 0 only, as torchrun's --local-ranks-filter=0 does; the other
+# ranks' last lines are shown if the pass fails.
+TAG_OUTPUT = "--tag-output"
+RANK_TAG = re.compile(r"\[\d+,(\d+)\]<std(?:out|err|diag)>:")
+OTHER_RANKS_KEPT = 40
+
+
+def split_by_rank(line: str) -> list[tuple[int | None, str]]:
+    """(rank, text) pieces of one line of tagged output; None: mpirun's own, untagged."""
+    parts = RANK_TAG.split(line)  # [untagged, rank, text, rank, text, ...]
+    pieces = [(None, parts[0])] if parts[0] else []
+    return pieces + [(int(rank), text) for rank, text in zip(parts[1::2], parts[2::2])]
+
+
+def show_rank_zero(stream, others: deque) -> None:
+    """Copies the tagged output of a pass to this process's stdout: rank 0's and mpirun's own
+    text, untagged; the other ranks' lines go to ``others`` (the last OTHER_RANKS_KEPT)."""
+    for line in stream:
+        pieces = split_by_rank(line)
+        shown = "".join(text for rank, text in pieces if rank in (None, 0))
+        hidden = "".join(text for rank, text in pieces if rank not in (None, 0))
+        if shown.strip("\n"):
+            sys.stdout.write(shown if shown.endswith("\n") else shown + "\n")
+            sys.stdout.flush()
+        if hidden.strip():
+            others.append(hidden.rstrip("\n"))
+
+
+def colour_env() -> dict[str, str]:
+    """pytest colours its output only where the launcher's own stdout is a terminal: Open MPI
+    gives each rank a pseudo-terminal, so a rank would colour a log file too."""
+    return {} if sys.stdout.isatty() else {"PY_COLORS": "0"}
 
 
 def _stat(pid: int) -> tuple[int, int] | None:
@@ -149,9 +187,18 @@ class Launcher:
             return None
         adopt_orphans()
         self._sent = None
+        tagged = TAG_OUTPUT in command
         # The pass's own process ends with the launcher, and its ranks with it (conftest.py).
-        self._current = subprocess.Popen(command, env=env, start_new_session=True,
-                                         preexec_fn=end_with_parent)
+        self._current = subprocess.Popen(
+            command, env={**env, **colour_env()} if tagged else env, start_new_session=True,
+            preexec_fn=end_with_parent, stdout=subprocess.PIPE if tagged else None,
+            stderr=subprocess.STDOUT if tagged else None, text=tagged or None,
+            errors="replace" if tagged else None)
+        others: deque = deque(maxlen=OTHER_RANKS_KEPT)
+        reader = threading.Thread(target=show_rank_zero, args=(self._current.stdout, others),
+                                  daemon=True) if tagged else None
+        if reader:
+            reader.start()
         try:
             while True:
                 try:
@@ -162,6 +209,11 @@ class Launcher:
         finally:
             self._current = None
             self._sweep()
+            if reader:
+                reader.join(timeout=GRACE_S)  # the pipe closes when the pass's last process ends
+        if others and code != 0:
+            print(f"[suite] the other ranks' last {len(others)} lines:", *others, sep="\n",
+                  flush=True)
         return code
 
     def _sweep(self) -> None:

@@ -31,10 +31,28 @@ def stop_before_launch(signum: int, frame) -> None:
     os._exit(128 + signum)
 
 
+# What a pass imports, by module name: the project's dependencies and torch (installed apart).
+NEEDED_MODULES = ("torch", "numpy", "scipy", "pytest", "pytest_benchmark", "jinja2")
+
+
+def missing_modules_line() -> str | None:
+    """One line naming what this Python lacks to run the suite, or None."""
+    import importlib.util
+
+    missing = [name for name in NEEDED_MODULES if importlib.util.find_spec(name) is None]
+    if not missing:
+        return None
+    return (f"[suite] {sys.executable} lacks {', '.join(missing)}: set it up as the README's "
+            "Setup says (torch, then pip install -e '.[test,studies]') or run nox -s bench")
+
+
 if __name__ == "__main__":  # before the imports below: torch takes seconds to import
     STDERR = os.dup(2)
     for _signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(_signum, stop_before_launch)
+    if _missing := missing_modules_line():
+        print(_missing, file=sys.stderr)
+        sys.exit(2)
 
 import argparse
 import contextlib
@@ -55,7 +73,7 @@ from impl.settings import check_environment, selected_backend
 from impl.suite_options import SUITE_OPTIONS, check_suite_options
 from suite import hangs
 from suite.conftest import COLLECT_MPI_ENV, COLLECT_WORLD_ENV
-from suite.launch import Launcher
+from suite.launch import TAG_OUTPUT, Launcher
 from suite.run_files import RunFolders, write_merged
 from suite.summary import summary_table
 
@@ -142,7 +160,9 @@ def plan(mode: str, profiles: list[str], gpus: int, scratch: Path, pytest_args: 
         say("[suite] mpi pass skipped: --skip-mpi")
     elif capabilities.missing_mpi() is None:
         launcher = capabilities.mpi_launcher()
-        extra = ["--allow-run-as-root", "--oversubscribe"] if is_open_mpi(launcher) else []
+        # --tag-output: the launcher shows rank 0's output only (suite/launch.py).
+        extra = (["--allow-run-as-root", "--oversubscribe", TAG_OUTPUT] if is_open_mpi(launcher)
+                 else [])
         output = scratch / "mpi.json.tmp"
         # On GPUs MPI stages every chunk through host memory: seconds per step for the
         # 1.5 GiB reference model, so this pass uses the smaller transformer.

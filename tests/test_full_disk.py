@@ -4,7 +4,7 @@ The disk fills in two places: while a pass checkpoints its results file after ev
 (conftest.py), and when the launcher merges the passes' files (suite/run.py). Both are
 simulated with ENOSPC from impl.atomic, the one place results are written; on a machine where
 the tests run as root, `mount -t tmpfs -o size=1m tmpfs DIR` as --results-dir shows the same
-(README, Failure handling).
+(docs/failures.md).
 """
 
 from __future__ import annotations

@@ -166,7 +166,9 @@ def test_group_threshold_on_the_command_line(tmp_path, capsys):
     code, out, _ = run_gate(capsys, base, cand, "--group-threshold", "allre*=0.10",
                             "--summary", tmp_path / "s.md")
     assert code == 3  # files only: unconfirmed
-    verdicts = {line.split()[0]: line for line in out.splitlines() if line.startswith("test_")}
+    lines = out.splitlines()  # each row, then its reason on the line below
+    verdicts = {line.split()[0]: line + lines[i + 1] for i, line in enumerate(lines)
+                if line.startswith("test_")}
     assert "unchanged" in verdicts["test_ar"] and "within the 10% threshold" in verdicts["test_ar"]
     assert "regressed" in verdicts["test_step"]
 

@@ -108,12 +108,6 @@ def test_findings_are_computed_from_the_rows(loaded):
     assert not any(f.startswith("On GPUs") for f in found)  # no GPU row here
 
 
-def test_the_figure_gives_each_strategy_its_own_colour():
-    colors = headline.strategy_colors(["copy-engine", "chunked+priority", "ddp-25mb", "chunked"])
-    assert len(set(colors.values())) == 4
-    assert colors["chunked"] == "#1f77b4" and colors["ddp-25mb"] == "#98df8a"
-
-
 def test_default_inputs_bring_in_a_study_run_made_on_its_own(tmp_path):
     """The 2x H200 tensor-parallel run measured no overlap workload: it is read beside the
     stronger overlap run of the same machine, so that its study has its GPU result."""

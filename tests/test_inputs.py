@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 import torch
@@ -75,26 +74,24 @@ def test_batch_that_does_not_fit_the_workload():
     strategy.step(make_batch(workload, CPU))  # the right one still works afterwards
 
 
-def _launch(code: str, env: dict[str, str], timeout: float) -> tuple[subprocess.CompletedProcess,
-                                                                    float]:
-    started = time.monotonic()
-    result = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env},
-                            capture_output=True, text=True, timeout=timeout, check=False)
-    return result, time.monotonic() - started
+def _launch(code: str, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
+    """Runs ``code``; a hang past ``timeout`` seconds fails the test (a guard, not a timing)."""
+    return subprocess.run([sys.executable, "-c", code], env={**os.environ, **env},
+                          capture_output=True, text=True, timeout=timeout, check=False)
 
 
 def test_world_size_larger_than_gpus_present():
     if torch.cuda.device_count() >= 64:
         pytest.skip("this machine has 64 GPUs")
     env = {"OVERLAP_BACKEND": "nccl", "WORLD_SIZE": "64", "LOCAL_WORLD_SIZE": "64", "RANK": "0"}
-    result, _ = _launch("from impl.dist import init_distributed; init_distributed()", env, 60)
+    result = _launch("from impl.dist import init_distributed; init_distributed()", env, 60)
     assert result.returncode != 0
     assert "ValueError: world size 64 on this node with nccl: needs 64 CUDA GPU(s)" in result.stderr
 
 
 def test_bad_timeout_variable_is_named():
     env = {"OVERLAP_PG_TIMEOUT_S": "soon"}
-    result, _ = _launch("from impl.dist import init_distributed; init_distributed()", env, 60)
+    result = _launch("from impl.dist import init_distributed; init_distributed()", env, 60)
     assert "ValueError: OVERLAP_PG_TIMEOUT_S='soon' is not an integer" in result.stderr
 
 
@@ -103,11 +100,9 @@ def test_missing_peer_ends_with_an_error_not_a_hang():
     env = {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
            "MASTER_PORT": str(free_port()), "OVERLAP_BACKEND": "gloo",
            "OVERLAP_PG_TIMEOUT_S": "5"}
-    result, elapsed = _launch("from impl.dist import init_distributed; init_distributed()",
-                              env, 120)
+    result = _launch("from impl.dist import init_distributed; init_distributed()", env, 120)
     assert result.returncode != 0
     assert "1/2 clients joined" in result.stderr or "Timed out" in result.stderr, result.stderr
-    assert elapsed < 60
 
 
 def _sum_over_groups(context) -> dict:

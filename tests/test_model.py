@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import random
-import statistics
-import threading
-import time
 
 import pytest
 import torch
@@ -16,7 +13,7 @@ from impl.costmodel.compute import ReadyProfile, bucket_ends, parameter_layout
 from impl.costmodel.fabric import Fabric
 from impl.costmodel.schedule import Collective, Plan, simulate
 from impl.strategies import StrategyOptions, build_strategy
-from impl.workloads import build_model, make_batch, preset
+from impl.workloads import build_model, preset
 
 
 def four_chunks(step_ms: float | None = None) -> ReadyProfile:
@@ -141,51 +138,29 @@ def test_variants_are_read_from_the_knobs_table():
     assert variant_plans.unmodelled("chunked+update") is None
 
 
-def thread_start_ms(samples: int = 15) -> float:
-    """The median time to start a thread: the synthetic strategy's compute thread pays it
-    before each chunk's communication (``threading.Thread.start`` waits for the thread)."""
-    times = []
-    for _ in range(samples):
-        thread = threading.Thread(target=time.sleep, args=(0,))
-        started = time.perf_counter()
-        thread.start()
-        times.append((time.perf_counter() - started) * 1e3)
-        thread.join()
-    return statistics.median(times)
-
-
-@pytest.mark.slow
-def test_the_synthetic_strategy_is_predicted_within_2_percent():
-    """The course study's sleep model: its sequential run gives each step's compute and
-    communication times (the same random draws per step index as the overlapped run's), the
-    compute thread launches each chunk's communication thread itself (a thread start, timed
-    alone), the model predicts the overlapped step, and its wall clock is within 2%."""
+def test_the_synthetic_strategy_schedule_is_the_cost_models():
+    """The course study's sleep model draws each step's chunk times from a seed (the step
+    index); the cost model, given those draws as the ready times and collective durations,
+    gives the sequential step as their sum and the overlapped step as all compute plus the
+    last chunk's communication (each chunk's communication is shorter than the next chunk's
+    compute). How close the wall clock comes to this is a timing, reported by
+    suite/bench_synthetic.py as ``prediction_error_pct``, never asserted."""
     workload = preset("mlp_tiny")
-    model, batch = build_model(workload, torch.device("cpu")), make_batch(workload,
-                                                                         torch.device("cpu"))
-
-    def runner(overlap: bool):
-        return build_strategy("synthetic", model, workload, None, StrategyOptions(
-            chunks=5, synthetic_scale=0.5, synthetic_overlap=overlap))
-
-    sequential, overlapped = runner(False), runner(True)
-    # At half the study's times (150 ms chunks) a late wake-up, or a thread start timed a few
-    # milliseconds off on a busy machine, stays well under 1% of the step.
-    ratios = []
-    for _ in range(2):
-        sequential.step(batch)
-        timeline = sequential.finish_timeline()
-        compute = [i.end_ms - i.start_ms for i in timeline.intervals if i.lane == "compute"]
-        comm = [i.end_ms - i.start_ms for i in timeline.intervals if i.lane == "comm"]
-        launch = thread_start_ms()
-        ready = [sum(compute[:c + 1]) + (c + 1) * launch for c in range(len(compute))]
-        profile = ReadyProfile(tuple(range(1, 6)), tuple(ready), ready[-1], 0.0, 1)
-        plan = variant_plans.Plan(tuple(Collective(r, d) for r, d in zip(ready, comm)))
-        started = time.perf_counter()
-        overlapped.step(batch)
-        measured_ms = (time.perf_counter() - started) * 1e3
-        ratios.append(simulate(profile, plan).step_ms / measured_ms)
-    assert statistics.median(ratios) == pytest.approx(1.0, abs=0.02)
+    model = build_model(workload, torch.device("cpu"))
+    strategy = build_strategy("synthetic", model, workload, None, StrategyOptions(
+        chunks=5, synthetic_scale=0.5, synthetic_overlap=True))
+    draws = strategy.chunk_durations_ms()
+    assert draws == strategy.chunk_durations_ms()  # the same draws for the same step
+    compute, comm = [c for c, _ in draws], [m for _, m in draws]
+    assert all(75 <= c <= 175 for c in compute) and all(85 <= m <= 115 for m in comm)
+    ready = [sum(compute[:c + 1]) for c in range(len(compute))]
+    profile = ReadyProfile(tuple(range(1, 6)), tuple(ready), ready[-1], 0.0, 1)
+    collectives = tuple(Collective(r, d) for r, d in zip(ready, comm))
+    overlapped = simulate(profile, variant_plans.Plan(collectives))
+    assert overlapped.step_ms == pytest.approx(sum(compute) + comm[-1])
+    assert overlapped.hidden_fraction == pytest.approx(1 - comm[-1] / sum(comm))
+    sequential = simulate(profile, variant_plans.Plan(collectives, after_backward=True))
+    assert sequential.step_ms == pytest.approx(sum(compute) + sum(comm))
 
 
 def test_alpha_beta_from_a_node_fabric_matches_its_all_reduce():

@@ -92,18 +92,17 @@ def test_tensor_parallel_line_gives_the_gpu_result_with_its_run(folders):
                 for s in ("overlapped", "fused")]
     assert line.startswith(f"h200x2 ({tp[0]['preset']}, torch GEMMs, strong scaling to 2 ranks)"
                            f", speed against sync: {expected[0]} and {expected[1]} "
-                           f"({folders / 'h200x2' / TP_RUN.name}, quick, 09676a9)")
+                           f"(quick run of 2026-11-23, 09676a9)")
     assert "no GPU result" not in line
 
 
-def test_pipeline_line_says_there_is_no_gpu_result_and_names_the_hung_log(folders):
+def test_pipeline_line_says_there_is_no_gpu_result_and_why_from_the_hung_log(folders):
     rows, runs, found = loaded(folders)
     line = studies.study_line("pipeline", rows, runs, found)
-    log = folders / "h200x2" / "logs" / HUNG_LOG.name
     assert line.startswith("no GPU result: on h200x2 the run stopped by signal 15 (timeout "
                            "250 s) during test_pipeline[mlp_8192x12_bf16-p2-m1-gpipe] "
-                           f"({log}); CPU check of the method: cpu-2core (mlp_tiny, p = 2, "
-                           "m = 8): bubble gpipe ")
+                           "(from its console log); CPU check of the method: cpu-2core "
+                           "(mlp_tiny, p = 2, m = 8): bubble gpipe ")
     at = {i["variant"]: i for i in infos(CPU_STUDIES, "pipeline")
           if (i["stages"], i["microbatches"]) == (2, 8)}
     for variant in ("gpipe", "gpipe+recompute", "1f1b"):
@@ -156,7 +155,7 @@ def test_a_partial_results_file_without_a_log_is_named(folders, tmp_path):
     path.write_text(json.dumps(document))
     found = archive.Archive(files=[load_results(path)])
     assert studies.attempts(found, "bench_tp", ("test_tp",)) == [
-        f"on h200x2 the pass torchrun nvlink did not finish ({path}, partial)"]
+        "on h200x2 the pass torchrun nvlink did not finish (a partial run, appendix on runs)"]
     assert studies.attempts(found, "bench_pipeline", ("test_pipeline",)) == []
 
 
@@ -171,7 +170,8 @@ def test_gate_line_gives_each_machines_current_trials_with_intervals():
         detected = sum(bool(p["regressed"]) for p in slowed)
         assert (f"{path.parent.name}: false alarms "
                 f"{regression.rate_text(alarms, len(unchanged))}, detections "
-                f"{regression.rate_text(detected, len(slowed))} ({path})") in line
+                f"{regression.rate_text(detected, len(slowed))}") in line
+    assert "results/" not in line  # paths go to the regression chapter
     others = len(regression.find_trials()) - len(list((ROOT / "results").glob(
         "*/gate-trials.json")))
     assert line.endswith(f"; {others} more trials file(s) of earlier gate settings.")

@@ -201,7 +201,10 @@ SYNTHETIC = RowKind(
         required=True),
      _f("speedup_pct", NUM, "%", "(sequential − step) / sequential · 100.", True,
         required=True),
-     _f("timeline", nullable(TIMELINE), "", "The overlapped step's intervals.")))
+     _f("timeline", nullable(TIMELINE), "", "The overlapped step's intervals."),
+     _f("predicted_ms", "num?", "ms", "The cost model's overlapped step from the sequential "
+        "run's measured sleeps, median over rounds."),
+     _f("prediction_error_pct", "num?", "%", "(predicted − measured step) / measured · 100.")))
 
 
 PEAKS = (_f("peak_tflops", "num?", "TFLOP/s", "The GPU's peak for the dtype "

@@ -32,8 +32,10 @@ class SyntheticStrategy(Strategy):
         self.recorder.cuda = False  # host sleeps only: host clock
         self.recorder.notes[:] = ["synthetic: sleep-based simulation, no real work"]
 
-    def _durations(self) -> list[tuple[float, float]]:
-        scale, rng = self.options.synthetic_scale / 1e3, random.Random(self.steps_done)
+    def chunk_durations_ms(self) -> list[tuple[float, float]]:
+        """(compute, communication) per chunk of the next step, in ms: seeded by the step
+        index, so a sequential and an overlapped run draw the same times for the same step."""
+        scale, rng = self.options.synthetic_scale, random.Random(self.steps_done)
         compute = (COMPUTE_MS - COMPUTE_JITTER_MS, COMPUTE_MS + COMPUTE_JITTER_MS)
         comm = (COMM_MS - COMM_JITTER_MS, COMM_MS + COMM_JITTER_MS)
         return [(scale * rng.uniform(*compute), scale * rng.uniform(*comm))
@@ -45,7 +47,7 @@ class SyntheticStrategy(Strategy):
         self.recorder.add(lane, f"{lane} c{chunk}", chunk, start, time.perf_counter())
 
     def _step(self, batch) -> None:
-        durations = self._durations()
+        durations = [(compute / 1e3, comm / 1e3) for compute, comm in self.chunk_durations_ms()]
         if not self.options.synthetic_overlap:
             for chunk, (compute_s, comm_s) in enumerate(durations):
                 self._sleep("compute", chunk, compute_s)

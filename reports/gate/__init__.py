@@ -17,7 +17,7 @@ Why files alone never fail the gate: they cannot keep a false-alarm rate. Two fi
 unchanged code differ by the machine's drift, which no test on their rounds sees, and a suite
 file holds hundreds of benchmarks, so some always cross any per-benchmark threshold: 11 of
 12 back-to-back unchanged quick pairs and 12 of 12 default pairs on the 2-core machine had
-files-only "regressions" (the README's throughput gate section measures it over whole quick
+files-only "regressions" (docs/gate.md says how it was measured over whole quick
 suites). The re-run removes the drift by interleaving; trials.py measures its
 false alarms. CI (bench.yml, through ``nox -s gate``) reads 3 as a warning.
 

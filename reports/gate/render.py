@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 import os
 import re
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,6 +17,11 @@ from reports.gate.rules import CI_LEVEL, VERDICTS, Rule, percent
 
 COLUMNS = ("benchmark", "baseline", "candidate", "ratio", "95% CI", "p", "threshold",
            "re-run ratio [95% CI]", "verdict", "throughput", "why")
+# The terminal shows the short columns; a row's long texts (the full name where it was
+# shortened, the verdict's source, the throughput metric, the reason) follow it, wrapped.
+TERMINAL_WIDTH = 120
+TERMINAL_COLUMNS = ("benchmark", "baseline", "candidate", "ratio", "95% CI", "p", "threshold",
+                    "re-run [95% CI]", "verdict")
 
 
 def format_seconds(seconds: float) -> str:
@@ -68,7 +74,8 @@ def rule_text(rule: Rule, group_thresholds: Sequence[tuple[str, float]],
             f"{overrides}, 1 - exp(-spread)) with {spread}, and a one-sided Mann-Whitney U test "
             f"on the per-round times gives p < {rule.alpha} (at least {rule.min_rounds} rounds "
             f"per side); CI: {CI_LEVEL:.0%} bootstrap interval of the ratio; a files-only "
-            "regression is UNCONFIRMED (exit 3): only one a re-run confirms fails the gate")
+            "regression is UNCONFIRMED (exit 3): only a regression that a re-run confirms "
+            "fails the gate")
     if confirmed:
         text += ("; re-run: benchmarks whose ratio is below (1 - minimum) * exp(spread) "
                  "measured again, baseline and candidate code interleaved in blocks, regressed "
@@ -86,16 +93,50 @@ def headline(comparison: Comparison) -> str:
     return f"Throughput gate: {status} ({counts}{note})"
 
 
-def render_text(comparison: Comparison, rule_line: str) -> str:
-    rows = [COLUMNS, *table_rows(comparison)]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
-             for row in rows]
+def shortened(name: str, width: int) -> str:
+    """``name`` cut in the middle to ``width`` characters: both ends tell benchmarks apart."""
+    if len(name) <= width:
+        return name
+    head = (width - 1) // 2
+    return f"{name[:head]}…{name[len(name) - (width - 1 - head):]}"
+
+
+def _terminal_table(comparison: Comparison) -> list[str]:
+    full = table_rows(comparison)
+    named = COLUMNS.index("benchmark")
+    short = [(*row[:COLUMNS.index("verdict")], row[COLUMNS.index("verdict")].split(" (")[0])
+             for row in full]
+    widths = [max(len(row[i]) for row in [TERMINAL_COLUMNS, *short])
+              for i in range(len(TERMINAL_COLUMNS))]
+    gaps = 2 * (len(widths) - 1)
+    widths[named] = max(len(TERMINAL_COLUMNS[named]),
+                        min(widths[named], TERMINAL_WIDTH - gaps - sum(widths[1:])))
+    lines = []
+    for row, cells in zip([None, *full], [TERMINAL_COLUMNS, *short]):
+        cells = (shortened(cells[named], widths[named]), *cells[1:])
+        lines.append("  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip())
+        if row is None:
+            continue
+        details = [row[named]] if len(row[named]) > widths[named] else []
+        details += [text for column in ("verdict", "throughput", "why")
+                    if (text := row[COLUMNS.index(column)])
+                    and text != cells[COLUMNS.index("verdict")]]
+        if details:
+            lines += textwrap.wrap("; ".join(details), TERMINAL_WIDTH, initial_indent="    ",
+                                   subsequent_indent="    ", break_on_hyphens=False)
     lines.insert(1, "  ".join("-" * width for width in widths))
+    return lines
+
+
+def render_text(comparison: Comparison, rule_line: str) -> str:
+    """The terminal's view, every line within TERMINAL_WIDTH columns but the names listed
+    only on one side (the Markdown summary holds every cell whole)."""
+    lines = _terminal_table(comparison)
     for title, names in (("only in baseline", comparison.only_baseline),
                          ("only in candidate", comparison.only_candidate)):
         lines += [f"{title}: {name}" for name in names]
-    lines += ["", f"rule: {rule_line}", headline(comparison)]
+    lines += ["", *textwrap.wrap(f"rule: {rule_line}", TERMINAL_WIDTH, break_on_hyphens=False),
+              *textwrap.wrap(headline(comparison), TERMINAL_WIDTH)]
     return "\n".join(lines)
 
 

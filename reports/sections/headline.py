@@ -9,7 +9,8 @@ run, from a dirty tree, or from a commit older than this checkout's code of its 
 (reports/archive.py counts the commits). Beside the table, one figure of the same data, and
 three to five findings computed from it.
 
-    context = section(rows, runs, archive)   # {"table", "figure", "findings", "absent"}
+    context = section(rows, runs, archive)
+    # {"table", "figure", "findings", "absent", "answers", "definitions"}
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from reports import cells, figures
 from reports.archive import ROOT, Archive
 from reports.captions import Run, is_gpu_machine, make_figure
 from reports.format import NA, Cell, Table, fmt, fmt_estimate
+from reports.sections import hidden
 from reports.sections.overlap import fabric_rank, saved_pct
 
 VERDICT_SHORT = {"faster": "faster", "slower": "slower", cells.NO_DIFFERENCE: "n.s."}
@@ -120,8 +122,9 @@ def machine_text(cell: dict, gpu: bool) -> str:
 
 
 def run_text(run: Run) -> str:
+    """The run's file name (its folder is the machine's label) and commit."""
     commit = run.fingerprint.get("git_commit")
-    return f"{Path(run.path).parent.name}/{Path(run.path).name} · {commit[:7] if commit else NA}"
+    return f"{Path(run.path).name} · {commit[:7] if commit else NA}"
 
 
 # --- the table ----------------------------------------------------------------------------------
@@ -174,34 +177,25 @@ def range_text(estimate: dict | None) -> str:
 # --- the figure ---------------------------------------------------------------------------------
 
 
-def strategy_colors(strategies: Sequence[str]) -> dict[str, str]:
-    """The report's colour of each strategy, and for strategies it has none for (variants
-    such as chunked+priority) a tab10 or tab20 colour that no strategy has."""
-    from matplotlib.colors import to_hex
-
-    taken = set(figures.STRATEGY_COLORS.values())
-    palette = [to_hex(c) for name in ("tab10", "tab20") for c in figures.plt.get_cmap(name).colors]
-    spare = iter(dict.fromkeys(c for c in palette if c not in taken))
-    return {s: figures.STRATEGY_COLORS.get(s) or next(spare) for s in strategies}
-
-
 @figures._styled
 def figure(entries: Sequence[dict]) -> figures.Image:
     """Speedup over sequential and overlap efficiency per headline row (its number), with 95%
     intervals, coloured by strategy."""
-    fig, axes = figures.plt.subplots(1, 2, figsize=(2.7, 0.65 + 0.19 * len(entries)),
+    # Drawn at the width page 1 gives it (report.css: 56 mm), so its type prints at its size.
+    fig, axes = figures.plt.subplots(1, 2, figsize=(56 / 25.4, 0.75 + 0.2 * len(entries)),
                                      sharey=True, squeeze=False, layout="constrained")
     positions = list(range(len(entries)))[::-1]
     strategies = list(dict.fromkeys(e["best"] for e in entries))
-    color = strategy_colors(strategies)
+    styles = figures.series_styles(strategies)
     for ax, key, label, line in ((axes[0, 0], "speedup", "× sequential", 1.0),
                                  (axes[0, 1], "efficiency", "overlap efficiency", None)):
         for position, entry in zip(positions, entries):
             values, errors = figures._errors([entry[key]])
             if values[0] != values[0]:  # undefined: nothing to draw, the table says why
                 continue
-            ax.errorbar(values, [position], xerr=errors, fmt="o", markersize=3,
-                        color=color[entry["best"]], elinewidth=0.9, capsize=1.5)
+            style = styles[entry["best"]]
+            ax.errorbar(values, [position], xerr=errors, fmt=style.marker, markersize=3,
+                        color=style.color, elinewidth=0.9, capsize=1.5)
         if line is not None:
             ax.axvline(line, color="black", linestyle=":", linewidth=0.8)
         ax.set_xlabel(label)
@@ -210,8 +204,8 @@ def figure(entries: Sequence[dict]) -> figures.Image:
     axes[0, 1].axvline(1.0, color="black", linestyle=":", linewidth=0.8)
     axes[0, 0].set_yticks(positions, [str(i) for i in range(1, len(entries) + 1)])
     axes[0, 0].set_ylim(-0.7, len(entries) - 0.3)
-    handles = [figures.plt.Line2D([], [], marker="o", linestyle="", markersize=3,
-                                  color=color[s]) for s in strategies]
+    handles = [figures.plt.Line2D([], [], marker=styles[s].marker, linestyle="", markersize=3,
+                                  color=styles[s].color) for s in strategies]
     fig.legend(handles, strategies, loc="outside lower center", ncols=2, frameon=False,
                fontsize=6)
     return figures._save(fig)
@@ -297,19 +291,25 @@ def absent_text(rows: Sequence[dict], runs: Sequence[Run], entries: Sequence[dic
 
 def section(rows: Sequence[dict], runs: Sequence[Run], archive: Archive) -> dict:
     entries = rows_of(rows, runs, archive)
-    # Where GPUs answered, the table is theirs; the CPU's rows move out as its chapter blocks do
-    # (reports/layout.py).
+    lead = hidden.lead_machine(runs, {e["cell"]["machine"] for e in entries})
+    # Where GPUs answered, the table is theirs, and if the newest run is a CPU's, the one row
+    # its sentence reads, so that a CPU user sees their own answer; other CPUs' rows move out
+    # as their chapter blocks do (reports/layout.py).
     cpus_left_out = []
     if any(e["gpu"] for e in entries):
         cpus_left_out = list(dict.fromkeys(e["cell"]["machine"] for e in entries
-                                           if not e["gpu"]))
-        entries = [e for e in entries if e["gpu"]]
+                                           if not e["gpu"] and e["cell"]["machine"] != lead))
+        lead_is_cpu = any(not e["gpu"] for e in entries if e["cell"]["machine"] == lead)
+        own = [hidden.representative(entries, lead)] if lead_is_cpu else []
+        entries = [e for e in entries if e["gpu"]] + own
+    entries = hidden.in_reading_order(entries, lead)
     if not entries:
         return {"table": None, "figure": None, "findings": [], "absent": absent_text(
-            rows, runs, entries), "count": 0}
+            rows, runs, entries), "count": 0, "answers": [], "definitions": None}
     image = make_figure("fig-headline", figure(entries),
                         "The table's rows by number: × sequential and overlap efficiency, "
                         "95% intervals; colour: the best strategy.",
                         "Headline speedups and efficiencies with intervals")
     return {"table": table(entries), "figure": image, "findings": findings(entries),
-            "absent": absent_text(rows, runs, entries, cpus_left_out), "count": len(entries)}
+            "absent": absent_text(rows, runs, entries, cpus_left_out), "count": len(entries),
+            "answers": hidden.sentences(entries, runs), "definitions": hidden.DEFINITIONS}

@@ -41,10 +41,12 @@ VERDICTS = {"no significant difference": "n.s."}
 
 
 def run_ref(run: Run) -> str:
-    """"results/h200x2/20261123T100132Z.json, quick, 09676a9"."""
+    """"quick run of 2026-11-23, 09676a9": the appendix on runs lists it with its file."""
     commit = run.fingerprint.get("git_commit")
     partial = ", partial" if run.partial else ""
-    return f"{run.path}, {run.mode or 'unknown'}{partial}, {commit[:7] if commit else 'commit n/a'}"
+    made = f" of {run.created[:10]}" if run.created else ""
+    return (f"{run.mode or 'unknown'} run{made}{partial}, "
+            f"{commit[:7] if commit else 'commit n/a'}")
 
 
 def verdict(text: str | None) -> str:
@@ -64,7 +66,8 @@ def attempts(archive: Archive, module: str, functions: tuple[str, ...]) -> list[
             covered.add(Path(log.wrote).name)
         covered.add(Path(log.path).name)
         if targets(log, module, functions) and (how := unfinished(log, module)):
-            found.append(f"on {archive.label_of_log(log)} the run {how} ({log.path})")
+            found.append(f"on {archive.label_of_log(log)} the run {how} (from its console "
+                         f"log)")
     for results in archive.files:
         suite = results.data.get("suite") or {}
         failed = [p for p in suite.get("passes") or [] if isinstance(p, dict)
@@ -75,8 +78,8 @@ def attempts(archive: Archive, module: str, functions: tuple[str, ...]) -> list[
                              for p in failed):
             continue
         names = ", ".join(str(p.get("name")) for p in failed)
-        found.append(f"on {results.label} the pass {names} did not finish ({results.path}, "
-                      f"partial)")
+        found.append(f"on {results.label} the pass {names} did not finish (a partial run, "
+                     f"appendix on runs)")
     return found
 
 
@@ -210,8 +213,8 @@ def gate_line(archive: Archive) -> str:
     if not rates:
         return "no gate trials in the loaded folders (python -m reports.gate.trials makes them)."
     current = [r for r in rates if Path(r["source"]).name == "gate-trials.json"] or rates
-    parts = [f"{r['machine']}: false alarms {r['false_alarms']}, detections {r['detections']} "
-             f"({r['source']})" for r in current]
+    parts = [f"{r['machine']}: false alarms {r['false_alarms']}, detections {r['detections']}"
+             for r in current]  # its file is in the regression chapter
     others = len(rates) - len(current)
     more = f"; {others} more trials file(s) of earlier gate settings" if others else ""
     return "; ".join(parts) + more + "."
