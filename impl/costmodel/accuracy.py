@@ -165,8 +165,8 @@ def check_cell(cell: Cell, rows: Sequence[dict], fits: dict) -> list[Check]:
     profile = compute_profile({**cell.compute, "chunks": row["chunks"]})
     spans, _ = parameter_layout(row["workload"])
     comm, fit_text = fits[fabric_key(row)]  # known workload: comm_fabrics has its fit
-    slowdown = interference(rows, row.get("machine"), row["workload"], row.get("device"),
-                            row.get("profile"))
+    slowdown = interference(rows, row["workload"], row.get("device"), row.get("profile"),
+                            row.get("machine"))
     copy = copy_fabric(row.get("device"), comm, row["world_size"])
     if copy is not None:
         fit_text += (f"; peer copies at {copy.bandwidth_gbps:.3g} GB/s algbw "

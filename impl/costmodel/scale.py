@@ -19,7 +19,7 @@ from impl import metrics
 from impl.costmodel import variant_plans
 from impl.costmodel.compute import ReadyProfile, known_workload, parameter_layout
 from impl.costmodel.fabric import NodeFabric
-from impl.costmodel.inputs import compute_profile, value
+from impl.costmodel.inputs import compute_profile, interference
 from impl.costmodel.schedule import simulate
 
 WORLDS = (8, 16, 32, 64, 128, 256, 512, 1024)
@@ -69,23 +69,6 @@ def _profile_rows(rows: Sequence[dict]) -> dict[str, dict]:
     return found
 
 
-def _interference(rows: Sequence[dict], workload: str) -> variant_plans.Interference:
-    measured = [r for r in rows if r.get("kind") == "interference"
-                and r.get("workload") == workload]
-    for row in sorted(measured, key=lambda r: -(r.get("world_size") or 0)):
-        ratios = {k: value(v.get("ratio")) for k, v in (row.get("slowdown") or {}).items()}
-        copy = max(1.0, ratios.get("copy") or 1.0)
-        if ratios.get("all-reduce"):
-            return variant_plans.Interference(max(1.0, ratios["all-reduce"]), copy,
-                                      f"beside all-reduce ×{ratios['all-reduce']:.3g}, "
-                                      f"beside copies ×{copy:.3g} (measured)")
-        if ratios.get("add"):
-            return variant_plans.Interference(max(1.0, ratios["add"]), copy,
-                                      f"beside a memory-bound add ×{ratios['add']:.3g} standing "
-                                      f"in for NCCL's kernels, beside copies ×{copy:.3g}")
-    return variant_plans.Interference(source="no interference row: compute assumed unslowed")
-
-
 def sources(rows: Sequence[dict]) -> list[Source]:
     """Every workload of ``rows`` with a compute-only timeline."""
     found = []
@@ -96,7 +79,9 @@ def sources(rows: Sequence[dict]) -> list[Source]:
             profile = compute_profile(row)
         except (ValueError, KeyError, TypeError):
             continue  # an unreadable timeline: nothing to predict from
-        found.append(Source(workload, profile, _interference(rows, workload),
+        found.append(Source(workload, profile,
+                            interference(rows, workload, row.get("device"), row.get("profile"),
+                                         row.get("machine")),
                             f"compute-only {profile.compute_only_ms:.3g} ms "
                             f"({row.get('machine')}, K = {row['chunks']}, "
                             f"{row.get('device') or 'device not recorded'})"))

@@ -21,16 +21,23 @@ from impl.costmodel import accuracy
 RESULTS = "results"
 
 
-def load_rows(paths: Sequence[str]) -> list[dict]:
-    """Every benchmark row of the files (or folders) as the report reads them, merged so that
-    a newer file's row replaces an older one's (reports/results.py checks each file)."""
+def load_rows(paths: Sequence[str], merged: bool = True) -> list[dict]:
+    """Every benchmark row of the files (or folders) as the report reads them: each file
+    passes the report's checks (reports/results.py, then reports/loading.py's ``check_rows``:
+    a mistyped field is a ResultsError naming it). Rows carry their file's index as ``run``
+    (oldest first); ``merged``: a newer file's row replaces an older one's, else every run's
+    row is kept (held-out validation draws its inputs from other runs)."""
     from reports.analysis import benchmark_rows, merge_rows
+    from reports.loading import check_rows
     from reports.results import find_result_files, load_results
 
     files = sorted((load_results(p) for p in find_result_files(paths)),
                    key=lambda r: (r.sort_time, r.path.name))
-    return merge_rows(row for index, results in enumerate(files)
-                      for row in benchmark_rows(results.label, index, results.benchmarks))
+    for results in files:
+        check_rows(results)
+    rows = [row for index, results in enumerate(files)
+            for row in benchmark_rows(results.label, index, results.benchmarks)]
+    return merge_rows(rows) if merged else rows
 
 
 def summary_lines(checks: Sequence[accuracy.Check], interleaved: bool = True) -> list[str]:
