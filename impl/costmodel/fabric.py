@@ -5,6 +5,10 @@ Two forms, each with one formula:
 - ``Fabric`` (α–β): t(b) = α + β·b per all-reduce, fitted by least squares on measured
   comm-only times (``fit_fabric``): the validation on measured cells and autotune use it, at
   the world size it was measured at.
+- ``MeasuredSweep``: the suite's own all-reduce sweep (suite/bench_allreduce.py rows: time
+  by message size at one world size), read between its sizes: t(b) is linear in b between
+  two measured sizes, and beyond the sweep the line through its two nearest sizes (never
+  below the smallest size's time): what held-out validation times each collective with.
 - ``NodeFabric`` (a fabric file, ``fabrics/<name>.toml``): nodes of G GPUs joined by NICs,
   for any world size n. Within a node (n ≤ G), a ring:
 
@@ -28,6 +32,7 @@ copy_gbps.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -69,6 +74,43 @@ def fit_fabric(launches: Sequence[int], total_bytes: Sequence[float],
     if beta < 0:
         alpha, beta = float(times @ design[:, 0] / (design[:, 0] @ design[:, 0])), 0.0
     return Fabric(float(alpha), float(beta))
+
+
+@dataclass(frozen=True)
+class MeasuredSweep:
+    """All-reduce time by size, measured (module docstring); ``source`` says whence."""
+
+    sizes_bytes: tuple[float, ...]
+    times_ms: tuple[float, ...]
+    source: str
+
+    def __post_init__(self):
+        if len(self.sizes_bytes) < 2 or list(self.sizes_bytes) != sorted(set(self.sizes_bytes)):
+            raise ValueError(f"a sweep needs two or more distinct sizes in increasing order, "
+                             f"got {self.sizes_bytes}")
+
+    def all_reduce_ms(self, size_bytes: float) -> float:
+        sizes, times = self.sizes_bytes, self.times_ms
+        upper = min(max(bisect.bisect_left(sizes, size_bytes), 1), len(sizes) - 1)
+        (b0, b1), (t0, t1) = sizes[upper - 1:upper + 1], times[upper - 1:upper + 1]
+        return max(times[0], t0 + (t1 - t0) * (size_bytes - b0) / (b1 - b0))
+
+    @property
+    def alpha_ms(self) -> float:
+        """The line through the two smallest sizes at zero bytes: one launch's latency."""
+        (b0, b1), (t0, t1) = self.sizes_bytes[:2], self.times_ms[:2]
+        return max(0.0, t0 - (t1 - t0) * b0 / (b1 - b0))
+
+
+def measured_sweep(rows: Sequence[dict], source: str) -> MeasuredSweep:
+    """The sweep of all-reduce rows of one world size, backend and profile (median time per
+    size: a size measured in several runs counts once)."""
+    by_size: dict[float, list[float]] = {}
+    for row in rows:
+        by_size.setdefault(float(row["size_bytes"]), []).append(float(row["time_ms"]))
+    sizes = sorted(by_size)
+    return MeasuredSweep(tuple(sizes), tuple(float(np.median(by_size[b])) for b in sizes),
+                         source)
 
 
 @dataclass(frozen=True)
