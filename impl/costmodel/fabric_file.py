@@ -137,4 +137,7 @@ def load_fabric(name_or_path: str) -> NodeFabric:
         document = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise FabricError(path, f"not a TOML file: {error}") from None
+    except RecursionError:  # tomllib parses nested arrays and tables recursively
+        raise FabricError(path, "nested too deeply to be a fabric file (a fabric file has two "
+                          "levels: [node] and [network] of { value, source })") from None
     return parse_fabric(path, document, path.stem)

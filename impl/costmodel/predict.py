@@ -1,5 +1,6 @@
 """Predict every strategy's step at 8 to 1024 GPUs from a results file and a fabric file.
 
+    python -m impl.costmodel.predict                   # the newest GPU run, its GPU's fabric
     python -m impl.costmodel.predict results/h200x1/<run>.json --fabric ib400-h200x8
     nox -s predict -- results/h200x2/20261123T094012Z.json --fabric roce400-h100x8 --chunks 5
 
@@ -9,6 +10,7 @@ each world size. Printed per workload and strategy: the step time, the exposed c
 and the overlap efficiency, all PREDICTED; then how well the same model did on the files'
 measured multi-GPU cells, if they hold any (impl/costmodel/accuracy.py).
 
+A fabric file for another GPU model than the results' is warned about in one line.
 Exit status: 0 printed; 2 unusable input (one line naming the file or value and what is
 allowed).
 """
@@ -16,13 +18,14 @@ allowed).
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 
 from impl.costmodel import accuracy, scale
 from impl.costmodel.fabric import NodeFabric
-from impl.costmodel.fabric_file import FabricError, available, load_fabric
-from impl.costmodel.validate import load_rows, summary_lines
+from impl.costmodel.fabric_file import FabricError, available, fabric_path, load_fabric
+from impl.costmodel.validate import RESULTS, load_rows, summary_lines
 
 
 def _cell(value: float | None, digits: str = ".3g") -> str:
@@ -60,21 +63,69 @@ def chunk_count(text: str) -> int:
     return int(text)
 
 
+def fabric_gpu(name: str) -> str | None:
+    """The GPU model a fabric file is for, from its name (``ib400-h200x8``: h200)."""
+    found = re.search(r"-([a-z0-9]+)x\d+$", name)
+    return found.group(1) if found else None
+
+
+def fits_device(name: str, device: str | None) -> bool:
+    """Whether fabric ``name`` is for the GPU model ``device`` (a row's device name)."""
+    gpu = fabric_gpu(name)
+    return bool(gpu and device and gpu in device.lower().replace(" ", ""))
+
+
+def default_fabric(device: str | None) -> str | None:
+    """The fabric file for ``device``'s GPU model, across nodes where one is shipped."""
+    matching = [name for name in available() if fits_device(name, device)]
+    return min(matching, key=lambda n: (not n.startswith("ib"), n)) if matching else None
+
+
+def newest_gpu_run(rows: Sequence[dict], fabric: str | None) -> list[dict]:
+    """The rows of the newest run holding a GPU compute-only step that a fabric file (the
+    one named, else any shipped) describes."""
+    runs = [r.get("run") for r in rows if r.get("kind") == "comparison"
+            and "compute-only" in (r.get("timelines") or {})
+            and (fits_device(fabric, r.get("device")) if fabric
+                 else default_fabric(r.get("device")))]
+    if not runs:
+        return []
+    newest = max(runs)
+    return [r for r in rows if r.get("run") == newest]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m impl.costmodel.predict", description=(
         "Predict each strategy's step, exposed communication and overlap efficiency at 8 to "
         "1024 GPUs."))
-    parser.add_argument("paths", nargs="+", help="result files or folders (the compute side)")
-    parser.add_argument("--fabric", required=True, help="a fabric name (fabrics/<name>.toml: "
-                        f"{', '.join(available())}) or a path to a .toml file")
+    parser.add_argument("paths", nargs="*", help="result files or folders (the compute side; "
+                        "default: the newest GPU run in results/ that a fabric file describes)")
+    parser.add_argument("--fabric", help="a fabric name (fabrics/<name>.toml: "
+                        f"{', '.join(available())}) or a path to a .toml file (default: the "
+                        "one for the results' GPU model)")
     parser.add_argument("--chunks", type=chunk_count, default=scale.DEFAULT_CHUNKS,
                         help=f"K, the chunk count (default {scale.DEFAULT_CHUNKS})")
     args = parser.parse_args(argv)
     from reports.results import ResultsError
 
     try:
-        fabric = load_fabric(args.fabric)
-        rows = load_rows(args.paths)
+        rows = load_rows(args.paths or [RESULTS], merged=bool(args.paths))
+        if not args.paths:
+            name = args.fabric and fabric_path(args.fabric).stem
+            rows = newest_gpu_run(rows, name)
+            if not rows:
+                print(f"error: no GPU run in {RESULTS}/ that a fabric file describes; pass "
+                      "RESULTS --fabric NAME (fabrics: " + ", ".join(available()) + ")",
+                      file=sys.stderr)
+                return 2
+        devices = sorted({r["device"] for r in rows if r.get("kind") == "comparison"
+                          and isinstance(r.get("device"), str)})
+        fabric_name = args.fabric or next(filter(None, map(default_fabric, devices)), None)
+        if fabric_name is None:
+            print(f"error: no fabric file for {', '.join(devices) or 'these results'}; pass "
+                  f"--fabric NAME ({', '.join(available())}) or a path", file=sys.stderr)
+            return 2
+        fabric = load_fabric(fabric_name)
     except (FabricError, ResultsError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -83,6 +134,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {' '.join(args.paths)}: no compute-only timeline (an overlap cell of "
               "suite/bench_overlap.py, any world size) to predict from", file=sys.stderr)
         return 2
+    if other := [s.device for s in sources if not fits_device(fabric.name, s.device)]:
+        print(f"warning: compute measured on {', '.join(sorted(set(map(str, other))))}, fabric "
+              f"{fabric.name} is for {(fabric_gpu(fabric.name) or 'another GPU').upper()}: "
+              "these predictions mix two machines", file=sys.stderr)
     checks = accuracy.validate(rows)
     print("\n".join(table(sources, predictions, fabric, args.chunks) + (
         summary_lines(checks) if checks else [

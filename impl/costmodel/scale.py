@@ -36,6 +36,7 @@ class Source:
     profile: ReadyProfile
     interference: variant_plans.Interference
     about: str
+    device: str | None = None  # the GPU model (or cpu) the compute-only step ran on
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,8 @@ def sources(rows: Sequence[dict]) -> list[Source]:
                                          row.get("machine")),
                             f"compute-only {profile.compute_only_ms:.3g} ms "
                             f"({row.get('machine')}, K = {row['chunks']}, "
-                            f"{row.get('device') or 'device not recorded'})"))
+                            f"{row.get('device') or 'device not recorded'})",
+                            row.get("device")))
     return found
 
 
