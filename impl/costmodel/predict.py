@@ -40,14 +40,16 @@ def table(sources: Sequence[scale.Source], predictions: Sequence[scale.Predictio
              f"{fabric.description}", ""]
     for source in sources:
         lines += [f"{source.workload}: {source.about}; interference {source.interference.source};"
-                  f" K = {chunks}",
+                  f" K = {chunks}; stragglers: per-step spread σ {source.spread_ms:.3g} ms, the "
+                  "slowest of n ranks",
                   f"  {'strategy':16}{'':10}" + "".join(f"{w:>9}" for w in worlds)]
         mine = [p for p in predictions if p.workload == source.workload]
         for strategy in dict.fromkeys(p.strategy for p in mine):
             row = {p.world_size: p for p in mine if p.strategy == strategy}
             for label, field, digits in (("step ms", "step_ms", ".4g"),
                                          ("exposed ms", "exposed_comm_ms", ".3g"),
-                                         ("efficiency", "overlap_efficiency", ".2f")):
+                                         ("efficiency", "overlap_efficiency", ".2f"),
+                                         ("weak scal.", "weak_scaling", ".2f")):
                 lines.append(f"  {strategy if label == 'step ms' else '':16}{label:10}" + "".join(
                     f"{_cell(getattr(row[w], field), digits):>9}" if w in row else f"{'':>9}"
                     for w in worlds))
