@@ -140,3 +140,19 @@ def test_the_doc_holds_what_the_command_prints(capsys):
     end = doc.index("<!-- end of generated text -->")
     assert validate.main(["--markdown", str(RESULTS)]) == 0
     assert doc[begin:end] == capsys.readouterr().out
+
+
+def test_the_chapter_shows_the_held_out_table_and_the_decisions(every_run):
+    from reports.analysis import merge_rows
+    from reports.sections import prediction
+
+    section = prediction.section(merge_rows(every_run), [])
+    table = section["held_out"]
+    assert table.id == "tab-model-held-out"
+    assert table.headers == ["variant", *heldout.SPLITS, heldout.TRIVIAL]
+    assert {row[0].text for row in table.rows} >= {"sequential", "chunked", "ddp", "threaded"}
+    assert [line.split(":")[0] for line in section["decisions"]] == [
+        "Ranking", "Best variant per cell", "Overlap efficiency"]
+    assert section["scaling"][0].startswith("PREDICTED weak-scaling efficiency of chunked at "
+                                            "1024 GPUs on ib400-h200x8")
+    assert "ib400-h200x8: assumed, not measured or cited: network.latency_us" in section["notes"]

@@ -302,20 +302,21 @@ def markdown(table: dict, decided: Decisions) -> list[str]:
         lines.append(f"| {name} | " + " | ".join(
             "—" if by[c] is None else f"{by[c].median_abs_error:.1%} / "
             f"{by[c].max_abs_error:.1%} ({by[c].cells})" for c in columns) + " |")
-    lines += ["", *decision_lines(decided)]
+    lines += ["", *(f"- {line}" for line in decision_lines(decided))]
     return lines
 
 
 def decision_lines(decided: Decisions) -> list[str]:
+    """The decisions in words, one sentence each (the doc and the report's chapter)."""
     efficiency = decided.efficiency_errors
-    lines = [f"- Ranking: {decided.pairs_right} of {decided.pairs_separated} pairs that the "
+    lines = [f"Ranking: {decided.pairs_right} of {decided.pairs_separated} pairs that the "
              "measurements separate (paired 95% interval) ordered right.",
-             f"- Best variant per cell: {decided.picks_right} right, "
+             f"Best variant per cell: {decided.picks_right} right, "
              f"{decided.picks_unseparated} \"cannot separate\" (bands overlap), "
              f"{len(decided.picks_wrong)} wrong, of {decided.cells} interleaved cells."]
-    lines += [f"  - wrong: {text}" for text in decided.picks_wrong]
+    lines += [f"Wrong pick: {text}." for text in decided.picks_wrong]
     if efficiency:
-        lines.append(f"- Overlap efficiency: {decided.efficiency_within} of "
+        lines.append(f"Overlap efficiency: {decided.efficiency_within} of "
                      f"{decided.efficiency_compared} within ±{EFFICIENCY_GOAL:.2f} where the "
                      f"measured interval is narrower than that; median |error| "
                      f"{statistics.median(abs(e) for e in efficiency):.2f}, largest "

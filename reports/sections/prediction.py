@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from impl.costmodel import accuracy, scale
+from impl.costmodel import accuracy, heldout, scale
 from impl.costmodel.fabric_file import load_fabric
 from reports import cells, figures
 from reports.captions import make_figure
@@ -193,12 +193,46 @@ def fabric_table(fabric) -> object:
                       note=lambda *_: None)
 
 
+HELD_OUT_COLUMNS = (text_column("variant", "variant", nowrap=True),
+                    *(text_column(split, split) for split in (*heldout.SPLITS, heldout.TRIVIAL)))
+
+
+def held_out(rows: Sequence[dict]) -> tuple[object | None, list[str]]:
+    """The held-out validation of the loaded GPU cells (impl/costmodel/heldout.py): the
+    table of |error| per variant and split, and the ranking, best-pick and efficiency lines."""
+    table, decided = heldout.validate_held_out(rows, rows)
+    if not table:
+        return None, []
+    shown = [{"variant": name, **{split: None if s is None else
+                                  f"{s.median_abs_error:.1%} / {s.max_abs_error:.1%} ({s.cells})"
+                                  for split, s in by.items()}} for name, by in table.items()]
+    return make_table(
+        "tab-model-held-out", "The cost model on cells it was not built from: median / max "
+        "|error| of the step (cells), error = predicted / measured − 1. \"other runs\": "
+        "compute-only step, all-reduce sweep and interference all from other runs than the "
+        "cell's; leave-one-K-out and leave-one-workload-out: the cell's run without its K or "
+        "its workload's comm-only times; in-cell: the cell's own inputs (a consistency check); "
+        "step = sequential: the trivial predictor, the cell's measured sequential step.",
+        HELD_OUT_COLUMNS, shown, note=lambda *_: None), heldout.decision_lines(decided)
+
+
+def weak_scaling_line(predictions: Sequence[scale.Prediction], fabric_name: str) -> str | None:
+    """The chunked strategy's predicted weak-scaling efficiency at the largest world."""
+    largest = [p for p in predictions if p.strategy == "chunked" and p.weak_scaling
+               and p.world_size == max(scale.WORLDS)]
+    if not largest:
+        return None
+    return (f"PREDICTED weak-scaling efficiency of chunked at {max(scale.WORLDS)} GPUs on "
+            f"{fabric_name} (one GPU's compute-only step / the step, stragglers included): "
+            + ", ".join(f"{p.workload} {p.weak_scaling:.0%}" for p in largest))
+
+
 def section(rows: Sequence[dict], runs: Sequence) -> dict:
     """The chapter's context; ``empty`` when no GPU model has compute-only timelines and no
     cell was measured. One figure per GPU model (a row of panels per workload); the tables of
     predicted figures, the fabric files' sources and every cell's check go to the detail
     appendix (reports/layout.py)."""
-    devices, tables, notes = [], [], []
+    devices, tables, notes, scaling = [], [], [], []
     for device, device_rows in _by_device(rows).items():
         fabric = load_fabric(FABRICS[device])
         sources, predictions = scale.predict(device_rows, fabric)
@@ -220,6 +254,12 @@ def section(rows: Sequence[dict], runs: Sequence) -> dict:
                    for n, (source, (_, mine)) in enumerate(zip(sources, groups))]
         tables.append(fabric_table(fabric))
         notes += prediction_notes(predictions, [source.workload for source in sources])
+        assumed = [field for field, source in fabric.sources
+                   if source.lower().startswith("assumed")]
+        if assumed:
+            notes.append(f"{fabric.name}: assumed, not measured or cited: {', '.join(assumed)}")
+        if line := weak_scaling_line(predictions, fabric.name):
+            scaling.append(line)
     checks = accuracy.validate(rows)
     interleaved = [c for c in checks if c.interleaved]
     if interleaved:
@@ -227,7 +267,9 @@ def section(rows: Sequence[dict], runs: Sequence) -> dict:
                                  "step (median of the rounds), the model's, and why a miss "
                                  "misses.", CHECK_COLUMNS, check_rows(checks),
                                  note=lambda *_: None))
-    return {"empty": not devices and not checks, "devices": devices,
+    held_out_table, decisions = held_out(rows)
+    return {"empty": not devices and not checks, "devices": devices, "scaling": scaling,
+            "held_out": held_out_table, "decisions": decisions,
             "notes": list(dict.fromkeys(notes)),
             "summaries": validation_tables(checks, {
                 r["machine"] for r in rows if r.get("kind") in ("step", "comparison")
