@@ -196,19 +196,27 @@ def summarise(errors: Sequence[float]) -> Summary | None:
 
 
 def strategy_table(by_split: dict[str, list], trivial: dict[tuple, float]) -> dict:
-    """{variant: {split or TRIVIAL: Summary}} over modelled variants, every column on the
-    checks the headline split predicted (a split that cannot predict some has fewer)."""
+    """{(machine, variant): {split or TRIVIAL: Summary}} over modelled variants, every column
+    on the checks the headline split predicted (a split that cannot predict some has fewer)."""
     headline = {_check_key(c) for c in by_split[HEADLINE]
                 if c.unmodelled is None and c.error is not None}
-    table: dict[str, dict[str, Summary | None]] = {}
-    for name in dict.fromkeys(key[-1] for key in sorted(headline, key=str)):
-        table[name] = {split: summarise([c.error for c in checks if c.variant == name
-                                         and _check_key(c) in headline and c.error is not None
-                                         and c.unmodelled is None])
-                       for split, checks in by_split.items()}
-        table[name][TRIVIAL] = summarise([trivial[key] for key in headline
-                                          if key[-1] == name and key in trivial])
+    table: dict[tuple[str, str], dict[str, Summary | None]] = {}
+    for machine, name in sorted({(key[0], key[-1]) for key in headline},
+                                key=lambda k: (k[0], _variant_rank(k[1]))):
+        mine = {key for key in headline if key[0] == machine and key[-1] == name}
+        table[machine, name] = {
+            split: summarise([c.error for c in checks if _check_key(c) in mine
+                              and c.error is not None and c.unmodelled is None])
+            for split, checks in by_split.items()}
+        table[machine, name][TRIVIAL] = summarise([trivial[k] for k in mine if k in trivial])
     return table
+
+
+def _variant_rank(name: str) -> tuple:
+    """Strategies in the suite's order, each strategy's knob variants after it."""
+    base = name.split("+")[0]
+    order = ("sequential", "chunked", "threaded", "copy-engine", "ddp", "ddp-25mb", "mpi")
+    return (order.index(base) if base in order else len(order), "+" in name, name)
 
 
 def bands(checks: Sequence[accuracy.Check]) -> dict[tuple, float]:
@@ -296,10 +304,11 @@ def decisions(checks: Sequence[accuracy.Check], cells: Sequence[accuracy.Cell]) 
 def markdown(table: dict, decided: Decisions) -> list[str]:
     """The held-out table and the decisions as Markdown (docs/costmodel.md holds this)."""
     columns = [*SPLITS, TRIVIAL]
-    lines = ["| variant | " + " | ".join(f"{c}: median / max (cells)" for c in columns) + " |",
-             "|---|" + "---|" * len(columns)]
-    for name, by in table.items():
-        lines.append(f"| {name} | " + " | ".join(
+    lines = ["| machine | variant | " + " | ".join(f"{c}: median / max (cells)"
+                                                 for c in columns) + " |",
+             "|---|---|" + "---|" * len(columns)]
+    for (machine, name), by in table.items():
+        lines.append(f"| {machine} | {name} | " + " | ".join(
             "—" if by[c] is None else f"{by[c].median_abs_error:.1%} / "
             f"{by[c].max_abs_error:.1%} ({by[c].cells})" for c in columns) + " |")
     lines += ["", *(f"- {line}" for line in decision_lines(decided))]

@@ -193,7 +193,8 @@ def fabric_table(fabric) -> object:
                       note=lambda *_: None)
 
 
-HELD_OUT_COLUMNS = (text_column("variant", "variant", nowrap=True),
+HELD_OUT_COLUMNS = (text_column("machine", "machine"),
+                    text_column("variant", "variant", nowrap=True),
                     *(text_column(split, split) for split in (*heldout.SPLITS, heldout.TRIVIAL)))
 
 
@@ -203,9 +204,10 @@ def held_out(rows: Sequence[dict]) -> tuple[object | None, list[str]]:
     table, decided = heldout.validate_held_out(rows, rows)
     if not table:
         return None, []
-    shown = [{"variant": name, **{split: None if s is None else
-                                  f"{s.median_abs_error:.1%} / {s.max_abs_error:.1%} ({s.cells})"
-                                  for split, s in by.items()}} for name, by in table.items()]
+    shown = [{"machine": machine, "variant": name,
+              **{split: None if s is None else
+                 f"{s.median_abs_error:.1%} / {s.max_abs_error:.1%} ({s.cells})"
+                 for split, s in by.items()}} for (machine, name), by in table.items()]
     return make_table(
         "tab-model-held-out", "The cost model on cells it was not built from: median / max "
         "|error| of the step (cells), error = predicted / measured − 1. \"other runs\": "
