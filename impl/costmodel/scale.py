@@ -133,7 +133,7 @@ def predict_one(source: Source, strategy: str, world: int, fabric: NodeFabric,
         why = ("no copy-engine bandwidth in the fabric file" if fabric.copy_gbps is None
                else f"peer copies reach only the {fabric.gpus_per_node} GPUs of a node")
         return Prediction(source.workload, strategy, world, None, None, None, None, why)
-    comm = fabric.alpha_beta(world)
+    comm = fabric.at_world(world)
 
     planned = variant_plans.plan(strategy, profile, chunks, spans, comm, copy, source.interference)
     reference = variant_plans.plan("sequential", profile, chunks, spans, comm)

@@ -218,6 +218,11 @@ def held_out(rows: Sequence[dict]) -> tuple[object | None, list[str]]:
         HELD_OUT_COLUMNS, shown, note=lambda *_: None), heldout.decision_lines(decided)
 
 
+def assumed_fields(fabric) -> list[str]:
+    """The fabric file's numbers whose source says they are assumed."""
+    return [field for field, source in fabric.sources if source.lower().startswith("assumed")]
+
+
 def weak_scaling_line(predictions: Sequence[scale.Prediction], fabric_name: str) -> str | None:
     """The chunked strategy's predicted weak-scaling efficiency at the largest world."""
     largest = [p for p in predictions if p.strategy == "chunked" and p.weak_scaling
@@ -256,9 +261,7 @@ def section(rows: Sequence[dict], runs: Sequence) -> dict:
                    for n, (source, (_, mine)) in enumerate(zip(sources, groups))]
         tables.append(fabric_table(fabric))
         notes += prediction_notes(predictions, [source.workload for source in sources])
-        assumed = [field for field, source in fabric.sources
-                   if source.lower().startswith("assumed")]
-        if assumed:
+        if assumed := assumed_fields(fabric):
             notes.append(f"{fabric.name}: assumed, not measured or cited: {', '.join(assumed)}")
         if line := weak_scaling_line(predictions, fabric.name):
             scaling.append(line)
