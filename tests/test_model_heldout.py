@@ -161,3 +161,18 @@ def test_the_chapter_shows_the_held_out_table_and_the_decisions(every_run):
 
     assert prediction.assumed_fields(load_fabric("ib400-h100x8")) == [
         "node.busbw_gbps", "node.launch_us", "node.copy_gbps"]
+
+
+def test_overlapping_bands_cannot_be_separated():
+    from impl.costmodel.scale import Prediction, separable
+
+    def predicted(strategy, step, band):
+        return Prediction("w", strategy, 8, step, None, None, None, band=band)
+
+    fast, close, slow = predicted("a", 10.0, 0.05), predicted("b", 10.8, 0.05), \
+        predicted("c", 12.0, 0.05)
+    # b's band reaches down to 10.26, under a's top of 10.5; c's only down to 11.4.
+    assert separable([slow, close, fast]) == (fast, [close])
+    assert separable([slow, fast]) == (fast, [])
+    assert predict.fastest_lines([fast, close, slow], [8]) == [
+        "8 GPUs: cannot separate a from b (bands overlap)"]

@@ -219,6 +219,16 @@ def _variant_rank(name: str) -> tuple:
     return (order.index(base) if base in order else len(order), "+" in name, name)
 
 
+def relative_bands(table: dict) -> dict[str, float]:
+    """Per variant, its band for predictions: the largest median |error| over machines on
+    the headline split (cells the model was not built from)."""
+    found: dict[str, float] = {}
+    for (_, name), by in table.items():
+        if by[HEADLINE] is not None:
+            found[name] = max(found.get(name, 0.0), by[HEADLINE].median_abs_error)
+    return found
+
+
 def bands(checks: Sequence[accuracy.Check]) -> dict[tuple, float]:
     """Per check, its relative band: the median |error| of the same variant over the other
     cells (leave-one-cell-out, so no check's own error widens its band)."""

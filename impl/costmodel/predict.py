@@ -22,7 +22,7 @@ import re
 import sys
 from collections.abc import Sequence
 
-from impl.costmodel import accuracy, scale
+from impl.costmodel import accuracy, heldout, scale
 from impl.costmodel.fabric import NodeFabric
 from impl.costmodel.fabric_file import FabricError, available, fabric_path, load_fabric
 from impl.costmodel.validate import RESULTS, load_rows, summary_lines
@@ -54,9 +54,30 @@ def table(sources: Sequence[scale.Source], predictions: Sequence[scale.Predictio
                     f"{_cell(getattr(row[w], field), digits):>9}" if w in row else f"{'':>9}"
                     for w in worlds))
             notes = dict.fromkeys(p.note for p in row.values() if p.note)
+            bands = {p.band for p in row.values() if p.band is not None}
+            if bands:
+                notes[f"band ±{max(bands):.1%} of the step (held-out error with the "
+                      "compute-only step's interval)"] = None
             lines += [f"  {'':16}note: {note}" for note in notes]
+        lines += [f"  {line}" for line in fastest_lines(mine, worlds)]
         lines.append("")
     return lines
+
+
+def fastest_lines(predictions: Sequence[scale.Prediction], worlds: Sequence[int]) -> list[str]:
+    """Per world size, the fastest strategy, or that its band overlaps others' (it cannot be
+    told apart from them); world sizes with the same verdict share a line."""
+    verdicts: dict[str, list[int]] = {}
+    for world in worlds:
+        found = scale.separable([p for p in predictions if p.world_size == world])
+        if found is None:
+            continue
+        best, rivals = found
+        verdict = (f"fastest: {best.strategy}" if not rivals else
+                   f"cannot separate {best.strategy} from "
+                   f"{', '.join(p.strategy for p in rivals)} (bands overlap)")
+        verdicts.setdefault(verdict, []).append(world)
+    return [f"{', '.join(map(str, sizes))} GPUs: {verdict}" for verdict, sizes in verdicts.items()]
 
 
 def chunk_count(text: str) -> int:
@@ -96,6 +117,15 @@ def newest_gpu_run(rows: Sequence[dict], fabric: str | None) -> list[dict]:
     return [r for r in rows if r.get("run") == newest]
 
 
+def committed_bands() -> dict[str, float]:
+    """Each strategy's held-out error on the committed GPU cells (results/): the bands."""
+    from reports.analysis import merge_rows
+
+    every_run = load_rows([RESULTS], merged=False)
+    table, _ = heldout.validate_held_out(every_run, merge_rows(every_run))
+    return heldout.relative_bands(table)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m impl.costmodel.predict", description=(
         "Predict each strategy's step, exposed communication and overlap efficiency at 8 to "
@@ -131,7 +161,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (FabricError, ResultsError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    sources, predictions = scale.predict(rows, fabric, chunks=args.chunks)
+    sources, predictions = scale.predict(rows, fabric, chunks=args.chunks,
+                                         held_out=committed_bands())
     if not sources:
         print(f"error: {' '.join(args.paths)}: no compute-only timeline (an overlap cell of "
               "suite/bench_overlap.py, any world size) to predict from", file=sys.stderr)

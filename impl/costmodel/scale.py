@@ -17,6 +17,7 @@ compute-only step / the step at n) falls with n even where communication is hidd
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -48,6 +49,22 @@ class Source:
     about: str
     device: str | None = None  # the GPU model (or cpu) the compute-only step ran on
     spread_ms: float = 0.0  # standard deviation of the compute-only step over its steps
+    compute_band: float = 0.0  # relative half-width of the compute-only step's 95% interval
+
+
+def compute_band(row: dict) -> float:
+    """The compute-only step's 95% interval as a relative half-width (0 where not given)."""
+    estimate = (row.get("references") or {}).get("compute_only_ms") or {}
+    if estimate.get("low") is None or estimate.get("high") is None or not estimate.get("value"):
+        return 0.0
+    return (estimate["high"] - estimate["low"]) / 2 / estimate["value"]
+
+
+def step_band(held_out: float | None, compute: float) -> float | None:
+    """A predicted step's relative band: the strategy's held-out error (median |error| on
+    cells the model was not built from) and the compute-only input's interval, added in
+    quadrature as independent errors; None where the strategy has no held-out error."""
+    return None if held_out is None else math.hypot(held_out, compute)
 
 
 def step_spread_ms(row: dict) -> float:
@@ -82,6 +99,14 @@ class Prediction:
     note: str | None = None  # why there is no prediction, or what it assumes
     straggler_ms: float = 0.0  # the wait for the slowest rank, included in step_ms
     weak_scaling: float | None = None  # compute-only step on one GPU / step at world_size
+    band: float | None = None  # relative half-width of the step's band; None: no band known
+
+    @property
+    def step_range(self) -> tuple[float, float] | None:
+        """The step's band: step · (1 ± band)."""
+        if self.step_ms is None or self.band is None:
+            return None
+        return self.step_ms * (1 - self.band), self.step_ms * (1 + self.band)
 
 
 def _profile_rows(rows: Sequence[dict]) -> dict[str, dict]:
@@ -119,12 +144,14 @@ def sources(rows: Sequence[dict]) -> list[Source]:
                             f"compute-only {profile.compute_only_ms:.3g} ms "
                             f"({row.get('machine')}, K = {row['chunks']}, "
                             f"{row.get('device') or 'device not recorded'})",
-                            row.get("device"), step_spread_ms(row)))
+                            row.get("device"), step_spread_ms(row), compute_band(row)))
     return found
 
 
 def predict_one(source: Source, strategy: str, world: int, fabric: NodeFabric,
-                chunks: int = DEFAULT_CHUNKS) -> Prediction:
+                chunks: int = DEFAULT_CHUNKS, held_out: float | None = None) -> Prediction:
+    """One strategy at one world size; ``held_out``: the strategy's held-out error (its
+    band's main part, ``step_band``)."""
     spans, _ = parameter_layout(source.workload)
     profile = source.profile  # its finest chunks: every cut's readiness is read off them
     base = variant_plans.variant(strategy)[0]
@@ -156,15 +183,31 @@ def predict_one(source: Source, strategy: str, world: int, fabric: NodeFabric,
     step = outcome.step_ms + straggler
     return Prediction(source.workload, strategy, world, step,
                       outcome.exposed_comm_ms, outcome.hidden_fraction, efficiency, note,
-                      straggler, profile.compute_only_ms / step)
+                      straggler, profile.compute_only_ms / step,
+                      step_band(held_out, source.compute_band))
 
 
 def predict(rows: Sequence[dict], fabric: NodeFabric, worlds: Sequence[int] = WORLDS,
-            strategies: Sequence[str] = STRATEGIES,
-            chunks: int = DEFAULT_CHUNKS) -> tuple[list[Source], list[Prediction]]:
+            strategies: Sequence[str] = STRATEGIES, chunks: int = DEFAULT_CHUNKS,
+            held_out: dict[str, float] | None = None) -> tuple[list[Source], list[Prediction]]:
     """Every strategy of every workload with a compute-only timeline in ``rows``, at every
-    world size the fabric describes."""
+    world size the fabric describes; ``held_out``: each strategy's held-out error, for the
+    bands (heldout.relative_bands)."""
     found = sources(rows)
     sizes = [w for w in worlds if fabric.max_gpus is None or w <= fabric.max_gpus]
-    return found, [predict_one(s, strategy, world, fabric, chunks)
+    return found, [predict_one(s, strategy, world, fabric, chunks,
+                               (held_out or {}).get(strategy))
                    for s in found for strategy in strategies for world in sizes]
+
+
+def separable(predictions: Sequence[Prediction]) -> tuple[Prediction, list[Prediction]] | None:
+    """The fastest predicted strategy of one workload at one world size, and those whose
+    band overlaps its band (it cannot be told apart from them); None without a step."""
+    stepped = [p for p in predictions if p.step_ms is not None]
+    if not stepped:
+        return None
+    best = min(stepped, key=lambda p: p.step_ms)
+    if best.step_range is None:
+        return best, [p for p in stepped if p is not best]
+    return best, [p for p in stepped if p is not best and (
+        p.step_range is None or p.step_range[0] <= best.step_range[1])]

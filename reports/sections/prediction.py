@@ -75,8 +75,18 @@ PREDICTION_COLUMNS = (
     text_column("strategy", "strategy", nowrap=True), text_column("figure", "predicted"),
     *(Column(f"w{w}", f"{w} GPUs", render=lambda v: v or "—") for w in scale.WORLDS),
 )
-FIGURES = (("step_ms", "step (ms)", 4), ("exposed_comm_ms", "exposed comm. (ms)", 3),
-           ("overlap_efficiency", "efficiency", 2))
+FIGURES = (("step_ms", "step (ms)", 4), ("step_range", "step band (ms)", 4),
+           ("exposed_comm_ms", "exposed comm. (ms)", 3),
+           ("overlap_efficiency", "efficiency", 2), ("weak_scaling", "weak scaling", 2))
+
+
+def _figure(prediction: scale.Prediction, field: str, digits: int) -> str | None:
+    value = getattr(prediction, field)
+    if value is None:
+        return None
+    if field == "step_range":
+        return f"{fmt(value[0], digits)}–{fmt(value[1], digits)}"
+    return fmt(value, digits)
 
 
 def prediction_table(table_id: str, source: scale.Source,
@@ -87,14 +97,15 @@ def prediction_table(table_id: str, source: scale.Source,
         by_world = {p.world_size: p for p in predictions if p.strategy == strategy}
         for field, label, digits in FIGURES:
             rows.append({"strategy": strategy if field == "step_ms" else "", "figure": label,
-                         **{f"w{w}": None if w not in by_world
-                            or getattr(by_world[w], field) is None
-                            else fmt(getattr(by_world[w], field), digits)
-                            for w in scale.WORLDS}})
+                         **{f"w{w}": _figure(by_world[w], field, digits) if w in by_world
+                            else None for w in scale.WORLDS}})
     return make_table(table_id, f"PREDICTED for {workload} on {fabric_name}, K = "
                       f"{scale.DEFAULT_CHUNKS}, per GPU count: predictions of the cost model, "
                       f"not measurements; from {source.about}, interference "
-                      f"{source.interference.source}.", PREDICTION_COLUMNS, rows,
+                      f"{source.interference.source}; stragglers from the per-step spread "
+                      f"σ {source.spread_ms:.3g} ms. Band: the strategy's held-out error with "
+                      "the compute-only step's interval (— where the loaded results hold no "
+                      "held-out cell of it).", PREDICTION_COLUMNS, rows,
                       note=lambda *_: None)
 
 
@@ -198,12 +209,13 @@ HELD_OUT_COLUMNS = (text_column("machine", "machine"),
                     *(text_column(split, split) for split in (*heldout.SPLITS, heldout.TRIVIAL)))
 
 
-def held_out(rows: Sequence[dict]) -> tuple[object | None, list[str]]:
+def held_out(rows: Sequence[dict]) -> tuple[object | None, list[str], dict[str, float]]:
     """The held-out validation of the loaded GPU cells (impl/costmodel/heldout.py): the
-    table of |error| per variant and split, and the ranking, best-pick and efficiency lines."""
+    table of |error| per variant and split, the ranking, best-pick and efficiency lines, and
+    each strategy's held-out error (the predictions' bands)."""
     table, decided = heldout.validate_held_out(rows, rows)
     if not table:
-        return None, []
+        return None, [], {}
     shown = [{"machine": machine, "variant": name,
               **{split: None if s is None else
                  f"{s.median_abs_error:.1%} / {s.max_abs_error:.1%} ({s.cells})"
@@ -215,7 +227,8 @@ def held_out(rows: Sequence[dict]) -> tuple[object | None, list[str]]:
         "cell's; leave-one-K-out and leave-one-workload-out: the cell's run without its K or "
         "its workload's comm-only times; in-cell: the cell's own inputs (a consistency check); "
         "step = sequential: the trivial predictor, the cell's measured sequential step.",
-        HELD_OUT_COLUMNS, shown, note=lambda *_: None), heldout.decision_lines(decided)
+        HELD_OUT_COLUMNS, shown, note=lambda *_: None), heldout.decision_lines(decided), \
+        heldout.relative_bands(table)
 
 
 def assumed_fields(fabric) -> list[str]:
@@ -240,9 +253,10 @@ def section(rows: Sequence[dict], runs: Sequence) -> dict:
     predicted figures, the fabric files' sources and every cell's check go to the detail
     appendix (reports/layout.py)."""
     devices, tables, notes, scaling = [], [], [], []
+    held_out_table, decisions, bands = held_out(rows)
     for device, device_rows in _by_device(rows).items():
         fabric = load_fabric(FABRICS[device])
-        sources, predictions = scale.predict(device_rows, fabric)
+        sources, predictions = scale.predict(device_rows, fabric, held_out=bands)
         if not sources:
             continue
         groups = [(source.workload, [p for p in predictions if p.workload == source.workload])
@@ -272,7 +286,6 @@ def section(rows: Sequence[dict], runs: Sequence) -> dict:
                                  "step (median of the rounds), the model's, and why a miss "
                                  "misses.", CHECK_COLUMNS, check_rows(checks),
                                  note=lambda *_: None))
-    held_out_table, decisions = held_out(rows)
     return {"empty": not devices and not checks, "devices": devices, "scaling": scaling,
             "held_out": held_out_table, "decisions": decisions,
             "notes": list(dict.fromkeys(notes)),
