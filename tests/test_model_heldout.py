@@ -176,3 +176,10 @@ def test_overlapping_bands_cannot_be_separated():
     assert separable([slow, fast]) == (fast, [])
     assert predict.fastest_lines([fast, close, slow], [8]) == [
         "8 GPUs: cannot separate a from b (bands overlap)"]
+
+
+def test_markdown_without_a_gpu_cell_is_one_line_exit_2(capsys):
+    cpu = str(RESULTS / "cpu-2core" / "20261123T194800Z-_d1slign.json")
+    assert validate.main(["--markdown", cpu]) == 2
+    assert capsys.readouterr().err == (f"error: {cpu}: Held-out validation: no GPU cell (NCCL, "
+                                       "2 or more ranks) in these files.\n")

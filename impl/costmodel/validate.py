@@ -98,8 +98,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {' '.join(args.paths)}: no measured cell with communication (an "
               "overlap cell of suite/bench_overlap.py at 2 or more ranks)", file=sys.stderr)
         return 2
-    headline = held_out_lines(every_run, rows)
+    headline = held_out_lines(every_run, rows) or [
+        "Held-out validation: no GPU cell (NCCL, 2 or more ranks) in these files."]
     if args.markdown:
+        if len(headline) == 1:
+            print(f"error: {' '.join(args.paths)}: {headline[0]}", file=sys.stderr)
+            return 2
         print("\n".join(headline))
         return 0
     lines = [*headline, "", "Every cell with its own inputs (the in-cell consistency check):",
