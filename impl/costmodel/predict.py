@@ -22,10 +22,10 @@ import re
 import sys
 from collections.abc import Sequence
 
-from impl.costmodel import accuracy, heldout, scale
+from impl.costmodel import accuracy, scale
 from impl.costmodel.fabric import NodeFabric
 from impl.costmodel.fabric_file import FabricError, available, fabric_path, load_fabric
-from impl.costmodel.validate import RESULTS, load_rows, summary_lines
+from impl.costmodel.validate import RESULTS, held_out_bands, load_rows, summary_lines
 
 
 def _cell(value: float | None, digits: str = ".3g") -> str:
@@ -117,15 +117,6 @@ def newest_gpu_run(rows: Sequence[dict], fabric: str | None) -> list[dict]:
     return [r for r in rows if r.get("run") == newest]
 
 
-def committed_bands() -> dict[str, float]:
-    """Each strategy's held-out error on the committed GPU cells (results/): the bands."""
-    from reports.analysis import merge_rows
-
-    every_run = load_rows([RESULTS], merged=False)
-    table, _ = heldout.validate_held_out(every_run, merge_rows(every_run))
-    return heldout.relative_bands(table)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m impl.costmodel.predict", description=(
         "Predict each strategy's step, exposed communication and overlap efficiency at 8 to "
@@ -162,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     sources, predictions = scale.predict(rows, fabric, chunks=args.chunks,
-                                         held_out=committed_bands())
+                                         held_out=held_out_bands())
     if not sources:
         print(f"error: {' '.join(args.paths)}: no compute-only timeline (an overlap cell of "
               "suite/bench_overlap.py, any world size) to predict from", file=sys.stderr)

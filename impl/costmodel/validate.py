@@ -65,6 +65,16 @@ def summary_lines(checks: Sequence[accuracy.Check], interleaved: bool = True) ->
     return lines
 
 
+def held_out_bands(paths: Sequence[str] = (RESULTS,)) -> dict[str, float]:
+    """Each strategy's held-out error on the GPU cells of ``paths`` (default: every committed
+    result): the predictions' bands (heldout.relative_bands)."""
+    from reports.analysis import merge_rows
+
+    every_run = load_rows(paths, merged=False)
+    table, _ = heldout.validate_held_out(every_run, merge_rows(every_run))
+    return heldout.relative_bands(table)
+
+
 def held_out_lines(rows: Sequence[dict], merged: Sequence[dict]) -> list[str]:
     """The headline: every GPU cell predicted from inputs none of which came from it
     (impl/costmodel/heldout.py), as Markdown (docs/costmodel.md holds this text)."""
