@@ -9,7 +9,8 @@ themselves are what the model is validated against, never an input.
   that workload's comm-only times at every K the rows hold (K·α + bytes·β);
 - ``interference(rows, ...)``: the slowdown of the workload's dominant GEMM beside NCCL or
   gloo all-reduces and beside peer copies (suite/bench_interference.py), from the same
-  machine, else from the same GPU model on the same fabric profile (named in ``source``).
+  machine, else from the same GPU model on the same fabric profile (named in ``source``);
+  the one selection validation and prediction share.
 """
 
 from __future__ import annotations
