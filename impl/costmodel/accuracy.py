@@ -26,7 +26,7 @@ from impl.costmodel.compute import ReadyProfile, known_workload, parameter_layou
 from impl.costmodel.fabric import Fabric, MeasuredSweep
 from impl.costmodel.fabric_file import load_fabric
 from impl.costmodel.inputs import comm_fabrics, compute_profile, fabric_key, interference, value
-from impl.costmodel.schedule import Outcome, Plan, simulate
+from impl.costmodel.schedule import Plan, simulate
 from impl.costmodel.variant_plans import Interference
 
 STEP_GOAL_MEDIAN, STEP_GOAL_MAX, HIDDEN_GOAL = 0.05, 0.10, 0.1
@@ -59,6 +59,8 @@ class Check:
     run: int | None = None  # the run index of the measured cell
     measured_efficiency: dict | None = None  # the cell's overlap-efficiency estimate
     predicted_efficiency: float | None = None
+    limit_ms: float | None = None  # predicted max(compute-only, comm-only): the efficiency's
+    overhead_ms: float | None = None  # added from the other cells (impl/costmodel/overhead.py)
 
     @property
     def error(self) -> float | None:
@@ -193,13 +195,10 @@ def in_cell_inputs(cell: Cell, rows: Sequence[dict], fits: dict) -> Inputs:
                                row.get("machine")))
 
 
-def _efficiency(sequential: Outcome, step: Outcome, profile: ReadyProfile,
-                plan: Plan) -> float | None:
-    """Predicted overlap efficiency: (sequential − step) / (sequential − limit), the limit
-    being max(compute-only, the plan's all-reduces back to back)."""
+def _limit(profile: ReadyProfile, plan: Plan) -> float:
+    """The predicted limit: max(compute-only, the plan's all-reduces back to back)."""
     comm_only = sum(c.duration_ms for c in plan.collectives)
-    limit = float(metrics.limit_ms(profile.compute_only_ms, comm_only))
-    return metrics.overlap_efficiency(sequential.step_ms, step.step_ms, limit)
+    return float(metrics.limit_ms(profile.compute_only_ms, comm_only))
 
 
 def check_cell(cell: Cell, inputs: Inputs | str) -> list[Check]:
@@ -237,7 +236,8 @@ def check_cell(cell: Cell, inputs: Inputs | str) -> list[Check]:
             plan = variant_plans.plan(name, profile, row["chunks"], spans, comm, copy, slowdown)
             predicted = simulate(profile, plan)
             calm = simulate(profile, replace(plan, slowdown=1.0))
-            efficiency = _efficiency(sequential, predicted, profile, reference)
+            efficiency = metrics.overlap_efficiency(sequential.step_ms, predicted.step_ms,
+                                                    _limit(profile, reference))
         checks.append(Check(
             row.get("machine"), row["workload"], row["chunks"], row["world_size"],
             row.get("profile"), name, estimate["value"], estimate.get("low"),
@@ -246,7 +246,8 @@ def check_cell(cell: Cell, inputs: Inputs | str) -> list[Check]:
             predicted.hidden_fraction if predicted else None,
             about, unseen, cell.interleaved, row.get("backend"),
             cell.sequential_excess(), run=row.get("run"),
-            measured_efficiency=cell.efficiencies.get(name), predicted_efficiency=efficiency))
+            measured_efficiency=cell.efficiencies.get(name), predicted_efficiency=efficiency,
+            limit_ms=_limit(profile, reference) if predicted else None))
     return checks
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from impl import stats
-from impl.costmodel import accuracy
+from impl.costmodel import accuracy, overhead
 from impl.costmodel.compute import known_workload, parameter_layout
 from impl.costmodel.fabric import Fabric, fit_fabric, measured_sweep
 from impl.costmodel.inputs import comm_fabrics, fabric_key, interference, value
@@ -150,10 +150,13 @@ RULES = {"other runs": other_runs, "leave-one-K-out": leave_one_k_out,
 
 
 def checks_by_split(rows: Sequence[dict], cells: Sequence[accuracy.Cell]) -> dict[str, list]:
-    """Every split's checks of ``cells`` (inputs drawn from ``rows``: every run's rows)."""
+    """Every split's checks of ``cells`` (inputs drawn from ``rows``: every run's rows), each
+    with its variant's overhead fitted on the other cells (impl/costmodel/overhead.py)."""
     known = [c for c in cells if known_workload(c.row["workload"])]
-    return {split: [check for cell in known
-                    for check in accuracy.check_cell(cell, RULES[split](cell, rows))]
+    return {split: overhead.calibrated(
+                [check for cell in known
+                 for check in accuracy.check_cell(cell, RULES[split](cell, rows))],
+                lambda check: _check_key(check)[:-1])
             for split in SPLITS}
 
 
