@@ -152,8 +152,10 @@ def test_the_chapter_shows_the_held_out_table_and_the_decisions(every_run):
     assert table.headers == ["machine", "variant", *heldout.SPLITS, heldout.TRIVIAL]
     assert {row[1].text for row in table.rows} >= {"sequential", "chunked", "ddp", "threaded"}
     assert "h200x2" in {row[0].text for row in table.rows}
-    assert [line.split(":")[0] for line in section["decisions"]] == [
-        "Ranking", "Best variant per cell", "Wrong pick", "Overlap efficiency"]
+    heads = [line.split(":")[0] for line in section["decisions"]]
+    assert heads[:2] == ["Ranking", "Best variant per cell"]
+    assert heads[-1] == "Overlap efficiency"
+    assert set(heads[2:-1]) <= {"Wrong pick"}  # one line per wrongly picked cell
     assert section["scaling"][0].startswith("PREDICTED weak-scaling efficiency of chunked at "
                                             "1024 GPUs on ib400-h200x8")
     assert not any("assumed" in note for note in section["notes"])  # the H200 file's measured
