@@ -346,11 +346,27 @@ def decision_lines(decided: Decisions) -> list[str]:
     return lines
 
 
-def validate_held_out(rows: Sequence[dict], merged: Sequence[dict]) -> tuple[dict, Decisions]:
-    """The held-out table and the headline split's decisions: cells are those of ``merged``
-    (the newest of each measurement), inputs drawn from ``rows`` (every run)."""
+def overheads(checks: Sequence[accuracy.Check],
+              cells: Sequence[accuracy.Cell]) -> dict[tuple[str | None, str], float]:
+    """Per (GPU model, variant), the overhead a prediction beyond the measured cells adds
+    (impl/costmodel/overhead.py): the median residual of the variant over every measured
+    cell of that GPU model, none of which is the predicted one."""
+    device = {_cell_key(c.row): c.row.get("device") for c in cells}
+    residuals: dict[tuple[str | None, str], list[float]] = {}
+    for check in checks:
+        if check.predicted_ms is not None and check.overhead_ms is not None:
+            residuals.setdefault((device[_check_key(check)[:-1]], check.variant), []).append(
+                check.measured_ms - check.predicted_ms + check.overhead_ms)
+    return {key: overhead.overhead_ms(found) for key, found in residuals.items()}
+
+
+def validate_held_out(rows: Sequence[dict],
+                      merged: Sequence[dict]) -> tuple[dict, Decisions, dict[tuple, float]]:
+    """The held-out table, the headline split's decisions and the overheads for predictions
+    beyond the cells (``overheads``): cells are those of ``merged`` (the newest of each
+    measurement), inputs drawn from ``rows`` (every run)."""
     cells = [c for c in accuracy.measured_cells(merged) if c.row.get("device")
              and c.row.get("backend") == "nccl"]
     by_split = checks_by_split(rows, cells)
     return (strategy_table(by_split, trivial_errors(cells)),
-            decisions(by_split[HEADLINE], cells))
+            decisions(by_split[HEADLINE], cells), overheads(by_split[HEADLINE], cells))

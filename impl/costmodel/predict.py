@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from impl.costmodel import accuracy, scale
 from impl.costmodel.fabric import NodeFabric
 from impl.costmodel.fabric_file import FabricError, available, fabric_path, load_fabric
-from impl.costmodel.validate import RESULTS, held_out_bands, load_rows, summary_lines
+from impl.costmodel.validate import RESULTS, held_out_model, load_rows, summary_lines
 
 
 def _cell(value: float | None, digits: str = ".3g") -> str:
@@ -58,6 +58,10 @@ def table(sources: Sequence[scale.Source], predictions: Sequence[scale.Predictio
             if bands:
                 notes[f"band ±{max(bands):.1%} of the step (held-out error with the "
                       "compute-only step's interval)"] = None
+            if extra := {p.overhead_ms for p in row.values() if p.overhead_ms}:
+                notes[f"overhead {max(extra):+.2f} ms per step beyond the schedule (median "
+                      "residual of the measured cells on this GPU model, assumed to hold at "
+                      "every GPU count)"] = None
             lines += [f"  {'':16}note: {note}" for note in notes]
         lines += [f"  {line}" for line in fastest_lines(mine, worlds)]
         lines.append("")
@@ -152,8 +156,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (FabricError, ResultsError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    sources, predictions = scale.predict(rows, fabric, chunks=args.chunks,
-                                         held_out=held_out_bands())
+    bands, overheads = held_out_model()
+    sources, predictions = scale.predict(rows, fabric, chunks=args.chunks, held_out=bands,
+                                         overheads=overheads)
     if not sources:
         print(f"error: {' '.join(args.paths)}: no compute-only timeline (an overlap cell of "
               "suite/bench_overlap.py, any world size) to predict from", file=sys.stderr)

@@ -100,6 +100,7 @@ class Prediction:
     straggler_ms: float = 0.0  # the wait for the slowest rank, included in step_ms
     weak_scaling: float | None = None  # compute-only step on one GPU / step at world_size
     band: float | None = None  # relative half-width of the step's band; None: no band known
+    overhead_ms: float = 0.0  # beyond the schedule (impl/costmodel/overhead.py), in step_ms
 
     @property
     def step_range(self) -> tuple[float, float] | None:
@@ -149,9 +150,11 @@ def sources(rows: Sequence[dict]) -> list[Source]:
 
 
 def predict_one(source: Source, strategy: str, world: int, fabric: NodeFabric,
-                chunks: int = DEFAULT_CHUNKS, held_out: float | None = None) -> Prediction:
+                chunks: int = DEFAULT_CHUNKS, held_out: float | None = None,
+                overhead_ms: float = 0.0) -> Prediction:
     """One strategy at one world size; ``held_out``: the strategy's held-out error (its
-    band's main part, ``step_band``)."""
+    band's main part, ``step_band``); ``overhead_ms``: its cost beyond the schedule on this
+    GPU model (heldout.overheads)."""
     spans, _ = parameter_layout(source.workload)
     profile = source.profile  # its finest chunks: every cut's readiness is read off them
     base = variant_plans.variant(strategy)[0]
@@ -171,7 +174,7 @@ def predict_one(source: Source, strategy: str, world: int, fabric: NodeFabric,
     # strategy that communicates in K pieces has one (DDP's buckets may be fewer).
     same_chunking = len(planned.collectives) == len(reference.collectives)
     efficiency = None if base in variant_plans.AFTER_BACKWARD or not same_chunking else \
-        metrics.overlap_efficiency(sequential.step_ms, outcome.step_ms, limit)
+        metrics.overlap_efficiency(sequential.step_ms, outcome.step_ms + overhead_ms, limit)
     note = "no host hand-off measured: predicted as chunked" if base == "threaded" else None
     if not same_chunking:
         count = len(planned.collectives)
@@ -180,23 +183,26 @@ def predict_one(source: Source, strategy: str, world: int, fabric: NodeFabric,
     # Stragglers: each rank's step varies by the measured spread; the step waits for the
     # slowest of ``world`` ranks (expected_max_of_normals), so weak scaling is not flat.
     straggler = source.spread_ms * expected_max_of_normals(world)
-    step = outcome.step_ms + straggler
+    step = outcome.step_ms + overhead_ms + straggler
     return Prediction(source.workload, strategy, world, step,
                       outcome.exposed_comm_ms, outcome.hidden_fraction, efficiency, note,
                       straggler, profile.compute_only_ms / step,
-                      step_band(held_out, source.compute_band))
+                      step_band(held_out, source.compute_band), overhead_ms)
 
 
 def predict(rows: Sequence[dict], fabric: NodeFabric, worlds: Sequence[int] = WORLDS,
             strategies: Sequence[str] = STRATEGIES, chunks: int = DEFAULT_CHUNKS,
-            held_out: dict[str, float] | None = None) -> tuple[list[Source], list[Prediction]]:
+            held_out: dict[str, float] | None = None,
+            overheads: dict[tuple, float] | None = None) -> tuple[list[Source], list[Prediction]]:
     """Every strategy of every workload with a compute-only timeline in ``rows``, at every
     world size the fabric describes; ``held_out``: each strategy's held-out error, for the
-    bands (heldout.relative_bands)."""
+    bands (heldout.relative_bands); ``overheads``: per (GPU model, strategy) its cost beyond
+    the schedule (heldout.overheads; none where absent)."""
     found = sources(rows)
     sizes = [w for w in worlds if fabric.max_gpus is None or w <= fabric.max_gpus]
     return found, [predict_one(s, strategy, world, fabric, chunks,
-                               (held_out or {}).get(strategy))
+                               (held_out or {}).get(strategy),
+                               (overheads or {}).get((s.device, strategy), 0.0))
                    for s in found for strategy in strategies for world in sizes]
 
 

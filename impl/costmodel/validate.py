@@ -65,20 +65,21 @@ def summary_lines(checks: Sequence[accuracy.Check], interleaved: bool = True) ->
     return lines
 
 
-def held_out_bands(paths: Sequence[str] = (RESULTS,)) -> dict[str, float]:
-    """Each strategy's held-out error on the GPU cells of ``paths`` (default: every committed
-    result): the predictions' bands (heldout.relative_bands)."""
+def held_out_model(paths: Sequence[str] = (RESULTS,)) -> tuple[dict[str, float], dict]:
+    """From the GPU cells of ``paths`` (default: every committed result): each strategy's
+    held-out error, the predictions' bands (heldout.relative_bands), and per GPU model and
+    strategy the overhead beyond the schedule (heldout.overheads)."""
     from reports.analysis import merge_rows
 
     every_run = load_rows(paths, merged=False)
-    table, _ = heldout.validate_held_out(every_run, merge_rows(every_run))
-    return heldout.relative_bands(table)
+    table, _, overheads = heldout.validate_held_out(every_run, merge_rows(every_run))
+    return heldout.relative_bands(table), overheads
 
 
 def held_out_lines(rows: Sequence[dict], merged: Sequence[dict]) -> list[str]:
     """The headline: every GPU cell predicted from inputs none of which came from it
     (impl/costmodel/heldout.py), as Markdown (docs/costmodel.md holds this text)."""
-    table, decided = heldout.validate_held_out(rows, merged)
+    table, decided, _ = heldout.validate_held_out(rows, merged)
     if not table:
         return []
     return [f"Held-out validation (error = predicted / measured − 1; the headline split is "
