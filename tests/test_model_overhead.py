@@ -76,3 +76,21 @@ def test_no_held_out_check_is_calibrated_on_its_own_cell():
         assert done.predicted_ms == pytest.approx(plain.predicted_ms + done.overhead_ms)
         seen += 1
     assert seen > 60
+
+
+def test_a_prediction_at_scale_adds_its_strategys_overhead_and_no_other():
+    from impl.costmodel import scale
+    from impl.costmodel.fabric_file import load_fabric
+
+    rows = validate.load_rows([str(RESULTS / "h200x2")])
+    fabric = load_fabric("ib400-h200x8")
+    device = "NVIDIA H200"
+    plain = {(p.workload, p.strategy, p.world_size): p
+             for p in scale.predict(rows, fabric, worlds=[8])[1]}
+    added = {(p.workload, p.strategy, p.world_size): p for p in scale.predict(
+        rows, fabric, worlds=[8], overheads={(device, "chunked"): 1.5, ("other", "ddp"): 9.0})[1]}
+    for key, before in plain.items():
+        after = added[key]
+        extra = 1.5 if key[1] == "chunked" else 0.0
+        assert after.overhead_ms == extra
+        assert after.step_ms == pytest.approx(before.step_ms + extra)
