@@ -9,6 +9,8 @@ One model for every strategy of the suite, grown from autotune's α–β and rea
 - impl/costmodel/variant_plans.py: each strategy and named variant as a plan (its collectives,
   when they may start, the interference beside them);
 - impl/costmodel/schedule.py: the one schedule that turns a plan into a step;
+- impl/costmodel/overhead.py: each strategy's per-step cost beyond the schedule, the median
+  residual of the other measured cells;
 - impl/costmodel/inputs.py and impl/costmodel/accuracy.py: the model against every measured cell;
 - impl/costmodel/heldout.py: the same on inputs none of which came from the checked cell;
 - impl/costmodel/scale.py: predictions at 8 to 1024 GPUs for a fabric file, with stragglers
