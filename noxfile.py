@@ -83,7 +83,8 @@ def gate(session: nox.Session) -> None:
 
 @nox.session(**VENV)
 def predict(session: nox.Session) -> None:
-    """Predicted steps at 8 to 1024 GPUs: nox -s predict -- RESULTS --fabric NAME.
+    """Predicted steps at 8 to 1024 GPUs: nox -s predict [-- RESULTS --fabric NAME]; with no
+    arguments, the newest GPU run of results/ with its GPU's fabric file.
 
     Nothing to install: it reads files with numpy and torch (the link above) and runs from
     the checkout, so it answers in seconds."""

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
+from impl.costmodel import nccl
 from impl.costmodel.fabric_file import FABRICS_DIR, FabricError, available, load_fabric
 
 GOOD = """
@@ -14,12 +13,11 @@ description = "two GPUs per node, one NIC each"
 [node]
 gpus = { value = 2, source = "test" }
 busbw_gbps = { value = 100, source = "test" }
-latency_us = { value = 10, source = "test" }
+launch_us = { value = 10, source = "test" }
 copy_gbps = { value = 50, source = "test" }
 [network]
 nics = { value = 2, source = "test" }
 nic_gbps = { value = 25, source = "test" }
-latency_us = { value = 5, source = "test" }
 """
 
 
@@ -36,26 +34,44 @@ def test_every_shipped_fabric_loads_with_a_source_for_every_number():
         fabric = load_fabric(name)
         assert fabric.name == name
         assert all(source for _, source in fabric.sources)
-        assert {"node.gpus", "node.busbw_gbps", "node.latency_us"} <= dict(fabric.sources).keys()
+        assert {"node.gpus", "node.busbw_gbps", "node.launch_us"} <= dict(fabric.sources).keys()
 
 
-def test_all_reduce_inside_a_node_is_a_ring(tmp_path):
+def test_inside_a_node_nccls_tuner_picks_the_ring_by_size(tmp_path):
+    """Hand-computed from NCCL's tuner (impl/costmodel/nccl.py), 2 ranks, busbw 100 GB/s."""
     fabric = load_fabric(write(tmp_path, GOOD))
-    # 2 ranks: 10 µs + 2·(1/2)·1 GB / 100 GB/s = 10 ms + 0.01 ms
-    assert fabric.all_reduce_ms(1e9, 2) == pytest.approx(0.01 + 10.0)
+    # 1 GB: ring Simple, 8.4 + 2 · 3.4 µs + 1e9 B / (100 GB/s · 2/2), plus the 10 µs launch.
+    choice = fabric.choice(1e9, 2)
+    assert (choice.algorithm, choice.protocol) == ("ring", "Simple")
+    assert choice.time_us == pytest.approx(8.4 + 2 * 3.4 + 1e4 + 10)
+    # 64 KiB: ring LL, 3.6 + 2 · 0.47 µs + 65536 B / (100/4 GB/s), plus the launch.
+    choice = fabric.choice(65536, 2)
+    assert (choice.algorithm, choice.protocol) == ("ring", "LL")
+    assert choice.time_us == pytest.approx(3.6 + 2 * 0.47 + 65536 / 25e3 + 10)
     assert fabric.all_reduce_ms(1e9, 1) == 0.0
 
 
-def test_across_nodes_the_nics_bound_the_bandwidth_and_the_tree_the_latency(tmp_path):
+def test_across_nodes_two_levels_and_the_tree_for_small_messages(tmp_path):
     fabric = load_fabric(write(tmp_path, GOOD))
-    for world in (4, 16, 64):
-        nodes = world // 2
-        hops = min(2 * (nodes - 1), 2 * math.ceil(math.log2(nodes)))
-        moved = 2 * (world - 1) / world * 1e9
-        expected = (10 + hops * 5) / 1e3 + moved / (min(100, 2 * 25) * 1e6)
-        assert fabric.all_reduce_ms(1e9, world) == pytest.approx(expected)
+    # 4 ranks on 2 nodes: the NICs bound the busbw (min(100, 2 · 25) = 50 GB/s); the ring's 6
+    # steps are 4 on NVLink (3.4 µs) and 2 on the network (9.6 µs), × 1.9 for the plateau.
+    choice = fabric.choice(1e9, 4)
+    assert (choice.algorithm, choice.protocol) == ("ring", "Simple")
+    latency = (8.4 + 4 * 3.4 + 2 * 9.6) * 1.9
+    assert choice.time_us == pytest.approx(latency + 1e9 / (1e3 * 50 * 4 / 6) + 10)
+    # 16 nodes of one GPU, 64 bytes: the tree's 2 · log2(16) network steps beat the ring's 30.
+    choice = nccl.all_reduce(64, 16, 16, 50.0)
+    assert (choice.algorithm, choice.protocol) == ("tree", "LL")
+    assert choice.time_us == pytest.approx(4.4 + 2 * 4 * 5.0 + 64 / (1e3 * 45 / 3.8 * 0.5))
     assert fabric.copy_all_reduce_ms(1e9, 2) == pytest.approx(0.01 + 1e9 / 50e6)
     assert fabric.copy_all_reduce_ms(1e9, 4) is None  # peer copies stay inside a node
+
+
+def test_nccls_model_fitted_to_a_sweep_recovers_its_numbers():
+    sizes = [2**20 * 4**i for i in range(6)]
+    times_ms = [nccl.all_reduce(b, 4, 1, 300.0, launch_us=5.0).time_us / 1e3 for b in sizes]
+    bus, launch = nccl.calibrate(sizes, times_ms, 4)
+    assert (bus, launch) == (pytest.approx(300.0, rel=1e-3), pytest.approx(5.0, abs=0.05))
 
 
 def test_a_fabric_without_network_is_one_node():
@@ -78,12 +94,12 @@ def test_a_fabric_without_network_is_one_node():
      "node.gpus = 2.5: allowed an integer from 1 to 1024 (GPUs per node)"),
     (("nic_gbps = { value = 25,", "nic_gbps = { value = \"fast\","),
      "network.nic_gbps = 'fast': allowed a number from 0.001 to 10000 (GB/s reached per NIC)"),
-    (("latency_us = { value = 10, source = \"test\" }", "latency_us = { value = 10 }"),
-     "node.latency_us has no source: every number says where it comes from"),
+    (("launch_us = { value = 10, source = \"test\" }", "launch_us = { value = 10 }"),
+     "node.launch_us has no source: every number says where it comes from"),
     (("copy_gbps = { value = 50, source = \"test\" }", "copy_gbps = 50"),
      "node.copy_gbps = 50: write copy_gbps = { value = ..., source = \"...\" } with a number"),
     (("[network]", "[network]\nswitches = { value = 1, source = \"x\" }"),
-     "unknown key network.switches: allowed nics, nic_gbps, latency_us"),
+     "unknown key network.switches: allowed nics, nic_gbps"),
     (("name = \"test\"", "name = \"test\"\nspeed = 1"),
      "unknown key 'speed': allowed name, description, node, network"),
     (("[node]", "[nodes]"), "unknown key 'nodes': allowed name, description, node, network"),
@@ -102,7 +118,7 @@ def test_a_bad_value_is_one_line_naming_it_and_what_is_allowed(tmp_path, change,
 def test_a_missing_table_a_broken_file_and_an_unknown_name(tmp_path):
     no_node = GOOD[:GOOD.index("[node]")]
     with pytest.raises(FabricError, match=r"\[node\] is missing: it needs gpus, busbw_gbps, "
-                                          r"latency_us$"):
+                                          r"launch_us$"):
         load_fabric(write(tmp_path, no_node))
     with pytest.raises(FabricError, match=r": not a TOML file: "):
         load_fabric(write(tmp_path, "[node\ngpus = "))

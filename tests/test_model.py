@@ -10,7 +10,6 @@ import torch
 from impl import metrics
 from impl.costmodel import variant_plans
 from impl.costmodel.compute import ReadyProfile, bucket_ends, parameter_layout
-from impl.costmodel.fabric import Fabric
 from impl.costmodel.schedule import Collective, Plan, simulate
 from impl.strategies import StrategyOptions, build_strategy
 from impl.workloads import build_model, preset
@@ -163,11 +162,10 @@ def test_the_synthetic_strategy_schedule_is_the_cost_models():
     assert sequential.step_ms == pytest.approx(sum(compute) + sum(comm))
 
 
-def test_alpha_beta_from_a_node_fabric_matches_its_all_reduce():
+def test_a_node_fabric_at_one_world_size_times_every_size_as_the_file_does():
     from impl.costmodel.fabric_file import load_fabric
 
     node = load_fabric("ib400-h200x8")
     for world in (2, 8, 64, 1024):
-        fabric = node.alpha_beta(world)
-        assert fabric.all_reduce_ms(2**30) == pytest.approx(node.all_reduce_ms(2**30, world))
-    assert isinstance(fabric, Fabric)
+        for size in (2**20, 2**30):
+            assert node.at_world(world).all_reduce_ms(size) == node.all_reduce_ms(size, world)

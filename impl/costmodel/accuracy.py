@@ -20,12 +20,14 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from impl import metrics
 from impl.costmodel import variant_plans
-from impl.costmodel.compute import known_workload, parameter_layout
-from impl.costmodel.fabric import Fabric
+from impl.costmodel.compute import ReadyProfile, known_workload, parameter_layout
+from impl.costmodel.fabric import Fabric, MeasuredSweep
 from impl.costmodel.fabric_file import load_fabric
 from impl.costmodel.inputs import comm_fabrics, compute_profile, fabric_key, interference, value
-from impl.costmodel.schedule import simulate
+from impl.costmodel.schedule import Plan, simulate
+from impl.costmodel.variant_plans import Interference
 
 STEP_GOAL_MEDIAN, STEP_GOAL_MAX, HIDDEN_GOAL = 0.05, 0.10, 0.1
 # The fabric file whose copy-engine bandwidth times the copy-engine strategy on a GPU model.
@@ -54,6 +56,11 @@ class Check:
     interleaved: bool = True  # False: measured before interleaving (no intervals)
     backend: str | None = None
     sequential_excess: float | None = None  # Cell.sequential_excess, for the reason
+    run: int | None = None  # the run index of the measured cell
+    measured_efficiency: dict | None = None  # the cell's overlap-efficiency estimate
+    predicted_efficiency: float | None = None
+    limit_ms: float | None = None  # predicted max(compute-only, comm-only): the efficiency's
+    overhead_ms: float | None = None  # added from the other cells (impl/costmodel/overhead.py)
 
     @property
     def error(self) -> float | None:
@@ -76,7 +83,7 @@ class Check:
                 or (self.hidden_gap is not None and abs(self.hidden_gap) > HIDDEN_GOAL))
 
 
-def copy_fabric(device: str | None, comm: Fabric, world: int) -> Fabric | None:
+def copy_fabric(device: str | None, comm: Fabric | MeasuredSweep, world: int) -> Fabric | None:
     """The copy engines at ``world`` ranks: the fabric file's bandwidth for this GPU model,
     with the cell's own α (one synchronised launch per chunk, as every collective has)."""
     name = COPY_FABRICS.get(device or "")
@@ -100,6 +107,13 @@ class Cell:
     compute: dict  # the row whose compute-only timeline and time the model starts from
     variants: dict[str, tuple[dict, float | None]]
     interleaved: bool
+
+    @property
+    def efficiencies(self) -> dict[str, dict]:
+        """Each variant's measured overlap efficiency (an estimate with its interval)."""
+        return {name: figures["overlap_efficiency"]
+                for name, figures in (self.row.get("strategies") or {}).items()
+                if self.interleaved and isinstance(figures.get("overlap_efficiency"), dict)}
 
     def sequential_excess(self) -> float | None:
         """sequential / (compute-only + comm-only) − 1 in this cell: what sequential, with
@@ -152,53 +166,106 @@ def unreadable(cell: Cell) -> str | None:
     return None
 
 
-def check_cell(cell: Cell, rows: Sequence[dict], fits: dict) -> list[Check]:
-    """Every variant of one cell, predicted and compared (none predicted where the model
-    cannot read the cell: ``unreadable``)."""
+@dataclass(frozen=True)
+class Inputs:
+    """What one cell is predicted from, each with where it came from: a row holding a
+    compute-only step (its own K), an all-reduce model (``all_reduce_ms(bytes)``) and the
+    interference."""
+
+    compute: dict
+    comm: Fabric | MeasuredSweep
+    comm_source: str
+    interference: Interference
+
+    @property
+    def about(self) -> str:
+        compute = self.compute
+        return (f"compute-only {compute.get('machine')} run {compute.get('run')} K = "
+                f"{compute.get('chunks')}; {self.comm_source}; {self.interference.source}")
+
+
+def in_cell_inputs(cell: Cell, rows: Sequence[dict], fits: dict) -> Inputs:
+    """The cell's own inputs: its compute-only step, the α–β fit of its run's comm-only
+    times (``comm_fabrics``) and the interference of its machine (a consistency check:
+    every input but the interference row comes from the cell's own run)."""
     row = cell.row
-    if problem := unreadable(cell):
+    comm, fit_text = fits[fabric_key(row)]  # known workload: comm_fabrics has its fit
+    return Inputs({**cell.compute, "chunks": row["chunks"]}, comm, fit_text,
+                  interference(rows, row["workload"], row.get("device"), row.get("profile"),
+                               row.get("machine")))
+
+
+def _limit(profile: ReadyProfile, plan: Plan) -> float:
+    """The predicted limit: max(compute-only, the plan's all-reduces back to back)."""
+    comm_only = sum(c.duration_ms for c in plan.collectives)
+    return float(metrics.limit_ms(profile.compute_only_ms, comm_only))
+
+
+def check_cell(cell: Cell, inputs: Inputs | str) -> list[Check]:
+    """Every variant of one cell, predicted from ``inputs`` and compared (none predicted
+    where the model cannot read the cell, ``unreadable``, or ``inputs`` says why none)."""
+    row = cell.row
+    problem = unreadable(cell) or (inputs if isinstance(inputs, str) else None)
+    if problem is None:
+        try:
+            profile = compute_profile(inputs.compute)
+        except (ValueError, KeyError, TypeError) as error:
+            problem = f"its compute-only input cannot be read ({error})"
+    if problem is not None:
         return [Check(row.get("machine"), row["workload"], row["chunks"], row["world_size"],
                       row.get("profile"), name, estimate["value"], estimate.get("low"),
                       estimate.get("high"), None, None, hidden, None, "", problem,
                       cell.interleaved, row.get("backend"), cell.sequential_excess())
                 for name, (estimate, hidden) in cell.variants.items()]
-    profile = compute_profile({**cell.compute, "chunks": row["chunks"]})
     spans, _ = parameter_layout(row["workload"])
-    comm, fit_text = fits[fabric_key(row)]  # known workload: comm_fabrics has its fit
-    slowdown = interference(rows, row.get("machine"), row["workload"], row.get("device"),
-                            row.get("profile"))
+    comm, slowdown = inputs.comm, inputs.interference
     copy = copy_fabric(row.get("device"), comm, row["world_size"])
+    about = inputs.about
     if copy is not None:
-        fit_text += (f"; peer copies at {copy.bandwidth_gbps:.3g} GB/s algbw "
-                     f"(fabrics/{COPY_FABRICS[row.get('device')]}.toml)")
+        about += (f"; peer copies at {copy.bandwidth_gbps:.3g} GB/s algbw "
+                  f"(fabrics/{COPY_FABRICS[row.get('device')]}.toml)")
+    reference = variant_plans.plan("sequential", profile, row["chunks"], spans, comm)
+    sequential = simulate(profile, reference)
     checks = []
     for name, (estimate, hidden) in cell.variants.items():
         unseen = variant_plans.unmodelled(name)
-        predicted = calm = None
+        predicted = calm = efficiency = None
         if variant_plans.variant(name)[0] == "copy-engine" and copy is None:
             unseen = f"no copy-engine bandwidth for {row.get('device')} in fabrics/"
         elif variant_plans.variant(name)[0] in variant_plans.MODELLED:
             plan = variant_plans.plan(name, profile, row["chunks"], spans, comm, copy, slowdown)
             predicted = simulate(profile, plan)
             calm = simulate(profile, replace(plan, slowdown=1.0))
+            efficiency = metrics.overlap_efficiency(sequential.step_ms, predicted.step_ms,
+                                                    _limit(profile, reference))
         checks.append(Check(
             row.get("machine"), row["workload"], row["chunks"], row["world_size"],
             row.get("profile"), name, estimate["value"], estimate.get("low"),
             estimate.get("high"), predicted.step_ms if predicted else None,
             calm.step_ms if calm else None, hidden,
             predicted.hidden_fraction if predicted else None,
-            f"{fit_text}; {slowdown.source}", unseen, cell.interleaved, row.get("backend"),
-            cell.sequential_excess()))
+            about, unseen, cell.interleaved, row.get("backend"),
+            cell.sequential_excess(), run=row.get("run"),
+            measured_efficiency=cell.efficiencies.get(name), predicted_efficiency=efficiency,
+            limit_ms=_limit(profile, reference) if predicted else None))
     return checks
+
+
+def measured_cells(rows: Sequence[dict]) -> list[Cell]:
+    """Every measured cell with communication: interleaved ones first, then those measured
+    before interleaving."""
+    return [*interleaved_cells(rows), *earlier_cells(rows)]
 
 
 def validate(rows: Sequence[dict]) -> list[Check]:
     """Every variant of every measured cell with communication in ``rows``: interleaved
     cells first, then those measured before interleaving."""
     fits = comm_fabrics(rows)
-    cells = [c for c in (*interleaved_cells(rows), *earlier_cells(rows))
+    cells = [c for c in measured_cells(rows)
              if fabric_key(c.row) in fits or not known_workload(c.row["workload"])]
-    return [check for cell in cells for check in check_cell(cell, rows, fits)]
+    return [check for cell in cells
+            for check in check_cell(cell, in_cell_inputs(cell, rows, fits)
+                                    if known_workload(cell.row["workload"]) else "")]
 
 
 def by_strategy(checks: Sequence[Check], interleaved: bool = True) -> dict[tuple, dict]:

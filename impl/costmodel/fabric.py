@@ -5,34 +5,33 @@ Two forms, each with one formula:
 - ``Fabric`` (α–β): t(b) = α + β·b per all-reduce, fitted by least squares on measured
   comm-only times (``fit_fabric``): the validation on measured cells and autotune use it, at
   the world size it was measured at.
+- ``MeasuredSweep``: the suite's own all-reduce sweep (suite/bench_allreduce.py rows: time
+  by message size at one world size), read between its sizes: t(b) is linear in b between
+  two measured sizes, and beyond the sweep the line through its two nearest sizes (never
+  below the smallest size's time): what held-out validation times each collective with.
 - ``NodeFabric`` (a fabric file, ``fabrics/<name>.toml``): nodes of G GPUs joined by NICs,
-  for any world size n. Within a node (n ≤ G), a ring:
-
-      t(b, n) = α_node + 2(n−1)/n · b / busbw_node
-
-  Across N = ⌈n/G⌉ nodes, NCCL's two-level algorithms: the bytes of a node leave through its
-  NICs, so the bandwidth term runs at bw = min(busbw_node, nics · nic_gbps) (rings through
-  every GPU, one ring per NIC; the double binary tree of NCCL 2.4 has the same bandwidth and
-  logarithmic latency), and the latency term is that of the ring (2(N−1) network hops) or of
-  the tree (2⌈log2 N⌉ hops), whichever is smaller, as NCCL's tuner picks:
-
-      t(b, n) = α_node + min(2(N−1), 2⌈log2 N⌉) · α_net + 2(n−1)/n · b / bw
-
-  busbw is nccl-tests' bus bandwidth (algbw · 2(n−1)/n), so a file's numbers are read off
-  nccl-tests or the suite's all-reduce rows directly.
+  for any world size n: NCCL's own cost model (impl/costmodel/nccl.py: ring and tree, LL,
+  LL128 and Simple, the fastest per size, two levels across nodes) with the Simple ring's bus
+  bandwidth B = the node's busbw inside a node, and across N = ⌈n/G⌉ nodes
+  B = min(busbw_node, nics · nic_gbps) (the bytes of a node leave through its NICs), plus the
+  file's launch cost per call. busbw is nccl-tests' bus bandwidth (algbw · 2(n−1)/n), so a
+  file's numbers are read off nccl-tests or the suite's all-reduce rows directly.
 
 The copy-engine strategy moves each chunk with peer copies (a reduce-scatter then an
-all-gather, each (n−1)/n · b per rank) inside one node only: t = α_node + 2(n−1)/n · b /
+all-gather, each (n−1)/n · b per rank) inside one node only: t = launch + 2(n−1)/n · b /
 copy_gbps.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from impl.costmodel import nccl
 
 
 @dataclass(frozen=True)
@@ -72,6 +71,46 @@ def fit_fabric(launches: Sequence[int], total_bytes: Sequence[float],
 
 
 @dataclass(frozen=True)
+class MeasuredSweep:
+    """All-reduce time by size, measured (module docstring); ``source`` says whence."""
+
+    sizes_bytes: tuple[float, ...]
+    times_ms: tuple[float, ...]
+    source: str
+
+    def __post_init__(self):
+        if len(self.sizes_bytes) < 2 or list(self.sizes_bytes) != sorted(set(self.sizes_bytes)):
+            raise ValueError(f"a sweep needs two or more distinct sizes in increasing order, "
+                             f"got {self.sizes_bytes}")
+
+    def all_reduce_ms(self, size_bytes: float) -> float:
+        sizes, times = self.sizes_bytes, self.times_ms
+        upper = min(max(bisect.bisect_left(sizes, size_bytes), 1), len(sizes) - 1)
+        (b0, b1), (t0, t1) = sizes[upper - 1:upper + 1], times[upper - 1:upper + 1]
+        return max(times[0], t0 + (t1 - t0) * (size_bytes - b0) / (b1 - b0))
+
+    @property
+    def alpha_ms(self) -> float:
+        """The line through the two smallest sizes at zero bytes: one launch's latency."""
+        (b0, b1), (t0, t1) = self.sizes_bytes[:2], self.times_ms[:2]
+        return max(0.0, t0 - (t1 - t0) * b0 / (b1 - b0))
+
+
+def measured_sweep(rows: Sequence[dict], source: str) -> MeasuredSweep:
+    """The sweep of all-reduce rows of one world size, backend and profile (median time per
+    size: a size measured in several runs counts once)."""
+    by_size: dict[float, list[float]] = {}
+    for row in rows:
+        by_size.setdefault(float(row["size_bytes"]), []).append(float(row["time_ms"]))
+    sizes = sorted(by_size)
+    return MeasuredSweep(tuple(sizes), tuple(float(np.median(by_size[b])) for b in sizes),
+                         source)
+
+
+PCIE_GBPS = 64  # PCIe 5.0 x16 per direction: a node busbw above it runs on NVLink
+
+
+@dataclass(frozen=True)
 class NodeFabric:
     """A fabric file's numbers (impl/costmodel/fabric_file.py: each one's meaning and unit)."""
 
@@ -79,11 +118,10 @@ class NodeFabric:
     description: str
     gpus_per_node: int
     busbw_node_gbps: float
-    latency_node_us: float
+    launch_us: float
     copy_gbps: float | None = None  # peer copies (copy-engine strategy); None: not given
     nics_per_node: int | None = None  # None: one node only, no network
     nic_gbps: float | None = None
-    latency_net_us: float | None = None
     sources: tuple[tuple[str, str], ...] = ()  # (field, where its number comes from)
 
     @property
@@ -91,28 +129,28 @@ class NodeFabric:
         """The largest world this fabric describes: one node without a network."""
         return self.gpus_per_node if self.nics_per_node is None else None
 
+    @property
+    def intra(self) -> str:
+        """NCCL's link class inside a node, for its per-step latencies: NVLink or PCI."""
+        return "nvlink" if self.busbw_node_gbps > PCIE_GBPS else "pci"
+
     def bandwidth_gbps(self, world: int) -> float:
-        """busbw of the bandwidth term at ``world`` ranks: the node's, or the NICs' across
-        nodes when they are slower."""
+        """The Simple ring's busbw at ``world`` ranks: the node's, or the NICs' across nodes
+        when they are slower."""
         if world <= self.gpus_per_node:
             return self.busbw_node_gbps
         return min(self.busbw_node_gbps, self.nics_per_node * self.nic_gbps)
 
-    def network_hops(self, world: int) -> int:
-        """Network latencies on the critical path: min(ring 2(N−1), tree 2⌈log2 N⌉)."""
+    def choice(self, size_bytes: float, world: int) -> nccl.Choice:
+        """NCCL's pick (algorithm, protocol) and time for one all-reduce at ``world`` ranks."""
+        self.check_world(world)
         nodes = math.ceil(world / self.gpus_per_node)
-        if nodes <= 1:
-            return 0
-        return min(2 * (nodes - 1), 2 * math.ceil(math.log2(nodes)))
+        return nccl.all_reduce(size_bytes, world, nodes, self.bandwidth_gbps(world), self.intra,
+                               self.launch_us)
 
     def all_reduce_ms(self, size_bytes: float, world: int) -> float:
         """One all-reduce of ``size_bytes`` per rank among ``world`` ranks (module docstring)."""
-        self.check_world(world)
-        if world == 1:
-            return 0.0
-        latency_us = self.latency_node_us + self.network_hops(world) * (self.latency_net_us or 0)
-        moved = 2 * (world - 1) / world * size_bytes
-        return latency_us / 1e3 + moved / (self.bandwidth_gbps(world) * 1e6)
+        return self.choice(size_bytes, world).time_us / 1e3
 
     def copy_all_reduce_ms(self, size_bytes: float, world: int) -> float | None:
         """The copy-engine all-reduce; None where it cannot run (no copy bandwidth given, or
@@ -120,7 +158,7 @@ class NodeFabric:
         if self.copy_gbps is None or world > self.gpus_per_node:
             return None
         moved = 2 * (world - 1) / world * size_bytes
-        return self.latency_node_us / 1e3 + moved / (self.copy_gbps * 1e6)
+        return self.launch_us / 1e3 + moved / (self.copy_gbps * 1e6)
 
     def copy_alpha_beta(self, world: int) -> Fabric | None:
         """The copy-engine all-reduce at ``world`` ranks as an α–β pair, or None where it
@@ -138,8 +176,18 @@ class NodeFabric:
                              f"{self.max_gpus} GPUs with no network; choose 1 to "
                              f"{self.max_gpus} or a fabric with [network]")
 
-    def alpha_beta(self, world: int) -> Fabric:
-        """This fabric at ``world`` ranks as an α–β pair (what the schedule model takes)."""
-        alpha = self.all_reduce_ms(0, world)
-        moved = 2 * (world - 1) / world if world > 1 else 0.0
-        return Fabric(alpha, moved / (self.bandwidth_gbps(world) * 1e6))
+    def at_world(self, world: int) -> AtWorld:
+        """This fabric at ``world`` ranks, timing any size (what the schedule model takes)."""
+        self.check_world(world)
+        return AtWorld(self, world)
+
+
+@dataclass(frozen=True)
+class AtWorld:
+    """A fabric file's all-reduce at one world size: ``all_reduce_ms(bytes)``."""
+
+    fabric: NodeFabric
+    world: int
+
+    def all_reduce_ms(self, size_bytes: float) -> float:
+        return self.fabric.all_reduce_ms(size_bytes, self.world)

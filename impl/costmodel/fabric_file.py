@@ -3,17 +3,17 @@
     [node]
     gpus = { value = 8, source = "HGX H200: 8 GPUs per NVSwitch node" }
     busbw_gbps = { value = 349, source = "4x H200, torch.distributed, 1 GiB: docs/ANCHORS.md" }
-    latency_us = { value = 47, source = "alpha of the comm-only fit, results/h200x2/..." }
+    launch_us = { value = 1.3, source = "fit to the all-reduce sweep of results/h200x4" }
     copy_gbps = { value = 390, source = "..." }        # optional: the copy-engine strategy
 
     [network]                                          # optional: none means one node only
     nics = { value = 8, source = "one NIC per GPU" }
     nic_gbps = { value = 47, source = "NDR 400 Gb/s: 46-48 GB/s per NIC, nccl-tests #290" }
-    latency_us = { value = 5, source = "..." }
 
 ``load_fabric("ib400-h200x8")`` reads fabrics/ib400-h200x8.toml of this repository; a path to
 a ``.toml`` file works too. Anything wrong stops with one line naming the file, the value and
-what is allowed (``FabricError``). The formulas that use the numbers are impl/costmodel/fabric.py's.
+what is allowed (``FabricError``). The formulas that use the numbers are impl/costmodel/fabric.py's
+and impl/costmodel/nccl.py's (whose latencies per step are NCCL's tuner constants, cited there).
 """
 
 from __future__ import annotations
@@ -30,13 +30,12 @@ SPEC: dict[str, dict[str, tuple[bool, float, float, str, bool]]] = {
     "node": {
         "gpus": (True, 1, 1024, "GPUs per node", True),
         "busbw_gbps": (False, 1e-3, 1e4, "GB/s, all-reduce bus bandwidth inside a node", True),
-        "latency_us": (False, 0, 1e6, "µs per all-reduce inside a node", True),
+        "launch_us": (False, 0, 1e6, "µs per all-reduce call beyond NCCL's own latency", True),
         "copy_gbps": (False, 1e-3, 1e4, "GB/s, peer copies on copy engines", False),
     },
     "network": {
         "nics": (True, 1, 64, "NICs per node", True),
         "nic_gbps": (False, 1e-3, 1e4, "GB/s reached per NIC", True),
-        "latency_us": (False, 0, 1e6, "µs per network hop", True),
     },
 }
 TOP_LEVEL = ("name", "description", "node", "network")
@@ -121,9 +120,9 @@ def parse_fabric(path: Path, document: dict, name: str) -> NodeFabric:
     return NodeFabric(
         name=document.get("name", name), description=document.get("description", ""),
         gpus_per_node=values["node.gpus"], busbw_node_gbps=values["node.busbw_gbps"],
-        latency_node_us=values["node.latency_us"], copy_gbps=values.get("node.copy_gbps"),
+        launch_us=values["node.launch_us"], copy_gbps=values.get("node.copy_gbps"),
         nics_per_node=values.get("network.nics"), nic_gbps=values.get("network.nic_gbps"),
-        latency_net_us=values.get("network.latency_us"), sources=tuple(sources))
+        sources=tuple(sources))
 
 
 def load_fabric(name_or_path: str) -> NodeFabric:
@@ -137,4 +136,7 @@ def load_fabric(name_or_path: str) -> NodeFabric:
         document = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise FabricError(path, f"not a TOML file: {error}") from None
+    except RecursionError:  # tomllib parses nested arrays and tables recursively
+        raise FabricError(path, "nested too deeply to be a fabric file (a fabric file has two "
+                          "levels: [node] and [network] of { value, source })") from None
     return parse_fabric(path, document, path.stem)

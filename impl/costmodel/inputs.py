@@ -9,7 +9,8 @@ themselves are what the model is validated against, never an input.
   that workload's comm-only times at every K the rows hold (K·α + bytes·β);
 - ``interference(rows, ...)``: the slowdown of the workload's dominant GEMM beside NCCL or
   gloo all-reduces and beside peer copies (suite/bench_interference.py), from the same
-  machine, else from the same GPU model on the same fabric profile (named in ``source``).
+  machine, else from the same GPU model on the same fabric profile (named in ``source``);
+  the one selection validation and prediction share.
 """
 
 from __future__ import annotations
@@ -78,25 +79,42 @@ def comm_fabrics(rows: Sequence[dict]) -> dict[tuple, tuple[Fabric, str]]:
     return fits
 
 
-def interference(rows: Sequence[dict], machine: str, workload: str, device: str | None,
-                 profile: str | None) -> Interference:
-    """The workload's interference row of this machine, else of the same GPU model and
-    profile on another machine; none measured: no slowdown (said in ``source``)."""
+def _ratios(row: dict) -> dict[str, float | None]:
+    return {kind: value(entry.get("ratio")) for kind, entry in (row.get("slowdown") or {}).items()
+            if isinstance(entry, dict)}
+
+
+def interference(rows: Sequence[dict], workload: str, device: str | None, profile: str | None,
+                 machine: str | None = None, exclude_run: object = None) -> Interference:
+    """The one interference selection (validation and prediction both call it): the
+    workload's interference rows on this fabric profile, from ``machine`` first, else from any
+    machine with the same GPU model, newest run first, never from run ``exclude_run``.
+
+    Only a row measured at 2 or more ranks has an all-reduce ratio: a one-rank row never
+    stands in for it, however new. Without any, a one-rank row's memory-bound add kernel
+    (what NCCL's reduction kernels are) stands in, and says so; with neither, none.
+    """
     candidates = [r for r in rows if r.get("kind") == "interference"
-                  and r.get("workload") == workload and r.get("profile") == profile]
-    own = [r for r in candidates if r.get("machine") == machine]
-    alike = [r for r in candidates if r.get("device") == device and device is not None]
-    for found, where in ((own, machine), (alike, "same GPU model")):
-        if found:
-            row = max(found, key=lambda r: (r.get("run") or 0, r.get("world_size", 0)))
-            slowdown = row.get("slowdown") or {}
-            ratios = {kind: value(entry.get("ratio")) for kind, entry in slowdown.items()}
-            all_reduce, copy = ratios.get("all-reduce"), ratios.get("copy")
+                  and r.get("workload") == workload and r.get("profile") == profile
+                  and (r.get("run") != exclude_run or exclude_run is None)
+                  and ((machine is not None and r.get("machine") == machine)
+                       or (device is not None and r.get("device") == device))]
+    # Own machine before another of the same GPU model, then the newest run.
+    candidates.sort(key=lambda r: (r.get("machine") == machine, r.get("run") or 0),
+                    reverse=True)
+    for kind, stand_in in (("all-reduce", None), ("add", "a memory-bound add standing in for "
+                                                        "NCCL's reduction kernels")):
+        for row in candidates:
+            ratios = _ratios(row)
+            if not ratios.get(kind):
+                continue
+            copy = ratios.get("copy")
+            where = f"{row.get('machine')}, run {row.get('run')}, {row.get('world_size')} rank" \
+                    + ("s" if row.get("world_size") != 1 else "") \
+                    + ("" if row.get("machine") == machine else ", same GPU model")
             return Interference(
-                max(1.0, all_reduce or 1.0), max(1.0, copy or 1.0),
-                f"{workload}'s dominant GEMM beside all-reduce ×{all_reduce or 1:.3g}"
-                + (f", beside peer copies ×{copy:.3g}" if copy else "")
-                + f" ({row.get('machine')}, {row.get('world_size')} ranks"
-                + ("" if where == machine else f", {where}") + ")")
-    return Interference(source=f"no interference row for {workload} on {machine} or its GPU "
-                               "model: compute assumed unslowed")
+                max(1.0, ratios[kind]), max(1.0, copy or 1.0),
+                f"{workload}'s dominant GEMM beside {stand_in or kind} ×{ratios[kind]:.3g}"
+                + (f", beside peer copies ×{copy:.3g}" if copy else "") + f" ({where})")
+    return Interference(source=f"no interference row for {workload} on {machine or device}"
+                               " or its GPU model: compute assumed unslowed")

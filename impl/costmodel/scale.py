@@ -7,19 +7,30 @@ interference is the workload's measured one (its interference row: beside NCCL a
 without one, beside the memory-bound add kernel, which is what NCCL's reduction kernels are;
 else none), assumed the same across nodes.
 
+Stragglers: the compute-only step's measured per-step spread σ enters at n ranks as the
+expected maximum of n draws (mean + σ·E[max of n standard normals]), since every step
+waits at its all-reduces for the slowest rank: weak-scaling efficiency (one GPU's
+compute-only step / the step at n) falls with n even where communication is hidden.
+
     predictions = predict(rows, load_fabric("ib400-h200x8"))   # rows: one results file's
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from scipy import integrate
+from scipy.stats import norm
 
 from impl import metrics
 from impl.costmodel import variant_plans
 from impl.costmodel.compute import ReadyProfile, known_workload, parameter_layout
 from impl.costmodel.fabric import NodeFabric
-from impl.costmodel.inputs import compute_profile, value
+from impl.costmodel.inputs import compute_profile, interference
 from impl.costmodel.schedule import simulate
 
 WORLDS = (8, 16, 32, 64, 128, 256, 512, 1024)
@@ -36,6 +47,44 @@ class Source:
     profile: ReadyProfile
     interference: variant_plans.Interference
     about: str
+    device: str | None = None  # the GPU model (or cpu) the compute-only step ran on
+    spread_ms: float = 0.0  # standard deviation of the compute-only step over its steps
+    compute_band: float = 0.0  # relative half-width of the compute-only step's 95% interval
+
+
+def compute_band(row: dict) -> float:
+    """The compute-only step's 95% interval as a relative half-width (0 where not given)."""
+    estimate = (row.get("references") or {}).get("compute_only_ms") or {}
+    if estimate.get("low") is None or estimate.get("high") is None or not estimate.get("value"):
+        return 0.0
+    return (estimate["high"] - estimate["low"]) / 2 / estimate["value"]
+
+
+def step_band(held_out: float | None, compute: float) -> float | None:
+    """A predicted step's relative band: the strategy's held-out error (median |error| on
+    cells the model was not built from) and the compute-only input's interval, added in
+    quadrature as independent errors; None where the strategy has no held-out error."""
+    return None if held_out is None else math.hypot(held_out, compute)
+
+
+def step_spread_ms(row: dict) -> float:
+    """The standard deviation of a comparison row's compute-only step over every measured
+    step (all rounds): how much one rank's step varies; 0 where the row keeps no steps."""
+    steps = ((row.get("measurement") or {}).get("step_ms") or {}).get("compute-only") or []
+    flat = [float(t) for round_steps in steps for t in round_steps]
+    return float(np.std(flat, ddof=1)) if len(flat) >= 2 else 0.0
+
+
+@lru_cache(maxsize=64)
+def expected_max_of_normals(n: int) -> float:
+    """E[max of n independent standard normal draws]: ∫ x · n φ(x) Φ(x)^(n−1) dx (0 at n = 1,
+    0.564 at 2, about 3.2 at 1024). Every all-reduce waits for the slowest of the n ranks,
+    so each step is the compute of the slowest rank: mean + σ · this."""
+    if n == 1:
+        return 0.0
+    value, _ = integrate.quad(lambda x: x * n * norm.pdf(x) * norm.cdf(x) ** (n - 1), -12, 12,
+                              limit=200)
+    return value
 
 
 @dataclass(frozen=True)
@@ -48,6 +97,17 @@ class Prediction:
     hidden_fraction: float | None
     overlap_efficiency: float | None
     note: str | None = None  # why there is no prediction, or what it assumes
+    straggler_ms: float = 0.0  # the wait for the slowest rank, included in step_ms
+    weak_scaling: float | None = None  # compute-only step on one GPU / step at world_size
+    band: float | None = None  # relative half-width of the step's band; None: no band known
+    overhead_ms: float = 0.0  # beyond the schedule (impl/costmodel/overhead.py), in step_ms
+
+    @property
+    def step_range(self) -> tuple[float, float] | None:
+        """The step's band: step · (1 ± band)."""
+        if self.step_ms is None or self.band is None:
+            return None
+        return self.step_ms * (1 - self.band), self.step_ms * (1 + self.band)
 
 
 def _profile_rows(rows: Sequence[dict]) -> dict[str, dict]:
@@ -69,23 +129,6 @@ def _profile_rows(rows: Sequence[dict]) -> dict[str, dict]:
     return found
 
 
-def _interference(rows: Sequence[dict], workload: str) -> variant_plans.Interference:
-    measured = [r for r in rows if r.get("kind") == "interference"
-                and r.get("workload") == workload]
-    for row in sorted(measured, key=lambda r: -(r.get("world_size") or 0)):
-        ratios = {k: value(v.get("ratio")) for k, v in (row.get("slowdown") or {}).items()}
-        copy = max(1.0, ratios.get("copy") or 1.0)
-        if ratios.get("all-reduce"):
-            return variant_plans.Interference(max(1.0, ratios["all-reduce"]), copy,
-                                      f"beside all-reduce ×{ratios['all-reduce']:.3g}, "
-                                      f"beside copies ×{copy:.3g} (measured)")
-        if ratios.get("add"):
-            return variant_plans.Interference(max(1.0, ratios["add"]), copy,
-                                      f"beside a memory-bound add ×{ratios['add']:.3g} standing "
-                                      f"in for NCCL's kernels, beside copies ×{copy:.3g}")
-    return variant_plans.Interference(source="no interference row: compute assumed unslowed")
-
-
 def sources(rows: Sequence[dict]) -> list[Source]:
     """Every workload of ``rows`` with a compute-only timeline."""
     found = []
@@ -96,15 +139,22 @@ def sources(rows: Sequence[dict]) -> list[Source]:
             profile = compute_profile(row)
         except (ValueError, KeyError, TypeError):
             continue  # an unreadable timeline: nothing to predict from
-        found.append(Source(workload, profile, _interference(rows, workload),
+        found.append(Source(workload, profile,
+                            interference(rows, workload, row.get("device"), row.get("profile"),
+                                         row.get("machine")),
                             f"compute-only {profile.compute_only_ms:.3g} ms "
                             f"({row.get('machine')}, K = {row['chunks']}, "
-                            f"{row.get('device') or 'device not recorded'})"))
+                            f"{row.get('device') or 'device not recorded'})",
+                            row.get("device"), step_spread_ms(row), compute_band(row)))
     return found
 
 
 def predict_one(source: Source, strategy: str, world: int, fabric: NodeFabric,
-                chunks: int = DEFAULT_CHUNKS) -> Prediction:
+                chunks: int = DEFAULT_CHUNKS, held_out: float | None = None,
+                overhead_ms: float = 0.0) -> Prediction:
+    """One strategy at one world size; ``held_out``: the strategy's held-out error (its
+    band's main part, ``step_band``); ``overhead_ms``: its cost beyond the schedule on this
+    GPU model (heldout.overheads)."""
     spans, _ = parameter_layout(source.workload)
     profile = source.profile  # its finest chunks: every cut's readiness is read off them
     base = variant_plans.variant(strategy)[0]
@@ -113,7 +163,7 @@ def predict_one(source: Source, strategy: str, world: int, fabric: NodeFabric,
         why = ("no copy-engine bandwidth in the fabric file" if fabric.copy_gbps is None
                else f"peer copies reach only the {fabric.gpus_per_node} GPUs of a node")
         return Prediction(source.workload, strategy, world, None, None, None, None, why)
-    comm = fabric.alpha_beta(world)
+    comm = fabric.at_world(world)
 
     planned = variant_plans.plan(strategy, profile, chunks, spans, comm, copy, source.interference)
     reference = variant_plans.plan("sequential", profile, chunks, spans, comm)
@@ -124,22 +174,46 @@ def predict_one(source: Source, strategy: str, world: int, fabric: NodeFabric,
     # strategy that communicates in K pieces has one (DDP's buckets may be fewer).
     same_chunking = len(planned.collectives) == len(reference.collectives)
     efficiency = None if base in variant_plans.AFTER_BACKWARD or not same_chunking else \
-        metrics.overlap_efficiency(sequential.step_ms, outcome.step_ms, limit)
+        metrics.overlap_efficiency(sequential.step_ms, outcome.step_ms + overhead_ms, limit)
     note = "no host hand-off measured: predicted as chunked" if base == "threaded" else None
     if not same_chunking:
         count = len(planned.collectives)
         note = (f"{count} bucket{'s' if count != 1 else ''}, not K = {chunks} chunks: no "
                 "overlap efficiency (its references are at K)")
-    return Prediction(source.workload, strategy, world, outcome.step_ms,
-                      outcome.exposed_comm_ms, outcome.hidden_fraction, efficiency, note)
+    # Stragglers: each rank's step varies by the measured spread; the step waits for the
+    # slowest of ``world`` ranks (expected_max_of_normals), so weak scaling is not flat.
+    straggler = source.spread_ms * expected_max_of_normals(world)
+    step = outcome.step_ms + overhead_ms + straggler
+    return Prediction(source.workload, strategy, world, step,
+                      outcome.exposed_comm_ms, outcome.hidden_fraction, efficiency, note,
+                      straggler, profile.compute_only_ms / step,
+                      step_band(held_out, source.compute_band), overhead_ms)
 
 
 def predict(rows: Sequence[dict], fabric: NodeFabric, worlds: Sequence[int] = WORLDS,
-            strategies: Sequence[str] = STRATEGIES,
-            chunks: int = DEFAULT_CHUNKS) -> tuple[list[Source], list[Prediction]]:
+            strategies: Sequence[str] = STRATEGIES, chunks: int = DEFAULT_CHUNKS,
+            held_out: dict[str, float] | None = None,
+            overheads: dict[tuple, float] | None = None) -> tuple[list[Source], list[Prediction]]:
     """Every strategy of every workload with a compute-only timeline in ``rows``, at every
-    world size the fabric describes."""
+    world size the fabric describes; ``held_out``: each strategy's held-out error, for the
+    bands (heldout.relative_bands); ``overheads``: per (GPU model, strategy) its cost beyond
+    the schedule (heldout.overheads; none where absent)."""
     found = sources(rows)
     sizes = [w for w in worlds if fabric.max_gpus is None or w <= fabric.max_gpus]
-    return found, [predict_one(s, strategy, world, fabric, chunks)
+    return found, [predict_one(s, strategy, world, fabric, chunks,
+                               (held_out or {}).get(strategy),
+                               (overheads or {}).get((s.device, strategy), 0.0))
                    for s in found for strategy in strategies for world in sizes]
+
+
+def separable(predictions: Sequence[Prediction]) -> tuple[Prediction, list[Prediction]] | None:
+    """The fastest predicted strategy of one workload at one world size, and those whose
+    band overlaps its band (it cannot be told apart from them); None without a step."""
+    stepped = [p for p in predictions if p.step_ms is not None]
+    if not stepped:
+        return None
+    best = min(stepped, key=lambda p: p.step_ms)
+    if best.step_range is None:
+        return best, [p for p in stepped if p is not best]
+    return best, [p for p in stepped if p is not best and (
+        p.step_range is None or p.step_range[0] <= best.step_range[1])]

@@ -2,8 +2,12 @@
 
     python -m impl.costmodel.validate                    # every committed results file
     python -m impl.costmodel.validate results/h200x2 results/cpu-2core
+    python -m impl.costmodel.validate --markdown     # the held-out tables of docs/costmodel.md
 
-Prints each variant of each cell (measured step, predicted step, error, the same model
+Prints first the held-out validation (impl/costmodel/heldout.py: every GPU cell predicted
+from other runs' inputs, leave-one-K-out, leave-one-workload-out, beside the in-cell figures
+and the trivial predictor "step = sequential"; ranking, best pick, efficiency), then each
+variant of each cell (measured step, predicted step, error, the same model
 without interference, measured/predicted hidden fraction, and for a miss the reason), then
 per strategy the median and largest |error| over the interleaved cells and whether they meet
 the goal (impl/costmodel/accuracy.py), then the same over cells measured before interleaving.
@@ -16,20 +20,24 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from impl.costmodel import accuracy
+from impl.costmodel import accuracy, heldout
 from impl.rows.files import ResultsError, find_result_files, load_results
 from impl.rows.merge import benchmark_rows, merge_rows
 
 RESULTS = "results"
 
 
-def load_rows(paths: Sequence[str]) -> list[dict]:
-    """Every benchmark row of the files (or folders) as the report reads them, merged so that
-    a newer file's row replaces an older one's (impl/rows/files.py checks each file)."""
+def load_rows(paths: Sequence[str], merged: bool = True) -> list[dict]:
+    """Every benchmark row of the files (or folders) as the report reads them: each file and
+    each row passes its kind's declaration (impl/rows/files.py: a mistyped field is a
+    ResultsError naming it). Rows carry their file's index as ``run`` (oldest first);
+    ``merged``: a newer file's row replaces an older one's, else every run's row is kept
+    (held-out validation draws its inputs from other runs)."""
     files = sorted((load_results(p) for p in find_result_files(paths)),
                    key=lambda r: (r.sort_time, r.path.name))
-    return merge_rows(row for index, results in enumerate(files)
-                      for row in benchmark_rows(results.label, index, results.benchmarks))
+    rows = [row for index, results in enumerate(files)
+            for row in benchmark_rows(results.label, index, results.benchmarks)]
+    return merge_rows(rows) if merged else rows
 
 
 def summary_lines(checks: Sequence[accuracy.Check], interleaved: bool = True) -> list[str]:
@@ -53,23 +61,55 @@ def summary_lines(checks: Sequence[accuracy.Check], interleaved: bool = True) ->
     return lines
 
 
+def held_out_model(paths: Sequence[str] = (RESULTS,)) -> tuple[dict[str, float], dict]:
+    """From the GPU cells of ``paths`` (default: every committed result): each strategy's
+    held-out error, the predictions' bands (heldout.relative_bands), and per GPU model and
+    strategy the overhead beyond the schedule (heldout.overheads)."""
+    every_run = load_rows(paths, merged=False)
+    table, _, overheads = heldout.validate_held_out(every_run, merge_rows(every_run))
+    return heldout.relative_bands(table), overheads
+
+
+def held_out_lines(rows: Sequence[dict], merged: Sequence[dict]) -> list[str]:
+    """The headline: every GPU cell predicted from inputs none of which came from it
+    (impl/costmodel/heldout.py), as Markdown (docs/costmodel.md holds this text)."""
+    table, decided, _ = heldout.validate_held_out(rows, merged)
+    if not table:
+        return []
+    return [f"Held-out validation (error = predicted / measured − 1; the headline split is "
+            f"\"{heldout.HEADLINE}\"; goal: median |error| ≤ {accuracy.STEP_GOAL_MEDIAN:.0%}, "
+            f"max ≤ {accuracy.STEP_GOAL_MAX:.0%}):", "", *heldout.markdown(table, decided)]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m impl.costmodel.validate", description=(
         "The cost model's predictions beside every measured multi-GPU cell."))
     parser.add_argument("paths", nargs="*", default=[RESULTS],
                         help=f"result files or folders (default: {RESULTS}/)")
+    parser.add_argument("--markdown", action="store_true", help="print only the held-out "
+                        "validation, as Markdown (the tables of docs/costmodel.md)")
     args = parser.parse_args(argv)
     try:
-        rows = load_rows(args.paths)
+        every_run = load_rows(args.paths, merged=False)
     except ResultsError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    rows = merge_rows(every_run)
     checks = accuracy.validate(rows)
     if not checks:
         print(f"error: {' '.join(args.paths)}: no measured cell with communication (an "
               "overlap cell of suite/bench_overlap.py at 2 or more ranks)", file=sys.stderr)
         return 2
-    lines = accuracy.format_checks(checks)
+    headline = held_out_lines(every_run, rows) or [
+        "Held-out validation: no GPU cell (NCCL, 2 or more ranks) in these files."]
+    if args.markdown:
+        if len(headline) == 1:
+            print(f"error: {' '.join(args.paths)}: {headline[0]}", file=sys.stderr)
+            return 2
+        print("\n".join(headline))
+        return 0
+    lines = [*headline, "", "Every cell with its own inputs (the in-cell consistency check):",
+             *accuracy.format_checks(checks)]
     for interleaved in (True, False):
         lines += ["", *summary_lines(checks, interleaved)]
     print("\n".join(lines))

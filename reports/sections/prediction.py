@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from impl.costmodel import accuracy, scale
+from impl.costmodel import accuracy, heldout, scale
 from impl.costmodel.fabric_file import load_fabric
 from reports import cells, figures
 from reports.captions import make_figure
@@ -75,8 +75,18 @@ PREDICTION_COLUMNS = (
     text_column("strategy", "strategy", nowrap=True), text_column("figure", "predicted"),
     *(Column(f"w{w}", f"{w} GPUs", render=lambda v: v or "—") for w in scale.WORLDS),
 )
-FIGURES = (("step_ms", "step (ms)", 4), ("exposed_comm_ms", "exposed comm. (ms)", 3),
-           ("overlap_efficiency", "efficiency", 2))
+FIGURES = (("step_ms", "step (ms)", 4), ("step_range", "step band (ms)", 4),
+           ("exposed_comm_ms", "exposed comm. (ms)", 3),
+           ("overlap_efficiency", "efficiency", 2), ("weak_scaling", "weak scaling", 2))
+
+
+def _figure(prediction: scale.Prediction, field: str, digits: int) -> str | None:
+    value = getattr(prediction, field)
+    if value is None:
+        return None
+    if field == "step_range":
+        return f"{fmt(value[0], digits)}–{fmt(value[1], digits)}"
+    return fmt(value, digits)
 
 
 def prediction_table(table_id: str, source: scale.Source,
@@ -87,14 +97,15 @@ def prediction_table(table_id: str, source: scale.Source,
         by_world = {p.world_size: p for p in predictions if p.strategy == strategy}
         for field, label, digits in FIGURES:
             rows.append({"strategy": strategy if field == "step_ms" else "", "figure": label,
-                         **{f"w{w}": None if w not in by_world
-                            or getattr(by_world[w], field) is None
-                            else fmt(getattr(by_world[w], field), digits)
-                            for w in scale.WORLDS}})
+                         **{f"w{w}": _figure(by_world[w], field, digits) if w in by_world
+                            else None for w in scale.WORLDS}})
     return make_table(table_id, f"PREDICTED for {workload} on {fabric_name}, K = "
                       f"{scale.DEFAULT_CHUNKS}, per GPU count: predictions of the cost model, "
                       f"not measurements; from {source.about}, interference "
-                      f"{source.interference.source}.", PREDICTION_COLUMNS, rows,
+                      f"{source.interference.source}; stragglers from the per-step spread "
+                      f"σ {source.spread_ms:.3g} ms. Band: the strategy's held-out error with "
+                      "the compute-only step's interval (— where the loaded results hold no "
+                      "held-out cell of it).", PREDICTION_COLUMNS, rows,
                       note=lambda *_: None)
 
 
@@ -193,15 +204,63 @@ def fabric_table(fabric) -> object:
                       note=lambda *_: None)
 
 
+HELD_OUT_COLUMNS = (text_column("machine", "machine"),
+                    text_column("variant", "variant", nowrap=True),
+                    *(text_column(split, split) for split in (*heldout.SPLITS, heldout.TRIVIAL)))
+
+
+def held_out(rows: Sequence[dict]) -> tuple[object | None, list[str], dict[str, float], dict]:
+    """The held-out validation of the loaded GPU cells (impl/costmodel/heldout.py): the
+    table of |error| per variant and split, the ranking, best-pick and efficiency lines,
+    each strategy's held-out error (the predictions' bands) and the overheads beyond the
+    schedule per GPU model and strategy (heldout.overheads)."""
+    table, decided, overheads = heldout.validate_held_out(rows, rows)
+    if not table:
+        return None, [], {}, {}
+    shown = [{"machine": machine, "variant": name,
+              **{split: None if s is None else
+                 f"{s.median_abs_error:.1%} / {s.max_abs_error:.1%} ({s.cells})"
+                 for split, s in by.items()}} for (machine, name), by in table.items()]
+    return make_table(
+        "tab-model-held-out", "The cost model on cells it was not built from: median / max "
+        "|error| of the step (cells), error = predicted / measured − 1. \"other runs\": "
+        "compute-only step, all-reduce sweep and interference all from other runs than the "
+        "cell's; leave-one-K-out and leave-one-workload-out: the cell's run without its K or "
+        "its workload's comm-only times; in-cell: the cell's own inputs (a consistency check); "
+        "under each, an overlapped variant's overhead beyond the schedule is fitted on the "
+        "machine's other cells only; step = sequential: the trivial predictor, the cell's "
+        "measured sequential step.",
+        HELD_OUT_COLUMNS, shown, note=lambda *_: None), heldout.decision_lines(decided), \
+        heldout.relative_bands(table), overheads
+
+
+def assumed_fields(fabric) -> list[str]:
+    """The fabric file's numbers whose source says they are assumed."""
+    return [field for field, source in fabric.sources if source.lower().startswith("assumed")]
+
+
+def weak_scaling_line(predictions: Sequence[scale.Prediction], fabric_name: str) -> str | None:
+    """The chunked strategy's predicted weak-scaling efficiency at the largest world."""
+    largest = [p for p in predictions if p.strategy == "chunked" and p.weak_scaling
+               and p.world_size == max(scale.WORLDS)]
+    if not largest:
+        return None
+    return (f"PREDICTED weak-scaling efficiency of chunked at {max(scale.WORLDS)} GPUs on "
+            f"{fabric_name} (one GPU's compute-only step / the step, stragglers included): "
+            + ", ".join(f"{p.workload} {p.weak_scaling:.0%}" for p in largest))
+
+
 def section(rows: Sequence[dict], runs: Sequence) -> dict:
     """The chapter's context; ``empty`` when no GPU model has compute-only timelines and no
     cell was measured. One figure per GPU model (a row of panels per workload); the tables of
     predicted figures, the fabric files' sources and every cell's check go to the detail
     appendix (reports/layout.py)."""
-    devices, tables, notes = [], [], []
+    devices, tables, notes, scaling = [], [], [], []
+    held_out_table, decisions, bands, overheads = held_out(rows)
     for device, device_rows in _by_device(rows).items():
         fabric = load_fabric(FABRICS[device])
-        sources, predictions = scale.predict(device_rows, fabric)
+        sources, predictions = scale.predict(device_rows, fabric, held_out=bands,
+                                             overheads=overheads)
         if not sources:
             continue
         groups = [(source.workload, [p for p in predictions if p.workload == source.workload])
@@ -220,6 +279,10 @@ def section(rows: Sequence[dict], runs: Sequence) -> dict:
                    for n, (source, (_, mine)) in enumerate(zip(sources, groups))]
         tables.append(fabric_table(fabric))
         notes += prediction_notes(predictions, [source.workload for source in sources])
+        if assumed := assumed_fields(fabric):
+            notes.append(f"{fabric.name}: assumed, not measured or cited: {', '.join(assumed)}")
+        if line := weak_scaling_line(predictions, fabric.name):
+            scaling.append(line)
     checks = accuracy.validate(rows)
     interleaved = [c for c in checks if c.interleaved]
     if interleaved:
@@ -227,7 +290,8 @@ def section(rows: Sequence[dict], runs: Sequence) -> dict:
                                  "step (median of the rounds), the model's, and why a miss "
                                  "misses.", CHECK_COLUMNS, check_rows(checks),
                                  note=lambda *_: None))
-    return {"empty": not devices and not checks, "devices": devices,
+    return {"empty": not devices and not checks, "devices": devices, "scaling": scaling,
+            "held_out": held_out_table, "decisions": decisions,
             "notes": list(dict.fromkeys(notes)),
             "summaries": validation_tables(checks, {
                 r["machine"] for r in rows if r.get("kind") in ("step", "comparison")

@@ -1,0 +1,372 @@
+"""Held-out validation: each measured cell predicted from inputs none of which came from it.
+
+A cell (accuracy.Cell: one run's workload, K, world size and profile) is predicted under
+each split (``SPLITS``), a rule for where its three inputs come from:
+
+- ``other runs`` (the headline): the compute-only step of the same workload and GPU model
+  from another run (the newest; the cell's K preferred, else the finest chunks); each
+  all-reduce timed by the suite's all-reduce sweep (suite/bench_allreduce.py) of another
+  run at the cell's world size, backend and profile (fabric.MeasuredSweep); the
+  interference from another run (inputs.interference, the cell's run excluded);
+- ``leave-one-K-out``: the cell's run, nothing at its K: the workload's compute-only step
+  at the nearest other K, the α–β fit of its comm-only times at every other K;
+- ``leave-one-workload-out``: the α–β fit of the comm-only times of the run's other
+  workloads only (compute at another K, as above);
+- ``in-cell``: the cell's own inputs (accuracy.in_cell_inputs), a consistency check only.
+
+Beside them, the trivial predictor "step = the cell's measured sequential step". Then, on
+the headline split, what a user of the model relies on beyond one step time: the order of
+every pair of variants the measurements separate (paired 95% interval of the per-round
+difference excludes zero, impl/stats.py), the best variant per cell (or "cannot separate"
+where the bands of the best and another overlap) and the overlap efficiency.
+
+    python -m impl.costmodel.validate --markdown results/h200x2 results/h200x4 results/h200x1
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from impl import stats
+from impl.costmodel import accuracy, overhead
+from impl.costmodel.compute import known_workload, parameter_layout
+from impl.costmodel.fabric import Fabric, fit_fabric, measured_sweep
+from impl.costmodel.inputs import comm_fabrics, fabric_key, interference, value
+
+SPLITS = ("other runs", "leave-one-K-out", "leave-one-workload-out", "in-cell")
+HEADLINE = "other runs"
+TRIVIAL = "step = sequential"
+EFFICIENCY_GOAL = 0.10  # predicted efficiency within ±0.10 where the measured interval allows
+
+
+def _compute_rows(rows: Sequence[dict], workload: str, device: str | None) -> list[dict]:
+    """Rows holding a compute-only step of ``workload`` on ``device``: interleaved cells (any
+    world size) and one-rank sequential step rows of runs before interleaving."""
+    found = []
+    for row in rows:
+        if row.get("workload") != workload or row.get("device") != device or device is None:
+            continue
+        interleaved = row.get("kind") == "comparison" and "compute-only" in (
+            row.get("timelines") or {})
+        alone = (row.get("kind") == "step" and row.get("strategy") == "sequential"
+                 and row.get("world_size") == 1 and row.get("timeline")
+                 and "intervals" not in row and row.get("real", True))
+        if interleaved or alone:
+            found.append(row)
+    return found
+
+
+def _nearest_compute(candidates: list[dict], chunks: int) -> dict | None:
+    """The cell's K first, then the nearest K (finer on a tie), then the newest run."""
+    if not candidates:
+        return None
+    return min(candidates, key=lambda r: (abs(r["chunks"] - chunks), -r["chunks"],
+                                          -(r.get("run") or 0)))
+
+
+def other_runs(cell: accuracy.Cell, rows: Sequence[dict]) -> accuracy.Inputs | str:
+    row = cell.row
+    if row.get("sequential_reference") != "sequential":
+        return "MPI's all-reduce: the suite's all-reduce sweep times NCCL and gloo only"
+    others = [r for r in rows if r.get("run") != row.get("run")]
+    compute = _nearest_compute(_compute_rows(others, row["workload"], row.get("device")),
+                               row["chunks"])
+    if compute is None:
+        return f"no compute-only step of {row['workload']} on {row.get('device')} in another run"
+    sweep = [r for r in others if r.get("kind") == "allreduce"
+             and r.get("world_size") == row["world_size"] and r.get("device") == row.get("device")
+             and r.get("profile") == row.get("profile") and r.get("backend") == row.get("backend")]
+    runs = sorted({(r.get("machine"), r.get("run")) for r in sweep})
+    if len({r["size_bytes"] for r in sweep}) < 2:
+        return (f"no all-reduce sweep at {row['world_size']} ranks, {row.get('backend')}, "
+                f"profile {row.get('profile')} in another run")
+    comm = measured_sweep(sweep, "")
+    source = (f"all-reduce sweep at {row['world_size']} ranks ({len(comm.sizes_bytes)} sizes, "
+              f"runs {', '.join(f'{m} {r}' for m, r in runs)})")
+    return accuracy.Inputs(compute, comm, source,
+                           interference(rows, row["workload"], row.get("device"),
+                                        row.get("profile"), row.get("machine"),
+                                        exclude_run=row.get("run")))
+
+
+def _same_run(cell: accuracy.Cell, rows: Sequence[dict], keep) -> accuracy.Inputs | str:
+    """The cell's run with the comm-only times that ``keep(row)`` allows, fitted as α–β."""
+    row = cell.row
+    key = fabric_key(row)
+    comm_rows = [r for r in rows if r.get("kind") == "comparison" and keep(r)
+                 and fabric_key(r)[:2] == key[:2] and fabric_key(r)[3:] == key[3:]]
+    points = [(r["chunks"], parameter_layout(r["workload"])[0][-1][1]
+               * parameter_layout(r["workload"])[1], value(r["references"]["comm_only_ms"]))
+              for r in comm_rows if known_workload(r["workload"])
+              and value((r.get("references") or {}).get("comm_only_ms"))]
+    if not points:
+        return "no other comm-only time in its run"
+    launches, total, times = zip(*points)
+    try:
+        comm = fit_fabric(launches, total, times)
+        how = "α–β fit"
+    except ValueError:  # one chunk count: all of it is bandwidth
+        comm = Fabric(0.0, sum(times) / sum(total))
+        how = "one chunk count, α not separable (taken as 0)"
+    others = [r for r in _compute_rows(rows, row["workload"], row.get("device"))
+              if r.get("run") == row.get("run") and r["chunks"] != row["chunks"]]
+    compute = _nearest_compute(others, row["chunks"])
+    if compute is None:
+        return "no compute-only step at another K in its run"
+    source = (f"{how} on comm-only at K = {', '.join(map(str, sorted(set(launches))))} "
+              f"({len(points)} cells of its run)")
+    return accuracy.Inputs(compute, comm, source,
+                           interference(rows, row["workload"], row.get("device"),
+                                        row.get("profile"), row.get("machine")))
+
+
+def leave_one_k_out(cell: accuracy.Cell, rows: Sequence[dict]) -> accuracy.Inputs | str:
+    row = cell.row
+    if not cell.interleaved:
+        return "measured before interleaving: no comm-only reference per cell to leave out"
+    return _same_run(cell, rows, lambda r: r["workload"] == row["workload"]
+                     and r["chunks"] != row["chunks"])
+
+
+def leave_one_workload_out(cell: accuracy.Cell, rows: Sequence[dict]) -> accuracy.Inputs | str:
+    if not cell.interleaved:
+        return "measured before interleaving: no comm-only reference per cell to leave out"
+    return _same_run(cell, rows, lambda r: r["workload"] != cell.row["workload"])
+
+
+def in_cell(cell: accuracy.Cell, rows: Sequence[dict]) -> accuracy.Inputs | str:
+    fits = comm_fabrics(rows)
+    if fabric_key(cell.row) not in fits:
+        return "no comm-only time in the cell"
+    return accuracy.in_cell_inputs(cell, rows, fits)
+
+
+RULES = {"other runs": other_runs, "leave-one-K-out": leave_one_k_out,
+         "leave-one-workload-out": leave_one_workload_out, "in-cell": in_cell}
+
+
+def checks_by_split(rows: Sequence[dict], cells: Sequence[accuracy.Cell]) -> dict[str, list]:
+    """Every split's checks of ``cells`` (inputs drawn from ``rows``: every run's rows), each
+    with its variant's overhead fitted on the other cells (impl/costmodel/overhead.py)."""
+    known = [c for c in cells if known_workload(c.row["workload"])]
+    return {split: overhead.calibrated(
+                [check for cell in known
+                 for check in accuracy.check_cell(cell, RULES[split](cell, rows))],
+                lambda check: _check_key(check)[:-1])
+            for split in SPLITS}
+
+
+def trivial_errors(cells: Sequence[accuracy.Cell]) -> dict[tuple, float]:
+    """Per (machine, run, workload, K, world, profile, variant): measured sequential / step − 1."""
+    errors = {}
+    for cell in cells:
+        if cell.row["sequential_reference"] not in cell.variants:
+            continue  # a cell measured before interleaving without its sequential step
+        sequential = cell.variants[cell.row["sequential_reference"]][0]["value"]
+        for name, (estimate, _) in cell.variants.items():
+            errors[(*_cell_key(cell.row), name)] = sequential / estimate["value"] - 1
+    return errors
+
+
+def _cell_key(row: dict) -> tuple:
+    return (row.get("machine"), row.get("run"), row["workload"], row["chunks"],
+            row["world_size"], row.get("profile"))
+
+
+def _check_key(check: accuracy.Check) -> tuple:
+    return (check.machine, check.run, check.workload, check.chunks, check.world_size,
+            check.profile, check.variant)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One strategy under one split: cells predicted, median and max |error|."""
+
+    cells: int
+    median_abs_error: float
+    max_abs_error: float
+
+
+def summarise(errors: Sequence[float]) -> Summary | None:
+    if not errors:
+        return None
+    absolute = [abs(e) for e in errors]
+    return Summary(len(absolute), statistics.median(absolute), max(absolute))
+
+
+def strategy_table(by_split: dict[str, list], trivial: dict[tuple, float]) -> dict:
+    """{(machine, variant): {split or TRIVIAL: Summary}} over modelled variants, every column
+    on the checks the headline split predicted (a split that cannot predict some has fewer)."""
+    headline = {_check_key(c) for c in by_split[HEADLINE]
+                if c.unmodelled is None and c.error is not None}
+    table: dict[tuple[str, str], dict[str, Summary | None]] = {}
+    for machine, name in sorted({(key[0], key[-1]) for key in headline},
+                                key=lambda k: (k[0], _variant_rank(k[1]))):
+        mine = {key for key in headline if key[0] == machine and key[-1] == name}
+        table[machine, name] = {
+            split: summarise([c.error for c in checks if _check_key(c) in mine
+                              and c.error is not None and c.unmodelled is None])
+            for split, checks in by_split.items()}
+        table[machine, name][TRIVIAL] = summarise([trivial[k] for k in mine if k in trivial])
+    return table
+
+
+def _variant_rank(name: str) -> tuple:
+    """Strategies in the suite's order, each strategy's knob variants after it."""
+    base = name.split("+")[0]
+    order = ("sequential", "chunked", "threaded", "copy-engine", "ddp", "ddp-25mb", "mpi")
+    return (order.index(base) if base in order else len(order), "+" in name, name)
+
+
+def relative_bands(table: dict) -> dict[str, float]:
+    """Per variant, its band for predictions: the largest median |error| over machines on
+    the headline split (cells the model was not built from)."""
+    found: dict[str, float] = {}
+    for (_, name), by in table.items():
+        if by[HEADLINE] is not None:
+            found[name] = max(found.get(name, 0.0), by[HEADLINE].median_abs_error)
+    return found
+
+
+def bands(checks: Sequence[accuracy.Check]) -> dict[tuple, float]:
+    """Per check, its relative band: the median |error| of the same variant over the other
+    cells (leave-one-cell-out, so no check's own error widens its band)."""
+    found = {}
+    for check in checks:
+        others = [abs(c.error) for c in checks if c.variant == check.variant
+                  and c.error is not None and _check_key(c)[:-1] != _check_key(check)[:-1]]
+        found[_check_key(check)] = statistics.median(others) if others else float("nan")
+    return found
+
+
+def _round_medians(row: dict, name: str) -> list[float] | None:
+    steps = ((row.get("measurement") or {}).get("step_ms") or {}).get(name)
+    return [float(np.median(r)) for r in steps] if steps else None
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """What the model decides on the headline split, scored against the measurements."""
+
+    pairs_separated: int
+    pairs_right: int
+    cells: int
+    picks_right: int
+    picks_unseparated: int
+    picks_wrong: list[str]
+    efficiency_compared: int
+    efficiency_within: int
+    efficiency_errors: list[float]
+
+
+def decisions(checks: Sequence[accuracy.Check], cells: Sequence[accuracy.Cell]) -> Decisions:
+    """Ranking of separated pairs, best pick per cell and efficiency error (module docstring),
+    over the interleaved cells (their rounds are paired)."""
+    band = bands(checks)
+    by_cell: dict[tuple, list[accuracy.Check]] = {}
+    for check in checks:
+        if check.interleaved and check.error is not None and check.unmodelled is None:
+            by_cell.setdefault(_check_key(check)[:-1], []).append(check)
+    rows = {_cell_key(c.row): c.row for c in cells}
+    separated = right = picks_right = unseparated = compared = within = 0
+    wrong, efficiency_errors = [], []
+    for key, group in by_cell.items():
+        row = rows[key]
+        rounds = {c.variant: _round_medians(row, c.variant) for c in group}
+        slower: dict[str, set[str]] = {c.variant: set() for c in group}  # clearly slower than
+        for i, a in enumerate(group):
+            for b in group[i + 1:]:
+                ra, rb = rounds[a.variant], rounds[b.variant]
+                if not ra or not rb or len(ra) != len(rb):
+                    continue
+                diff = stats.difference(ra, rb)
+                if not diff.excludes(0.0):
+                    continue
+                separated += 1
+                right += (diff.high < 0) == (a.predicted_ms < b.predicted_ms)
+                slow, fast = (a, b) if diff.low > 0 else (b, a)
+                slower[slow.variant].add(fast.variant)
+        measured_best = {c.variant for c in group if not slower[c.variant]}
+        best = min(group, key=lambda c: c.predicted_ms)
+        high = best.predicted_ms * (1 + band[_check_key(best)])
+        rivals = [c for c in group if c is not best
+                  and c.predicted_ms * (1 - band[_check_key(c)]) <= high]
+        if rivals:
+            unseparated += 1
+        elif best.variant in measured_best:
+            picks_right += 1
+        else:
+            wrong.append(f"{row.get('machine')} {row['workload']} K = {row['chunks']}: "
+                         f"picked {best.variant}, measured best {', '.join(sorted(measured_best))}")
+        for c in group:
+            measured = c.measured_efficiency
+            if c.predicted_efficiency is None or not measured or measured.get("low") is None \
+                    or measured["high"] - measured["low"] > 2 * EFFICIENCY_GOAL:
+                continue
+            compared += 1
+            efficiency_errors.append(c.predicted_efficiency - measured["value"])
+            within += abs(efficiency_errors[-1]) <= EFFICIENCY_GOAL
+    return Decisions(separated, right, len(by_cell), picks_right, unseparated, wrong, compared,
+                     within, efficiency_errors)
+
+
+def markdown(table: dict, decided: Decisions) -> list[str]:
+    """The held-out table and the decisions as Markdown (docs/costmodel.md holds this)."""
+    columns = [*SPLITS, TRIVIAL]
+    lines = ["| machine | variant | " + " | ".join(f"{c}: median / max (cells)"
+                                                 for c in columns) + " |",
+             "|---|---|" + "---|" * len(columns)]
+    for (machine, name), by in table.items():
+        lines.append(f"| {machine} | {name} | " + " | ".join(
+            "—" if by[c] is None else f"{by[c].median_abs_error:.1%} / "
+            f"{by[c].max_abs_error:.1%} ({by[c].cells})" for c in columns) + " |")
+    lines += ["", *(f"- {line}" for line in decision_lines(decided))]
+    return lines
+
+
+def decision_lines(decided: Decisions) -> list[str]:
+    """The decisions in words, one sentence each (the doc and the report's chapter)."""
+    efficiency = decided.efficiency_errors
+    lines = [f"Ranking: {decided.pairs_right} of {decided.pairs_separated} pairs that the "
+             "measurements separate (paired 95% interval) ordered right.",
+             f"Best variant per cell: {decided.picks_right} right, "
+             f"{decided.picks_unseparated} \"cannot separate\" (bands overlap), "
+             f"{len(decided.picks_wrong)} wrong, of {decided.cells} interleaved cells."]
+    lines += [f"Wrong pick: {text}." for text in decided.picks_wrong]
+    if efficiency:
+        lines.append(f"Overlap efficiency: {decided.efficiency_within} of "
+                     f"{decided.efficiency_compared} within ±{EFFICIENCY_GOAL:.2f} where the "
+                     f"measured interval is narrower than that; median |error| "
+                     f"{statistics.median(abs(e) for e in efficiency):.2f}, largest "
+                     f"{max(efficiency, key=abs):+.2f}.")
+    return lines
+
+
+def overheads(checks: Sequence[accuracy.Check],
+              cells: Sequence[accuracy.Cell]) -> dict[tuple[str | None, str], float]:
+    """Per (GPU model, variant), the overhead a prediction beyond the measured cells adds
+    (impl/costmodel/overhead.py): the median residual of the variant over every measured
+    cell of that GPU model, none of which is the predicted one."""
+    device = {_cell_key(c.row): c.row.get("device") for c in cells}
+    residuals: dict[tuple[str | None, str], list[float]] = {}
+    for check in checks:
+        if check.predicted_ms is not None and check.overhead_ms is not None:
+            residuals.setdefault((device[_check_key(check)[:-1]], check.variant), []).append(
+                check.measured_ms - check.predicted_ms + check.overhead_ms)
+    return {key: overhead.overhead_ms(found) for key, found in residuals.items()}
+
+
+def validate_held_out(rows: Sequence[dict],
+                      merged: Sequence[dict]) -> tuple[dict, Decisions, dict[tuple, float]]:
+    """The held-out table, the headline split's decisions and the overheads for predictions
+    beyond the cells (``overheads``): cells are those of ``merged`` (the newest of each
+    measurement), inputs drawn from ``rows`` (every run)."""
+    cells = [c for c in accuracy.measured_cells(merged) if c.row.get("device")
+             and c.row.get("backend") == "nccl"]
+    by_split = checks_by_split(rows, cells)
+    return (strategy_table(by_split, trivial_errors(cells)),
+            decisions(by_split[HEADLINE], cells), overheads(by_split[HEADLINE], cells))

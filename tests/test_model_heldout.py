@@ -1,0 +1,187 @@
+"""Held-out validation, the interference selection, stragglers, the sweep, the CLIs' refusals
+and docs/costmodel.md against the command that generates its tables."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from impl.costmodel import accuracy, heldout, predict, validate
+from impl.costmodel.fabric import MeasuredSweep, measured_sweep
+from impl.costmodel.inputs import interference
+from impl.costmodel.scale import expected_max_of_normals
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "results"
+H200 = [str(RESULTS / "h200x2"), str(RESULTS / "h200x4"), str(RESULTS / "h200x1")]
+
+
+@pytest.fixture(scope="module")
+def every_run():
+    return validate.load_rows(H200, merged=False)
+
+
+@pytest.fixture(scope="module")
+def h200x2_cells(every_run):
+    from impl.rows.merge import merge_rows
+
+    return [c for c in accuracy.interleaved_cells(merge_rows(every_run))
+            if c.row["machine"] == "h200x2"]
+
+
+def test_other_runs_take_no_input_from_the_checked_run(every_run, h200x2_cells):
+    assert len(h200x2_cells) == 4  # 2 workloads × K = 5, 20
+    for cell in h200x2_cells:
+        inputs = heldout.other_runs(cell, every_run)
+        assert isinstance(inputs, accuracy.Inputs), inputs
+        run = cell.row["run"]
+        assert inputs.compute["run"] != run
+        assert inputs.compute["device"] == cell.row["device"]
+        assert f"run {run}," not in inputs.interference.source
+        assert isinstance(inputs.comm, MeasuredSweep)
+        sweep_runs = {int(r) for r in re.findall(r"h200x4 (\d+)", inputs.comm_source)}
+        assert sweep_runs and run not in sweep_runs
+    # With only the cell's own run there is nothing to draw from: it says so.
+    cell = h200x2_cells[0]
+    alone = [r for r in every_run if r["run"] == cell.row["run"]]
+    assert heldout.other_runs(cell, alone) == (
+        f"no compute-only step of {cell.row['workload']} on NVIDIA H200 in another run")
+
+
+def test_leave_one_k_out_leaves_the_k_out(every_run, h200x2_cells):
+    for cell in h200x2_cells:
+        inputs = heldout.leave_one_k_out(cell, every_run)
+        assert inputs.compute["chunks"] != cell.row["chunks"]
+        other_k = ({5, 20} - {cell.row["chunks"]}).pop()
+        assert f"K = {other_k} " in inputs.comm_source
+
+
+def _interference_row(run: int, world: int, ratios: dict) -> dict:
+    return {"kind": "interference", "workload": "w", "profile": "nvlink", "device": "GPU",
+            "machine": "m", "run": run, "world_size": world,
+            "slowdown": {kind: {"ratio": {"value": v}} for kind, v in ratios.items()}}
+
+
+def test_a_one_rank_row_never_stands_in_for_an_all_reduce_ratio():
+    two_ranks = _interference_row(1, 2, {"all-reduce": 1.18, "copy": 1.12, "add": 1.13})
+    one_rank_newer = _interference_row(2, 1, {"copy": 1.14, "add": 1.14})
+    chosen = interference([two_ranks, one_rank_newer], "w", "GPU", "nvlink", "m")
+    assert (chosen.all_reduce, chosen.copy) == (1.18, 1.12)
+    # Without the 2-rank row (or with its run held out), the add kernel stands in, and says so.
+    held_out = interference([two_ranks, one_rank_newer], "w", "GPU", "nvlink", "m",
+                            exclude_run=1)
+    assert held_out.all_reduce == 1.14
+    assert "memory-bound add standing in for NCCL's reduction kernels ×1.14" in held_out.source
+    assert interference([], "w", "GPU", "nvlink", "m").all_reduce == 1.0
+
+
+def test_the_sweep_is_read_between_its_sizes():
+    sweep = measured_sweep([{"size_bytes": b, "time_ms": t}
+                            for b, t in ((1e6, 0.03), (4e6, 0.04), (4e6, 0.05), (16e6, 0.1))],
+                           "test")
+    assert sweep.times_ms == (0.03, 0.045, 0.1)  # median of the two runs at 4 MB
+    assert sweep.all_reduce_ms(2.5e6) == pytest.approx(0.0375)
+    assert sweep.all_reduce_ms(0) == 0.03  # never below the smallest size's time
+    assert sweep.all_reduce_ms(28e6) == pytest.approx(0.1 + 0.055 / 12e6 * 12e6)
+    assert sweep.alpha_ms == pytest.approx(0.03 - 0.015 / 3e6 * 1e6)
+
+
+def test_stragglers_are_the_expected_maximum_of_n_normal_draws():
+    # Closed forms: 1/√π for 2 draws, 3/(2√π) for 3.
+    assert expected_max_of_normals(1) == 0.0
+    assert expected_max_of_normals(2) == pytest.approx(1 / math.sqrt(math.pi), abs=1e-6)
+    assert expected_max_of_normals(3) == pytest.approx(3 / (2 * math.sqrt(math.pi)), abs=1e-6)
+    assert expected_max_of_normals(1024) == pytest.approx(3.248, abs=0.002)
+
+
+def test_a_mistyped_results_file_is_one_line_exit_2(tmp_path, capsys):
+    source = RESULTS / "cpu-2core" / "20261123T194800Z-_d1slign.json"
+    data = json.loads(source.read_text())
+    first = next(b for b in data["benchmarks"] if "world_size" in b["extra_info"])
+    first["extra_info"]["world_size"] = "two"
+    broken = tmp_path / "20261123T194800Z-ws.json"
+    broken.write_text(json.dumps(data))
+    for main in (validate.main, lambda argv: predict.main([*argv, "--fabric", "ib400-h200x8"])):
+        assert main([str(broken)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1
+        assert "extra_info.world_size = 'two'; expected a number" in err
+
+
+def test_a_deeply_nested_fabric_file_is_one_line_exit_2(tmp_path, capsys):
+    deep = tmp_path / "deep.toml"
+    deep.write_text("a = " + "[" * 5000 + "]" * 5000 + "\n")
+    results = str(RESULTS / "h200x1" / "20261125T022950Z-649c5il2.json")
+    assert predict.main([results, "--fabric", str(deep)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {deep}: nested too deeply to be a fabric file (a fabric file has " \
+                  "two levels: [node] and [network] of { value, source })\n"
+
+
+def test_a_fabric_of_another_gpu_model_is_warned_about(capsys):
+    results = str(RESULTS / "h200x1" / "20261125T022950Z-649c5il2.json")
+    assert predict.main([results, "--fabric", "ib400-h100x8"]) == 0
+    err = capsys.readouterr().err
+    assert err == ("warning: compute measured on NVIDIA H200, fabric ib400-h100x8 is for H100: "
+                   "these predictions mix two machines\n")
+    assert predict.default_fabric("NVIDIA H100 80GB HBM3") == "ib400-h100x8"
+    assert predict.default_fabric("cpu") is None
+
+
+def test_the_doc_holds_what_the_command_prints(capsys):
+    """docs/costmodel.md's tables are `python -m impl.costmodel.validate --markdown`'s output
+    over the committed results: regenerate the doc when the results or the model change."""
+    doc = (ROOT / "docs" / "costmodel.md").read_text(encoding="utf-8")
+    begin = doc.index("-->\n", doc.index("<!-- generated by:")) + 4
+    end = doc.index("<!-- end of generated text -->")
+    assert validate.main(["--markdown", str(RESULTS)]) == 0
+    assert doc[begin:end] == capsys.readouterr().out
+
+
+def test_the_chapter_shows_the_held_out_table_and_the_decisions(every_run):
+    from impl.rows.merge import merge_rows
+    from reports.sections import prediction
+
+    section = prediction.section(merge_rows(every_run), [])
+    table = section["held_out"]
+    assert table.id == "tab-model-held-out"
+    assert table.headers == ["machine", "variant", *heldout.SPLITS, heldout.TRIVIAL]
+    assert {row[1].text for row in table.rows} >= {"sequential", "chunked", "ddp", "threaded"}
+    assert "h200x2" in {row[0].text for row in table.rows}
+    heads = [line.split(":")[0] for line in section["decisions"]]
+    assert heads[:2] == ["Ranking", "Best variant per cell"]
+    assert heads[-1] == "Overlap efficiency"
+    assert set(heads[2:-1]) <= {"Wrong pick"}  # one line per wrongly picked cell
+    assert section["scaling"][0].startswith("PREDICTED weak-scaling efficiency of chunked at "
+                                            "1024 GPUs on ib400-h200x8")
+    assert not any("assumed" in note for note in section["notes"])  # the H200 file's measured
+    from impl.costmodel.fabric_file import load_fabric
+
+    assert prediction.assumed_fields(load_fabric("ib400-h100x8")) == [
+        "node.busbw_gbps", "node.launch_us", "node.copy_gbps"]
+
+
+def test_overlapping_bands_cannot_be_separated():
+    from impl.costmodel.scale import Prediction, separable
+
+    def predicted(strategy, step, band):
+        return Prediction("w", strategy, 8, step, None, None, None, band=band)
+
+    fast, close, slow = predicted("a", 10.0, 0.05), predicted("b", 10.8, 0.05), \
+        predicted("c", 12.0, 0.05)
+    # b's band reaches down to 10.26, under a's top of 10.5; c's only down to 11.4.
+    assert separable([slow, close, fast]) == (fast, [close])
+    assert separable([slow, fast]) == (fast, [])
+    assert predict.fastest_lines([fast, close, slow], [8]) == [
+        "8 GPUs: cannot separate a from b (bands overlap)"]
+
+
+def test_markdown_without_a_gpu_cell_is_one_line_exit_2(capsys):
+    cpu = str(RESULTS / "cpu-2core" / "20261123T194800Z-_d1slign.json")
+    assert validate.main(["--markdown", cpu]) == 2
+    assert capsys.readouterr().err == (f"error: {cpu}: Held-out validation: no GPU cell (NCCL, "
+                                       "2 or more ranks) in these files.\n")

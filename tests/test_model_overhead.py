@@ -1,0 +1,96 @@
+"""The overhead beyond the schedule (impl/costmodel/overhead.py): fitted on the other cells
+only, never on the checked one."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from impl.costmodel import accuracy, heldout, overhead, validate
+
+RESULTS = Path(__file__).resolve().parent.parent / "results"
+
+
+def check(machine: str, chunks: int, variant: str, measured: float, predicted: float,
+          efficiency: float | None = None) -> accuracy.Check:
+    return accuracy.Check(machine, "mlp_8192x12_bf16", chunks, 2, "nvlink", variant, measured,
+                          None, None, predicted, predicted, None, None, "",
+                          predicted_efficiency=efficiency, limit_ms=60.0)
+
+
+def cell_of(c: accuracy.Check) -> tuple:
+    return heldout._check_key(c)[:-1]
+
+
+CHECKS = [check("m", 5, "sequential", 70.0, 71.0, 0.0), check("m", 5, "chunked", 66.0, 65.0, 0.5),
+          check("m", 10, "sequential", 70.0, 69.0, 0.0), check("m", 10, "chunked", 67.0, 65.0, 0.5),
+          check("m", 20, "sequential", 70.0, 70.0, 0.0), check("m", 20, "chunked", 69.0, 65.0, 0.5),
+          check("other", 5, "chunked", 90.0, 60.0)]
+
+
+def test_the_overhead_is_the_median_residual_of_the_other_cells_of_the_machine():
+    found = {(c.machine, c.chunks, c.variant): c for c in overhead.calibrated(CHECKS, cell_of)}
+    # K = 5: the other cells' chunked residuals are 2 and 4 ms (the other machine's 30 not).
+    assert found["m", 5, "chunked"].overhead_ms == pytest.approx(3.0)
+    assert found["m", 5, "chunked"].predicted_ms == pytest.approx(68.0)
+    assert found["m", 10, "chunked"].overhead_ms == pytest.approx(2.5)  # residuals 1 and 4
+    assert found["m", 20, "chunked"].overhead_ms == pytest.approx(1.5)  # residuals 1 and 2
+    assert found["other", 5, "chunked"].overhead_ms == 0.0  # no other cell on its machine
+    # Sequential is the reference: not calibrated.
+    assert found["m", 5, "sequential"].predicted_ms == 71.0
+    # Efficiency from the calibrated step: (71 − 68) / (71 − 60).
+    assert found["m", 5, "chunked"].predicted_efficiency == pytest.approx(3 / 11)
+
+
+def test_the_checked_cells_own_measurement_never_moves_its_overhead():
+    moved = [replace(c, measured_ms=c.measured_ms + 50) if (c.chunks, c.machine) == (5, "m")
+             else c for c in CHECKS]
+    before, after = overhead.calibrated(CHECKS, cell_of), overhead.calibrated(moved, cell_of)
+    assert after[1].predicted_ms == before[1].predicted_ms  # K = 5 itself: unmoved
+    assert after[3].overhead_ms == pytest.approx(27.5)  # K = 10: residuals 51 and 4 now
+
+
+def test_no_held_out_check_is_calibrated_on_its_own_cell():
+    """On the committed H200 results: each check's overhead is the median of the residuals
+    of its variant in the other cells of its machine, computed here from the uncalibrated
+    checks, so the checked cell's own step never enters."""
+    from impl.rows.merge import merge_rows
+
+    rows = validate.load_rows([str(RESULTS / m) for m in ("h200x2", "h200x4", "h200x1")],
+                              merged=False)
+    cells = [c for c in accuracy.measured_cells(merge_rows(rows)) if c.row.get("device")
+             and c.row.get("backend") == "nccl"]
+    raw = [c for cell in cells for c in accuracy.check_cell(cell, heldout.other_runs(cell, rows))]
+    calibrated = heldout.checks_by_split(rows, cells)[heldout.HEADLINE]
+    assert len(raw) == len(calibrated)
+    seen = 0
+    for plain, done in zip(raw, calibrated):
+        if plain.predicted_ms is None or plain.variant == "sequential":
+            continue
+        others = [c.measured_ms - c.predicted_ms for c in raw if c.predicted_ms is not None
+                  and c.machine == plain.machine and c.variant == plain.variant
+                  and cell_of(c) != cell_of(plain)]
+        assert done.overhead_ms == pytest.approx(overhead.overhead_ms(others))
+        assert done.predicted_ms == pytest.approx(plain.predicted_ms + done.overhead_ms)
+        seen += 1
+    assert seen > 60
+
+
+def test_a_prediction_at_scale_adds_its_strategys_overhead_and_no_other():
+    from impl.costmodel import scale
+    from impl.costmodel.fabric_file import load_fabric
+
+    rows = validate.load_rows([str(RESULTS / "h200x2")])
+    fabric = load_fabric("ib400-h200x8")
+    device = "NVIDIA H200"
+    plain = {(p.workload, p.strategy, p.world_size): p
+             for p in scale.predict(rows, fabric, worlds=[8])[1]}
+    added = {(p.workload, p.strategy, p.world_size): p for p in scale.predict(
+        rows, fabric, worlds=[8], overheads={(device, "chunked"): 1.5, ("other", "ddp"): 9.0})[1]}
+    for key, before in plain.items():
+        after = added[key]
+        extra = 1.5 if key[1] == "chunked" else 0.0
+        assert after.overhead_ms == extra
+        assert after.step_ms == pytest.approx(before.step_ms + extra)
