@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from reports import analysis, archive, cells, loading
+from impl.rows.merge import benchmark_rows, merge_rows
+from reports import archive, cells, loading
 from reports.format import fmt_estimate
 from reports.results import load_results, newest_per_machine
 from reports.sections import headline, hidden
 from reports.sections.overlap import saved_pct
-from tests.test_report import INTERLEAVED
+from tests.report.helpers import INTERLEAVED
 
 GPU_RUN = Path(__file__).parent.parent / "results" / "h200x2" / "20261123T094012Z.json"
 
@@ -27,8 +28,8 @@ def page_one(runs_made, newest: str) -> dict:
     runs = [loading.describe_run(i, r) for i, r in enumerate(runs_made)]
     runs = [replace(run, created="2030-01-01T00:00:00+00:00") if run.label == newest else run
             for run in runs]
-    rows = analysis.merge_rows(row for run, r in zip(runs, runs_made)
-                               for row in analysis.benchmark_rows(r.label, run.index,
+    rows = merge_rows(row for run, r in zip(runs, runs_made)
+                               for row in benchmark_rows(r.label, run.index,
                                                                   r.benchmarks))
     return headline.section(rows, runs, archive.Archive())
 
@@ -59,8 +60,8 @@ def test_a_gpu_run_leads_and_the_cpu_is_named_as_left_out(made):
 def test_each_sentence_states_the_rows_figures_and_names_the_metric(made):
     page = page_one(made, "cpu-2core")
     runs = [loading.describe_run(i, r) for i, r in enumerate(made)]
-    rows = analysis.merge_rows(row for run, r in zip(runs, made)
-                               for row in analysis.benchmark_rows(r.label, run.index,
+    rows = merge_rows(row for run, r in zip(runs, made)
+                               for row in benchmark_rows(r.label, run.index,
                                                                   r.benchmarks))
     for line in page["answers"]:
         entry = min((e for e in headline.rows_of(rows, runs, archive.Archive())
