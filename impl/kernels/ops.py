@@ -5,6 +5,7 @@ Reference first (``"cublas"`` is ``torch.matmul``), then the ladder of gemm.cu:
     from impl.kernels import ops
     c = ops.gemm(a, b, "v3")                     # fp32, register-blocked
     c = ops.gemm(a.bfloat16(), b.bfloat16(), "v6")  # Hopper only: TMA + wgmma
+    c = ops.gemm(a.half(), b.half(), "v7")          # Hopper only: persistent, any size
 
 Every argument is checked here, in Python, before the extension is loaded or called:
 version names, dtypes, layouts, shapes and size limits first, the device last, so a
@@ -24,14 +25,15 @@ from dataclasses import dataclass
 from types import MappingProxyType, ModuleType
 
 import torch
+import torch.nn.functional as F
 
 from impl.capabilities import missing_hopper
-from impl.kernels import load
+from impl.kernels import load, tiles
 
-GEMM_VERSIONS: tuple[str, ...] = ("v1", "v1c", "v2", "v3", "v4", "v5", "v6", "cublas")
+GEMM_VERSIONS: tuple[str, ...] = ("v1", "v1c", "v2", "v3", "v4", "v5", "v6", "v7", "cublas")
 
 #: Versions that run only on Hopper (sm_90): their kernels are built for sm_90a.
-HOPPER_VERSIONS: tuple[str, ...] = ("v6",)
+HOPPER_VERSIONS: tuple[str, ...] = ("v6", "v7")
 
 #: Input dtypes each version accepts. The output has the input dtype; v4-v6 accumulate
 #: in fp32 and round once at the end, as cuBLAS does for torch.matmul on bf16/fp16.
@@ -43,6 +45,7 @@ GEMM_DTYPES: Mapping[str, tuple[torch.dtype, ...]] = MappingProxyType({
     "v4": (torch.bfloat16, torch.float16),
     "v5": (torch.bfloat16, torch.float16),
     "v6": (torch.bfloat16, torch.float16),
+    "v7": (torch.bfloat16, torch.float16),
     "cublas": (torch.float32, torch.bfloat16, torch.float16),
 })
 
@@ -159,6 +162,8 @@ def gemm_launcher(a: torch.Tensor, b: torch.Tensor, version: str) -> Callable[[]
     _validate(f"gemm {version}", _GEMM, GEMM_DTYPES[version], a, b)
     if version in HOPPER_VERSIONS:
         _require_hopper(f"gemm {version}", a.device)
+    if version == "v7":
+        return v7_launcher(a, b)
     kernel = getattr(_extension(), f"gemm_{version}")
     return lambda: kernel(a, b)
 
@@ -179,6 +184,73 @@ def gemm_v6_path(a: torch.Tensor, b: torch.Tensor) -> str:
     _validate("gemm v6", _GEMM, GEMM_DTYPES["v6"], a, b)
     _require_hopper("gemm v6", a.device)
     return "tma" if _extension().gemm_v6_tma_path(a, b) else "v5"
+
+
+@dataclass(frozen=True)
+class V7Plan:
+    """How v7 runs one GEMM: its tile width and the copies that make TMA's strides legal.
+
+    TMA reads rows whose strides are multiples of 16 bytes from 16-byte aligned bases. Where
+    k or n is not a multiple of 8 (or a base is misaligned), v7 first copies the operand into
+    a zero-padded one (pad-and-copy: one memory-bound pass, timed with the GEMM); the zeros
+    add nothing to the products, and only the n real columns of C are written.
+    """
+
+    block_n: int
+    pad_k: int  # zero columns appended to a and zero rows to b
+    pad_n: int  # zero columns appended to b
+    copy_a: bool
+    copy_b: bool
+
+
+def _padding(size: int) -> int:
+    return -size % 8
+
+
+def v7_plan(m: int, n: int, k: int, sms: int, a_aligned: bool = True, b_aligned: bool = True,
+            block_n: int | None = None) -> V7Plan:
+    """The plan for an m×n×k GEMM on ``sms`` multiprocessors; ``block_n`` forces a width."""
+    pad_k, pad_n = _padding(k), _padding(n)
+    if block_n is None:
+        block_n = tiles.choose_block_n(m, n, k + pad_k, sms)
+    elif block_n not in tiles.TILE_RATES:
+        raise ValueError(f"gemm v7: block_n {block_n} is not a tile width; allowed: "
+                         f"{', '.join(map(str, sorted(tiles.TILE_RATES)))}")
+    return V7Plan(block_n, pad_k, pad_n, copy_a=pad_k > 0 or not a_aligned,
+                  copy_b=pad_k > 0 or pad_n > 0 or not b_aligned)
+
+
+def _aligned16(t: torch.Tensor) -> bool:
+    return t.data_ptr() % 16 == 0
+
+
+def v7_launcher(a: torch.Tensor, b: torch.Tensor, block_n: int | None = None,
+                out: torch.Tensor | None = None) -> Callable[[], torch.Tensor]:
+    """A launcher of v7 for ``a`` @ ``b`` (checked once, as ``gemm_launcher``).
+
+    ``block_n`` forces a tile width (default: ``tiles.choose_block_n``); ``out`` (m×n, the
+    operands' dtype) receives the result instead of a fresh tensor, so a check can poison it.
+    """
+    _validate("gemm v7", _GEMM, GEMM_DTYPES["v7"], a, b)
+    _require_hopper("gemm v7", a.device)
+    (m, k), n = a.shape, b.shape[1]
+    if out is not None and (out.shape != (m, n) or out.dtype != a.dtype
+                            or out.device != a.device or not out.is_contiguous()):
+        raise ValueError(f"gemm v7: out must be a contiguous {m}x{n} {a.dtype} tensor on "
+                         f"{a.device}; got {list(out.shape)} {out.dtype} on {out.device}")
+    sms = torch.cuda.get_device_properties(a.device).multi_processor_count
+    plan = v7_plan(m, n, k, sms, _aligned16(a), _aligned16(b), block_n)
+    kernel = _extension().gemm_v7
+
+    def launch() -> torch.Tensor:
+        a_in = F.pad(a, (0, plan.pad_k)) if plan.copy_a else a
+        b_in = F.pad(b, (0, plan.pad_n, 0, plan.pad_k)) if plan.copy_b else b
+        c = torch.empty(m, n, dtype=a.dtype, device=a.device) if out is None else out
+        kernel(a_in, b_in, c, plan.block_n)
+        return c
+
+    launch.plan = plan  # type: ignore[attr-defined]  # what ran, for the benchmark's row
+    return launch
 
 
 #: Tensor-core instruction families the ceiling probe (tc_peak.cu) measures.
@@ -205,7 +277,8 @@ def tensor_core_probe(instruction: str, iterations: int) -> Callable[[], int]:
 def gemm(a: torch.Tensor, b: torch.Tensor, version: str) -> torch.Tensor:
     """C = a @ b for 2-D row-major ``a`` (m×k) and ``b`` (k×n) with the chosen kernel.
 
-    ``"cublas"`` is ``torch.matmul`` (any device); v1-v6 need CUDA tensors, v6 a Hopper GPU.
+    ``"cublas"`` is ``torch.matmul`` (any device); v1-v7 need CUDA tensors, v6 and v7 a
+    Hopper GPU.
     """
     return gemm_launcher(a, b, version)()
 

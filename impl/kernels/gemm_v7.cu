@@ -1,0 +1,236 @@
+// GEMM ladder v7 (sm_90a): v6's TMA + wgmma pipeline made persistent, with a tile width
+// chosen per shape. C[m x n] = A[m x k] . B[k x n], row-major, bf16 or fp16 in and out,
+// fp32 accumulation (the conventions of launchers.h).
+//
+// What changes from v6 (gemm_hopper.cu), and why:
+// - Persistent grid: min(tiles, SMs) CTAs, each walking the tiles t = blockIdx.x,
+//   blockIdx.x + gridDim.x, ... in v6's grouped (L2-friendly) raster order. The producer
+//   runs ahead across tile boundaries, so while the consumers write one tile's epilogue
+//   the ring already fills with the next tile's first slices: v6 pays a pipeline fill and
+//   an exposed epilogue per tile, which costs most where K is small (few slices per tile).
+// - Tile width BN = 256 or 128 (a template parameter): 128 doubles the tile count where
+//   256-wide tiles leave SMs idle (skinny M, small squares). impl/kernels/tiles.py picks
+//   it from a measured per-tile rate and the wave count; nothing here is tuned per shape.
+// - Any size: ops.py pads A's and B's rows to 16-byte strides (k, ldb multiples of 8)
+//   when they are not, and the epilogue stores single elements where a pair would be
+//   misaligned (odd n), so v7 never falls back to v5.
+//
+// The slot/ring/descriptor layouts are v6's (see gemm_hopper.cu): A 128 x 64 K-major SW128,
+// B 64 x BN MN-major SW128 as BN / 64 slabs of 64 x 64. Barrier phases count slices over
+// the CTA's whole tile sequence (`slice`), not per tile.
+#include <cuda_runtime.h>
+
+#include "device_common.cuh"
+#include "hopper.cuh"
+#include "launchers.h"
+
+namespace {
+
+using kernels::ceil_div;
+
+constexpr int BM = 128, BK = 64;
+constexpr int CONSUMERS = 2;                     // warpgroups of 64 rows each
+constexpr int THREADS = 128 * (1 + CONSUMERS);   // 384
+constexpr int SLAB = 64;                         // 16-bit elements in one 128-byte row
+constexpr int A_SLOT = BM * BK * 2;              // 16 KiB
+constexpr int B_SLAB = BK * SLAB * 2;            // 8 KiB
+constexpr int ALIGN = 1024;                      // the 128-byte swizzle repeats every 1 KiB
+constexpr int RING_BYTES = 192 * 1024;           // 4 slots of BN = 256, 6 of BN = 128
+[[maybe_unused]] constexpr int GROUP_M = 16;
+[[maybe_unused]] constexpr int PRODUCER_REGISTERS = 40;
+[[maybe_unused]] constexpr int CONSUMER_REGISTERS = 232;
+
+template <int BN>
+struct Tile {
+  static constexpr int B_SLOT = BK * BN * 2;
+  static constexpr int SLOT = A_SLOT + B_SLOT;
+  static constexpr int STAGES = RING_BYTES / SLOT;
+  static constexpr int SMEM_BYTES = STAGES * SLOT + ALIGN;
+  static constexpr int ACCUMULATORS = BN / 2;    // fp32 per thread for a 64 x BN tile
+  static_assert(BN % SLAB == 0 && SLOT % ALIGN == 0 && STAGES >= 2, "slots stay aligned");
+  static_assert(SMEM_BYTES <= 227 * 1024, "within sm_90's opt-in shared memory");
+};
+
+template <typename T, int BN>
+__device__ __forceinline__ void wgmma_tile(float (&d)[BN / 2], uint64_t a, uint64_t b) {
+  if constexpr (BN == 256) {
+    hopper::wgmma_m64n256k16<T>(d, a, b);
+  } else {
+    static_assert(BN == 128, "v7 has 128- and 256-wide tiles");
+    hopper::wgmma_m64n128k16<T>(d, a, b);
+  }
+}
+
+// C's rows are N elements apart (C is a dense m x n tensor). Pairs of adjacent columns
+// go out as one 4-byte store where N is even; with N odd, a pair may straddle 4 bytes.
+template <typename T, int BN>
+__device__ __forceinline__ void store_tile(const float (&d)[BN / 2], T* __restrict__ C, int M,
+                                           int N, int row0, int col0, int consumer) {
+  const int warp = (threadIdx.x % 128) / 32;
+  const int lane = threadIdx.x % 32;
+  const int row_base = row0 + consumer * 64 + warp * 16 + lane / 4;
+  const int col_base = col0 + 2 * (lane % 4);
+  const bool pairs = N % 2 == 0;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = row_base + 8 * h;
+    if (row >= M) continue;
+    T* c_row = C + static_cast<size_t>(row) * N;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+      const int col = col_base + 8 * j;
+      const float lo = d[4 * j + 2 * h], hi = d[4 * j + 2 * h + 1];
+      if (pairs && col < N) {  // N even and col even: col + 1 < N too
+        *reinterpret_cast<unsigned int*>(c_row + col) = kernels::pack2<T>(lo, hi);
+      } else if (!pairs) {
+        if (col < N) c_row[col] = kernels::from_float<T>(lo);
+        if (col + 1 < N) c_row[col + 1] = kernels::from_float<T>(hi);
+      }
+    }
+  }
+}
+
+template <typename T, int BN>
+__global__ void __launch_bounds__(THREADS, 1)
+    gemm_v7_kernel(const __grid_constant__ CUtensorMap a_map,
+                   const __grid_constant__ CUtensorMap b_map, T* __restrict__ C, int M, int N,
+                   int K) {
+#if V6_ARCH_OK
+  using Shape = Tile<BN>;
+  constexpr int STAGES = Shape::STAGES;
+  extern __shared__ __align__(ALIGN) uint8_t v7_smem[];
+  __shared__ __align__(8) uint64_t full[STAGES];
+  __shared__ __align__(8) uint64_t empty[STAGES];
+  uint8_t* slots = v7_smem + (ALIGN - kernels::smem_address(v7_smem) % ALIGN) % ALIGN;
+
+  const int tiles_m = ceil_div(M, BM), tiles_n = ceil_div(N, BN);
+  const int tiles = tiles_m * tiles_n;
+  const int k_tiles = ceil_div(K, BK);
+  const int warpgroup = threadIdx.x / 128;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      hopper::mbarrier_init(&full[s], 1);                // the producer's expect_tx arrival
+      hopper::mbarrier_init(&empty[s], CONSUMERS * 4);   // one arrival per consumer warp
+    }
+    hopper::mbarrier_init_fence();
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {
+    hopper::release_registers<PRODUCER_REGISTERS>();
+    if (threadIdx.x == 0) {
+      hopper::tma_prefetch_descriptor(&a_map);
+      hopper::tma_prefetch_descriptor(&b_map);
+      int slice = 0;  // slices this CTA has loaded, over all its tiles
+      for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        const int2 tile = kernels::grouped_tile(t, tiles_m, tiles_n, GROUP_M);
+        for (int kt = 0; kt < k_tiles; ++kt, ++slice) {
+          const int s = slice % STAGES;
+          // The slot's previous slice (slice - STAGES) must have been freed by both
+          // consumers: the (slice / STAGES)-th completion of empty[s].
+          if (slice >= STAGES) hopper::mbarrier_wait(&empty[s], ((slice / STAGES) + 1) & 1);
+          uint8_t* slot = slots + s * Shape::SLOT;
+          hopper::mbarrier_arrive_expect_tx(&full[s], Shape::SLOT);
+          hopper::tma_load_2d(slot, &a_map, &full[s], kt * BK, tile.x * BM);
+#pragma unroll
+          for (int j = 0; j < BN / SLAB; ++j) {
+            hopper::tma_load_2d(slot + A_SLOT + j * B_SLAB, &b_map, &full[s],
+                                tile.y * BN + j * SLAB, kt * BK);
+          }
+        }
+      }
+    }
+    return;
+  }
+
+  hopper::claim_registers<CONSUMER_REGISTERS>();
+  const int consumer = warpgroup - 1;
+  const bool warp_leader = threadIdx.x % 32 == 0;
+  float d[Shape::ACCUMULATORS];
+  int slice = 0;
+  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int2 tile = kernels::grouped_tile(t, tiles_m, tiles_n, GROUP_M);
+#pragma unroll
+    for (int i = 0; i < Shape::ACCUMULATORS; ++i) d[i] = 0.0f;
+    for (int kt = 0; kt < k_tiles; ++kt, ++slice) {
+      const int s = slice % STAGES;
+      hopper::mbarrier_wait(&full[s], (slice / STAGES) & 1);
+      const unsigned int a_tile =
+          kernels::smem_address(slots + s * Shape::SLOT) + consumer * 64 * 128;
+      const unsigned int b_tile = kernels::smem_address(slots + s * Shape::SLOT + A_SLOT);
+      hopper::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BK / 16; ++kk) {
+        const uint64_t a = hopper::swizzle128_descriptor(a_tile + kk * 32, 16, 1024);
+        const uint64_t b = hopper::swizzle128_descriptor(b_tile + kk * 16 * 128, B_SLAB, 1024);
+        wgmma_tile<T, BN>(d, a, b);
+      }
+      hopper::wgmma_commit();
+      // Keep this slice's group in flight; once the previous one is done, free its slot.
+      hopper::wgmma_wait<1>();
+      if (kt > 0 && warp_leader) hopper::mbarrier_arrive(&empty[(slice - 1) % STAGES]);
+    }
+    hopper::wgmma_wait<0>();
+    // The tile's last slot is free too; the producer may be waiting on it for the next tile.
+    if (warp_leader) hopper::mbarrier_arrive(&empty[(slice - 1) % STAGES]);
+    store_tile<T, BN>(d, C, M, N, tile.x * BM, tile.y * BN, consumer);
+  }
+#endif
+}
+
+int multiprocessors() {
+  int device = 0, count = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    return 0;
+  }
+  return count;
+}
+
+template <typename T, int BN>
+cudaError_t launch_v7(const void* a, const void* b, void* c, int m, int n, int k, int ldb,
+                      CUtensorMapDataType type, cudaStream_t stream) {
+  using Shape = Tile<BN>;
+  CUtensorMap a_map, b_map;
+  if (!hopper::encode_map(&a_map, type, a, m, k, BM) ||
+      !hopper::encode_map(&b_map, type, b, k, ldb, BK)) {
+    return cudaErrorInvalidValue;
+  }
+  const int sms = multiprocessors();
+  if (sms <= 0) return cudaErrorInvalidDevice;
+  const long long tiles = static_cast<long long>(ceil_div(m, BM)) * ceil_div(n, BN);
+  const unsigned int blocks = static_cast<unsigned int>(tiles < sms ? tiles : sms);
+  const cudaError_t status = cudaFuncSetAttribute(
+      gemm_v7_kernel<T, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::SMEM_BYTES);
+  if (status != cudaSuccess) return status;
+  gemm_v7_kernel<T, BN><<<blocks, THREADS, Shape::SMEM_BYTES, stream>>>(
+      a_map, b_map, static_cast<T*>(c), m, n, k);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t dispatch_v7(const void* a, const void* b, void* c, int m, int n, int k, int ldb,
+                        int block_n, CUtensorMapDataType type, cudaStream_t stream) {
+  if (k <= 0 || k % 8 != 0 || ldb % 8 != 0 || ldb < n || !kernels::aligned16(a) ||
+      !kernels::aligned16(b)) {
+    return cudaErrorInvalidValue;  // ops.py pads operands before they come here
+  }
+  if (block_n == 256) return launch_v7<T, 256>(a, b, c, m, n, k, ldb, type, stream);
+  if (block_n == 128) return launch_v7<T, 128>(a, b, c, m, n, k, ldb, type, stream);
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace
+
+extern "C" cudaError_t gemm_v7_bf16(const void* a, const void* b, void* c, int m, int n, int k,
+                                    int ldb, int block_n, cudaStream_t stream) {
+  return dispatch_v7<__nv_bfloat16>(a, b, c, m, n, k, ldb, block_n,
+                                    CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, stream);
+}
+
+extern "C" cudaError_t gemm_v7_f16(const void* a, const void* b, void* c, int m, int n, int k,
+                                   int ldb, int block_n, cudaStream_t stream) {
+  return dispatch_v7<__half>(a, b, c, m, n, k, ldb, block_n, CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                             stream);
+}

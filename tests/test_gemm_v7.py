@@ -1,0 +1,118 @@
+"""v7's tile choice, padding plan and sweep shapes (CPU), and v7 itself against float64 (Hopper).
+
+    python -m pytest tests/test_gemm_v7.py -q            # CPU: the pure parts
+    python -m pytest tests/test_gemm_v7.py -q -m gpu     # Hopper: every tile width and path
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from impl.capabilities import missing_hopper, missing_nvcc
+from impl.kernels import ops, sweep, tiles
+from tests.test_kernels import assert_within_bound, random_matrix
+
+HOPPER_SKIP = missing_hopper() or missing_nvcc()
+H100_SMS = 132
+
+
+def test_skinny_m_takes_narrow_tiles_and_big_squares_wide_ones() -> None:
+    # 256 x 8192: 64 wide tiles fill half of 132 SMs; 128 narrow ones fill nearly all.
+    assert tiles.tiles(256, 8192, 256) == 64 and tiles.tiles(256, 8192, 128) == 128
+    assert tiles.choose_block_n(256, 8192, 8192, H100_SMS) == 128
+    # 8192^2: 2048 wide tiles are 16 waves (15.5 full); narrow ones would be 32 waves at
+    # 0.88 of the rate each.
+    assert tiles.choose_block_n(8192, 8192, 8192, H100_SMS) == 256
+    assert tiles.estimated_time(8192, 8192, 8192, 256, H100_SMS) == 16 * 128
+
+
+def test_equal_estimates_go_to_the_wide_tile() -> None:
+    # One wave of each width; the narrow tile does half the work at half the rate.
+    rates = {256: 1.0, 128: 0.5}
+    assert tiles.choose_block_n(128, 512, 64, H100_SMS, rates) == 256
+    # At an equal rate, a result no wider than 128 columns takes the narrow tile.
+    assert tiles.choose_block_n(128, 100, 64, H100_SMS, {256: 1.0, 128: 1.0}) == 128
+
+
+def test_tile_choice_rejects_bad_input() -> None:
+    with pytest.raises(ValueError, match="sms must be at least 1; got 0"):
+        tiles.choose_block_n(128, 128, 128, 0)
+    with pytest.raises(ValueError, match="k must be >= 0; got -1"):
+        tiles.choose_block_n(128, 128, -1, H100_SMS)
+    with pytest.raises(ValueError, match="block_n 64 has no measured rate; known: 128, 256"):
+        tiles.estimated_time(128, 128, 128, 64, H100_SMS)
+
+
+def test_plan_pads_only_what_tma_cannot_read() -> None:
+    plan = ops.v7_plan(4097, 4099, 4101, H100_SMS)
+    assert (plan.pad_k, plan.pad_n, plan.copy_a, plan.copy_b) == (3, 5, True, True)
+    plan = ops.v7_plan(4096, 4097, 4096, H100_SMS)  # only n is off: a is read in place
+    assert (plan.pad_k, plan.pad_n, plan.copy_a, plan.copy_b) == (0, 7, False, True)
+    plan = ops.v7_plan(4096, 4096, 4096, H100_SMS, a_aligned=False)
+    assert (plan.pad_k, plan.pad_n, plan.copy_a, plan.copy_b) == (0, 0, True, False)
+    assert ops.v7_plan(64, 8192, 8192, H100_SMS).block_n == 128
+
+
+def test_plan_rejects_a_width_without_a_kernel() -> None:
+    with pytest.raises(ValueError, match="block_n 192 is not a tile width; allowed: 128, 256"):
+        ops.v7_plan(128, 128, 128, H100_SMS, block_n=192)
+
+
+def test_sweep_covers_every_family_with_unique_names() -> None:
+    shapes = sweep.sweep_shapes()
+    assert len({s.name for s in shapes}) == len(shapes)
+    assert {s.family for s in shapes} == set(sweep.FAMILIES)
+    assert len(sweep.transformer_shapes()) == 3 * 3 * 4
+    # The default subset names real shapes, one family at least each.
+    default = sweep.shapes_for("default")
+    assert [s.name for s in default] == list(sweep.DEFAULT_SHAPES)
+    assert {s.family for s in default} == set(sweep.FAMILIES)
+    assert len(sweep.shapes_for("full")) == len(shapes)
+
+
+def test_sweep_families_are_what_they_say() -> None:
+    for shape in sweep.sweep_shapes():
+        if shape.family == "unaligned":
+            assert shape.k % 8 or shape.n % 8, shape
+        else:
+            assert shape.k % 8 == 0 and shape.n % 8 == 0, shape
+        if shape.family == "ragged":
+            assert shape.m % 128 and shape.n % 128 and shape.k % 64, shape
+        if shape.family == "small_k":
+            assert shape.k <= 1024
+        if shape.family == "skinny_m":
+            assert shape.m <= 512
+    assert sweep.transformer_shapes()[0] == sweep.SweepShape("1b_qkv_2048t", "transformer",
+                                                              2048, 3072, 2048)
+
+
+@pytest.mark.parametrize("block_n", [128, 256])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("shape", [
+    (1024, 512, 512),     # one wave, K-deep
+    (4096, 4096, 4096),   # many tiles per CTA: the persistent loop and its barrier phases
+    (1000, 520, 328),     # ragged edges through TMA's zero fill
+    (1000, 521, 333),     # k and n odd: padded operands, single-element stores
+    (300, 136, 8),        # one 64-deep slice, zero-filled past k
+    (17, 33, 65),
+], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.gpu
+@pytest.mark.skipif(HOPPER_SKIP is not None, reason=str(HOPPER_SKIP))
+def test_v7_writes_every_element_right(shape, dtype, block_n: int) -> None:
+    m, n, k = shape
+    a, b = random_matrix(m, k, dtype, 11), random_matrix(k, n, dtype, 12)
+    out = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+    c = ops.v7_launcher(a, b, block_n=block_n, out=out)()
+    assert c.data_ptr() == out.data_ptr()
+    assert not bool(c.isnan().any()), "an element was not written"
+    assert_within_bound(c, a, b)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(HOPPER_SKIP is not None, reason=str(HOPPER_SKIP))
+def test_v7_rejects_a_wrong_output() -> None:
+    a, b = random_matrix(64, 32, torch.bfloat16, 13), random_matrix(32, 16, torch.bfloat16, 14)
+    out = torch.empty(64, 15, dtype=torch.bfloat16, device="cuda")
+    with pytest.raises(ValueError, match=r"out must be a contiguous 64x16 torch.bfloat16 tensor"):
+        ops.v7_launcher(a, b, out=out)
