@@ -365,7 +365,7 @@ def test_seed_step(benchmark, impl: str) -> None:
 
 # --- the sweep: v6 and v7 against cuBLAS over the shape families of impl/kernels/sweep.py ---
 
-SWEEP_ROUNDS = {"quick": 3, "default": 7, "full": 9}
+SWEEP_ROUNDS = {"quick": 3, "default": 7, "full": 15}
 SWEEP_ROUND_MS = 2.0  # each variant's segment of a round: one graph of about this length
 SWEEP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 V7_WIDTHS = tuple(sorted(tiles.TILE_RATES))
@@ -388,11 +388,17 @@ def pytest_generate_tests(metafunc) -> None:
 
 def sweep_variants(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None
                    ) -> dict[str, Callable[[], torch.Tensor]]:
-    """cuBLAS, v6 and v7 at each tile width; ``out`` (v7 only) takes the poisoned output."""
+    """cuBLAS, v6 and v7 at each tile width; where v7 copies rows onto 128-byte lines, also
+    v7 at its own width without that copy (``v7_rows8``), so the choice is measured.
+    ``out`` (v7 only) takes the poisoned output."""
     variants: dict[str, Callable[[], torch.Tensor]] = {
         "cublas": lambda: torch.matmul(a, b), "v6": ops.gemm_launcher(a, b, "v6")}
     for width in V7_WIDTHS:
         variants[f"v7_bn{width}"] = ops.v7_launcher(a, b, block_n=width, out=out)
+    plan = ops.v7_launcher(a, b).plan
+    if plan.row_multiple != 8:
+        variants["v7_rows8"] = ops.v7_launcher(a, b, block_n=plan.block_n, out=out,
+                                               to_lines=False)
     return variants
 
 
@@ -455,8 +461,8 @@ def test_gemm_sweep(benchmark, device_peaks, sweep_rounds: int, sweep_shape, swe
     benchmark.group = "gemm-sweep"
 
     sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
-    chosen = tiles.choose_block_n(shape.m, shape.n, shape.k + -shape.k % 8, sms)
-    round_ms["v7"] = round_ms[f"v7_bn{chosen}"]
+    plan = ops.v7_launcher(a, b).plan
+    round_ms["v7"] = round_ms[f"v7_bn{plan.block_n}"]
     median_ms = {name: statistics.median(ms) for name, ms in round_ms.items()}
     best_width = min(V7_WIDTHS, key=lambda width: median_ms[f"v7_bn{width}"])
     element_bytes = a.element_size()
@@ -472,8 +478,9 @@ def test_gemm_sweep(benchmark, device_peaks, sweep_rounds: int, sweep_shape, swe
         # cuBLAS's time over the variant's: above 1 the variant is faster.
         "vs_cublas": {name: stats.ratio(round_ms["cublas"], ms).to_json()
                       for name, ms in round_ms.items() if name != "cublas"},
-        "v7_block_n": chosen, "v7_best_block_n": best_width,
-        "v7_padded": shape.k % 8 != 0 or shape.n % 8 != 0,
+        "v7_block_n": plan.block_n, "v7_best_block_n": best_width,
+        "v7_row_multiple": plan.row_multiple, "v7_copies": [
+            name for name, copied in (("a", plan.copy_a), ("b", plan.copy_b)) if copied],
         "v6_path": ops.gemm_v6_path(a, b),
         "max_abs_err": {name: err for name, err in errors.items() if name != "reference_max_abs"},
         "max_abs_err_tolerance": tolerance,

@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from impl.capabilities import missing_hopper
-from impl.kernels import load, tiles
+from impl.kernels import load, peaks, tiles
 
 GEMM_VERSIONS: tuple[str, ...] = ("v1", "v1c", "v2", "v3", "v4", "v5", "v6", "v7", "cublas")
 
@@ -188,36 +188,54 @@ def gemm_v6_path(a: torch.Tensor, b: torch.Tensor) -> str:
 
 @dataclass(frozen=True)
 class V7Plan:
-    """How v7 runs one GEMM: its tile width and the copies that make TMA's strides legal.
+    """How v7 runs one GEMM: its tile width and the copies that give TMA the rows it needs.
 
-    TMA reads rows whose strides are multiples of 16 bytes from 16-byte aligned bases. Where
-    k or n is not a multiple of 8 (or a base is misaligned), v7 first copies the operand into
-    a zero-padded one (pad-and-copy: one memory-bound pass, timed with the GEMM); the zeros
-    add nothing to the products, and only the n real columns of C are written.
+    TMA reads rows whose strides are multiples of 16 bytes (8 elements) from 16-byte aligned
+    bases, and reads them fastest when each row starts on a 128-byte line (64 elements).
+    Where k or n is not a multiple of 8, or a base is misaligned, or ``tiles.pads_to_lines``
+    finds the copy worth it, v7 first copies the operand into a zero-padded one whose rows
+    are ``row_multiple`` elements apart (pad-and-copy: one memory-bound pass, timed with the
+    GEMM); the zeros add nothing to the products, and only the n real columns of C are
+    written.
     """
 
     block_n: int
-    pad_k: int  # zero columns appended to a and zero rows to b
-    pad_n: int  # zero columns appended to b
+    row_multiple: int  # 8 (TMA's minimum) or 64 (whole 128-byte lines)
+    k_padded: int  # a's row length and b's row count as the kernel reads them
+    n_padded: int  # b's row length as the kernel reads it
     copy_a: bool
     copy_b: bool
 
 
-def _padding(size: int) -> int:
-    return -size % 8
-
-
-def v7_plan(m: int, n: int, k: int, sms: int, a_aligned: bool = True, b_aligned: bool = True,
-            block_n: int | None = None) -> V7Plan:
-    """The plan for an m×n×k GEMM on ``sms`` multiprocessors; ``block_n`` forces a width."""
-    pad_k, pad_n = _padding(k), _padding(n)
+def v7_plan(m: int, n: int, k: int, sms: int, ridge_flop_per_byte: float | None,
+            a_aligned: bool = True, b_aligned: bool = True, block_n: int | None = None,
+            to_lines: bool | None = None) -> V7Plan:
+    """The plan for an m×n×k GEMM on ``sms`` multiprocessors of roofline ridge point
+    ``ridge_flop_per_byte`` (None: a device without a peaks row, whose rows are then only
+    padded to TMA's minimum). ``block_n`` and ``to_lines`` force the choices they name."""
+    if to_lines is None:
+        to_lines = ridge_flop_per_byte is not None and tiles.pads_to_lines(
+            m, n, k, ridge_flop_per_byte)
+    multiple = tiles.LINE_ELEMENTS if to_lines else 8
+    k_padded, n_padded = -(-k // multiple) * multiple, -(-n // multiple) * multiple
     if block_n is None:
-        block_n = tiles.choose_block_n(m, n, k + pad_k, sms)
+        block_n = tiles.choose_block_n(m, n, k_padded, sms)
     elif block_n not in tiles.TILE_RATES:
         raise ValueError(f"gemm v7: block_n {block_n} is not a tile width; allowed: "
                          f"{', '.join(map(str, sorted(tiles.TILE_RATES)))}")
-    return V7Plan(block_n, pad_k, pad_n, copy_a=pad_k > 0 or not a_aligned,
-                  copy_b=pad_k > 0 or pad_n > 0 or not b_aligned)
+    return V7Plan(block_n, multiple, k_padded, n_padded,
+                  copy_a=k_padded != k or not a_aligned,
+                  copy_b=k_padded != k or n_padded != n or not b_aligned)
+
+
+def ridge_point(device: torch.device) -> float | None:
+    """The bf16 roofline ridge (peak FLOP/s over HBM bytes/s) of ``device``, or None for a
+    GPU without a row in impl/kernels/peaks.py."""
+    try:
+        device_peaks = peaks.lookup(torch.cuda.get_device_name(device))
+    except peaks.UnknownDeviceError:
+        return None
+    return device_peaks.peak_flops("bf16") / device_peaks.hbm_bytes_per_s
 
 
 def _aligned16(t: torch.Tensor) -> bool:
@@ -225,11 +243,13 @@ def _aligned16(t: torch.Tensor) -> bool:
 
 
 def v7_launcher(a: torch.Tensor, b: torch.Tensor, block_n: int | None = None,
-                out: torch.Tensor | None = None) -> Callable[[], torch.Tensor]:
+                out: torch.Tensor | None = None, to_lines: bool | None = None
+                ) -> Callable[[], torch.Tensor]:
     """A launcher of v7 for ``a`` @ ``b`` (checked once, as ``gemm_launcher``).
 
-    ``block_n`` forces a tile width (default: ``tiles.choose_block_n``); ``out`` (m×n, the
-    operands' dtype) receives the result instead of a fresh tensor, so a check can poison it.
+    ``block_n`` and ``to_lines`` force the plan's choices (default: ``v7_plan``'s); ``out``
+    (m×n, the operands' dtype) receives the result instead of a fresh tensor, so a check can
+    poison it. The launcher's ``plan`` attribute is the plan it runs.
     """
     _validate("gemm v7", _GEMM, GEMM_DTYPES["v7"], a, b)
     _require_hopper("gemm v7", a.device)
@@ -239,12 +259,13 @@ def v7_launcher(a: torch.Tensor, b: torch.Tensor, block_n: int | None = None,
         raise ValueError(f"gemm v7: out must be a contiguous {m}x{n} {a.dtype} tensor on "
                          f"{a.device}; got {list(out.shape)} {out.dtype} on {out.device}")
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count
-    plan = v7_plan(m, n, k, sms, _aligned16(a), _aligned16(b), block_n)
+    plan = v7_plan(m, n, k, sms, ridge_point(a.device), _aligned16(a), _aligned16(b), block_n,
+                   to_lines)
     kernel = _extension().gemm_v7
 
     def launch() -> torch.Tensor:
-        a_in = F.pad(a, (0, plan.pad_k)) if plan.copy_a else a
-        b_in = F.pad(b, (0, plan.pad_n, 0, plan.pad_k)) if plan.copy_b else b
+        a_in = F.pad(a, (0, plan.k_padded - k)) if plan.copy_a else a
+        b_in = F.pad(b, (0, plan.n_padded - n, 0, plan.k_padded - k)) if plan.copy_b else b
         c = torch.empty(m, n, dtype=a.dtype, device=a.device) if out is None else out
         kernel(a_in, b_in, c, plan.block_n)
         return c

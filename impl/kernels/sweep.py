@@ -9,17 +9,20 @@ Families (docs/gemm.md says why each is there):
 - ``small_k``: k ≤ 1024 (the epilogue and pipeline fill weigh most);
 - ``skinny_m``: m ≤ 512 (too few 128-row tiles to fill the GPU);
 - ``ragged``: off every tile size (128, 256, 64) but 16-byte strides;
-- ``unaligned``: k or n not a multiple of 8, so TMA cannot read the operands in place.
+- ``unaligned``: k or n not a multiple of 8, so TMA cannot read the operands in place;
+- ``held_out``: sizes drawn log-uniform in [256, 16384] (half rounded to multiples of 8)
+  after v7's measured constants (impl/kernels/tiles.py) were fitted, to test that its
+  choices carry over to shapes nobody picked.
 
-``--suite-mode full`` runs every shape; the default mode runs ``DEFAULT_SHAPES``, one or
-more per family, chosen before any measurement.
+The default and full modes run every shape (about 20 s per dtype on one H100, after the
+kernel build), full with more rounds; quick runs ``QUICK_SHAPES``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-FAMILIES = ("square", "transformer", "small_k", "skinny_m", "ragged", "unaligned")
+FAMILIES = ("square", "transformer", "small_k", "skinny_m", "ragged", "unaligned", "held_out")
 
 
 @dataclass(frozen=True)
@@ -79,25 +82,23 @@ def sweep_shapes() -> tuple[SweepShape, ...]:
     unaligned = [SweepShape(f"unaligned_{m}x{n}x{k}", "unaligned", m, n, k)
                  for m, n, k in ((4097, 4099, 4101), (1000, 1001, 999), (8191, 8191, 8191),
                                  (2048, 2048, 2047), (4096, 4097, 4096))]
-    return (*squares, *transformer_shapes(), *small_k, *skinny, *ragged, *unaligned)
+    # random.Random("overlap-suite:gemm-held-out"), m, n, k = exp(uniform(ln 256, ln 16384)),
+    # n and k of every other draw rounded down to a multiple of 8.
+    held_out = [SweepShape(f"held_out_{m}x{n}x{k}", "held_out", m, n, k)
+                for m, n, k in ((1108, 2848, 4536), (8780, 264, 374), (324, 920, 4640),
+                                (8938, 316, 4108), (2285, 416, 2776), (1740, 5298, 8078),
+                                (6322, 4592, 1304), (4369, 6414, 338))]
+    return (*squares, *transformer_shapes(), *small_k, *skinny, *ragged, *unaligned, *held_out)
 
 
-#: The default mode's subset (a few minutes on one H100 with both dtypes): each family, the
-#: largest and smallest squares, and the 8B class's layer at 8192 tokens.
-DEFAULT_SHAPES = (
-    "square_2048", "square_8192",
-    "8b_qkv_8192t", "8b_attn_out_8192t", "8b_mlp_up_8192t", "8b_mlp_down_8192t",
-    "small_k_8192x8192x1024", "skinny_m_256x8192x8192", "ragged_3000x5000x2000",
-    "unaligned_4097x4099x4101",
-)
+#: The quick mode's subset: the smallest and the largest squares a layer has.
+QUICK_SHAPES = ("square_2048", "square_8192")
 
 
 def shapes_for(mode: str) -> tuple[SweepShape, ...]:
-    """The shapes ``--suite-mode mode`` runs: all in full, ``DEFAULT_SHAPES`` otherwise,
-    only the first two of those in quick."""
+    """The shapes ``--suite-mode mode`` runs: every one, or ``QUICK_SHAPES`` in quick."""
     every = sweep_shapes()
-    if mode == "full":
+    if mode != "quick":
         return every
-    chosen = DEFAULT_SHAPES if mode == "default" else DEFAULT_SHAPES[:2]
     by_name = {shape.name: shape for shape in every}
-    return tuple(by_name[name] for name in chosen)
+    return tuple(by_name[name] for name in QUICK_SHAPES)

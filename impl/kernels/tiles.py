@@ -1,4 +1,5 @@
-"""v7's tile width per shape: a wave model with one measured rate per tile (pure, torch-free).
+"""v7's choices per shape, from small measured models (pure, torch-free): the tile width
+(a wave model with one measured rate per tile) and the operands' row padding.
 
 v7 (gemm_v7.cu) is persistent: min(tiles, SMs) CTAs share the 128 × BN output tiles, so
 its time is about
@@ -22,11 +23,19 @@ from types import MappingProxyType
 BLOCK_M = 128
 BLOCK_K = 64
 
-#: Per-SM throughput of each tile width relative to the 256-wide tile (1.0), from the
-#: ratio of v7's TFLOP/s with each width forced on squares of 8192 and 16384 (many waves,
-#: so wave quantisation is small), median over bf16 and fp16, on one H100 SXM
-#: (results/h100x1/gemm-sweep-*.json, ``tile_rates``).
-TILE_RATES: Mapping[int, float] = MappingProxyType({256: 1.0, 128: 0.88})
+#: Per-SM throughput of each tile width relative to the 256-wide tile (1.0): the rate that
+#: makes the wave model reproduce v7's measured time ratio with each width forced, median
+#: over the 124 rows of the first sweep (results/h100x1/gemm-sweep-20261125T1551Z-*.json,
+#: one H100 SXM; quartiles 0.74 and 0.85). Later sweeps and the held-out family test it.
+TILE_RATES: Mapping[int, float] = MappingProxyType({256: 1.0, 128: 0.79})
+
+#: TMA reads a row in 128-byte boxes; where rows do not start on 128-byte lines (a stride
+#: not a multiple of 64 elements), v7 ran at 0.51-0.79 of cuBLAS on the ragged family of
+#: the first sweep (median 0.56) against about 0.90 on aligned shapes of the same size, so
+#: about 1 - 0.56 / 0.90 = 0.4 of its time is what copying the operands onto aligned rows
+#: can win.
+LINE_ELEMENTS = 64
+LINE_PAD_GAIN = 0.4
 
 
 def tiles(m: int, n: int, block_n: int) -> int:
@@ -55,3 +64,18 @@ def choose_block_n(m: int, n: int, k: int, sms: int,
             raise ValueError(f"{name} must be >= 0; got {value}")
     return min(sorted(rates, reverse=True),
                key=lambda width: estimated_time(m, n, k, width, sms, rates))
+
+
+def pads_to_lines(m: int, n: int, k: int, ridge_flop_per_byte: float) -> bool:
+    """Whether v7 should copy its operands onto rows of whole 128-byte lines.
+
+    Worth it where the copy (each copied element read and written once, 2 bytes each way)
+    costs less than ``LINE_PAD_GAIN`` of the GEMM's compute time: copy_bytes / bw <
+    gain · 2mnk / peak, i.e. copy_bytes · ridge < gain · 2mnk with ridge = peak / bw of
+    the device (its roofline's ridge point). Always true where a copy is needed anyway.
+    """
+    if k % 8 or n % 8:
+        return True
+    copied = (m * k if k % LINE_ELEMENTS else 0) + (k * n if k % LINE_ELEMENTS
+                                                     or n % LINE_ELEMENTS else 0)
+    return copied > 0 and 4 * copied * ridge_flop_per_byte < LINE_PAD_GAIN * 2 * m * n * k
