@@ -135,5 +135,9 @@ def test_v7_writes_every_element_right(shape, dtype, block_n: int) -> None:
 def test_v7_rejects_a_wrong_output() -> None:
     a, b = random_matrix(64, 32, torch.bfloat16, 13), random_matrix(32, 16, torch.bfloat16, 14)
     out = torch.empty(64, 15, dtype=torch.bfloat16, device="cuda")
-    with pytest.raises(ValueError, match=r"out must be a contiguous 64x16 torch.bfloat16 tensor"):
+    with pytest.raises(ValueError, match=r"out must be a contiguous, 16-byte aligned 64x16 "
+                                         r"torch.bfloat16 tensor on cuda:0; got \[64, 15\]"):
         ops.v7_launcher(a, b, out=out)
+    shifted = torch.empty(64 * 16 + 1, dtype=torch.bfloat16, device="cuda")[1:].view(64, 16)
+    with pytest.raises(ValueError, match=r"16-byte aligned .* at address 0x[0-9a-f]*2\b"):
+        ops.v7_launcher(a, b, out=shifted)

@@ -12,8 +12,10 @@
 //   256-wide tiles leave SMs idle (skinny M, small squares). impl/kernels/tiles.py picks
 //   it from a measured per-tile rate and the wave count; nothing here is tuned per shape.
 // - Any size: ops.py pads A's and B's rows to 16-byte strides (k, ldb multiples of 8)
-//   when they are not, and the epilogue stores single elements where a pair would be
-//   misaligned (odd n), so v7 never falls back to v5.
+//   when they are not, and the epilogue stores single elements where n % 8 != 0, so v7
+//   never falls back to v5.
+// - The epilogue stores 16 bytes per lane (a shuffle within each quad of lanes) instead
+//   of v6's 4.
 //
 // The slot/ring/descriptor layouts are v6's (see gemm_hopper.cu): A 128 x 64 K-major SW128,
 // B 64 x BN MN-major SW128 as BN / 64 slabs of 64 x 64. Barrier phases count slices over
@@ -61,16 +63,55 @@ __device__ __forceinline__ void wgmma_tile(float (&d)[BN / 2], uint64_t a, uint6
   }
 }
 
-// C's rows are N elements apart (C is a dense m x n tensor). Pairs of adjacent columns
-// go out as one 4-byte store where N is even; with N odd, a pair may straddle 4 bytes.
+// Four lanes of a quad hold, for one row, two columns each of every 8-column chunk
+// (hopper.cuh's fragment layout). Two butterfly exchanges (a 4 x 4 transpose of packed
+// pairs) give lane q the whole chunk q of four: 16 contiguous bytes. Every lane must
+// take part, so rows past M are skipped only at the store.
+__device__ __forceinline__ uint4 quad_transpose(unsigned int v0, unsigned int v1,
+                                                unsigned int v2, unsigned int v3) {
+  const int lane = threadIdx.x % 4;
+  const bool odd = lane & 1;  // exchange 1: chunks whose bit 0 is the lane's bit 0
+  unsigned int r0 = __shfl_xor_sync(0xffffffff, odd ? v0 : v1, 1);
+  unsigned int r1 = __shfl_xor_sync(0xffffffff, odd ? v2 : v3, 1);
+  if (odd) { v0 = r0; v2 = r1; } else { v1 = r0; v3 = r1; }
+  const bool high = lane & 2;  // exchange 2: chunks whose bit 1 is the lane's bit 1
+  r0 = __shfl_xor_sync(0xffffffff, high ? v0 : v2, 2);
+  r1 = __shfl_xor_sync(0xffffffff, high ? v1 : v3, 2);
+  if (high) { v0 = r0; v1 = r1; } else { v2 = r0; v3 = r1; }
+  return make_uint4(v0, v1, v2, v3);
+}
+
+// C's rows are N elements apart (C is a dense m x n tensor). With N % 8 == 0 every row
+// starts 16-byte aligned and each lane stores whole 16-byte chunks (quad_transpose): a
+// warp's store then fills 32-byte sectors, where 4-byte stores left them half written and
+// queued four times as many instructions (ncu on small K: stalls on the LG queue). Other
+// N: single elements, as a pair may straddle 4 bytes.
 template <typename T, int BN>
 __device__ __forceinline__ void store_tile(const float (&d)[BN / 2], T* __restrict__ C, int M,
                                            int N, int row0, int col0, int consumer) {
   const int warp = (threadIdx.x % 128) / 32;
   const int lane = threadIdx.x % 32;
   const int row_base = row0 + consumer * 64 + warp * 16 + lane / 4;
+  if (N % 8 == 0) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row_base + 8 * h;
+#pragma unroll
+      for (int j = 0; j < BN / 8; j += 4) {
+        const uint4 chunk = quad_transpose(
+            kernels::pack2<T>(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]),
+            kernels::pack2<T>(d[4 * j + 4 + 2 * h], d[4 * j + 5 + 2 * h]),
+            kernels::pack2<T>(d[4 * j + 8 + 2 * h], d[4 * j + 9 + 2 * h]),
+            kernels::pack2<T>(d[4 * j + 12 + 2 * h], d[4 * j + 13 + 2 * h]));
+        const int col = col0 + 8 * (j + lane % 4);
+        if (row < M && col < N) {
+          *reinterpret_cast<uint4*>(C + static_cast<size_t>(row) * N + col) = chunk;
+        }
+      }
+    }
+    return;
+  }
   const int col_base = col0 + 2 * (lane % 4);
-  const bool pairs = N % 2 == 0;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int row = row_base + 8 * h;
@@ -79,13 +120,8 @@ __device__ __forceinline__ void store_tile(const float (&d)[BN / 2], T* __restri
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j) {
       const int col = col_base + 8 * j;
-      const float lo = d[4 * j + 2 * h], hi = d[4 * j + 2 * h + 1];
-      if (pairs && col < N) {  // N even and col even: col + 1 < N too
-        *reinterpret_cast<unsigned int*>(c_row + col) = kernels::pack2<T>(lo, hi);
-      } else if (!pairs) {
-        if (col < N) c_row[col] = kernels::from_float<T>(lo);
-        if (col + 1 < N) c_row[col + 1] = kernels::from_float<T>(hi);
-      }
+      if (col < N) c_row[col] = kernels::from_float<T>(d[4 * j + 2 * h]);
+      if (col + 1 < N) c_row[col + 1] = kernels::from_float<T>(d[4 * j + 2 * h + 1]);
     }
   }
 }
@@ -213,7 +249,7 @@ template <typename T>
 cudaError_t dispatch_v7(const void* a, const void* b, void* c, int m, int n, int k, int ldb,
                         int block_n, CUtensorMapDataType type, cudaStream_t stream) {
   if (k <= 0 || k % 8 != 0 || ldb % 8 != 0 || ldb < n || !kernels::aligned16(a) ||
-      !kernels::aligned16(b)) {
+      !kernels::aligned16(b) || !kernels::aligned16(c)) {
     return cudaErrorInvalidValue;  // ops.py pads operands before they come here
   }
   if (block_n == 256) return launch_v7<T, 256>(a, b, c, m, n, k, ldb, type, stream);

@@ -56,8 +56,8 @@ cudaError_t gemm_v6_bf16(const void* a, const void* b, void* c, int m, int n, in
 cudaError_t gemm_v6_f16(const void* a, const void* b, void* c, int m, int n, int k,
                         cudaStream_t stream);
 // gemm_v7.cu: v7 (persistent TMA + wgmma, sm_90a). B's rows are ldb elements apart
-// (ldb >= n); k and ldb must be multiples of 8 and a, b 16-byte aligned (ops.py pads where
-// they are not); c is dense m x n; block_n (128 or 256) is the tile width. Any other input
+// (ldb >= n); k and ldb must be multiples of 8 and a, b, c 16-byte aligned (ops.py pads
+// a and b where they are not); c is dense m x n; block_n (128 or 256) is the tile width. Any other input
 // returns cudaErrorInvalidValue before a launch.
 cudaError_t gemm_v7_bf16(const void* a, const void* b, void* c, int m, int n, int k, int ldb,
                          int block_n, cudaStream_t stream);

@@ -255,9 +255,11 @@ def v7_launcher(a: torch.Tensor, b: torch.Tensor, block_n: int | None = None,
     _require_hopper("gemm v7", a.device)
     (m, k), n = a.shape, b.shape[1]
     if out is not None and (out.shape != (m, n) or out.dtype != a.dtype
-                            or out.device != a.device or not out.is_contiguous()):
-        raise ValueError(f"gemm v7: out must be a contiguous {m}x{n} {a.dtype} tensor on "
-                         f"{a.device}; got {list(out.shape)} {out.dtype} on {out.device}")
+                            or out.device != a.device or not out.is_contiguous()
+                            or not _aligned16(out)):
+        raise ValueError(f"gemm v7: out must be a contiguous, 16-byte aligned {m}x{n} "
+                         f"{a.dtype} tensor on {a.device}; got {list(out.shape)} {out.dtype} "
+                         f"on {out.device} at address {out.data_ptr():#x}")
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count
     plan = v7_plan(m, n, k, sms, ridge_point(a.device), _aligned16(a), _aligned16(b), block_n,
                    to_lines)
