@@ -24,7 +24,7 @@ TP_KINDS = ("tensor_parallel", "tensor_parallel_comparison")
 PIPELINE_KINDS = ("pipeline", "pipeline_comparison", "hybrid_step", "hybrid_comparison",
                   "host_adam", "digits_curve", "gpt_forward")  # reports/sections/: pipeline, hybrid
 KNOWN_KINDS = ("step", "comparison", "interference", "allreduce", "synthetic", "gemm",
-               "seed_step", "tensor_core_ceiling", "sampler_overhead", *TP_KINDS,
+               "gemm_sweep", "seed_step", "tensor_core_ceiling", "sampler_overhead", *TP_KINDS,
                *PIPELINE_KINDS)
 GIB = 2**30
 MIB = 2**20

@@ -31,6 +31,7 @@ REQUIRED_TEXT = {
     "interference": ("workload", "profile"),
     "allreduce": ("profile",),
     "gemm": ("version", "preset", "dtype"),
+    "gemm_sweep": ("preset", "family", "dtype"),
     "seed_step": ("impl",),
     "tensor_core_ceiling": ("instruction", "dtype"),
     "pipeline": ("variant", "workload"),
@@ -48,6 +49,7 @@ REQUIRED_TEXT = {
 REQUIRED_NESTED = {
     "comparison": ("references", "strategies", "measurement"),
     "interference": ("gemm", "gemm_alone_ms", "slowdown"),
+    "gemm_sweep": ("tflops", "vs_cublas"),
 }
 
 
@@ -69,6 +71,7 @@ REQUIRED_NUMBERS = {
                   "wrong_elements"),
     "synthetic": ("chunks", "step_ms", "sequential_ms", "speedup_pct"),
     "gemm": ("m", "n", "k", "tflops", "arithmetic_intensity", "pct_of_cublas"),
+    "gemm_sweep": ("m", "n", "k", "v7_block_n", "v7_row_multiple", "arithmetic_intensity"),
     "seed_step": ("step_ms",),
     "tensor_core_ceiling": ("tflops", "cublas_8192_tflops", "pct_of_cublas_8192"),
     "sampler_overhead": ("overhead_pct", "step_ms_sampler_on", "step_ms_sampler_off"),
