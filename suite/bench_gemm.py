@@ -1,17 +1,21 @@
-"""GEMM ladder (impl/kernels, v1-v6) against cuBLAS, its tensor-core ceilings, the seed step.
+"""GEMM ladder (impl/kernels, v1-v7) against cuBLAS, its tensor-core ceilings, the seed step,
+and the sweep of shape families (docs/gemm.md).
 
 Single-GPU work. On one GPU, from the repository root:
 
     python -m pytest suite/bench_gemm.py -q --benchmark-json=gemm.json
+    python -m pytest suite/bench_gemm.py -q -k sweep --suite-mode full   # the sweep alone
 
 `python -m suite.run` runs it under torchrun with the rest of the suite: every rank runs
 the same rows on its own GPU (dist_context selects it) in step with the others, and rank 0
 reports. About 1 minute for the one-off kernel build on first use, then about 1-2 minutes
-on an H100/H200. Every row times `launches` back-to-back launches between two CUDA events per
-round (fixed rounds after warmup rounds, never calibrated) and reports the median per
-launch; pytest-benchmark's own wall time of a round ends with torch.cuda.synchronize().
-Each row carries its correctness check (max |C - C_cuBLAS| of that run) beside the
-timing, and its cuBLAS baseline measured in the same process for the same shape and dtype.
+for the ladder and 40 s (default mode) to 60 s (full) for the sweep's 140 rows on an H100.
+Ladder rows time `launches` back-to-back launches between two CUDA events per round (fixed
+rounds after warmup rounds, never calibrated) and report the median per launch. Sweep rows
+run cuBLAS, v6 and v7 interleaved in shuffled order per round, each round one CUDA graph
+per variant, and keep every round and the ratio's 95% interval. Every row carries its
+correctness check (max |C - C_cuBLAS|) beside the timing, and its cuBLAS baseline
+measured in the same process for the same shape and dtype.
 """
 
 from __future__ import annotations
