@@ -392,9 +392,10 @@ def pytest_generate_tests(metafunc) -> None:
 
 def sweep_variants(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None
                    ) -> dict[str, Callable[[], torch.Tensor]]:
-    """cuBLAS, v6 and v7 at each tile width; where v7 copies rows onto 128-byte lines, also
-    v7 at its own width without that copy (``v7_rows8``), so the choice is measured.
-    ``out`` (v7 only) takes the poisoned output."""
+    """cuBLAS, v6 and v7 at each tile width (each at its own split-K factor); where v7
+    copies rows onto 128-byte lines, also v7 at its own width without that copy
+    (``v7_rows8``), and where it splits K, v7 at its own width unsplit (``v7_nosplit``), so
+    both choices are measured. ``out`` (v7 only) takes the poisoned output."""
     variants: dict[str, Callable[[], torch.Tensor]] = {
         "cublas": lambda: torch.matmul(a, b), "v6": ops.gemm_launcher(a, b, "v6")}
     for width in V7_WIDTHS:
@@ -403,6 +404,8 @@ def sweep_variants(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = 
     if plan.row_multiple != 8:
         variants["v7_rows8"] = ops.v7_launcher(a, b, block_n=plan.block_n, out=out,
                                                to_lines=False)
+    if plan.splits > 1:
+        variants["v7_nosplit"] = ops.v7_launcher(a, b, block_n=plan.block_n, out=out, splits=1)
     return variants
 
 
@@ -482,7 +485,7 @@ def test_gemm_sweep(benchmark, device_peaks, sweep_rounds: int, sweep_shape, swe
         # cuBLAS's time over the variant's: above 1 the variant is faster.
         "vs_cublas": {name: stats.ratio(round_ms["cublas"], ms).to_json()
                       for name, ms in round_ms.items() if name != "cublas"},
-        "v7_block_n": plan.block_n, "v7_best_block_n": best_width,
+        "v7_block_n": plan.block_n, "v7_best_block_n": best_width, "v7_splits": plan.splits,
         "v7_row_multiple": plan.row_multiple, "v7_copies": [
             name for name, copied in (("a", plan.copy_a), ("b", plan.copy_b)) if copied],
         "v6_path": ops.gemm_v6_path(a, b),

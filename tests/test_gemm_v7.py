@@ -74,7 +74,29 @@ def test_plan_copies_aligned_strides_only_where_the_copy_pays() -> None:
         8, 4096, 4096, False, False)
     plan = ops.v7_plan(4096, 4096, 4096, H100_SMS, H100_RIDGE, a_aligned=False)
     assert (plan.copy_a, plan.copy_b) == (True, False)
-    assert ops.v7_plan(64, 8192, 8192, H100_SMS, H100_RIDGE).block_n == 128
+    # m = 64: 32 wide tiles would fill 32 of 132 SMs; four K parts fill 128 of them.
+    plan = ops.v7_plan(64, 8192, 8192, H100_SMS, H100_RIDGE)
+    assert (plan.block_n, plan.splits) == (256, 4)
+
+
+def test_split_k_only_where_tiles_leave_sms_idle() -> None:
+    # 128 wide tiles fill 2 waves on 132 SMs: nothing to win; nor without a ridge point.
+    assert tiles.choose_splits(8192, 8192, 8192, 256, H100_SMS, H100_RIDGE) == 1
+    assert tiles.choose_splits(64, 8192, 8192, 256, H100_SMS, None) == 1
+    # 324 x 920 x 4640: 24 narrow tiles of 73 slices; 5 parts of 15 slices fill 120 SMs.
+    assert tiles.choose_splits(324, 920, 4640, 128, H100_SMS, H100_RIDGE) == 5
+    # Each part keeps MIN_SPLIT_SLICES slices: k = 512 (8 slices) splits at most in two.
+    assert list(tiles.split_candidates(512)) == [1, 2]
+    assert list(tiles.split_candidates(64)) == [1]
+    assert tiles.split_candidates(1 << 20)[-1] == tiles.MAX_SPLITS
+    # The model's cost: one wave of 4 parts of 32 slices, plus 8·4·64·8192 bytes at the ridge.
+    expected = 32 + 8 * 4 * 64 * 8192 * H100_RIDGE / (tiles.SLICE_FLOP * H100_SMS)
+    assert tiles.estimated_time(64, 8192, 8192, 256, H100_SMS, splits=4,
+                                ridge_flop_per_byte=H100_RIDGE) == pytest.approx(expected)
+    with pytest.raises(ValueError, match=r"splits must be in \[1, 16\]; got 17"):
+        tiles.estimated_time(64, 8192, 8192, 256, H100_SMS, splits=17)
+    with pytest.raises(ValueError, match="gemm v7: splits 0 is out of range; allowed: 1 to 16"):
+        ops.v7_plan(64, 8192, 8192, H100_SMS, H100_RIDGE, splits=0)
 
 
 def test_plan_rejects_a_width_without_a_kernel() -> None:
@@ -126,6 +148,28 @@ def test_v7_writes_every_element_right(shape, dtype, block_n: int) -> None:
     out = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
     c = ops.v7_launcher(a, b, block_n=block_n, out=out)()
     assert c.data_ptr() == out.data_ptr()
+    assert not bool(c.isnan().any()), "an element was not written"
+    assert_within_bound(c, a, b)
+
+
+@pytest.mark.parametrize("splits", [2, 3, 7])
+@pytest.mark.parametrize("block_n", [128, 256])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("shape", [
+    (64, 1024, 4096),     # skinny: the case split-K is for
+    (1000, 520, 1000),    # ragged edges; 16 slices in uneven parts
+    (300, 521, 333),      # n odd: the sum's single-element stores; 6 slices, fewer parts
+    (17, 33, 65),         # 2 slices: at most 2 parts, whatever is asked
+], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.gpu
+@pytest.mark.skipif(HOPPER_SKIP is not None, reason=str(HOPPER_SKIP))
+def test_v7_split_k_writes_every_element_right(shape, dtype, block_n: int, splits: int) -> None:
+    m, n, k = shape
+    a, b = random_matrix(m, k, dtype, 15), random_matrix(k, n, dtype, 16)
+    out = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+    launch = ops.v7_launcher(a, b, block_n=block_n, out=out, splits=splits)
+    assert launch.plan.splits == splits
+    c = launch()
     assert not bool(c.isnan().any()), "an element was not written"
     assert_within_bound(c, a, b)
 

@@ -16,6 +16,10 @@
 //   never falls back to v5.
 // - The epilogue stores 16 bytes per lane (a shuffle within each quad of lanes) instead
 //   of v6's 4.
+// - Split-K where the output has too few tiles to fill the SMs (tiles.choose_splits): each
+//   tile's K range is cut into `splits` parts, the work units are tiles x parts, and each
+//   unit writes its fp32 partial tile to a workspace; reduce_splits then sums the parts in
+//   a fixed order (deterministic) and rounds once, as the unsplit kernel does.
 //
 // The slot/ring/descriptor layouts are v6's (see gemm_hopper.cu): A 128 x 64 K-major SW128,
 // B 64 x BN MN-major SW128 as BN / 64 slabs of 64 x 64. Barrier phases count slices over
@@ -126,11 +130,59 @@ __device__ __forceinline__ void store_tile(const float (&d)[BN / 2], T* __restri
   }
 }
 
+// A split's fp32 partial tile into its part of the workspace, whose rows are `ld` (a
+// multiple of BN) floats apart and cover whole tiles, so no store needs a bounds check:
+// reduce_splits reads only the m x n corner.
+template <int BN>
+__device__ __forceinline__ void store_partial(const float (&d)[BN / 2], float* __restrict__ part,
+                                              int ld, int row0, int col0, int consumer) {
+  const int warp = (threadIdx.x % 128) / 32;
+  const int lane = threadIdx.x % 32;
+  const int row_base = row0 + consumer * 64 + warp * 16 + lane / 4;
+  const int col_base = col0 + 2 * (lane % 4);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float* p_row = part + static_cast<size_t>(row_base + 8 * h) * ld + col_base;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+      *reinterpret_cast<float2*>(p_row + 8 * j) = make_float2(d[4 * j + 2 * h],
+                                                              d[4 * j + 2 * h + 1]);
+    }
+  }
+}
+
+// C = the sum of the `splits` partial products, one thread per 8 columns of a row: two
+// 16-byte reads per part, one 16-byte store where N % 8 == 0 (else single elements).
+template <typename T>
+__global__ void reduce_splits(const float* __restrict__ partials, T* __restrict__ C, int M,
+                              int N, int ld, size_t part_stride, int splits) {
+  const int chunks = ceil_div(N, 8);
+  const long long index = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (index >= static_cast<long long>(M) * chunks) return;
+  const int row = static_cast<int>(index / chunks), col = static_cast<int>(index % chunks) * 8;
+  const float* p = partials + static_cast<size_t>(row) * ld + col;
+  float sum[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  for (int s = 0; s < splits; ++s, p += part_stride) {
+    const float4 lo = *reinterpret_cast<const float4*>(p);
+    const float4 hi = *reinterpret_cast<const float4*>(p + 4);
+    sum[0] += lo.x; sum[1] += lo.y; sum[2] += lo.z; sum[3] += lo.w;
+    sum[4] += hi.x; sum[5] += hi.y; sum[6] += hi.z; sum[7] += hi.w;
+  }
+  T* c = C + static_cast<size_t>(row) * N + col;
+  if (N % 8 == 0) {
+    *reinterpret_cast<uint4*>(c) = make_uint4(
+        kernels::pack2<T>(sum[0], sum[1]), kernels::pack2<T>(sum[2], sum[3]),
+        kernels::pack2<T>(sum[4], sum[5]), kernels::pack2<T>(sum[6], sum[7]));
+    return;
+  }
+  for (int j = 0; j < 8 && col + j < N; ++j) c[j] = kernels::from_float<T>(sum[j]);
+}
+
 template <typename T, int BN>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_v7_kernel(const __grid_constant__ CUtensorMap a_map,
                    const __grid_constant__ CUtensorMap b_map, T* __restrict__ C, int M, int N,
-                   int K) {
+                   int K, float* __restrict__ partials, int splits, int split_slices) {
 #if V6_ARCH_OK
   using Shape = Tile<BN>;
   constexpr int STAGES = Shape::STAGES;
@@ -142,6 +194,9 @@ __global__ void __launch_bounds__(THREADS, 1)
   const int tiles_m = ceil_div(M, BM), tiles_n = ceil_div(N, BN);
   const int tiles = tiles_m * tiles_n;
   const int k_tiles = ceil_div(K, BK);
+  // Work unit u: tile u % tiles, K part u / tiles (CTAs running together share a K range,
+  // so the raster order's L2 reuse holds within each part).
+  const int units = tiles * splits;
   const int warpgroup = threadIdx.x / 128;
 
   if (threadIdx.x == 0) {
@@ -159,9 +214,11 @@ __global__ void __launch_bounds__(THREADS, 1)
       hopper::tma_prefetch_descriptor(&a_map);
       hopper::tma_prefetch_descriptor(&b_map);
       int slice = 0;  // slices this CTA has loaded, over all its tiles
-      for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-        const int2 tile = kernels::grouped_tile(t, tiles_m, tiles_n, GROUP_M);
-        for (int kt = 0; kt < k_tiles; ++kt, ++slice) {
+      for (int u = blockIdx.x; u < units; u += gridDim.x) {
+        const int2 tile = kernels::grouped_tile(u % tiles, tiles_m, tiles_n, GROUP_M);
+        const int kt_begin = (u / tiles) * split_slices;
+        const int kt_end = min(k_tiles, kt_begin + split_slices);
+        for (int kt = kt_begin; kt < kt_end; ++kt, ++slice) {
           const int s = slice % STAGES;
           // The slot's previous slice (slice - STAGES) must have been freed by both
           // consumers: the (slice / STAGES)-th completion of empty[s].
@@ -185,11 +242,13 @@ __global__ void __launch_bounds__(THREADS, 1)
   const bool warp_leader = threadIdx.x % 32 == 0;
   float d[Shape::ACCUMULATORS];
   int slice = 0;
-  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-    const int2 tile = kernels::grouped_tile(t, tiles_m, tiles_n, GROUP_M);
+  for (int u = blockIdx.x; u < units; u += gridDim.x) {
+    const int2 tile = kernels::grouped_tile(u % tiles, tiles_m, tiles_n, GROUP_M);
+    const int kt_begin = (u / tiles) * split_slices;
+    const int kt_end = min(k_tiles, kt_begin + split_slices);
 #pragma unroll
     for (int i = 0; i < Shape::ACCUMULATORS; ++i) d[i] = 0.0f;
-    for (int kt = 0; kt < k_tiles; ++kt, ++slice) {
+    for (int kt = kt_begin; kt < kt_end; ++kt, ++slice) {
       const int s = slice % STAGES;
       hopper::mbarrier_wait(&full[s], (slice / STAGES) & 1);
       const unsigned int a_tile =
@@ -205,12 +264,18 @@ __global__ void __launch_bounds__(THREADS, 1)
       hopper::wgmma_commit();
       // Keep this slice's group in flight; once the previous one is done, free its slot.
       hopper::wgmma_wait<1>();
-      if (kt > 0 && warp_leader) hopper::mbarrier_arrive(&empty[(slice - 1) % STAGES]);
+      if (kt > kt_begin && warp_leader) hopper::mbarrier_arrive(&empty[(slice - 1) % STAGES]);
     }
     hopper::wgmma_wait<0>();
     // The tile's last slot is free too; the producer may be waiting on it for the next tile.
     if (warp_leader) hopper::mbarrier_arrive(&empty[(slice - 1) % STAGES]);
-    store_tile<T, BN>(d, C, M, N, tile.x * BM, tile.y * BN, consumer);
+    if (splits == 1) {
+      store_tile<T, BN>(d, C, M, N, tile.x * BM, tile.y * BN, consumer);
+    } else {
+      const int ld = tiles_n * BN;
+      store_partial<BN>(d, partials + static_cast<size_t>(u / tiles) * tiles_m * BM * ld, ld,
+                        tile.x * BM, tile.y * BN, consumer);
+    }
   }
 #endif
 }
@@ -226,7 +291,8 @@ int multiprocessors() {
 
 template <typename T, int BN>
 cudaError_t launch_v7(const void* a, const void* b, void* c, int m, int n, int k, int ldb,
-                      CUtensorMapDataType type, cudaStream_t stream) {
+                      int splits, float* partials, CUtensorMapDataType type,
+                      cudaStream_t stream) {
   using Shape = Tile<BN>;
   CUtensorMap a_map, b_map;
   if (!hopper::encode_map(&a_map, type, a, m, k, BM) ||
@@ -235,38 +301,58 @@ cudaError_t launch_v7(const void* a, const void* b, void* c, int m, int n, int k
   }
   const int sms = multiprocessors();
   if (sms <= 0) return cudaErrorInvalidDevice;
-  const long long tiles = static_cast<long long>(ceil_div(m, BM)) * ceil_div(n, BN);
-  const unsigned int blocks = static_cast<unsigned int>(tiles < sms ? tiles : sms);
+  // Every part gets at least one slice: `splits` parts of split_slices, the last shorter.
+  const int k_tiles = ceil_div(k, BK);
+  const int split_slices = ceil_div(k_tiles, splits);
+  splits = ceil_div(k_tiles, split_slices);
+  const int tiles_m = ceil_div(m, BM), tiles_n = ceil_div(n, BN);
+  const long long units = static_cast<long long>(tiles_m) * tiles_n * splits;
+  const unsigned int blocks = static_cast<unsigned int>(units < sms ? units : sms);
   const cudaError_t status = cudaFuncSetAttribute(
       gemm_v7_kernel<T, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::SMEM_BYTES);
   if (status != cudaSuccess) return status;
   gemm_v7_kernel<T, BN><<<blocks, THREADS, Shape::SMEM_BYTES, stream>>>(
-      a_map, b_map, static_cast<T*>(c), m, n, k);
+      a_map, b_map, static_cast<T*>(c), m, n, k, partials, splits, split_slices);
+  if (splits == 1) return cudaGetLastError();
+  const int ld = tiles_n * BN;
+  const long long threads = static_cast<long long>(m) * ceil_div(n, 8);
+  constexpr int REDUCE_THREADS = 256;
+  reduce_splits<T><<<static_cast<unsigned int>((threads + REDUCE_THREADS - 1) / REDUCE_THREADS),
+                     REDUCE_THREADS, 0, stream>>>(partials, static_cast<T*>(c), m, n, ld,
+                                                  static_cast<size_t>(tiles_m) * BM * ld, splits);
   return cudaGetLastError();
 }
 
 template <typename T>
 cudaError_t dispatch_v7(const void* a, const void* b, void* c, int m, int n, int k, int ldb,
-                        int block_n, CUtensorMapDataType type, cudaStream_t stream) {
+                        int block_n, int splits, float* partials, CUtensorMapDataType type,
+                        cudaStream_t stream) {
   if (k <= 0 || k % 8 != 0 || ldb % 8 != 0 || ldb < n || !kernels::aligned16(a) ||
-      !kernels::aligned16(b) || !kernels::aligned16(c)) {
+      !kernels::aligned16(b) || !kernels::aligned16(c) || splits < 1 ||
+      (splits > 1 && (partials == nullptr || !kernels::aligned16(partials)))) {
     return cudaErrorInvalidValue;  // ops.py pads operands before they come here
   }
-  if (block_n == 256) return launch_v7<T, 256>(a, b, c, m, n, k, ldb, type, stream);
-  if (block_n == 128) return launch_v7<T, 128>(a, b, c, m, n, k, ldb, type, stream);
+  if (block_n == 256) {
+    return launch_v7<T, 256>(a, b, c, m, n, k, ldb, splits, partials, type, stream);
+  }
+  if (block_n == 128) {
+    return launch_v7<T, 128>(a, b, c, m, n, k, ldb, splits, partials, type, stream);
+  }
   return cudaErrorInvalidValue;
 }
 
 }  // namespace
 
 extern "C" cudaError_t gemm_v7_bf16(const void* a, const void* b, void* c, int m, int n, int k,
-                                    int ldb, int block_n, cudaStream_t stream) {
-  return dispatch_v7<__nv_bfloat16>(a, b, c, m, n, k, ldb, block_n,
+                                    int ldb, int block_n, int splits, float* partials,
+                                    cudaStream_t stream) {
+  return dispatch_v7<__nv_bfloat16>(a, b, c, m, n, k, ldb, block_n, splits, partials,
                                     CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, stream);
 }
 
 extern "C" cudaError_t gemm_v7_f16(const void* a, const void* b, void* c, int m, int n, int k,
-                                   int ldb, int block_n, cudaStream_t stream) {
-  return dispatch_v7<__half>(a, b, c, m, n, k, ldb, block_n, CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-                             stream);
+                                   int ldb, int block_n, int splits, float* partials,
+                                   cudaStream_t stream) {
+  return dispatch_v7<__half>(a, b, c, m, n, k, ldb, block_n, splits, partials,
+                             CU_TENSOR_MAP_DATA_TYPE_FLOAT16, stream);
 }

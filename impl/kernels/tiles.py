@@ -1,5 +1,6 @@
 """v7's choices per shape, from small measured models (pure, torch-free): the tile width
-(a wave model with one measured rate per tile) and the operands' row padding.
+and the split-K factor (a wave model with one measured rate per tile) and the operands'
+row padding.
 
 v7 (gemm_v7.cu) is persistent: min(tiles, SMs) CTAs share the 128 × BN output tiles, so
 its time is about
@@ -9,6 +10,12 @@ its time is about
 where tiles(BN) = ceil(m / 128) · ceil(n / BN) and rate(BN) is what one SM sustains on a
 tile of that width once the pipeline is full. ``choose_block_n`` picks the width with the
 smaller estimate; ties go to the wider tile, which reads fewer operand bytes per FLOP.
+
+Split-K into S parts makes S · tiles(BN) work units of ceil(slices / S) slices each, and
+adds the partial sums' traffic: each unit writes its 128 × BN tile in fp32 and a second
+kernel reads them back, 8 · S · m · n bytes more than the unsplit kernel moves, costed at
+HBM bandwidth (the roofline's ridge point turns bytes into slice times). Where the parts
+stay in L2 this overestimates the cost, so the model splits only where the gain is large.
 Nothing here names a shape: the only inputs are m, n, k, the SM count and ``TILE_RATES``,
 measured on large squares where every width fills many waves (see docs/gemm.md), so the
 choice carries over to shapes outside the sweep.
@@ -37,6 +44,13 @@ TILE_RATES: Mapping[int, float] = MappingProxyType({256: 1.0, 128: 0.79})
 LINE_ELEMENTS = 64
 LINE_PAD_GAIN = 0.4
 
+#: Split-K bounds: each part keeps at least MIN_SPLIT_SLICES 64-deep slices, as many as the
+#: shared-memory ring holds (4 or 6), so a part's pipeline fills before it drains.
+MAX_SPLITS = 16
+MIN_SPLIT_SLICES = 4
+#: FLOP of one 128 × 256 × 64 slice: the wave model's unit of work on one SM.
+SLICE_FLOP = 2 * BLOCK_M * 256 * BLOCK_K
+
 
 def tiles(m: int, n: int, block_n: int) -> int:
     """Output tiles of 128 × ``block_n`` covering an m × n result."""
@@ -44,26 +58,57 @@ def tiles(m: int, n: int, block_n: int) -> int:
 
 
 def estimated_time(m: int, n: int, k: int, block_n: int, sms: int,
-                   rates: Mapping[int, float] = TILE_RATES) -> float:
-    """The wave model's time, in units of one 256-wide tile's 64-deep slice on one SM."""
+                   rates: Mapping[int, float] = TILE_RATES, splits: int = 1,
+                   ridge_flop_per_byte: float = 0.0) -> float:
+    """The wave model's time, in units of one 256-wide tile's 64-deep slice on one SM;
+    with ``splits`` > 1, plus the partial sums' bytes at the device's ridge point."""
     if sms < 1:
         raise ValueError(f"sms must be at least 1; got {sms}")
     if block_n not in rates:
         raise ValueError(f"block_n {block_n} has no measured rate; known: "
                          f"{', '.join(map(str, sorted(rates)))}")
-    waves = math.ceil(tiles(m, n, block_n) / sms)
+    if not 1 <= splits <= MAX_SPLITS:
+        raise ValueError(f"splits must be in [1, {MAX_SPLITS}]; got {splits}")
+    waves = math.ceil(tiles(m, n, block_n) * splits / sms)
     slices = max(1, math.ceil(k / BLOCK_K))
-    return waves * slices * (block_n / 256) / rates[block_n]
+    compute = waves * math.ceil(slices / splits) * (block_n / 256) / rates[block_n]
+    if splits == 1:
+        return compute
+    # bytes / bandwidth over one slice's time on one SM (SLICE_FLOP / (peak / sms)).
+    return compute + 8 * splits * m * n * ridge_flop_per_byte / (SLICE_FLOP * sms)
+
+
+def split_candidates(k: int) -> range:
+    """Split factors that keep every part at least MIN_SPLIT_SLICES slices deep."""
+    slices = max(1, math.ceil(k / BLOCK_K))
+    return range(1, max(1, min(MAX_SPLITS, slices // MIN_SPLIT_SLICES)) + 1)
+
+
+def choose_splits(m: int, n: int, k: int, block_n: int, sms: int,
+                  ridge_flop_per_byte: float | None,
+                  rates: Mapping[int, float] = TILE_RATES) -> int:
+    """The split-K factor v7 runs at tile width ``block_n`` (1: no split). Without a ridge
+    point (a device with no peaks row) the partials' cost is unknown, so v7 does not split."""
+    if ridge_flop_per_byte is None:
+        return 1
+    return min(split_candidates(k), key=lambda splits: estimated_time(
+        m, n, k, block_n, sms, rates, splits, ridge_flop_per_byte))
 
 
 def choose_block_n(m: int, n: int, k: int, sms: int,
-                   rates: Mapping[int, float] = TILE_RATES) -> int:
-    """The tile width v7 runs for an m × n × k GEMM on a GPU of ``sms`` multiprocessors."""
+                   rates: Mapping[int, float] = TILE_RATES,
+                   ridge_flop_per_byte: float | None = None) -> int:
+    """The tile width v7 runs for an m × n × k GEMM on a GPU of ``sms`` multiprocessors,
+    each width at its own split factor (``choose_splits``)."""
     for name, value in (("m", m), ("n", n), ("k", k)):
         if value < 0:
             raise ValueError(f"{name} must be >= 0; got {value}")
-    return min(sorted(rates, reverse=True),
-               key=lambda width: estimated_time(m, n, k, width, sms, rates))
+
+    def best_time(width: int) -> float:
+        splits = choose_splits(m, n, k, width, sms, ridge_flop_per_byte, rates)
+        return estimated_time(m, n, k, width, sms, rates, splits, ridge_flop_per_byte or 0.0)
+
+    return min(sorted(rates, reverse=True), key=best_time)
 
 
 def pads_to_lines(m: int, n: int, k: int, ridge_flop_per_byte: float) -> bool:

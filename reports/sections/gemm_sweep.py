@@ -31,16 +31,17 @@ ROW_COLUMNS = (text_column("preset", "shape", nowrap=True), text_column("dtype",
                Column("cublas_tflops", "cuBLAS", "TFLOP/s"),
                estimate_column("v7_vs_cublas", "v7 / cuBLAS"),
                Column("v6_vs_cublas", "v6 / cuBLAS"),
-               text_column("v7_tile", "v7 tile, rows"),
+               text_column("v7_tile", "v7 tile, rows, K parts"),
                Column("roofline_tflops", "roofline", "TFLOP/s"),
                text_column("roofline_bound", "bound"),
                Column("v7_pct_of_roofline", "v7 of roofline", "%"))
 
 NOT_COVERED = (
     "What v7 does not cover: row-major A and B only (no transposed operands, no batches, no "
-    "fused bias or activation), bf16 and fp16 only (no fp8, tf32 or fp32), one GPU. It has "
-    "no split-K or stream-K, so a result of few tiles (m ≤ 64, or a few hundred rows and "
-    "columns with a deep k) leaves SMs idle; no thread-block clusters with TMA multicast; and "
+    "fused bias or activation), bf16 and fp16 only (no fp8, tf32 or fp32), one GPU. Its "
+    "split-K sums fp32 parts in a second kernel through memory (no stream-K, no in-kernel "
+    "fix-up) and splits only where its wave model, costing the parts at HBM bandwidth, "
+    "finds the gain larger than that traffic; no thread-block clusters with TMA multicast; and "
     "operands whose rows do not start on 128-byte lines are copied first (or, where the copy "
     "would cost more than it wins, read misaligned), which is where the ragged family loses.")
 
@@ -66,7 +67,8 @@ def sweep_rows(rows: Sequence[dict]) -> list[dict]:
             **row, "cublas_tflops": row["tflops"]["cublas"],
             "v7_vs_cublas": row["vs_cublas"]["v7"], "v6_vs_cublas": ratio(row, "v6"),
             "v7_tile": f"128×{row['v7_block_n']}, ×{row['v7_row_multiple']}"
-                       + (f" (copies {'+'.join(row['v7_copies'])})" if row["v7_copies"] else ""),
+                       + (f" (copies {'+'.join(row['v7_copies'])})" if row["v7_copies"] else "")
+                       + (f", split-K {row['v7_splits']}" if row.get("v7_splits", 1) > 1 else ""),
             "v7_pct_of_roofline": 100 * v7_tflops / roofline if roofline else None})
     return shown
 
