@@ -55,3 +55,24 @@ def test_rows_carry_tile_roofline_and_interval(rows: list[dict]) -> None:
     assert odd["v7_tile"] == "128×128, ×64 (copies a+b)"
     interval = shown[("square_8192", "bf16")]["v7_vs_cublas"]
     assert interval["low"] <= interval["value"] <= interval["high"] and interval["rounds"] == 15
+
+
+def test_split_k_shows_in_the_tile_column(rows: list[dict]) -> None:
+    row = next(r for r in rows if r["preset"] == "held_out_324x920x4640")
+    (shown,) = gemm_sweep.sweep_rows([dict(row, v7_splits=5)])
+    assert shown["v7_tile"] == "128×128, ×8, split-K 5"
+
+
+def test_family_table_for_the_docs(rows: list[dict], tmp_path: Path, capsys) -> None:
+    table = gemm_sweep.family_markdown(rows).splitlines()
+    assert table[0].startswith("| family | dtype | shapes | v7 geomean")
+    assert table[-2] == "| all | bf16 | 4 | " + table[-2].split(" | ", 3)[3]
+    assert "0.45 (held_out_324x920x4640)" in table[-2]
+    results = tmp_path / "sweep.json"
+    results.write_text(json.dumps({"benchmarks": [{"extra_info": r} for r in rows]}))
+    assert gemm_sweep.main([str(results)]) == 0
+    assert capsys.readouterr().out.splitlines() == table
+    assert gemm_sweep.main([str(tmp_path / "missing.json")]) == 2
+    assert capsys.readouterr().err == (
+        "usage: python -m reports.sections.gemm_sweep RESULTS.json (a sweep's results file); "
+        f"got {tmp_path / 'missing.json'}\n")

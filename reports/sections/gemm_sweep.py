@@ -1,6 +1,9 @@
 """The GEMM sweep (suite/bench_gemm.py, rows of kind ``gemm_sweep``): v6 and v7 against
 cuBLAS over the shape families of impl/kernels/sweep.py, per GPU model, with the roofline
 bound; and the one line page 1 quotes (``sweep_headline``). Pure functions of the rows.
+docs/gemm.md's family table is printed from a results file by
+
+    python -m reports.sections.gemm_sweep results/h100x1/gemm-sweep-<stamp>.json
 
 A family's figure is the geometric mean and the minimum of the per-row ratios (cuBLAS's
 median time over the kernel's, rounds interleaved; above 1 the kernel is faster), never the
@@ -9,8 +12,11 @@ best row.
 
 from __future__ import annotations
 
+import json
 import math
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from reports import analysis
 from reports.captions import Run, how_text, in_machine_order, machine_text
@@ -134,7 +140,37 @@ def sweep_tables(rows: Sequence[dict], runs: Sequence[Run]) -> list[Table]:
             f"round one CUDA graph of back-to-back launches. v7 / cuBLAS carries its 95% "
             f"bootstrap interval over rounds. v7's tile is 128 rows by the width its wave "
             f"model chose, its rows padded to the multiple shown (64: whole 128-byte lines, "
-            f"the copy timed with the GEMM). Roofline: the peaks table's dense tensor-core "
-            f"rate and HBM bandwidth (impl/kernels/peaks.py); bound says which roof binds at "
-            f"the shape's arithmetic intensity. {how}", ROW_COLUMNS, mine))
+            f"the copy timed with the GEMM), and its K cut into the parts shown where it "
+            f"splits K (fp32 partials summed by a second kernel, timed with it). Roofline: "
+            f"the peaks table's dense tensor-core rate and HBM bandwidth "
+            f"(impl/kernels/peaks.py); bound says which roof binds at the shape's arithmetic "
+            f"intensity. {how}", ROW_COLUMNS, mine))
     return tables
+
+
+def family_markdown(rows: Sequence[dict]) -> str:
+    """``family_summary`` as the Markdown table docs/gemm.md shows (v7 and v6 over cuBLAS)."""
+    lines = ["| family | dtype | shapes | v7 geomean | v7 min (shape) | v6 geomean | v6 min |",
+             "|---|---|---|---|---|---|---|"]
+    lines += [f"| {s['family']} | {s['dtype']} | {s['rows']} | {s['v7_geomean']:.2f} | "
+              f"{s['v7_min']:.2f} ({s['v7_worst']}) | {s['v6_geomean']:.2f} | "
+              f"{s['v6_min']:.2f} |" for s in family_summary(rows)]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str]) -> int:
+    if len(argv) != 1 or not Path(argv[0]).is_file():
+        print(f"usage: python -m reports.sections.gemm_sweep RESULTS.json (a sweep's results "
+              f"file); got {' '.join(argv) or 'no argument'}", file=sys.stderr)
+        return 2
+    rows = [b["extra_info"] for b in json.loads(Path(argv[0]).read_text())["benchmarks"]
+            if b.get("extra_info", {}).get("kind") == KIND]
+    if not rows:
+        print(f"{argv[0]} has no rows of kind {KIND}", file=sys.stderr)
+        return 2
+    print(family_markdown(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
