@@ -74,9 +74,9 @@ def test_plan_copies_aligned_strides_only_where_the_copy_pays() -> None:
         8, 4096, 4096, False, False)
     plan = ops.v7_plan(4096, 4096, 4096, H100_SMS, H100_RIDGE, a_aligned=False)
     assert (plan.copy_a, plan.copy_b) == (True, False)
-    # m = 64: 32 wide tiles would fill 32 of 132 SMs; four K parts fill 128 of them.
+    # m = 64: 64 narrow tiles fill 64 of 132 SMs; two K parts fill 128 of them.
     plan = ops.v7_plan(64, 8192, 8192, H100_SMS, H100_RIDGE)
-    assert (plan.block_n, plan.splits) == (256, 4)
+    assert (plan.block_n, plan.splits) == (128, 2)
 
 
 def test_split_k_only_where_tiles_leave_sms_idle() -> None:
@@ -89,10 +89,17 @@ def test_split_k_only_where_tiles_leave_sms_idle() -> None:
     assert list(tiles.split_candidates(512)) == [1, 2]
     assert list(tiles.split_candidates(64)) == [1]
     assert tiles.split_candidates(1 << 20)[-1] == tiles.MAX_SPLITS
-    # The model's cost: one wave of 4 parts of 32 slices, plus 8·4·64·8192 bytes at the ridge.
-    expected = 32 + 8 * 4 * 64 * 8192 * H100_RIDGE / (tiles.SLICE_FLOP * H100_SMS)
+    # m = 128 is memory-bound: reading B (128 MiB) takes longer than the compute a split
+    # would save, so it stays whole.
+    assert tiles.choose_splits(128, 8192, 8192, 128, H100_SMS, H100_RIDGE) == 1
+    # The model's cost: one wave of 4 parts of 32 slices, floored at the operands' bytes at
+    # HBM bandwidth, plus the partials' 8·4·64·8192 bytes.
+    per_byte = H100_RIDGE / (tiles.SLICE_FLOP * H100_SMS)
+    operands = 2 * (64 * 8192 * 2 + 8192 * 8192) * per_byte
+    assert operands > 32
     assert tiles.estimated_time(64, 8192, 8192, 256, H100_SMS, splits=4,
-                                ridge_flop_per_byte=H100_RIDGE) == pytest.approx(expected)
+                                ridge_flop_per_byte=H100_RIDGE) == pytest.approx(
+        operands + 8 * 4 * 64 * 8192 * per_byte)
     with pytest.raises(ValueError, match=r"splits must be in \[1, 16\]; got 17"):
         tiles.estimated_time(64, 8192, 8192, 256, H100_SMS, splits=17)
     with pytest.raises(ValueError, match="gemm v7: splits 0 is out of range; allowed: 1 to 16"):

@@ -221,8 +221,7 @@ def v7_plan(m: int, n: int, k: int, sms: int, ridge_flop_per_byte: float | None,
     multiple = tiles.LINE_ELEMENTS if to_lines else 8
     k_padded, n_padded = -(-k // multiple) * multiple, -(-n // multiple) * multiple
     if block_n is None:
-        block_n = tiles.choose_block_n(m, n, k_padded, sms,
-                                       ridge_flop_per_byte=ridge_flop_per_byte)
+        block_n = tiles.choose_block_n(m, n, k_padded, sms)
     elif block_n not in tiles.TILE_RATES:
         raise ValueError(f"gemm v7: block_n {block_n} is not a tile width; allowed: "
                          f"{', '.join(map(str, sorted(tiles.TILE_RATES)))}")

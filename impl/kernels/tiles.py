@@ -14,8 +14,15 @@ smaller estimate; ties go to the wider tile, which reads fewer operand bytes per
 Split-K into S parts makes S · tiles(BN) work units of ceil(slices / S) slices each, and
 adds the partial sums' traffic: each unit writes its 128 × BN tile in fp32 and a second
 kernel reads them back, 8 · S · m · n bytes more than the unsplit kernel moves, costed at
-HBM bandwidth (the roofline's ridge point turns bytes into slice times). Where the parts
-stay in L2 this overestimates the cost, so the model splits only where the gain is large.
+HBM bandwidth (the roofline's ridge point turns bytes into slice times). A split cannot
+make the GEMM faster than reading its operands once from HBM, so the compute term has
+that memory roof as its floor. The width is chosen first, unsplit (``choose_block_n``),
+and the split for it after (``choose_splits``): in the first sweep with split-K
+(results/h100x1/gemm-sweep-20261125T1636Z.json) a joint choice took the 256-wide tile
+split 2-4 ways on three shapes where the 128-wide one, split or not, was 8-10% faster, and
+split m = 128 (memory-bound) at a loss of 11%. This order and the floor were set after
+that sweep, from it: on each of its 140 rows they pick a configuration it timed, within
+0.5% of the fastest it timed there; a later sweep tests them as the plan.
 Nothing here names a shape: the only inputs are m, n, k, the SM count and ``TILE_RATES``,
 measured on large squares where every width fills many waves (see docs/gemm.md), so the
 choice carries over to shapes outside the sweep.
@@ -60,8 +67,9 @@ def tiles(m: int, n: int, block_n: int) -> int:
 def estimated_time(m: int, n: int, k: int, block_n: int, sms: int,
                    rates: Mapping[int, float] = TILE_RATES, splits: int = 1,
                    ridge_flop_per_byte: float = 0.0) -> float:
-    """The wave model's time, in units of one 256-wide tile's 64-deep slice on one SM;
-    with ``splits`` > 1, plus the partial sums' bytes at the device's ridge point."""
+    """The wave model's time, in units of one 256-wide tile's 64-deep slice on one SM.
+    With a ridge point, at least the operands' bytes at HBM bandwidth, and with
+    ``splits`` > 1, plus the partial sums' bytes; without one, the compute term alone."""
     if sms < 1:
         raise ValueError(f"sms must be at least 1; got {sms}")
     if block_n not in rates:
@@ -72,10 +80,11 @@ def estimated_time(m: int, n: int, k: int, block_n: int, sms: int,
     waves = math.ceil(tiles(m, n, block_n) * splits / sms)
     slices = max(1, math.ceil(k / BLOCK_K))
     compute = waves * math.ceil(slices / splits) * (block_n / 256) / rates[block_n]
-    if splits == 1:
-        return compute
     # bytes / bandwidth over one slice's time on one SM (SLICE_FLOP / (peak / sms)).
-    return compute + 8 * splits * m * n * ridge_flop_per_byte / (SLICE_FLOP * sms)
+    per_byte = ridge_flop_per_byte / (SLICE_FLOP * sms)
+    operands = 2 * (m * k + k * n + m * n) * per_byte  # 16-bit A, B and C, once each
+    partials = 8 * splits * m * n * per_byte if splits > 1 else 0.0
+    return max(compute, operands) + partials
 
 
 def split_candidates(k: int) -> range:
@@ -96,19 +105,14 @@ def choose_splits(m: int, n: int, k: int, block_n: int, sms: int,
 
 
 def choose_block_n(m: int, n: int, k: int, sms: int,
-                   rates: Mapping[int, float] = TILE_RATES,
-                   ridge_flop_per_byte: float | None = None) -> int:
-    """The tile width v7 runs for an m × n × k GEMM on a GPU of ``sms`` multiprocessors,
-    each width at its own split factor (``choose_splits``)."""
+                   rates: Mapping[int, float] = TILE_RATES) -> int:
+    """The tile width v7 runs for an m × n × k GEMM on a GPU of ``sms`` multiprocessors
+    (the unsplit wave model; ``choose_splits`` then splits K for this width)."""
     for name, value in (("m", m), ("n", n), ("k", k)):
         if value < 0:
             raise ValueError(f"{name} must be >= 0; got {value}")
-
-    def best_time(width: int) -> float:
-        splits = choose_splits(m, n, k, width, sms, ridge_flop_per_byte, rates)
-        return estimated_time(m, n, k, width, sms, rates, splits, ridge_flop_per_byte or 0.0)
-
-    return min(sorted(rates, reverse=True), key=best_time)
+    return min(sorted(rates, reverse=True),
+               key=lambda width: estimated_time(m, n, k, width, sms, rates))
 
 
 def pads_to_lines(m: int, n: int, k: int, ridge_flop_per_byte: float) -> bool:
