@@ -36,6 +36,7 @@ DETAIL_TABLES = (
     (r"tab-digits", "the digits MLP's final losses and accuracies"),
     (r"tab-host-adam", "host Adam alone, every implementation"),
     (r"tab-tc-ceilings-.+", "tensor-core ceilings per MMA family"),
+    (r"tab-gemm-sweep-(?!summary-).+", "every shape of the GEMM sweep"),
     (r"tab-seed", "the course study's training step, own kernels against torch"),
     (r"tab-gpt-forward", "the study's GPT forward, every iteration"),
     (r"tab-predicted-.+", "predicted figures per GPU count"),

@@ -1,17 +1,21 @@
-"""GEMM ladder (impl/kernels, v1-v6) against cuBLAS, its tensor-core ceilings, the seed step.
+"""GEMM ladder (impl/kernels, v1-v7) against cuBLAS, its tensor-core ceilings, the seed step,
+and the sweep of shape families (docs/gemm.md).
 
 Single-GPU work. On one GPU, from the repository root:
 
     python -m pytest suite/bench_gemm.py -q --benchmark-json=gemm.json
+    python -m pytest suite/bench_gemm.py -q -k sweep --suite-mode full   # the sweep alone
 
 `python -m suite.run` runs it under torchrun with the rest of the suite: every rank runs
 the same rows on its own GPU (dist_context selects it) in step with the others, and rank 0
 reports. About 1 minute for the one-off kernel build on first use, then about 1-2 minutes
-on an H100/H200. Every row times `launches` back-to-back launches between two CUDA events per
-round (fixed rounds after warmup rounds, never calibrated) and reports the median per
-launch; pytest-benchmark's own wall time of a round ends with torch.cuda.synchronize().
-Each row carries its correctness check (max |C - C_cuBLAS| of that run) beside the
-timing, and its cuBLAS baseline measured in the same process for the same shape and dtype.
+for the ladder and 40 s (default mode) to 60 s (full) for the sweep's 140 rows on an H100.
+Ladder rows time `launches` back-to-back launches between two CUDA events per round (fixed
+rounds after warmup rounds, never calibrated) and report the median per launch. Sweep rows
+run cuBLAS, v6 and v7 interleaved in shuffled order per round, each round one CUDA graph
+per variant, and keep every round and the ratio's 95% interval. Every row carries its
+correctness check (max |C - C_cuBLAS|) beside the timing, and its cuBLAS baseline
+measured in the same process for the same shape and dtype.
 """
 
 from __future__ import annotations
@@ -24,10 +28,12 @@ from dataclasses import asdict, dataclass
 import pytest
 import torch
 
+from impl import stats
 from impl.capabilities import missing_gpu, missing_hopper, missing_nvcc
-from impl.kernels import load, ops, peaks
+from impl.kernels import load, ops, peaks, sweep, tiles
 from impl.rows.write import write_row
 from impl.sampler import NvmlSampler
+from suite.harness import Rounds, Variant, measure_interleaved, record_round_times
 
 SKIP = missing_gpu() or missing_nvcc()  # the kernels are built with nvcc on first use
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(SKIP is not None, reason=str(SKIP))]
@@ -157,13 +163,17 @@ def max_abs_err_tolerance(dtype_name: str, k: int, reference_max_abs: float) -> 
 
     Both accumulate k products in fp32; random rounding errors stay below
     9·sqrt(k)·2^-24·Σ|a||b| (Higham & Mary 2019) with Σ|a||b| < k here. bf16 outputs are
-    also rounded once, so two correct results may differ by one bf16 ulp of the largest
-    entry, 2^-7·max|C|. A missed k-tile is off by about sqrt(tile depth) standard normals
-    (max over the matrix ≳ 10), far above either term at these sizes.
+    also rounded once, so two correct results may differ by one ulp of the largest entry,
+    2^-7·max|C| (fp16: 2^-10·max|C|). A missed k-tile is off by about sqrt(tile depth)
+    standard normals (max over the matrix ≳ 10), far above either term at these sizes.
     """
     accumulation = 9 * k**0.5 * 2.0**-24 * k
-    rounding = 2.0**-7 * reference_max_abs if dtype_name == "bf16" else 0.0
-    return accumulation + rounding
+    return accumulation + OUTPUT_ULP.get(dtype_name, 0.0) * reference_max_abs
+
+
+#: One unit in the last place of a 16-bit output, relative to the largest |C| (fp32 outputs
+#: are not rounded again).
+OUTPUT_ULP = {"bf16": 2.0**-7, "fp16": 2.0**-10}
 
 
 @pytest.mark.parametrize(("shape", "dtype_name", "version"), gemm_cases())
@@ -356,3 +366,139 @@ def test_seed_step(benchmark, impl: str) -> None:
         "device_name": torch.cuda.get_device_name(),
         **asdict(cfg),
     })
+
+
+# --- the sweep: v6 and v7 against cuBLAS over the shape families of impl/kernels/sweep.py ---
+
+SWEEP_ROUNDS = {"quick": 3, "default": 7, "full": 15}
+SWEEP_ROUND_MS = 2.0  # each variant's segment of a round: one graph of about this length
+SWEEP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+V7_WIDTHS = tuple(sorted(tiles.TILE_RATES))
+
+
+def sweep_cases(config) -> list:
+    cases = []
+    for shape in sweep.shapes_for(config.option.suite_mode):
+        for dtype_name in SWEEP_DTYPES:
+            marks = [pytest.mark.skip(reason=missing_hopper())] if missing_hopper() else []
+            cases.append(pytest.param(shape, dtype_name, marks=marks,
+                                      id=f"sweep-{shape.name}-{dtype_name}"))
+    return cases
+
+
+def pytest_generate_tests(metafunc) -> None:
+    if "sweep_shape" in metafunc.fixturenames:
+        metafunc.parametrize(("sweep_shape", "sweep_dtype"), sweep_cases(metafunc.config))
+
+
+def sweep_variants(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None
+                   ) -> dict[str, Callable[[], torch.Tensor]]:
+    """cuBLAS, v6 and v7 at each tile width (each at its own split-K factor); where v7
+    copies rows onto 128-byte lines, also v7 at its own width without that copy
+    (``v7_rows8``), and where it splits K, v7 at its own width unsplit (``v7_nosplit``), so
+    both choices are measured. ``out`` (v7 only) takes the poisoned output."""
+    variants: dict[str, Callable[[], torch.Tensor]] = {
+        "cublas": lambda: torch.matmul(a, b), "v6": ops.gemm_launcher(a, b, "v6")}
+    for width in V7_WIDTHS:
+        variants[f"v7_bn{width}"] = ops.v7_launcher(a, b, block_n=width, out=out)
+    plan = ops.v7_launcher(a, b).plan
+    if plan.row_multiple != 8:
+        variants["v7_rows8"] = ops.v7_launcher(a, b, block_n=plan.block_n, out=out,
+                                               to_lines=False)
+    if plan.splits > 1:
+        variants["v7_nosplit"] = ops.v7_launcher(a, b, block_n=plan.block_n, out=out, splits=1)
+    return variants
+
+
+def sweep_errors(shape, dtype) -> dict[str, float]:
+    """max |C − C_cuBLAS| of every variant on fresh inputs, v7 into a NaN-poisoned output
+    (an element it failed to write stays NaN, and NaN fails every tolerance)."""
+    generator = torch.Generator(device="cuda").manual_seed(shape.m * 31 + shape.n * 7 + shape.k)
+    a = torch.randn(shape.m, shape.k, device="cuda", generator=generator).to(dtype)
+    b = torch.randn(shape.k, shape.n, device="cuda", generator=generator).to(dtype)
+    reference = torch.matmul(a, b).float()
+    out = torch.empty(shape.m, shape.n, dtype=dtype, device="cuda")
+    errors = {"reference_max_abs": float(reference.abs().max())}
+    for name, launch in sweep_variants(a, b, out).items():
+        out.fill_(float("nan"))
+        errors[name] = float((launch().float() - reference).abs().max().nan_to_num(float("inf")))
+    return errors
+
+
+def graphed(fn: Callable[[], object], launches: int) -> Callable[[], None]:
+    """``launches`` calls of ``fn`` captured in one CUDA graph: replaying it times the GPU
+    work without the host's per-launch cost, which exceeds a small GEMM's own time."""
+    fn()  # outside the capture: first-call set-up (function attributes, workspaces)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(launches):
+            fn()
+    return graph.replay
+
+
+@pytest.fixture(scope="module")
+def sweep_rounds(pytestconfig) -> int:
+    return SWEEP_ROUNDS[pytestconfig.option.suite_mode]
+
+
+def test_gemm_sweep(benchmark, device_peaks, sweep_rounds: int, sweep_shape, sweep_dtype: str
+                    ) -> None:
+    """One shape of the sweep: every variant checked against cuBLAS on fresh inputs, then
+    timed interleaved (shuffled order per round) with its ratio to cuBLAS and its interval."""
+    shape, dtype = sweep_shape, SWEEP_DTYPES[sweep_dtype]
+    errors = sweep_errors(shape, dtype)
+    tolerance = max_abs_err_tolerance(sweep_dtype, shape.k, errors["reference_max_abs"])
+    wrong = {name: err for name, err in errors.items()
+             if name != "reference_max_abs" and not err <= tolerance}
+    assert not wrong, f"{shape.name} {sweep_dtype}: max |C - C_cuBLAS| {wrong} > {tolerance:.3g}"
+
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(shape.m, shape.k, device="cuda", generator=generator).to(dtype)
+    b = torch.randn(shape.k, shape.n, device="cuda", generator=generator).to(dtype)
+    variants = sweep_variants(a, b)
+    flops = ops.gemm_flops(shape.m, shape.n, shape.k)
+    # Graph length from cuBLAS at a guessed 500 TFLOP/s: about SWEEP_ROUND_MS per segment.
+    launches = max(1, min(200, round(SWEEP_ROUND_MS * 1e-3 * 500e12 / flops)))
+    steps = [Variant(name, graphed(fn, launches)) for name, fn in variants.items()]
+    measurement = measure_interleaved(steps, Rounds(warmup=1, rounds=sweep_rounds),
+                                      torch.device("cuda"), None, seed=shape.m + shape.n)
+    round_ms = {name: [ms / launches for ms in measurement.round_ms(name)]
+                for name in variants}
+    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    plan = ops.v7_launcher(a, b).plan
+    round_ms["v7"] = round_ms[f"v7_bn{plan.block_n}"]  # what ops.gemm(a, b, "v7") runs
+    # pytest-benchmark's own statistics (the gate's input) are v7's seconds per launch.
+    record_round_times(benchmark, [ms / 1e3 for ms in round_ms["v7"]])
+    benchmark.group = "gemm-sweep"
+    median_ms = {name: statistics.median(ms) for name, ms in round_ms.items()}
+    best_width = min(V7_WIDTHS, key=lambda width: median_ms[f"v7_bn{width}"])
+    element_bytes = a.element_size()
+    intensity = ops.arithmetic_intensity(shape.m, shape.n, shape.k, element_bytes)
+    info = {
+        "kind": "gemm_sweep",
+        "preset": shape.name, "family": shape.family,
+        "m": shape.m, "n": shape.n, "k": shape.k, "dtype": sweep_dtype,
+        "rounds": sweep_rounds, "launches_per_round": launches,
+        "round_ms": round_ms,
+        "time_ms": median_ms,
+        "tflops": {name: flops / (ms / 1e3) / 1e12 for name, ms in median_ms.items()},
+        # cuBLAS's time over the variant's: above 1 the variant is faster.
+        "vs_cublas": {name: stats.ratio(round_ms["cublas"], ms).to_json()
+                      for name, ms in round_ms.items() if name != "cublas"},
+        "v7_block_n": plan.block_n, "v7_best_block_n": best_width, "v7_splits": plan.splits,
+        "v7_row_multiple": plan.row_multiple, "v7_copies": [
+            name for name, copied in (("a", plan.copy_a), ("b", plan.copy_b)) if copied],
+        "v6_path": ops.gemm_v6_path(a, b),
+        "max_abs_err": {name: err for name, err in errors.items() if name != "reference_max_abs"},
+        "max_abs_err_tolerance": tolerance,
+        "arithmetic_intensity": intensity,
+        "device_name": torch.cuda.get_device_name(), "sms": sms,
+        "peak_tflops": None, "peak_gbps": None, "roofline_tflops": None, "roofline_bound": None,
+    }
+    if device_peaks is not None:
+        info["peak_tflops"] = device_peaks.peak_flops(sweep_dtype) / 1e12
+        info["peak_gbps"] = device_peaks.hbm_bytes_per_s / 1e9
+        info["roofline_tflops"] = peaks.roofline(intensity, sweep_dtype, device_peaks) / 1e12
+        info["roofline_bound"] = peaks.binding_roof(intensity, sweep_dtype, device_peaks)
+    write_row(benchmark, info)

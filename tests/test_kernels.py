@@ -68,7 +68,7 @@ SHAPES = [
     (4, 5, 0),
 ]
 FP32_VERSIONS = ("v1", "v1c", "v2", "v3")
-TENSOR_CORE_VERSIONS = ("v4", "v5", "v6")
+TENSOR_CORE_VERSIONS = ("v4", "v5", "v6", "v7")
 
 
 def hopper_only(version: str):
@@ -133,7 +133,7 @@ def test_build_key_depends_on_arch_and_is_stable() -> None:
 
 def test_unknown_version_names_value_and_choices() -> None:
     a = torch.ones(2, 2)
-    with pytest.raises(ValueError, match=r"'v9'.*v1, v1c, v2, v3, v4, v5, v6, cublas"):
+    with pytest.raises(ValueError, match=r"'v9'.*v1, v1c, v2, v3, v4, v5, v6, v7, cublas"):
         ops.gemm(a, a, "v9")
 
 
@@ -248,7 +248,7 @@ def test_gemm_tensor_cores_match_float64(
     assert torch.equal(a, a_before) and torch.equal(b, b_before), "inputs were written"
 
 
-@pytest.mark.parametrize("version", ["v3", "v4", "v5", hopper_only("v6")])
+@pytest.mark.parametrize("version", ["v3", "v4", "v5", hopper_only("v6"), hopper_only("v7")])
 @pytest.mark.usefixtures("ext")
 @pytest.mark.gpu
 @pytest.mark.skipif(GPU_SKIP is not None, reason=str(GPU_SKIP))

@@ -34,7 +34,7 @@ from types import ModuleType
 import torch
 
 SOURCE_DIR = Path(__file__).resolve().parent
-CUDA_SOURCES = ("seed_step.cu", "gemm.cu", "gemm_hopper.cu", "tc_peak.cu")
+CUDA_SOURCES = ("seed_step.cu", "gemm.cu", "gemm_hopper.cu", "gemm_v7.cu", "tc_peak.cu")
 SOURCES = ("bindings.cpp", *CUDA_SOURCES)
 HEADERS = ("launchers.h", "device_common.cuh", "hopper.cuh")
 EXTENSION_NAME = "overlap_kernels"

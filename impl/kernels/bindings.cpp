@@ -211,6 +211,8 @@ void check_gemm(const char* op, const at::Tensor& a, const at::Tensor& b,
 using GemmF32 = cudaError_t (*)(const float*, const float*, float*, int, int, int,
                                 cudaStream_t);
 using Gemm16 = cudaError_t (*)(const void*, const void*, void*, int, int, int, cudaStream_t);
+using Gemm7 = cudaError_t (*)(const void*, const void*, void*, int, int, int, int, int, int,
+                              float*, cudaStream_t);
 
 at::Tensor gemm_f32(const char* op, GemmF32 launch, const at::Tensor& a, const at::Tensor& b) {
   check_gemm(op, a, b, {at::kFloat});
@@ -268,6 +270,56 @@ bool gemm_v6_tma_path(const at::Tensor& a, const at::Tensor& b) {
   check_gemm("gemm v6", a, b, {at::kBFloat16, at::kHalf});
   return gemm_v6_uses_tma(a.data_ptr(), b.data_ptr(), static_cast<int>(b.size(1)),
                           static_cast<int>(a.size(1))) != 0;
+}
+
+// v7 into `out` (m x n): a is m x k, b is k x ldb with ldb >= n, already padded by ops.py
+// so that k and ldb are multiples of 8 (TMA's 16-byte row strides); only out's n columns
+// are written. `out` is the caller's, so a check can poison it first. With splits > 1,
+// `partials` (fp32) holds splits x ceil(m / 128)·128 x ceil(n / block_n)·block_n floats:
+// the split-K parts before their sum.
+void gemm_v7(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, int64_t block_n,
+             int64_t splits, const at::Tensor& partials) {
+  constexpr const char* op = "gemm v7";
+  check_gemm(op, a, b, {at::kBFloat16, at::kHalf});
+  check_operand(op, "out", out, {a.scalar_type()});
+  if (out.size(0) != a.size(0) || out.size(1) > b.size(1)) {
+    raise_error(PyExc_ValueError, op, ": out is ", out.sizes(), " for a ", a.sizes(), ", b ",
+                b.sizes(), " (need out.shape[0] == a.shape[0], out.shape[1] <= b.shape[1])");
+  }
+  if (a.size(1) % 8 != 0 || b.size(1) % 8 != 0) {
+    raise_error(PyExc_ValueError, op, ": a is ", a.sizes(), ", b is ", b.sizes(),
+                " (need a.shape[1] and b.shape[1] multiples of 8: ops.gemm pads them)");
+  }
+  if (block_n != 128 && block_n != 256) {
+    raise_error(PyExc_ValueError, op, ": block_n is ", block_n, "; allowed: 128, 256");
+  }
+  if (splits < 1 || splits > 64) {
+    raise_error(PyExc_ValueError, op, ": splits is ", splits, "; allowed: 1 to 64");
+  }
+  const int64_t partial_floats = splits * ((a.size(0) + 127) / 128 * 128) *
+                                 ((out.size(1) + block_n - 1) / block_n * block_n);
+  if (splits > 1 && (partials.scalar_type() != at::kFloat || !partials.is_contiguous() ||
+                     partials.numel() < partial_floats)) {
+    raise_error(PyExc_ValueError, op, ": partials must be a contiguous float32 tensor of at "
+                "least ", partial_floats, " elements for ", splits, " splits; got ",
+                partials.numel(), " elements of ", dtype_name(partials.scalar_type()));
+  }
+  check_devices(op, "a", a, "out", out);
+  if (splits > 1) check_devices(op, "a", a, "partials", partials);
+  const c10::cuda::CUDAGuard device_guard(a.device());
+  const int m = static_cast<int>(a.size(0)), k = static_cast<int>(a.size(1));
+  const int n = static_cast<int>(out.size(1)), ldb = static_cast<int>(b.size(1));
+  if (out.numel() == 0) return;
+  if (k == 0) {
+    out.zero_();
+    return;
+  }
+  const Gemm7 launch = a.scalar_type() == at::kBFloat16 ? gemm_v7_bf16 : gemm_v7_f16;
+  float* partial_sums = splits > 1 ? partials.data_ptr<float>() : nullptr;
+  check_launch(op, launch(a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, k, ldb,
+                          static_cast<int>(block_n), static_cast<int>(splits), partial_sums,
+                          current_stream()),
+               m, n, k);
 }
 
 // One launch of a tensor-core ceiling probe on the current device and stream; returns the
@@ -370,6 +422,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("a"), py::arg("b"));
   m.def("gemm_v6_tma_path", &gemm_v6_tma_path, "whether gemm_v6 runs its TMA kernel",
         py::arg("a"), py::arg("b"));
+  m.def("gemm_v7", &gemm_v7, "out = A @ B, persistent TMA + wgmma, sm_90a (bf16/fp16)",
+        py::arg("a"), py::arg("b"), py::arg("out"), py::arg("block_n"), py::arg("splits"),
+        py::arg("partials"));
   m.def("tensor_core_probe", &tensor_core_probe, "tensor-core ceiling probe; returns its FLOP",
         py::arg("instruction"), py::arg("iterations"));
   m.def("seed_forward", &seed_forward, "y = x @ w, one thread per row of y", py::arg("x"),

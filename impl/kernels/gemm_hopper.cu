@@ -29,8 +29,6 @@
 // strides a multiple of 16 bytes (k % 8 == 0, n % 8 == 0) and 16-byte aligned pointers.
 // Otherwise gemm_v6_* runs v5's kernel (gemm.cu) instead; ops.gemm_v6_path says which.
 // (The output is allocated by torch, whose blocks are at least 256-byte aligned.)
-#include <cuda.h>
-#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 #include <cuda_runtime.h>
 
 #include "device_common.cuh"
@@ -161,42 +159,12 @@ __global__ void __launch_bounds__(THREADS, 1)
 #endif
 }
 
-// cuTensorMapEncodeTiled from the driver, found through the runtime so that the extension
-// needs no -lcuda at link time. nullptr if the driver lacks it.
-PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 function = [] {
-    void* entry = nullptr;
-    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    const cudaError_t status = cudaGetDriverEntryPointByVersion(
-        "cuTensorMapEncodeTiled", &entry, 12000, cudaEnableDefault, &found);
-    return status == cudaSuccess && found == cudaDriverEntryPointSuccess
-               ? reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(entry)
-               : nullptr;
-  }();
-  return function;
-}
-
-// A row-major rows x cols matrix of 16-bit elements, read in boxes of box_rows x 64
-// columns (128 bytes, the swizzle's row) with the 128-byte swizzle.
-bool encode_map(CUtensorMap* map, CUtensorMapDataType type, const void* base, int rows,
-                int cols, int box_rows) {
-  const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_tiled();
-  if (encode == nullptr) return false;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(cols) * 2};  // bytes, dim 1
-  const cuuint32_t box[2] = {SLAB, static_cast<cuuint32_t>(box_rows)};
-  const cuuint32_t element_strides[2] = {1, 1};
-  return encode(map, type, 2, const_cast<void*>(base), dims, strides, box, element_strides,
-                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
 template <typename T>
 cudaError_t launch_v6(const void* a, const void* b, void* c, int m, int n, int k,
                       CUtensorMapDataType type, cudaStream_t stream) {
   CUtensorMap a_map, b_map;
-  if (!encode_map(&a_map, type, a, m, k, BM) || !encode_map(&b_map, type, b, k, n, BK)) {
+  if (!hopper::encode_map(&a_map, type, a, m, k, BM) ||
+      !hopper::encode_map(&b_map, type, b, k, n, BK)) {
     return cudaErrorInvalidValue;
   }
   const unsigned int blocks = static_cast<unsigned int>(ceil_div(m, BM)) *

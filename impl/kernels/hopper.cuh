@@ -1,9 +1,12 @@
-// Hopper (sm_90a) building blocks in inline PTX: mbarriers, TMA, wgmma, setmaxnreg.
-// Used by gemm_hopper.cu (v6) and tc_peak.cu. Only code compiled for sm_90a may call them
-// (the callers guard their bodies with V6_ARCH_OK); sections of the PTX ISA are named.
+// Hopper (sm_90a) building blocks in inline PTX: mbarriers, TMA, wgmma, setmaxnreg; and the
+// host's tensor-map encoding. Used by gemm_hopper.cu (v6), gemm_v7.cu and tc_peak.cu. Only
+// code compiled for sm_90a may call the device ones (the callers guard their bodies with
+// V6_ARCH_OK); sections of the PTX ISA are named.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (a type only: no driver call is linked)
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
+#include <cuda_runtime.h>
 
 #include <cstdint>
 
@@ -168,6 +171,83 @@ __device__ __forceinline__ void wgmma_m64n256k16<__half>(float (&d)[128], uint64
                ", %128, %129, 1, 1, 1, 0, 1;\n"
                : HOPPER_D_OPERANDS
                : "l"(a), "l"(b));
+}
+
+// The 64 fp32 accumulators of an m64n128 tile: the same layout as above, j < 16.
+#define HOPPER_D64_REGISTERS \
+  "{" \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, " \
+  "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, " \
+  "%36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, " \
+  "%53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63 " \
+  "}"
+
+#define HOPPER_D64_OPERANDS \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), \
+  "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), \
+  "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), \
+  "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), \
+  "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), \
+  "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), \
+  "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), \
+  "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), \
+  "+f"(d[63])
+
+// D += A . B for a 64x16 A and a 16x128 B, as wgmma_m64n256k16 (v7's narrower tile).
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t a, uint64_t b);
+
+template <>
+__device__ __forceinline__ void wgmma_m64n128k16<__nv_bfloat16>(float (&d)[64], uint64_t a,
+                                                                uint64_t b) {
+  asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " HOPPER_D64_REGISTERS
+               ", %64, %65, 1, 1, 1, 0, 1;\n"
+               : HOPPER_D64_OPERANDS
+               : "l"(a), "l"(b));
+}
+
+template <>
+__device__ __forceinline__ void wgmma_m64n128k16<__half>(float (&d)[64], uint64_t a,
+                                                         uint64_t b) {
+  asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " HOPPER_D64_REGISTERS
+               ", %64, %65, 1, 1, 1, 0, 1;\n"
+               : HOPPER_D64_OPERANDS
+               : "l"(a), "l"(b));
+}
+
+// --- tensor maps (host) --------------------------------------------------------------------
+
+// cuTensorMapEncodeTiled from the driver, found through the runtime so that the extension
+// needs no -lcuda at link time. nullptr if the driver lacks it.
+inline PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 function = [] {
+    void* entry = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    const cudaError_t status = cudaGetDriverEntryPointByVersion(
+        "cuTensorMapEncodeTiled", &entry, 12000, cudaEnableDefault, &found);
+    return status == cudaSuccess && found == cudaDriverEntryPointSuccess
+               ? reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(entry)
+               : nullptr;
+  }();
+  return function;
+}
+
+// A row-major rows x cols matrix of 16-bit elements, read in boxes of box_rows x 64
+// columns (128 bytes, the swizzle's row) with the 128-byte swizzle; boxes reaching past
+// the matrix arrive zero-filled. TMA needs cols * 2 % 16 == 0 and a 16-byte aligned base.
+inline bool encode_map(CUtensorMap* map, CUtensorMapDataType type, const void* base, int rows,
+                       int cols, int box_rows) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_tiled();
+  if (encode == nullptr) return false;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(cols) * 2};  // bytes, dim 1
+  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t element_strides[2] = {1, 1};
+  return encode(map, type, 2, const_cast<void*>(base), dims, strides, box, element_strides,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 }  // namespace hopper

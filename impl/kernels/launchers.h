@@ -55,6 +55,16 @@ cudaError_t gemm_v6_bf16(const void* a, const void* b, void* c, int m, int n, in
                          cudaStream_t stream);
 cudaError_t gemm_v6_f16(const void* a, const void* b, void* c, int m, int n, int k,
                         cudaStream_t stream);
+// gemm_v7.cu: v7 (persistent TMA + wgmma, sm_90a). B's rows are ldb elements apart
+// (ldb >= n); k and ldb must be multiples of 8 and a, b, c 16-byte aligned (ops.py pads
+// a and b where they are not); c is dense m x n; block_n (128 or 256) is the tile width.
+// splits > 1 cuts K into that many parts (split-K), their fp32 sums in `partials` (16-byte
+// aligned, splits x ceil(m / 128)·128 x ceil(n / block_n)·block_n floats) until a second
+// kernel adds them into c. Any other input returns cudaErrorInvalidValue before a launch.
+cudaError_t gemm_v7_bf16(const void* a, const void* b, void* c, int m, int n, int k, int ldb,
+                         int block_n, int splits, float* partials, cudaStream_t stream);
+cudaError_t gemm_v7_f16(const void* a, const void* b, void* c, int m, int n, int k, int ldb,
+                        int block_n, int splits, float* partials, cudaStream_t stream);
 
 // tc_peak.cu: the tensor-core ceiling probes (wgmma = 0: mma.sync, 1: wgmma, sm_90a).
 // `out` holds tc_probe_threads(wgmma) floats; tc_probe_flop is the work of one launch.

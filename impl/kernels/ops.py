@@ -5,6 +5,7 @@ Reference first (``"cublas"`` is ``torch.matmul``), then the ladder of gemm.cu:
     from impl.kernels import ops
     c = ops.gemm(a, b, "v3")                     # fp32, register-blocked
     c = ops.gemm(a.bfloat16(), b.bfloat16(), "v6")  # Hopper only: TMA + wgmma
+    c = ops.gemm(a.half(), b.half(), "v7")          # Hopper only: persistent, any size
 
 Every argument is checked here, in Python, before the extension is loaded or called:
 version names, dtypes, layouts, shapes and size limits first, the device last, so a
@@ -24,14 +25,15 @@ from dataclasses import dataclass
 from types import MappingProxyType, ModuleType
 
 import torch
+import torch.nn.functional as F
 
 from impl.capabilities import missing_hopper
-from impl.kernels import load
+from impl.kernels import load, peaks, tiles
 
-GEMM_VERSIONS: tuple[str, ...] = ("v1", "v1c", "v2", "v3", "v4", "v5", "v6", "cublas")
+GEMM_VERSIONS: tuple[str, ...] = ("v1", "v1c", "v2", "v3", "v4", "v5", "v6", "v7", "cublas")
 
 #: Versions that run only on Hopper (sm_90): their kernels are built for sm_90a.
-HOPPER_VERSIONS: tuple[str, ...] = ("v6",)
+HOPPER_VERSIONS: tuple[str, ...] = ("v6", "v7")
 
 #: Input dtypes each version accepts. The output has the input dtype; v4-v6 accumulate
 #: in fp32 and round once at the end, as cuBLAS does for torch.matmul on bf16/fp16.
@@ -43,6 +45,7 @@ GEMM_DTYPES: Mapping[str, tuple[torch.dtype, ...]] = MappingProxyType({
     "v4": (torch.bfloat16, torch.float16),
     "v5": (torch.bfloat16, torch.float16),
     "v6": (torch.bfloat16, torch.float16),
+    "v7": (torch.bfloat16, torch.float16),
     "cublas": (torch.float32, torch.bfloat16, torch.float16),
 })
 
@@ -159,6 +162,8 @@ def gemm_launcher(a: torch.Tensor, b: torch.Tensor, version: str) -> Callable[[]
     _validate(f"gemm {version}", _GEMM, GEMM_DTYPES[version], a, b)
     if version in HOPPER_VERSIONS:
         _require_hopper(f"gemm {version}", a.device)
+    if version == "v7":
+        return v7_launcher(a, b)
     kernel = getattr(_extension(), f"gemm_{version}")
     return lambda: kernel(a, b)
 
@@ -179,6 +184,108 @@ def gemm_v6_path(a: torch.Tensor, b: torch.Tensor) -> str:
     _validate("gemm v6", _GEMM, GEMM_DTYPES["v6"], a, b)
     _require_hopper("gemm v6", a.device)
     return "tma" if _extension().gemm_v6_tma_path(a, b) else "v5"
+
+
+@dataclass(frozen=True)
+class V7Plan:
+    """How v7 runs one GEMM: its tile width and the copies that give TMA the rows it needs.
+
+    TMA reads rows whose strides are multiples of 16 bytes (8 elements) from 16-byte aligned
+    bases, and reads them fastest when each row starts on a 128-byte line (64 elements).
+    Where k or n is not a multiple of 8, or a base is misaligned, or ``tiles.pads_to_lines``
+    finds the copy worth it, v7 first copies the operand into a zero-padded one whose rows
+    are ``row_multiple`` elements apart (pad-and-copy: one memory-bound pass, timed with the
+    GEMM); the zeros add nothing to the products, and only the n real columns of C are
+    written.
+    """
+
+    block_n: int
+    row_multiple: int  # 8 (TMA's minimum) or 64 (whole 128-byte lines)
+    k_padded: int  # a's row length and b's row count as the kernel reads them
+    n_padded: int  # b's row length as the kernel reads it
+    copy_a: bool
+    copy_b: bool
+    splits: int = 1  # split-K parts (tiles.choose_splits); > 1: fp32 partials, then a sum
+
+
+def v7_plan(m: int, n: int, k: int, sms: int, ridge_flop_per_byte: float | None,
+            a_aligned: bool = True, b_aligned: bool = True, block_n: int | None = None,
+            to_lines: bool | None = None, splits: int | None = None) -> V7Plan:
+    """The plan for an m×n×k GEMM on ``sms`` multiprocessors of roofline ridge point
+    ``ridge_flop_per_byte`` (None: a device without a peaks row, whose rows are then only
+    padded to TMA's minimum, and which does not split K). ``block_n``, ``to_lines`` and
+    ``splits`` force the choices they name."""
+    if to_lines is None:
+        to_lines = ridge_flop_per_byte is not None and tiles.pads_to_lines(
+            m, n, k, ridge_flop_per_byte)
+    multiple = tiles.LINE_ELEMENTS if to_lines else 8
+    k_padded, n_padded = -(-k // multiple) * multiple, -(-n // multiple) * multiple
+    if block_n is None:
+        block_n = tiles.choose_block_n(m, n, k_padded, sms)
+    elif block_n not in tiles.TILE_RATES:
+        raise ValueError(f"gemm v7: block_n {block_n} is not a tile width; allowed: "
+                         f"{', '.join(map(str, sorted(tiles.TILE_RATES)))}")
+    if splits is None:
+        splits = tiles.choose_splits(m, n, k_padded, block_n, sms, ridge_flop_per_byte)
+    elif not 1 <= splits <= tiles.MAX_SPLITS:
+        raise ValueError(f"gemm v7: splits {splits} is out of range; allowed: 1 to "
+                         f"{tiles.MAX_SPLITS}")
+    return V7Plan(block_n, multiple, k_padded, n_padded,
+                  copy_a=k_padded != k or not a_aligned,
+                  copy_b=k_padded != k or n_padded != n or not b_aligned, splits=splits)
+
+
+def ridge_point(device: torch.device) -> float | None:
+    """The bf16 roofline ridge (peak FLOP/s over HBM bytes/s) of ``device``, or None for a
+    GPU without a row in impl/kernels/peaks.py."""
+    try:
+        device_peaks = peaks.lookup(torch.cuda.get_device_name(device))
+    except peaks.UnknownDeviceError:
+        return None
+    return device_peaks.peak_flops("bf16") / device_peaks.hbm_bytes_per_s
+
+
+def _aligned16(t: torch.Tensor) -> bool:
+    return t.data_ptr() % 16 == 0
+
+
+def v7_launcher(a: torch.Tensor, b: torch.Tensor, block_n: int | None = None,
+                out: torch.Tensor | None = None, to_lines: bool | None = None,
+                splits: int | None = None) -> Callable[[], torch.Tensor]:
+    """A launcher of v7 for ``a`` @ ``b`` (checked once, as ``gemm_launcher``).
+
+    ``block_n``, ``to_lines`` and ``splits`` force the plan's choices (default:
+    ``v7_plan``'s); ``out``
+    (m×n, the operands' dtype) receives the result instead of a fresh tensor, so a check can
+    poison it. The launcher's ``plan`` attribute is the plan it runs.
+    """
+    _validate("gemm v7", _GEMM, GEMM_DTYPES["v7"], a, b)
+    _require_hopper("gemm v7", a.device)
+    (m, k), n = a.shape, b.shape[1]
+    if out is not None and (out.shape != (m, n) or out.dtype != a.dtype
+                            or out.device != a.device or not out.is_contiguous()
+                            or not _aligned16(out)):
+        raise ValueError(f"gemm v7: out must be a contiguous, 16-byte aligned {m}x{n} "
+                         f"{a.dtype} tensor on {a.device}; got {list(out.shape)} {out.dtype} "
+                         f"on {out.device} at address {out.data_ptr():#x}")
+    sms = torch.cuda.get_device_properties(a.device).multi_processor_count
+    plan = v7_plan(m, n, k, sms, ridge_point(a.device), _aligned16(a), _aligned16(b), block_n,
+                   to_lines, splits)
+    kernel = _extension().gemm_v7
+    # The split-K parts: whole tiles, so the kernel's partial stores need no bounds checks.
+    partial_floats = 0 if plan.splits == 1 else (
+        plan.splits * -(-m // tiles.BLOCK_M) * tiles.BLOCK_M * -(-n // plan.block_n) * plan.block_n)
+
+    def launch() -> torch.Tensor:
+        a_in = F.pad(a, (0, plan.k_padded - k)) if plan.copy_a else a
+        b_in = F.pad(b, (0, plan.n_padded - n, 0, plan.k_padded - k)) if plan.copy_b else b
+        c = torch.empty(m, n, dtype=a.dtype, device=a.device) if out is None else out
+        partials = torch.empty(partial_floats, dtype=torch.float32, device=a.device)
+        kernel(a_in, b_in, c, plan.block_n, plan.splits, partials)
+        return c
+
+    launch.plan = plan  # type: ignore[attr-defined]  # what ran, for the benchmark's row
+    return launch
 
 
 #: Tensor-core instruction families the ceiling probe (tc_peak.cu) measures.
@@ -205,7 +312,8 @@ def tensor_core_probe(instruction: str, iterations: int) -> Callable[[], int]:
 def gemm(a: torch.Tensor, b: torch.Tensor, version: str) -> torch.Tensor:
     """C = a @ b for 2-D row-major ``a`` (m×k) and ``b`` (k×n) with the chosen kernel.
 
-    ``"cublas"`` is ``torch.matmul`` (any device); v1-v6 need CUDA tensors, v6 a Hopper GPU.
+    ``"cublas"`` is ``torch.matmul`` (any device); v1-v7 need CUDA tensors, v6 and v7 a
+    Hopper GPU.
     """
     return gemm_launcher(a, b, version)()
 

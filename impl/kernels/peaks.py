@@ -80,3 +80,9 @@ def roofline(intensity: float, dtype: str, peaks: DevicePeaks) -> float:
     if intensity < 0:
         raise ValueError(f"arithmetic intensity must be >= 0; got {intensity}")
     return min(peaks.peak_flops(dtype), intensity * peaks.hbm_bytes_per_s)
+
+
+def binding_roof(intensity: float, dtype: str, peaks: DevicePeaks) -> str:
+    """Which roof of ``roofline`` binds at ``intensity``: ``"memory"`` below the ridge point
+    peak_flops / bw, ``"compute"`` at or above it."""
+    return "memory" if intensity * peaks.hbm_bytes_per_s < peaks.peak_flops(dtype) else "compute"

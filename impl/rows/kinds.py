@@ -237,6 +237,45 @@ GEMM = RowKind(
         "address the operands).")))
 
 
+# Per variant of the sweep: cublas, v6, v7 (what ops.gemm runs), v7_bn128 and v7_bn256 (both
+# tile widths), v7_nosplit where v7 splits K, v7_rows8 where v7 copies rows onto whole lines.
+BY_VARIANT = {"*": NUM}
+
+GEMM_SWEEP = RowKind(
+    "gemm_sweep", "One shape of the GEMM sweep (impl/kernels/sweep.py): every variant checked "
+    "against cuBLAS, then timed interleaved with it, beside the roofline bound.",
+    ("preset", "dtype"),
+    (DEVICE_NAME, *PEAKS,
+     _f("preset", TEXT, "", "The shape's name in the sweep.", required=True),
+     _f("family", TEXT, "", "square, transformer, small-k, skinny, ragged, unaligned or "
+        "held-out.", required=True),
+     _f("dtype", TEXT, "", "Operand type (bf16, fp16).", required=True),
+     _f("m", INT, "", "Rows of A and C.", required=True),
+     _f("n", INT, "", "Columns of B and C.", required=True),
+     _f("k", INT, "", "Columns of A, rows of B.", required=True),
+     _f("rounds", INT, "", "Timed rounds (interleaved, order shuffled per round)."),
+     _f("launches_per_round", INT, "", "GEMMs per variant per round (one CUDA graph)."),
+     _f("round_ms", {"*": [NUM]}, "ms", "Per variant, the time of one GEMM in each round."),
+     _f("time_ms", BY_VARIANT, "ms", "Per variant, the median over rounds.", False),
+     _f("tflops", BY_VARIANT, "TFLOP/s", "Per variant, 2·m·n·k / median time.", True,
+        required=True),
+     _f("vs_cublas", {"*": ESTIMATE}, "×", "Per variant, cuBLAS's time over the variant's "
+        "(above 1: faster than cuBLAS), 95% bootstrap interval over rounds.", True,
+        required=True),
+     _f("max_abs_err", BY_VARIANT, "", "Per variant, max |C − C_cuBLAS| on fresh inputs."),
+     _f("max_abs_err_tolerance", NUM, "", "Accumulation and rounding bound on that error."),
+     _f("v7_block_n", INT, "", "The tile width v7's plan chose (impl/kernels/tiles.py)."),
+     _f("v7_best_block_n", INT, "", "The faster of the two widths in this row's rounds."),
+     _f("v7_splits", INT, "", "K split into this many parts (1: no split)."),
+     _f("v7_row_multiple", INT, "", "Rows of the copied operands rounded to this multiple."),
+     _f("v7_copies", [TEXT], "", "Operands v7 copies before the GEMM (a, b)."),
+     _f("v6_path", "str?", "", "The kernel v6 ran (v5 where TMA cannot address the operands)."),
+     _f("arithmetic_intensity", NUM, "FLOP/B", "FLOPs / bytes of A, B and C."),
+     _f("sms", INT, "", "Streaming multiprocessors of the GPU."),
+     _f("roofline_tflops", "num?", "TFLOP/s", "min(peak, intensity · bandwidth)."),
+     _f("roofline_bound", "str?", "", "Which roof binds: compute or memory.")))
+
+
 TENSOR_CORE_CEILING = RowKind(
     "tensor_core_ceiling", "The bf16 FLOP/s of one tensor-core instruction family, back-to-"
     "back MMAs without global memory, against cuBLAS at 8192³.",
@@ -537,6 +576,6 @@ TENSOR_PARALLEL_COMPARISON = RowKind(
 
 
 KINDS: dict[str, RowKind] = {kind.name: kind for kind in (
-    STEP, COMPARISON, INTERFERENCE, ALLREDUCE, SYNTHETIC, GEMM, TENSOR_CORE_CEILING, SEED_STEP,
-    SAMPLER_OVERHEAD, AUTOTUNE, TENSOR_PARALLEL, TENSOR_PARALLEL_COMPARISON, PIPELINE,
+    STEP, COMPARISON, INTERFERENCE, ALLREDUCE, SYNTHETIC, GEMM, GEMM_SWEEP, TENSOR_CORE_CEILING,
+    SEED_STEP, SAMPLER_OVERHEAD, AUTOTUNE, TENSOR_PARALLEL, TENSOR_PARALLEL_COMPARISON, PIPELINE,
     PIPELINE_COMPARISON, HYBRID_STEP, HYBRID_COMPARISON, HOST_ADAM, DIGITS_CURVE, GPT_FORWARD)}

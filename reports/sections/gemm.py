@@ -13,6 +13,7 @@ from reports.captions import Run, and_list, how_text, in_machine_order, machine_
 from reports.figures import Image, _figure, _save, _styled, version_color
 from reports.format import Column, Table, fmt, make_table, missing_value_note, text_column
 from reports.sections import appendix
+from reports.sections.gemm_sweep import NOT_COVERED, sweep_headline, sweep_tables
 
 GEMM_COLUMNS = (text_column("shape", "m×n×k", nowrap=True), text_column("dtype", "dtype"),
                 text_column("version_label", "version"), Column("tflops", "TFLOP/s"),
@@ -172,7 +173,9 @@ def section_gemm(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
     groups = in_machine_order(analysis.gemm_ladder(rows), runs)
     out: dict = {"tables": [], "figures": [], "seed": None, "ceilings": [],
                  "v1c": V1C_TEXT, "superseded": superseded_text(rows, runs),
-                 "seed_layer": seed_layer_text(rows, runs)}
+                 "seed_layer": seed_layer_text(rows, runs),
+                 "sweep": sweep_tables(rows, runs), "not_covered": NOT_COVERED,
+                 "sweep_headline": sweep_headline(rows)}
     for label in dict.fromkeys(g["machine"] for g in groups):
         mine = [g for g in groups if g["machine"] == label]
         flat = [{**r, "shape": f"{g['m']}×{g['n']}×{g['k']}", "version_label": version_label(r)}
@@ -210,7 +213,7 @@ def section_gemm(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
             "tab-seed", f"The course study's training step (y = xW, grad_w = xᵀ·grad_out, SGD; "
             f"1024×512 by 512×512, fp32), own kernels against torch ops, on "
             f"{where}. {how_text(seeds, runs)}", SEED_COLUMNS, seeds)
-    out["empty"] = not (out["tables"] or out["ceilings"] or out["seed"])
+    out["empty"] = not (out["tables"] or out["ceilings"] or out["seed"] or out["sweep"])
     return out
 
 

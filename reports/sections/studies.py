@@ -22,7 +22,7 @@ from reports.captions import Run, and_list, is_gpu_machine
 from reports.format import NA, fmt, fmt_estimate, fmt_pct, fmt_times
 from reports.gate import trial_rates
 from reports.runlogs import pass_targets, targets, unfinished
-from reports.sections import tensor_parallel
+from reports.sections import gemm_sweep, tensor_parallel
 
 # study -> (its title in the abstract, benchmark module, its test functions)
 STUDIES = {
@@ -34,7 +34,7 @@ STUDIES = {
                ("test_offload", "test_offload_comparison", "test_coarse",
                 "test_coarse_comparison", "test_digits", "test_gpt_forward")),
     "gemm": ("GEMM ladder (% of cuBLAS)", "bench_gemm",
-             ("test_gemm", "test_tensor_core_ceiling", "test_seed_step")),
+             ("test_gemm", "test_gemm_sweep", "test_tensor_core_ceiling", "test_seed_step")),
 }
 GPU_ONLY = "device-adam"  # the fine-grained hybrid's reference: Adam on the device
 VERDICTS = {"no significant difference": "n.s."}
@@ -157,8 +157,14 @@ def hybrid_text(rows: Sequence[dict], machine: str) -> tuple[str, dict] | None:
 
 
 def gemm_text(rows: Sequence[dict], machine: str) -> tuple[str, dict] | None:
-    """The fastest own kernel at the largest bf16 shape, as % of cuBLAS in the same process,
-    with the gap between that cuBLAS baseline and cuBLAS's own row as its margin."""
+    """The GEMM sweep's geometric mean and minimum (gemm_sweep.sweep_headline) where the
+    machine ran it; otherwise the fastest own kernel at the largest bf16 shape, as % of
+    cuBLAS in the same process, with the gap between that cuBLAS baseline and cuBLAS's own
+    row as its margin."""
+    swept = [r for r in analysis.newest_run_per_gpu(rows, gemm_sweep.KIND)
+             if r["machine"] == machine]
+    if line := gemm_sweep.sweep_headline(swept):
+        return f"{machine}: {line}", swept[0]
     mine = [r for r in analysis.newest_run_per_gpu(rows, "gemm") if r["machine"] == machine
             and r["dtype"] == "bf16"]
     if not mine:

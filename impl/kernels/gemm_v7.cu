@@ -1,0 +1,358 @@
+// GEMM ladder v7 (sm_90a): v6's TMA + wgmma pipeline made persistent, with a tile width
+// chosen per shape. C[m x n] = A[m x k] . B[k x n], row-major, bf16 or fp16 in and out,
+// fp32 accumulation (the conventions of launchers.h).
+//
+// What changes from v6 (gemm_hopper.cu), and why:
+// - Persistent grid: min(tiles, SMs) CTAs, each walking the tiles t = blockIdx.x,
+//   blockIdx.x + gridDim.x, ... in v6's grouped (L2-friendly) raster order. The producer
+//   runs ahead across tile boundaries, so while the consumers write one tile's epilogue
+//   the ring already fills with the next tile's first slices: v6 pays a pipeline fill and
+//   an exposed epilogue per tile, which costs most where K is small (few slices per tile).
+// - Tile width BN = 256 or 128 (a template parameter): 128 doubles the tile count where
+//   256-wide tiles leave SMs idle (skinny M, small squares). impl/kernels/tiles.py picks
+//   it from a measured per-tile rate and the wave count; nothing here is tuned per shape.
+// - Any size: ops.py pads A's and B's rows to 16-byte strides (k, ldb multiples of 8)
+//   when they are not, and the epilogue stores single elements where n % 8 != 0, so v7
+//   never falls back to v5.
+// - The epilogue stores 16 bytes per lane (a shuffle within each quad of lanes) instead
+//   of v6's 4.
+// - Split-K where the output has too few tiles to fill the SMs (tiles.choose_splits): each
+//   tile's K range is cut into `splits` parts, the work units are tiles x parts, and each
+//   unit writes its fp32 partial tile to a workspace; reduce_splits then sums the parts in
+//   a fixed order (deterministic) and rounds once, as the unsplit kernel does.
+//
+// The slot/ring/descriptor layouts are v6's (see gemm_hopper.cu): A 128 x 64 K-major SW128,
+// B 64 x BN MN-major SW128 as BN / 64 slabs of 64 x 64. Barrier phases count slices over
+// the CTA's whole tile sequence (`slice`), not per tile.
+#include <cuda_runtime.h>
+
+#include "device_common.cuh"
+#include "hopper.cuh"
+#include "launchers.h"
+
+namespace {
+
+using kernels::ceil_div;
+
+constexpr int BM = 128, BK = 64;
+constexpr int CONSUMERS = 2;                     // warpgroups of 64 rows each
+constexpr int THREADS = 128 * (1 + CONSUMERS);   // 384
+constexpr int SLAB = 64;                         // 16-bit elements in one 128-byte row
+constexpr int A_SLOT = BM * BK * 2;              // 16 KiB
+constexpr int B_SLAB = BK * SLAB * 2;            // 8 KiB
+constexpr int ALIGN = 1024;                      // the 128-byte swizzle repeats every 1 KiB
+constexpr int RING_BYTES = 192 * 1024;           // 4 slots of BN = 256, 6 of BN = 128
+[[maybe_unused]] constexpr int GROUP_M = 16;
+[[maybe_unused]] constexpr int PRODUCER_REGISTERS = 40;
+[[maybe_unused]] constexpr int CONSUMER_REGISTERS = 232;
+
+template <int BN>
+struct Tile {
+  static constexpr int B_SLOT = BK * BN * 2;
+  static constexpr int SLOT = A_SLOT + B_SLOT;
+  static constexpr int STAGES = RING_BYTES / SLOT;
+  static constexpr int SMEM_BYTES = STAGES * SLOT + ALIGN;
+  static constexpr int ACCUMULATORS = BN / 2;    // fp32 per thread for a 64 x BN tile
+  static_assert(BN % SLAB == 0 && SLOT % ALIGN == 0 && STAGES >= 2, "slots stay aligned");
+  static_assert(SMEM_BYTES <= 227 * 1024, "within sm_90's opt-in shared memory");
+};
+
+template <typename T, int BN>
+__device__ __forceinline__ void wgmma_tile(float (&d)[BN / 2], uint64_t a, uint64_t b) {
+  if constexpr (BN == 256) {
+    hopper::wgmma_m64n256k16<T>(d, a, b);
+  } else {
+    static_assert(BN == 128, "v7 has 128- and 256-wide tiles");
+    hopper::wgmma_m64n128k16<T>(d, a, b);
+  }
+}
+
+// Four lanes of a quad hold, for one row, two columns each of every 8-column chunk
+// (hopper.cuh's fragment layout). Two butterfly exchanges (a 4 x 4 transpose of packed
+// pairs) give lane q the whole chunk q of four: 16 contiguous bytes. Every lane must
+// take part, so rows past M are skipped only at the store.
+__device__ __forceinline__ uint4 quad_transpose(unsigned int v0, unsigned int v1,
+                                                unsigned int v2, unsigned int v3) {
+  const int lane = threadIdx.x % 4;
+  const bool odd = lane & 1;  // exchange 1: chunks whose bit 0 is the lane's bit 0
+  unsigned int r0 = __shfl_xor_sync(0xffffffff, odd ? v0 : v1, 1);
+  unsigned int r1 = __shfl_xor_sync(0xffffffff, odd ? v2 : v3, 1);
+  if (odd) { v0 = r0; v2 = r1; } else { v1 = r0; v3 = r1; }
+  const bool high = lane & 2;  // exchange 2: chunks whose bit 1 is the lane's bit 1
+  r0 = __shfl_xor_sync(0xffffffff, high ? v0 : v2, 2);
+  r1 = __shfl_xor_sync(0xffffffff, high ? v1 : v3, 2);
+  if (high) { v0 = r0; v1 = r1; } else { v2 = r0; v3 = r1; }
+  return make_uint4(v0, v1, v2, v3);
+}
+
+// C's rows are N elements apart (C is a dense m x n tensor). With N % 8 == 0 every row
+// starts 16-byte aligned and each lane stores whole 16-byte chunks (quad_transpose): a
+// warp's store then fills 32-byte sectors, where 4-byte stores left them half written and
+// queued four times as many instructions (ncu on small K: stalls on the LG queue). Other
+// N: single elements, as a pair may straddle 4 bytes.
+template <typename T, int BN>
+__device__ __forceinline__ void store_tile(const float (&d)[BN / 2], T* __restrict__ C, int M,
+                                           int N, int row0, int col0, int consumer) {
+  const int warp = (threadIdx.x % 128) / 32;
+  const int lane = threadIdx.x % 32;
+  const int row_base = row0 + consumer * 64 + warp * 16 + lane / 4;
+  if (N % 8 == 0) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row_base + 8 * h;
+#pragma unroll
+      for (int j = 0; j < BN / 8; j += 4) {
+        const uint4 chunk = quad_transpose(
+            kernels::pack2<T>(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]),
+            kernels::pack2<T>(d[4 * j + 4 + 2 * h], d[4 * j + 5 + 2 * h]),
+            kernels::pack2<T>(d[4 * j + 8 + 2 * h], d[4 * j + 9 + 2 * h]),
+            kernels::pack2<T>(d[4 * j + 12 + 2 * h], d[4 * j + 13 + 2 * h]));
+        const int col = col0 + 8 * (j + lane % 4);
+        if (row < M && col < N) {
+          *reinterpret_cast<uint4*>(C + static_cast<size_t>(row) * N + col) = chunk;
+        }
+      }
+    }
+    return;
+  }
+  const int col_base = col0 + 2 * (lane % 4);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = row_base + 8 * h;
+    if (row >= M) continue;
+    T* c_row = C + static_cast<size_t>(row) * N;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+      const int col = col_base + 8 * j;
+      if (col < N) c_row[col] = kernels::from_float<T>(d[4 * j + 2 * h]);
+      if (col + 1 < N) c_row[col + 1] = kernels::from_float<T>(d[4 * j + 2 * h + 1]);
+    }
+  }
+}
+
+// A split's fp32 partial tile into its part of the workspace, whose rows are `ld` (a
+// multiple of BN) floats apart and cover whole tiles, so no store needs a bounds check:
+// reduce_splits reads only the m x n corner.
+template <int BN>
+__device__ __forceinline__ void store_partial(const float (&d)[BN / 2], float* __restrict__ part,
+                                              int ld, int row0, int col0, int consumer) {
+  const int warp = (threadIdx.x % 128) / 32;
+  const int lane = threadIdx.x % 32;
+  const int row_base = row0 + consumer * 64 + warp * 16 + lane / 4;
+  const int col_base = col0 + 2 * (lane % 4);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float* p_row = part + static_cast<size_t>(row_base + 8 * h) * ld + col_base;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+      *reinterpret_cast<float2*>(p_row + 8 * j) = make_float2(d[4 * j + 2 * h],
+                                                              d[4 * j + 2 * h + 1]);
+    }
+  }
+}
+
+// C = the sum of the `splits` partial products, one thread per 8 columns of a row: two
+// 16-byte reads per part, one 16-byte store where N % 8 == 0 (else single elements).
+template <typename T>
+__global__ void reduce_splits(const float* __restrict__ partials, T* __restrict__ C, int M,
+                              int N, int ld, size_t part_stride, int splits) {
+  const int chunks = ceil_div(N, 8);
+  const long long index = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (index >= static_cast<long long>(M) * chunks) return;
+  const int row = static_cast<int>(index / chunks), col = static_cast<int>(index % chunks) * 8;
+  const float* p = partials + static_cast<size_t>(row) * ld + col;
+  float sum[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  for (int s = 0; s < splits; ++s, p += part_stride) {
+    const float4 lo = *reinterpret_cast<const float4*>(p);
+    const float4 hi = *reinterpret_cast<const float4*>(p + 4);
+    sum[0] += lo.x; sum[1] += lo.y; sum[2] += lo.z; sum[3] += lo.w;
+    sum[4] += hi.x; sum[5] += hi.y; sum[6] += hi.z; sum[7] += hi.w;
+  }
+  T* c = C + static_cast<size_t>(row) * N + col;
+  if (N % 8 == 0) {
+    *reinterpret_cast<uint4*>(c) = make_uint4(
+        kernels::pack2<T>(sum[0], sum[1]), kernels::pack2<T>(sum[2], sum[3]),
+        kernels::pack2<T>(sum[4], sum[5]), kernels::pack2<T>(sum[6], sum[7]));
+    return;
+  }
+  for (int j = 0; j < 8 && col + j < N; ++j) c[j] = kernels::from_float<T>(sum[j]);
+}
+
+template <typename T, int BN>
+__global__ void __launch_bounds__(THREADS, 1)
+    gemm_v7_kernel(const __grid_constant__ CUtensorMap a_map,
+                   const __grid_constant__ CUtensorMap b_map, T* __restrict__ C, int M, int N,
+                   int K, float* __restrict__ partials, int splits, int split_slices) {
+#if V6_ARCH_OK
+  using Shape = Tile<BN>;
+  constexpr int STAGES = Shape::STAGES;
+  extern __shared__ __align__(ALIGN) uint8_t v7_smem[];
+  __shared__ __align__(8) uint64_t full[STAGES];
+  __shared__ __align__(8) uint64_t empty[STAGES];
+  uint8_t* slots = v7_smem + (ALIGN - kernels::smem_address(v7_smem) % ALIGN) % ALIGN;
+
+  const int tiles_m = ceil_div(M, BM), tiles_n = ceil_div(N, BN);
+  const int tiles = tiles_m * tiles_n;
+  const int k_tiles = ceil_div(K, BK);
+  // Work unit u: tile u % tiles, K part u / tiles (CTAs running together share a K range,
+  // so the raster order's L2 reuse holds within each part).
+  const int units = tiles * splits;
+  const int warpgroup = threadIdx.x / 128;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      hopper::mbarrier_init(&full[s], 1);                // the producer's expect_tx arrival
+      hopper::mbarrier_init(&empty[s], CONSUMERS * 4);   // one arrival per consumer warp
+    }
+    hopper::mbarrier_init_fence();
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {
+    hopper::release_registers<PRODUCER_REGISTERS>();
+    if (threadIdx.x == 0) {
+      hopper::tma_prefetch_descriptor(&a_map);
+      hopper::tma_prefetch_descriptor(&b_map);
+      int slice = 0;  // slices this CTA has loaded, over all its tiles
+      for (int u = blockIdx.x; u < units; u += gridDim.x) {
+        const int2 tile = kernels::grouped_tile(u % tiles, tiles_m, tiles_n, GROUP_M);
+        const int kt_begin = (u / tiles) * split_slices;
+        const int kt_end = min(k_tiles, kt_begin + split_slices);
+        for (int kt = kt_begin; kt < kt_end; ++kt, ++slice) {
+          const int s = slice % STAGES;
+          // The slot's previous slice (slice - STAGES) must have been freed by both
+          // consumers: the (slice / STAGES)-th completion of empty[s].
+          if (slice >= STAGES) hopper::mbarrier_wait(&empty[s], ((slice / STAGES) + 1) & 1);
+          uint8_t* slot = slots + s * Shape::SLOT;
+          hopper::mbarrier_arrive_expect_tx(&full[s], Shape::SLOT);
+          hopper::tma_load_2d(slot, &a_map, &full[s], kt * BK, tile.x * BM);
+#pragma unroll
+          for (int j = 0; j < BN / SLAB; ++j) {
+            hopper::tma_load_2d(slot + A_SLOT + j * B_SLAB, &b_map, &full[s],
+                                tile.y * BN + j * SLAB, kt * BK);
+          }
+        }
+      }
+    }
+    return;
+  }
+
+  hopper::claim_registers<CONSUMER_REGISTERS>();
+  const int consumer = warpgroup - 1;
+  const bool warp_leader = threadIdx.x % 32 == 0;
+  float d[Shape::ACCUMULATORS];
+  int slice = 0;
+  for (int u = blockIdx.x; u < units; u += gridDim.x) {
+    const int2 tile = kernels::grouped_tile(u % tiles, tiles_m, tiles_n, GROUP_M);
+    const int kt_begin = (u / tiles) * split_slices;
+    const int kt_end = min(k_tiles, kt_begin + split_slices);
+#pragma unroll
+    for (int i = 0; i < Shape::ACCUMULATORS; ++i) d[i] = 0.0f;
+    for (int kt = kt_begin; kt < kt_end; ++kt, ++slice) {
+      const int s = slice % STAGES;
+      hopper::mbarrier_wait(&full[s], (slice / STAGES) & 1);
+      const unsigned int a_tile =
+          kernels::smem_address(slots + s * Shape::SLOT) + consumer * 64 * 128;
+      const unsigned int b_tile = kernels::smem_address(slots + s * Shape::SLOT + A_SLOT);
+      hopper::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BK / 16; ++kk) {
+        const uint64_t a = hopper::swizzle128_descriptor(a_tile + kk * 32, 16, 1024);
+        const uint64_t b = hopper::swizzle128_descriptor(b_tile + kk * 16 * 128, B_SLAB, 1024);
+        wgmma_tile<T, BN>(d, a, b);
+      }
+      hopper::wgmma_commit();
+      // Keep this slice's group in flight; once the previous one is done, free its slot.
+      hopper::wgmma_wait<1>();
+      if (kt > kt_begin && warp_leader) hopper::mbarrier_arrive(&empty[(slice - 1) % STAGES]);
+    }
+    hopper::wgmma_wait<0>();
+    // The tile's last slot is free too; the producer may be waiting on it for the next tile.
+    if (warp_leader) hopper::mbarrier_arrive(&empty[(slice - 1) % STAGES]);
+    if (splits == 1) {
+      store_tile<T, BN>(d, C, M, N, tile.x * BM, tile.y * BN, consumer);
+    } else {
+      const int ld = tiles_n * BN;
+      store_partial<BN>(d, partials + static_cast<size_t>(u / tiles) * tiles_m * BM * ld, ld,
+                        tile.x * BM, tile.y * BN, consumer);
+    }
+  }
+#endif
+}
+
+int multiprocessors() {
+  int device = 0, count = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    return 0;
+  }
+  return count;
+}
+
+template <typename T, int BN>
+cudaError_t launch_v7(const void* a, const void* b, void* c, int m, int n, int k, int ldb,
+                      int splits, float* partials, CUtensorMapDataType type,
+                      cudaStream_t stream) {
+  using Shape = Tile<BN>;
+  CUtensorMap a_map, b_map;
+  if (!hopper::encode_map(&a_map, type, a, m, k, BM) ||
+      !hopper::encode_map(&b_map, type, b, k, ldb, BK)) {
+    return cudaErrorInvalidValue;
+  }
+  const int sms = multiprocessors();
+  if (sms <= 0) return cudaErrorInvalidDevice;
+  // Every part gets at least one slice: `splits` parts of split_slices, the last shorter.
+  const int k_tiles = ceil_div(k, BK);
+  const int split_slices = ceil_div(k_tiles, splits);
+  splits = ceil_div(k_tiles, split_slices);
+  const int tiles_m = ceil_div(m, BM), tiles_n = ceil_div(n, BN);
+  const long long units = static_cast<long long>(tiles_m) * tiles_n * splits;
+  const unsigned int blocks = static_cast<unsigned int>(units < sms ? units : sms);
+  const cudaError_t status = cudaFuncSetAttribute(
+      gemm_v7_kernel<T, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::SMEM_BYTES);
+  if (status != cudaSuccess) return status;
+  gemm_v7_kernel<T, BN><<<blocks, THREADS, Shape::SMEM_BYTES, stream>>>(
+      a_map, b_map, static_cast<T*>(c), m, n, k, partials, splits, split_slices);
+  if (splits == 1) return cudaGetLastError();
+  const int ld = tiles_n * BN;
+  const long long threads = static_cast<long long>(m) * ceil_div(n, 8);
+  constexpr int REDUCE_THREADS = 256;
+  reduce_splits<T><<<static_cast<unsigned int>((threads + REDUCE_THREADS - 1) / REDUCE_THREADS),
+                     REDUCE_THREADS, 0, stream>>>(partials, static_cast<T*>(c), m, n, ld,
+                                                  static_cast<size_t>(tiles_m) * BM * ld, splits);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t dispatch_v7(const void* a, const void* b, void* c, int m, int n, int k, int ldb,
+                        int block_n, int splits, float* partials, CUtensorMapDataType type,
+                        cudaStream_t stream) {
+  if (k <= 0 || k % 8 != 0 || ldb % 8 != 0 || ldb < n || !kernels::aligned16(a) ||
+      !kernels::aligned16(b) || !kernels::aligned16(c) || splits < 1 ||
+      (splits > 1 && (partials == nullptr || !kernels::aligned16(partials)))) {
+    return cudaErrorInvalidValue;  // ops.py pads operands before they come here
+  }
+  if (block_n == 256) {
+    return launch_v7<T, 256>(a, b, c, m, n, k, ldb, splits, partials, type, stream);
+  }
+  if (block_n == 128) {
+    return launch_v7<T, 128>(a, b, c, m, n, k, ldb, splits, partials, type, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace
+
+extern "C" cudaError_t gemm_v7_bf16(const void* a, const void* b, void* c, int m, int n, int k,
+                                    int ldb, int block_n, int splits, float* partials,
+                                    cudaStream_t stream) {
+  return dispatch_v7<__nv_bfloat16>(a, b, c, m, n, k, ldb, block_n, splits, partials,
+                                    CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, stream);
+}
+
+extern "C" cudaError_t gemm_v7_f16(const void* a, const void* b, void* c, int m, int n, int k,
+                                   int ldb, int block_n, int splits, float* partials,
+                                   cudaStream_t stream) {
+  return dispatch_v7<__half>(a, b, c, m, n, k, ldb, block_n, splits, partials,
+                             CU_TENSOR_MAP_DATA_TYPE_FLOAT16, stream);
+}

@@ -1,0 +1,104 @@
+"""The GEMM sweep: the shape families the kernels are held to against cuBLAS (torch-free).
+
+Families (docs/gemm.md says why each is there):
+
+- ``square``: 1024 to 16384;
+- ``transformer``: the four GEMMs of a layer's forward pass, tokens × out × in, for the
+  widths of three model classes (Llama-3.2-1B, Llama-3-8B, Llama-3-70B: hidden size,
+  grouped-query QKV width, MLP width) at 2048, 8192 and 16384 tokens;
+- ``small_k``: k ≤ 1024 (the epilogue and pipeline fill weigh most);
+- ``skinny_m``: m ≤ 512 (too few 128-row tiles to fill the GPU);
+- ``ragged``: off every tile size (128, 256, 64) but 16-byte strides;
+- ``unaligned``: k or n not a multiple of 8, so TMA cannot read the operands in place;
+- ``held_out``: sizes drawn log-uniform in [256, 16384] (half rounded to multiples of 8)
+  after v7's measured constants (impl/kernels/tiles.py) were fitted, to test that its
+  choices carry over to shapes nobody picked.
+
+The default and full modes run every shape (about 20 s per dtype on one H100, after the
+kernel build), full with more rounds; quick runs ``QUICK_SHAPES``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+FAMILIES = ("square", "transformer", "small_k", "skinny_m", "ragged", "unaligned", "held_out")
+
+
+@dataclass(frozen=True)
+class SweepShape:
+    """C[m×n] = A[m×k]·B[k×n]; ``name`` is the pytest id and the report's row label."""
+
+    name: str
+    family: str
+    m: int
+    n: int
+    k: int
+
+
+@dataclass(frozen=True)
+class ModelWidths:
+    """One model class: hidden size, fused QKV output (grouped-query), MLP width."""
+
+    name: str
+    hidden: int
+    qkv: int
+    mlp: int
+
+
+MODEL_WIDTHS = (
+    ModelWidths("1b", hidden=2048, qkv=2048 + 2 * 512, mlp=8192),
+    ModelWidths("8b", hidden=4096, qkv=4096 + 2 * 1024, mlp=14336),
+    ModelWidths("70b", hidden=8192, qkv=8192 + 2 * 1024, mlp=28672),
+)
+TOKENS = (2048, 8192, 16384)
+
+
+def transformer_shapes() -> list[SweepShape]:
+    shapes = []
+    for model in MODEL_WIDTHS:
+        for tokens in TOKENS:
+            layer = (("qkv", model.qkv, model.hidden), ("attn_out", model.hidden, model.hidden),
+                     ("mlp_up", model.mlp, model.hidden), ("mlp_down", model.hidden, model.mlp))
+            for name, n, k in layer:
+                shapes.append(SweepShape(f"{model.name}_{name}_{tokens}t", "transformer",
+                                         tokens, n, k))
+    return shapes
+
+
+def sweep_shapes() -> tuple[SweepShape, ...]:
+    """Every shape of the sweep, family by family."""
+    squares = [SweepShape(f"square_{s}", "square", s, s, s) for s in (1024, 2048, 4096, 8192,
+                                                                     16384)]
+    small_k = [SweepShape(f"small_k_{m}x{n}x{k}", "small_k", m, n, k)
+               for m, n, k in ((8192, 8192, 256), (8192, 8192, 512), (8192, 8192, 1024),
+                               (4096, 4096, 512), (16384, 16384, 1024))]
+    skinny = [SweepShape(f"skinny_m_{m}x{n}x{k}", "skinny_m", m, n, k)
+              for m, n, k in ((64, 8192, 8192), (128, 8192, 8192), (256, 8192, 8192),
+                              (512, 8192, 8192), (256, 28672, 8192), (512, 4096, 14336))]
+    ragged = [SweepShape(f"ragged_{m}x{n}x{k}", "ragged", m, n, k)
+              for m, n, k in ((3000, 5000, 2000), (1000, 1000, 1000), (4000, 6000, 5000),
+                              (7000, 3000, 4040), (12000, 9000, 2600))]
+    unaligned = [SweepShape(f"unaligned_{m}x{n}x{k}", "unaligned", m, n, k)
+                 for m, n, k in ((4097, 4099, 4101), (1000, 1001, 999), (8191, 8191, 8191),
+                                 (2048, 2048, 2047), (4096, 4097, 4096))]
+    # random.Random("overlap-suite:gemm-held-out"), m, n, k = exp(uniform(ln 256, ln 16384)),
+    # n and k of every other draw rounded down to a multiple of 8.
+    held_out = [SweepShape(f"held_out_{m}x{n}x{k}", "held_out", m, n, k)
+                for m, n, k in ((1108, 2848, 4536), (8780, 264, 374), (324, 920, 4640),
+                                (8938, 316, 4108), (2285, 416, 2776), (1740, 5298, 8078),
+                                (6322, 4592, 1304), (4369, 6414, 338))]
+    return (*squares, *transformer_shapes(), *small_k, *skinny, *ragged, *unaligned, *held_out)
+
+
+#: The quick mode's subset: the smallest and the largest squares a layer has.
+QUICK_SHAPES = ("square_2048", "square_8192")
+
+
+def shapes_for(mode: str) -> tuple[SweepShape, ...]:
+    """The shapes ``--suite-mode mode`` runs: every one, or ``QUICK_SHAPES`` in quick."""
+    every = sweep_shapes()
+    if mode != "quick":
+        return every
+    by_name = {shape.name: shape for shape in every}
+    return tuple(by_name[name] for name in QUICK_SHAPES)

@@ -1,0 +1,130 @@
+"""v7's choices per shape, from small measured models (pure, torch-free): the tile width
+and the split-K factor (a wave model with one measured rate per tile) and the operands'
+row padding.
+
+v7 (gemm_v7.cu) is persistent: min(tiles, SMs) CTAs share the 128 × BN output tiles, so
+its time is about
+
+    waves(BN) · 128 · BN · k_padded / rate(BN),   waves(BN) = ceil(tiles(BN) / SMs)
+
+where tiles(BN) = ceil(m / 128) · ceil(n / BN) and rate(BN) is what one SM sustains on a
+tile of that width once the pipeline is full. ``choose_block_n`` picks the width with the
+smaller estimate; ties go to the wider tile, which reads fewer operand bytes per FLOP.
+
+Split-K into S parts makes S · tiles(BN) work units of ceil(slices / S) slices each, and
+adds the partial sums' traffic: each unit writes its 128 × BN tile in fp32 and a second
+kernel reads them back, 8 · S · m · n bytes more than the unsplit kernel moves, costed at
+HBM bandwidth (the roofline's ridge point turns bytes into slice times). A split cannot
+make the GEMM faster than reading its operands once from HBM, so the compute term has
+that memory roof as its floor. The width is chosen first, unsplit (``choose_block_n``),
+and the split for it after (``choose_splits``): in the first sweep with split-K
+(results/h100x1/gemm-sweep-20261125T1636Z.json) a joint choice took the 256-wide tile
+split 2-4 ways on three shapes where the 128-wide one, split or not, was 8-10% faster, and
+split m = 128 (memory-bound) at a loss of 11%. This order and the floor were set after
+that sweep, from it: on each of its 140 rows they pick a configuration it timed, within
+0.5% of the fastest it timed there; a later sweep tests them as the plan.
+Nothing here names a shape: the only inputs are m, n, k, the SM count and ``TILE_RATES``,
+measured on large squares where every width fills many waves (see docs/gemm.md), so the
+choice carries over to shapes outside the sweep.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from types import MappingProxyType
+
+BLOCK_M = 128
+BLOCK_K = 64
+
+#: Per-SM throughput of each tile width relative to the 256-wide tile (1.0): the rate that
+#: makes the wave model reproduce v7's measured time ratio with each width forced, median
+#: over the 124 rows of the first sweep (results/h100x1/gemm-sweep-20261125T1551Z-*.json,
+#: one H100 SXM; quartiles 0.74 and 0.85). Later sweeps and the held-out family test it.
+TILE_RATES: Mapping[int, float] = MappingProxyType({256: 1.0, 128: 0.79})
+
+#: TMA reads a row in 128-byte boxes; where rows do not start on 128-byte lines (a stride
+#: not a multiple of 64 elements), v7 ran at 0.51-0.79 of cuBLAS on the ragged family of
+#: the first sweep (median 0.56) against about 0.90 on aligned shapes of the same size, so
+#: about 1 - 0.56 / 0.90 = 0.4 of its time is what copying the operands onto aligned rows
+#: can win.
+LINE_ELEMENTS = 64
+LINE_PAD_GAIN = 0.4
+
+#: Split-K bounds: each part keeps at least MIN_SPLIT_SLICES 64-deep slices, as many as the
+#: shared-memory ring holds (4 or 6), so a part's pipeline fills before it drains.
+MAX_SPLITS = 16
+MIN_SPLIT_SLICES = 4
+#: FLOP of one 128 × 256 × 64 slice: the wave model's unit of work on one SM.
+SLICE_FLOP = 2 * BLOCK_M * 256 * BLOCK_K
+
+
+def tiles(m: int, n: int, block_n: int) -> int:
+    """Output tiles of 128 × ``block_n`` covering an m × n result."""
+    return math.ceil(m / BLOCK_M) * math.ceil(n / block_n)
+
+
+def estimated_time(m: int, n: int, k: int, block_n: int, sms: int,
+                   rates: Mapping[int, float] = TILE_RATES, splits: int = 1,
+                   ridge_flop_per_byte: float = 0.0) -> float:
+    """The wave model's time, in units of one 256-wide tile's 64-deep slice on one SM.
+    With a ridge point, at least the operands' bytes at HBM bandwidth, and with
+    ``splits`` > 1, plus the partial sums' bytes; without one, the compute term alone."""
+    if sms < 1:
+        raise ValueError(f"sms must be at least 1; got {sms}")
+    if block_n not in rates:
+        raise ValueError(f"block_n {block_n} has no measured rate; known: "
+                         f"{', '.join(map(str, sorted(rates)))}")
+    if not 1 <= splits <= MAX_SPLITS:
+        raise ValueError(f"splits must be in [1, {MAX_SPLITS}]; got {splits}")
+    waves = math.ceil(tiles(m, n, block_n) * splits / sms)
+    slices = max(1, math.ceil(k / BLOCK_K))
+    compute = waves * math.ceil(slices / splits) * (block_n / 256) / rates[block_n]
+    # bytes / bandwidth over one slice's time on one SM (SLICE_FLOP / (peak / sms)).
+    per_byte = ridge_flop_per_byte / (SLICE_FLOP * sms)
+    operands = 2 * (m * k + k * n + m * n) * per_byte  # 16-bit A, B and C, once each
+    partials = 8 * splits * m * n * per_byte if splits > 1 else 0.0
+    return max(compute, operands) + partials
+
+
+def split_candidates(k: int) -> range:
+    """Split factors that keep every part at least MIN_SPLIT_SLICES slices deep."""
+    slices = max(1, math.ceil(k / BLOCK_K))
+    return range(1, max(1, min(MAX_SPLITS, slices // MIN_SPLIT_SLICES)) + 1)
+
+
+def choose_splits(m: int, n: int, k: int, block_n: int, sms: int,
+                  ridge_flop_per_byte: float | None,
+                  rates: Mapping[int, float] = TILE_RATES) -> int:
+    """The split-K factor v7 runs at tile width ``block_n`` (1: no split). Without a ridge
+    point (a device with no peaks row) the partials' cost is unknown, so v7 does not split."""
+    if ridge_flop_per_byte is None:
+        return 1
+    return min(split_candidates(k), key=lambda splits: estimated_time(
+        m, n, k, block_n, sms, rates, splits, ridge_flop_per_byte))
+
+
+def choose_block_n(m: int, n: int, k: int, sms: int,
+                   rates: Mapping[int, float] = TILE_RATES) -> int:
+    """The tile width v7 runs for an m × n × k GEMM on a GPU of ``sms`` multiprocessors
+    (the unsplit wave model; ``choose_splits`` then splits K for this width)."""
+    for name, value in (("m", m), ("n", n), ("k", k)):
+        if value < 0:
+            raise ValueError(f"{name} must be >= 0; got {value}")
+    return min(sorted(rates, reverse=True),
+               key=lambda width: estimated_time(m, n, k, width, sms, rates))
+
+
+def pads_to_lines(m: int, n: int, k: int, ridge_flop_per_byte: float) -> bool:
+    """Whether v7 should copy its operands onto rows of whole 128-byte lines.
+
+    Worth it where the copy (each copied element read and written once, 2 bytes each way)
+    costs less than ``LINE_PAD_GAIN`` of the GEMM's compute time: copy_bytes / bw <
+    gain · 2mnk / peak, i.e. copy_bytes · ridge < gain · 2mnk with ridge = peak / bw of
+    the device (its roofline's ridge point). Always true where a copy is needed anyway.
+    """
+    if k % 8 or n % 8:
+        return True
+    copied = (m * k if k % LINE_ELEMENTS else 0) + (k * n if k % LINE_ELEMENTS
+                                                     or n % LINE_ELEMENTS else 0)
+    return copied > 0 and 4 * copied * ridge_flop_per_byte < LINE_PAD_GAIN * 2 * m * n * k

@@ -1,0 +1,194 @@
+"""v7's tile choice, padding plan and sweep shapes (CPU), and v7 itself against float64 (Hopper).
+
+    python -m pytest tests/test_gemm_v7.py -q            # CPU: the pure parts
+    python -m pytest tests/test_gemm_v7.py -q -m gpu     # Hopper: every tile width and path
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from impl.capabilities import missing_hopper, missing_nvcc
+from impl.kernels import ops, sweep, tiles
+from tests.test_kernels import assert_within_bound, random_matrix
+
+HOPPER_SKIP = missing_hopper() or missing_nvcc()
+H100_SMS = 132
+
+
+def test_skinny_m_takes_narrow_tiles_and_big_squares_wide_ones() -> None:
+    # 256 x 8192: 64 wide tiles fill half of 132 SMs; 128 narrow ones fill nearly all.
+    assert tiles.tiles(256, 8192, 256) == 64 and tiles.tiles(256, 8192, 128) == 128
+    assert tiles.choose_block_n(256, 8192, 8192, H100_SMS) == 128
+    # 8192^2: 2048 wide tiles are 16 waves (15.5 full); narrow ones would be 32 waves at
+    # 0.88 of the rate each.
+    assert tiles.choose_block_n(8192, 8192, 8192, H100_SMS) == 256
+    assert tiles.estimated_time(8192, 8192, 8192, 256, H100_SMS) == 16 * 128
+
+
+def test_equal_estimates_go_to_the_wide_tile() -> None:
+    # One wave of each width; the narrow tile does half the work at half the rate.
+    rates = {256: 1.0, 128: 0.5}
+    assert tiles.choose_block_n(128, 512, 64, H100_SMS, rates) == 256
+    # At an equal rate, a result no wider than 128 columns takes the narrow tile.
+    assert tiles.choose_block_n(128, 100, 64, H100_SMS, {256: 1.0, 128: 1.0}) == 128
+
+
+def test_tile_choice_rejects_bad_input() -> None:
+    with pytest.raises(ValueError, match="sms must be at least 1; got 0"):
+        tiles.choose_block_n(128, 128, 128, 0)
+    with pytest.raises(ValueError, match="k must be >= 0; got -1"):
+        tiles.choose_block_n(128, 128, -1, H100_SMS)
+    with pytest.raises(ValueError, match="block_n 64 has no measured rate; known: 128, 256"):
+        tiles.estimated_time(128, 128, 128, 64, H100_SMS)
+
+
+H100_RIDGE = 989.0 / 3.35  # bf16 FLOP per HBM byte of the H100 SXM row of peaks.py
+
+
+def plan_rows(plan: ops.V7Plan) -> tuple:
+    return plan.row_multiple, plan.k_padded, plan.n_padded, plan.copy_a, plan.copy_b
+
+
+def test_plan_copies_onto_whole_lines_where_tma_needs_a_copy_anyway() -> None:
+    plan = ops.v7_plan(4097, 4099, 4101, H100_SMS, H100_RIDGE)
+    assert plan_rows(plan) == (64, 4160, 4160, True, True)
+    plan = ops.v7_plan(4096, 4097, 4096, H100_SMS, H100_RIDGE)  # a is read in place
+    assert plan_rows(plan) == (64, 4096, 4160, False, True)
+    # Without a ridge point (no peaks row), rows are padded to TMA's minimum only.
+    plan = ops.v7_plan(4096, 4097, 4096, H100_SMS, None)
+    assert plan_rows(plan) == (8, 4096, 4104, False, True)
+
+
+def test_plan_copies_aligned_strides_only_where_the_copy_pays() -> None:
+    # 3000 x 5000 x 2000: copying 16M elements (64 MB) costs less than 0.4 of 60 GFLOP.
+    assert plan_rows(ops.v7_plan(3000, 5000, 2000, H100_SMS, H100_RIDGE)) == (
+        64, 2048, 5056, True, True)
+    assert tiles.pads_to_lines(3000, 5000, 2000, H100_RIDGE)
+    # 1000^3: the copy would cost more than it can win; rows stay 8-element multiples.
+    assert plan_rows(ops.v7_plan(1000, 1000, 1000, H100_SMS, H100_RIDGE)) == (
+        8, 1000, 1000, False, False)
+    # Whole lines already: nothing to copy.
+    assert plan_rows(ops.v7_plan(4096, 4096, 4096, H100_SMS, H100_RIDGE)) == (
+        8, 4096, 4096, False, False)
+    plan = ops.v7_plan(4096, 4096, 4096, H100_SMS, H100_RIDGE, a_aligned=False)
+    assert (plan.copy_a, plan.copy_b) == (True, False)
+    # m = 64: 64 narrow tiles fill 64 of 132 SMs; two K parts fill 128 of them.
+    plan = ops.v7_plan(64, 8192, 8192, H100_SMS, H100_RIDGE)
+    assert (plan.block_n, plan.splits) == (128, 2)
+
+
+def test_split_k_only_where_tiles_leave_sms_idle() -> None:
+    # 128 wide tiles fill 2 waves on 132 SMs: nothing to win; nor without a ridge point.
+    assert tiles.choose_splits(8192, 8192, 8192, 256, H100_SMS, H100_RIDGE) == 1
+    assert tiles.choose_splits(64, 8192, 8192, 256, H100_SMS, None) == 1
+    # 324 x 920 x 4640: 24 narrow tiles of 73 slices; 5 parts of 15 slices fill 120 SMs.
+    assert tiles.choose_splits(324, 920, 4640, 128, H100_SMS, H100_RIDGE) == 5
+    # Each part keeps MIN_SPLIT_SLICES slices: k = 512 (8 slices) splits at most in two.
+    assert list(tiles.split_candidates(512)) == [1, 2]
+    assert list(tiles.split_candidates(64)) == [1]
+    assert tiles.split_candidates(1 << 20)[-1] == tiles.MAX_SPLITS
+    # m = 128 is memory-bound: reading B (128 MiB) takes longer than the compute a split
+    # would save, so it stays whole.
+    assert tiles.choose_splits(128, 8192, 8192, 128, H100_SMS, H100_RIDGE) == 1
+    # The model's cost: one wave of 4 parts of 32 slices, floored at the operands' bytes at
+    # HBM bandwidth, plus the partials' 8·4·64·8192 bytes.
+    per_byte = H100_RIDGE / (tiles.SLICE_FLOP * H100_SMS)
+    operands = 2 * (64 * 8192 * 2 + 8192 * 8192) * per_byte
+    assert operands > 32
+    assert tiles.estimated_time(64, 8192, 8192, 256, H100_SMS, splits=4,
+                                ridge_flop_per_byte=H100_RIDGE) == pytest.approx(
+        operands + 8 * 4 * 64 * 8192 * per_byte)
+    with pytest.raises(ValueError, match=r"splits must be in \[1, 16\]; got 17"):
+        tiles.estimated_time(64, 8192, 8192, 256, H100_SMS, splits=17)
+    with pytest.raises(ValueError, match="gemm v7: splits 0 is out of range; allowed: 1 to 16"):
+        ops.v7_plan(64, 8192, 8192, H100_SMS, H100_RIDGE, splits=0)
+
+
+def test_plan_rejects_a_width_without_a_kernel() -> None:
+    with pytest.raises(ValueError, match="block_n 192 is not a tile width; allowed: 128, 256"):
+        ops.v7_plan(128, 128, 128, H100_SMS, H100_RIDGE, block_n=192)
+
+
+def test_sweep_covers_every_family_with_unique_names() -> None:
+    shapes = sweep.sweep_shapes()
+    assert len({s.name for s in shapes}) == len(shapes)
+    assert {s.family for s in shapes} == set(sweep.FAMILIES)
+    assert len(sweep.transformer_shapes()) == 3 * 3 * 4
+    assert [s.name for s in sweep.shapes_for("quick")] == list(sweep.QUICK_SHAPES)
+    assert sweep.shapes_for("default") == sweep.shapes_for("full") == shapes
+
+
+def test_sweep_families_are_what_they_say() -> None:
+    for shape in sweep.sweep_shapes():
+        if shape.family == "unaligned":
+            assert shape.k % 8 or shape.n % 8, shape
+        elif shape.family != "held_out":
+            assert shape.k % 8 == 0 and shape.n % 8 == 0, shape
+        if shape.family == "ragged":
+            assert shape.m % 128 and shape.n % 128 and shape.k % 64, shape
+        if shape.family == "small_k":
+            assert shape.k <= 1024
+        if shape.family == "skinny_m":
+            assert shape.m <= 512
+    assert sweep.transformer_shapes()[0] == sweep.SweepShape("1b_qkv_2048t", "transformer",
+                                                              2048, 3072, 2048)
+
+
+@pytest.mark.parametrize("block_n", [128, 256])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("shape", [
+    (1024, 512, 512),     # one wave, K-deep
+    (4096, 4096, 4096),   # many tiles per CTA: the persistent loop and its barrier phases
+    (1000, 520, 328),     # ragged edges through TMA's zero fill
+    (1000, 521, 333),     # k and n odd: padded operands, single-element stores
+    (3000, 5000, 2000),   # strides off 128-byte lines: copied onto whole lines
+    (300, 136, 8),        # one 64-deep slice, zero-filled past k
+    (17, 33, 65),
+], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.gpu
+@pytest.mark.skipif(HOPPER_SKIP is not None, reason=str(HOPPER_SKIP))
+def test_v7_writes_every_element_right(shape, dtype, block_n: int) -> None:
+    m, n, k = shape
+    a, b = random_matrix(m, k, dtype, 11), random_matrix(k, n, dtype, 12)
+    out = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+    c = ops.v7_launcher(a, b, block_n=block_n, out=out)()
+    assert c.data_ptr() == out.data_ptr()
+    assert not bool(c.isnan().any()), "an element was not written"
+    assert_within_bound(c, a, b)
+
+
+@pytest.mark.parametrize("splits", [2, 3, 7])
+@pytest.mark.parametrize("block_n", [128, 256])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("shape", [
+    (64, 1024, 4096),     # skinny: the case split-K is for
+    (1000, 520, 1000),    # ragged edges; 16 slices in uneven parts
+    (300, 521, 333),      # n odd: the sum's single-element stores; 6 slices, fewer parts
+    (17, 33, 65),         # 2 slices: at most 2 parts, whatever is asked
+], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.gpu
+@pytest.mark.skipif(HOPPER_SKIP is not None, reason=str(HOPPER_SKIP))
+def test_v7_split_k_writes_every_element_right(shape, dtype, block_n: int, splits: int) -> None:
+    m, n, k = shape
+    a, b = random_matrix(m, k, dtype, 15), random_matrix(k, n, dtype, 16)
+    out = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+    launch = ops.v7_launcher(a, b, block_n=block_n, out=out, splits=splits)
+    assert launch.plan.splits == splits
+    c = launch()
+    assert not bool(c.isnan().any()), "an element was not written"
+    assert_within_bound(c, a, b)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(HOPPER_SKIP is not None, reason=str(HOPPER_SKIP))
+def test_v7_rejects_a_wrong_output() -> None:
+    a, b = random_matrix(64, 32, torch.bfloat16, 13), random_matrix(32, 16, torch.bfloat16, 14)
+    out = torch.empty(64, 15, dtype=torch.bfloat16, device="cuda")
+    with pytest.raises(ValueError, match=r"out must be a contiguous, 16-byte aligned 64x16 "
+                                         r"torch.bfloat16 tensor on cuda:0; got \[64, 15\]"):
+        ops.v7_launcher(a, b, out=out)
+    shifted = torch.empty(64 * 16 + 1, dtype=torch.bfloat16, device="cuda")[1:].view(64, 16)
+    with pytest.raises(ValueError, match=r"16-byte aligned .* at address 0x[0-9a-f]*2\b"):
+        ops.v7_launcher(a, b, out=shifted)
