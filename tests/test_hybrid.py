@@ -24,6 +24,7 @@ from impl.hybrid import (
     host_initialised_model,
     loss_curves_match,
 )
+from impl.hybrid.base import NonFiniteLoss
 from impl.hybrid.coarse import (
     CoarseHybrid,
     balance,
@@ -455,3 +456,54 @@ def test_gpt_forward_cli_without_gpu():
                              "cuda"], cwd=ROOT, capture_output=True, text=True, check=False)
     assert result.returncode == 2
     assert result.stderr.strip() == f"error: --device cuda: {capabilities.missing_gpu()}"
+
+
+# Hostile input: one line naming the value, before anything trains.
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"lr": float("nan")}, "hybrid lr=nan: choose a finite number > 0"),
+    ({"lr": -1e-3}, "hybrid lr=-0.001: choose a finite number > 0"),
+    ({"lr": float("inf")}, "hybrid lr=inf: choose a finite number > 0"),
+    ({"cpu_threads": 0}, "hybrid cpu_threads=0: choose None (every core) or an integer ≥ 1"),
+    ({"host_adam": "fast"}, "host Adam implementation 'fast': choose one of fused, foreach, "
+                            "single"),
+])
+def test_hybrid_options_are_checked_when_built(options, message):
+    with pytest.raises(ValueError) as error:
+        HybridOptions(**options)
+    assert str(error.value) == message
+
+
+@pytest.mark.parametrize("name", TRAINERS)
+def test_a_nan_batch_stops_the_step_before_any_weight_changes(name):
+    model = host_initialised_model(preset(WORKLOAD), torch.device("cpu"))
+    trainer = build_trainer(name, model, mlp_loss, HybridOptions(lr=LR, cpu_threads=2))
+    good, bad = mlp_batches(torch.device("cpu"))[:2]
+    bad.inputs[3, 5] = float("nan")
+    try:
+        trainer.step(good)  # the delayed update has one pending after this step
+        trainer.drain()
+        before = [p.detach().clone() for p in model.parameters()]
+        with pytest.raises(NonFiniteLoss) as error:
+            trainer.step(bad)
+        trainer.drain()
+    finally:
+        trainer.close()
+    assert str(error.value) == (f"{name}: step 1 (counting from 0) has a non-finite loss (nan); "
+                                "stopped before any weight changed: check the batch and the "
+                                "learning rate")
+    assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before))
+
+
+@pytest.mark.parametrize("grad_elements", [1, 10, 5001])
+def test_host_adam_refuses_a_gradient_of_another_length(grad_elements):
+    engine = host_adam.HostAdam([torch.zeros(5000)], LR)
+    try:
+        with pytest.raises(ValueError) as error:
+            engine.update(0, 0, torch.ones(grad_elements))
+    finally:
+        engine.close()
+    assert str(error.value) == (f"host Adam: gradient of {grad_elements} elements for piece 0 "
+                                "of parameter 0, which has 5000")
+    assert torch.equal(engine.master[0], torch.zeros(5000))

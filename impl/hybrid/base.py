@@ -8,6 +8,7 @@ the study's digits classifier.
 
 from __future__ import annotations
 
+import math
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -16,10 +17,15 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from impl.hybrid.host_adam import check_host_adam
 from impl.timeline import TimedSteps, Timeline, TimelineRecorder
 from impl.workloads import Batch
 
 Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+class NonFiniteLoss(FloatingPointError):
+    """A step's loss is NaN or infinite: the step stops before any weight changes."""
 
 
 @dataclass(frozen=True)
@@ -28,6 +34,17 @@ class HybridOptions:
     cpu_threads: int | None = None  # host threads for the CPU's share (None: every core)
     host_adam: str = "fused"  # the offload's host Adam: fused, foreach, single (host_adam.py)
     host_layout: str = "intra-op"  # its threads: intra-op or pool (host_adam.py)
+
+    def __post_init__(self) -> None:
+        # A NaN or negative lr would train every weight into garbage without an error.
+        if isinstance(self.lr, bool) or not isinstance(self.lr, (int, float)) or not (
+                math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"hybrid lr={self.lr!r}: choose a finite number > 0")
+        if self.cpu_threads is not None and (isinstance(self.cpu_threads, bool) or not isinstance(
+                self.cpu_threads, int) or self.cpu_threads < 1):
+            raise ValueError(f"hybrid cpu_threads={self.cpu_threads!r}: choose None (every "
+                             "core) or an integer ≥ 1")
+        check_host_adam(self.host_adam, self.host_layout, self.threads())
 
     def threads(self) -> int:
         return self.cpu_threads or os.cpu_count() or 1
@@ -67,11 +84,25 @@ class Trainer(TimedSteps, ABC):
         return [p.grad.detach().to("cpu", torch.float32, copy=True)
                 for p in self.model.parameters()]
 
-    def _forward_backward(self, batch: Batch, scale: float = 1.0) -> torch.Tensor:
+    def require_finite(self, loss: torch.Tensor) -> None:
+        """Raise NonFiniteLoss if ``loss`` is NaN or infinite (a CPU-GPU sync point)."""
+        if not torch.isfinite(loss).item():
+            raise NonFiniteLoss(f"{self.name}: step {self.steps_done} (counting from 0) has a "
+                                f"non-finite loss ({loss.item()}); stopped before any weight "
+                                "changed: check the batch and the learning rate")
+
+    def _forward_backward(self, batch: Batch, scale: float = 1.0,
+                          check_loss: bool = True) -> torch.Tensor:
+        """Forward and backward; with ``check_loss`` a non-finite loss stops the step before
+        backward. That sync costs one kernel launch's gap, and it comes before the offload's
+        first gradient hook, so neither its updates nor the delayed one of the previous step
+        touch a weight."""
         start = self.recorder.mark()
         loss = self.loss(self.model(batch.inputs), batch.targets)
         forward_end = self.recorder.mark()
         self.recorder.add("compute", "forward", None, start, forward_end)
+        if check_loss:
+            self.require_finite(loss)
         (loss * scale if scale != 1.0 else loss).backward()
         self.recorder.add("compute", "backward", None, forward_end, self.recorder.mark())
         return loss.detach()

@@ -88,8 +88,11 @@ class CoarseHybrid(Trainer):
         mine = Batch(batch.inputs[rows], batch.targets[rows])
         self.optimizer.zero_grad(set_to_none=True)
         weight = self.shares[self.rank] / total
-        loss = self._forward_backward(mine, scale=weight)
+        # Checked after the exchange: both workers see the same summed loss and stop together
+        # (a worker stopping alone would leave the other waiting in the all-reduce).
+        loss = self._forward_backward(mine, scale=weight, check_loss=False)
         whole_batch_loss = self._exchange(loss * weight)
+        self.require_finite(whole_batch_loss)
         start = self.recorder.mark()
         self.optimizer.step()
         self.recorder.add("compute", "update", None, start, self.recorder.mark())

@@ -98,6 +98,9 @@ class HostAdam:
         """Adam on piece ``piece`` of parameter ``index`` with ``grad`` (any float dtype);
         returns the piece's updated fp32 master weights (a view)."""
         master = self.pieces[index][piece]
+        if grad.numel() != master.numel():  # the fused kernel reads as many as the master has
+            raise ValueError(f"host Adam: gradient of {grad.numel()} elements for piece {piece} "
+                             f"of parameter {index}, which has {master.numel()}")
         exp_avg, exp_avg_sq = self.moments[index][piece]
         adam([master], [grad.to(torch.float32)], [exp_avg], [exp_avg_sq], [],
              [self.steps[index][piece]], **ADAM_IMPLEMENTATIONS[self.implementation],
