@@ -6,6 +6,7 @@ experiment and the GPT forward table's tool."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -52,7 +53,7 @@ STEPS = 4
 LR = 1e-3
 DIGITS_EPOCHS = 20  # about 2 s on one core; the study's 100 run in the benchmarks
 OFFLOADS = ("offload-after-backward", "offload-overlap", "offload-overlap-dpu")
-TRAINERS = ("device-adam", *OFFLOADS)
+TRAINERS = ("device-adam", "device-adam-foreach", *OFFLOADS)
 needs_sklearn = pytest.mark.skipif(capabilities.missing_sklearn() is not None,
                                    reason=capabilities.missing_sklearn() or "")
 needs_gpu = [pytest.mark.gpu, pytest.mark.skipif(capabilities.missing_gpu() is not None,
@@ -96,7 +97,7 @@ def test_every_trainer_passes_its_check(name, device):
     # The same Adam on the same gradients: only rounding apart (fused vs the reference's loop).
     assert result.weight_error <= 1e-3 * result.weight_tolerance
     assert 0 <= result.gradient_error <= 0.05 * result.gradient_tolerance
-    if name != "device-adam":
+    if name in OFFLOADS:
         adam = sorted(i.chunk for i in timeline.intervals if i.lane == "host")
         parameters = len(list(build_model(preset(WORKLOAD), torch.device("meta")).parameters()))
         assert adam == list(range(parameters)), "one Adam task per parameter"
@@ -507,3 +508,41 @@ def test_host_adam_refuses_a_gradient_of_another_length(grad_elements):
     assert str(error.value) == (f"host Adam: gradient of {grad_elements} elements for piece 0 "
                                 "of parameter 0, which has 5000")
     assert torch.equal(engine.master[0], torch.zeros(5000))
+
+
+# Mixed precision: bf16 weights and gradients on the device, the fp32 master (offload: on the
+# host) updated by Adam; checked against fp32 Adam applied to the trainer's own gradients.
+
+
+@pytest.mark.parametrize("device, cast", [
+    pytest.param("cpu", "host", id="cpu"),
+    pytest.param("cuda", "host", id="cuda-host-cast", marks=needs_gpu),
+    pytest.param("cuda", "device", id="cuda-device-cast", marks=needs_gpu)])
+@pytest.mark.parametrize("name", ["device-adam", *OFFLOADS])
+def test_bf16_trainers_update_an_fp32_master(name, device, cast):
+    workload = dataclasses.replace(preset(WORKLOAD), dtype="bf16")
+    model = host_initialised_model(workload, torch.device(device))
+    trainer = build_trainer(name, model, mlp_loss, HybridOptions(lr=LR, cpu_threads=2, cast=cast))
+    data = [make_batch(workload, torch.device("cpu"), 0, 0, step) for step in range(STEPS)]
+    try:
+        result = check_training(name, trainer, build_model(workload, torch.device("cpu")).float(),
+                                mlp_loss, [Batch(b.inputs.to(device), b.targets.to(device))
+                                           for b in data], max(workload.batch, workload.width))
+    finally:
+        trainer.close()
+    assert result.failure is None
+    if name.endswith("dpu"):  # checked on its bf16 weights: bf16's rounding of the largest
+        assert result.weight_error <= result.weight_tolerance
+    else:  # checked on the fp32 master: as strictly as an fp32 model
+        assert result.weight_tolerance < 1.01 * weight_tolerance(LR, STEPS, torch.float32, 0.0)
+        assert result.weight_error <= 1e-3 * result.weight_tolerance
+    assert all(p.dtype == torch.bfloat16 for p in model.parameters())
+
+
+def test_device_adam_keeps_a_master_only_for_low_precision_weights():
+    fp32 = build_trainer("device-adam", build_model(preset(WORKLOAD), torch.device("cpu")),
+                         mlp_loss, HybridOptions(lr=LR))
+    bf16 = build_trainer("device-adam", build_model(dataclasses.replace(
+        preset(WORKLOAD), dtype="bf16"), torch.device("cpu")), mlp_loss, HybridOptions(lr=LR))
+    assert fp32.masters is fp32.params and not fp32.mixed
+    assert bf16.mixed and all(m.dtype == torch.float32 for m in bf16.masters)

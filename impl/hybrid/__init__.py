@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from impl.hybrid.base import DeviceAdam, HybridOptions, Loss, Trainer
+from impl.hybrid.base import DeviceAdam, DeviceAdamForeach, HybridOptions, Loss, Trainer
 from impl.hybrid.offload import OffloadAfterBackward, OffloadOverlap, OffloadOverlapDelayed
 from impl.hybrid.trainer_check import TrainingCheck, TrainingCheckFailed, check_training
 from impl.metrics import Field
@@ -25,6 +25,7 @@ from impl.workloads import MLPConfig, WorkloadConfig, build_model
 
 TRAINERS: dict[str, type[Trainer]] = {
     "device-adam": DeviceAdam,
+    "device-adam-foreach": DeviceAdamForeach,
     "offload-after-backward": OffloadAfterBackward,
     "offload-overlap": OffloadOverlap,
     "offload-overlap-dpu": OffloadOverlapDelayed,

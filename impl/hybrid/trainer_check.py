@@ -13,7 +13,8 @@ can only be compared up to rounding, step by step:
    gradients off by far more (tests/test_hybrid.py measures how much).
 2. update: the reference applies torch's CPU Adam (fp32) to the trainer's own gradients, the
    gradient of step t − ``update_delay`` at step t (the delayed update applies each one a step
-   late), and the trainer's weights after every step must equal the reference's within
+   late), and the trainer's weights after every step (its fp32 master where it keeps one that
+   is up to date: ``Trainer.checked_weights``) must equal the reference's within
    ``weight_tolerance``: 1% of lr a step, where a missing, doubled, stale or misplaced update is
    off by about lr.
 
@@ -94,9 +95,9 @@ def check_training(name: str, trainer: Trainer, reference: nn.Module, loss: Loss
     """
     params = list(reference.parameters())
     optimizer = torch.optim.Adam(params, lr=trainer.options.lr)
-    dtype = next(trainer.model.parameters()).dtype
+    grad_dtype = next(trainer.model.parameters()).dtype
     layers = sum(p.dim() > 1 for p in params)
-    grad_tolerance = gradient_tolerance(dtype, longest_reduction, layers)
+    grad_tolerance = gradient_tolerance(grad_dtype, longest_reduction, layers)
     waiting: deque[list[torch.Tensor]] = deque()
     grad_error = weight_error = tolerance = 0.0
     failure = None
@@ -118,9 +119,17 @@ def check_training(name: str, trainer: Trainer, reference: nn.Module, loss: Loss
             for param, grad in zip(params, waiting.popleft()):
                 param.grad = grad
             optimizer.step()
-        weights = [p.detach().to("cpu", torch.float32) for p in trainer.model.parameters()]
+        checked = trainer.checked_weights()
+        if not trainer.update_delay and failure is None:
+            # The model's weights must be the checked ones in the model's dtype, bit for bit:
+            # a master updated right but copied back wrong fails here.
+            copied = [p.detach().to("cpu") for p in trainer.model.parameters()]
+            if not all(torch.equal(w, c.to(w.dtype)) for w, c in zip(copied, checked)):
+                failure = (f"{name}: weights after step {step} are not its fp32 master's "
+                           "rounded to the model's dtype")
+        weights = [w.float() for w in checked]
         largest = max(w.abs().max().item() for w in weights)
-        tolerance = weight_tolerance(trainer.options.lr, step, dtype, largest)
+        tolerance = weight_tolerance(trainer.options.lr, step, checked[0].dtype, largest)
         weight_error = max(weight_error, *((w - p.detach()).abs().max().item()
                                            for w, p in zip(weights, params)))
         if weight_error > tolerance and failure is None:
