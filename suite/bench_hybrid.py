@@ -40,7 +40,10 @@ from impl.hybrid import (
     host_initialised_model,
     loss_curves_match,
     mlp_4096x8_b8192,
+    mlp_4096x24_b4096_bf16,
+    mlp_8192x16_b2048_bf16,
 )
+from impl.hybrid.bounds import GOALS, measure_rates, meets, offload_bounds
 from impl.hybrid.coarse import (
     CoarseHybrid,
     balance,
@@ -53,15 +56,14 @@ from impl.hybrid.digits import DIGITS_VARIANTS, DigitsConfig, load_data, run_dig
 from impl.hybrid.gpt_forward import STUDY_TABLE, gpt_study_w384_b2, measure_in_fresh_process
 from impl.hybrid.host_adam import ADAM_BYTES_PER_PARAMETER, HostAdam
 from impl.hybrid.measure import host_work_split
-from impl.workloads import Batch, build_model, describe, loss_fn, preset
+from impl.workloads import Batch, build_model, describe, gpt_small_bf16, loss_fn, preset
 from suite.harness import Variant, batches, measure_interleaved, record_round_times
 from suite.study_rows import comparison, round_seconds
 
-OFFLOAD_VARIANTS = ("device-adam", "offload-after-backward", "offload-overlap",
-                    "offload-overlap-dpu")
-OFFLOAD_PAIRS = (("offload-overlap", "device-adam"), ("offload-overlap-dpu", "device-adam"),
-                 ("offload-overlap", "offload-after-backward"),
-                 ("offload-overlap-dpu", "offload-overlap"))
+OFFLOAD_VARIANTS = ("device-adam", "device-adam-foreach", "offload-after-backward",
+                    "offload-overlap", "offload-overlap-dpu")
+CAST_VARIANTS = ("offload-overlap+gpu-cast", "offload-overlap-dpu+gpu-cast")
+DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 HOST_ADAM_VARIANTS = (("fused", "intra-op"), ("fused", "pool"), ("foreach", "intra-op"),
                       ("foreach", "pool"), ("single", "pool"))
 BANDWIDTH_BYTES_PER_VALUE = 12  # a += s·b in fp32: read a and b, write a
@@ -94,14 +96,35 @@ def mlp_loss(workload):
     return lambda outputs, targets: loss_fn(workload, outputs, targets)
 
 
-# --- fine-grained: offload overlapped vs after backward vs all on the GPU -------------------
+# --- fine-grained: offload overlapped vs after backward vs all on the GPU, on a family ------
 
 
 _offload: dict[str, dict] = {}
+_rates: dict[str, dict] = {}
 
 
-def offload_workload():
-    return mlp_4096x8_b8192() if gpu_here() else preset("mlp_tiny")
+def offload_family() -> dict[str, tuple]:
+    """name -> (workload, suite modes that run it). A CPU-only machine runs mlp_tiny alone."""
+    if not gpu_here():
+        return {"mlp_tiny": (preset("mlp_tiny"), ("quick", "default", "full"))}
+    every, full = ("quick", "default", "full"), ("full",)
+    return {w.name: (w, modes) for w, modes in (
+        (mlp_4096x8_b8192(), every), (mlp_4096x24_b4096_bf16(), every),
+        (gpt_small_bf16(), ("default", "full")), (mlp_8192x16_b2048_bf16(), full))}
+
+
+OFFLOAD_FAMILY = ("mlp_4096x8_b8192", "mlp_4096x24_b4096_bf16", "gpt_small_bf16",
+                  "mlp_8192x16_b2048_bf16", "mlp_tiny")
+
+
+def offload_variants(workload) -> dict[str, tuple[str, str]]:
+    """variant -> (trainer, cast side). Low-precision members also run the delayed and the
+    overlapped offload with the cast on the GPU (impl/hybrid/offload.py): both sides measured."""
+    variants = {name: (name, "host") for name in OFFLOAD_VARIANTS}
+    if workload.dtype != "fp32":
+        variants |= {f"{name}+gpu-cast": (name, "device")
+                     for name in ("offload-overlap", "offload-overlap-dpu")}
+    return variants
 
 
 def host_threads() -> int:
@@ -114,30 +137,53 @@ def parameter_count(workload) -> int:
     return sum(p.numel() for p in build_model(workload, torch.device("meta")).parameters())
 
 
+def last_gradient_count(workload) -> int:
+    """Elements of the parameter backward finishes last: the first one registered."""
+    return next(build_model(workload, torch.device("meta")).parameters()).numel()
+
+
+def check_batch_rows(workload) -> int:
+    """The check's batch rows: its CPU fp32 reference of a whole batch is slow (one sequence
+    of the GPT is 1024 tokens)."""
+    return 1 if workload.kind == "gpt" else CHECK_ROWS
+
+
 def check_offload(name: str, workload, device, options, steps) -> dict:
     """``name``'s gradients and updates on the check's steps (impl/hybrid/trainer_check.py)."""
     trainer = build_trainer(name, host_initialised_model(workload, device),
                             mlp_loss(workload), options)
+    longest = max(check_batch_rows(workload) * getattr(workload, "context", 1), workload.width)
     try:
-        check = check_training(name, trainer, build_model(workload, torch.device("cpu")),
-                               mlp_loss(workload), steps, max(CHECK_ROWS, workload.width))
+        check = check_training(name, trainer, build_model(workload, torch.device("cpu")).float(),
+                               mlp_loss(workload), steps, longest)
     finally:
         trainer.close()
     return check.require().to_json()
 
 
-def measure_offload(rounds) -> dict:
-    workload, device = offload_workload(), main_device()
+def offload_rates() -> dict:
+    """Host Adam and copy rates for the bounds, measured once per run (impl/hybrid/bounds.py)."""
+    if "rates" not in _rates:
+        _rates["rates"] = measure_rates(main_device(), parameter_count(mlp_4096x8_b8192()),
+                                        host_threads())
+    return _rates["rates"]
+
+
+def measure_offload(workload, rounds) -> dict:
+    device = main_device()
     loss = mlp_loss(workload)
-    options = HybridOptions(cpu_threads=host_threads())
+    variants = offload_variants(workload)
+    options = {name: HybridOptions(cpu_threads=host_threads(), cast=cast)
+               for name, (_, cast) in variants.items()}
     data = batches(workload, device, rank=0)
-    check = [Batch(b.inputs[:CHECK_ROWS], b.targets[:CHECK_ROWS]) for b in data]
+    rows = check_batch_rows(workload)
+    check = [Batch(b.inputs[:rows], b.targets[:rows]) for b in data]
     # Three steps at least: the delayed update applies two gradients in them.
     steps = [check[i % len(check)] for i in range(max(3, rounds.check_steps))]
-    checks = {name: check_offload(name, workload, device, options, steps)
-              for name in OFFLOAD_VARIANTS}
-    trainers = {name: build_trainer(name, host_initialised_model(workload, device), loss,
-                                    options) for name in OFFLOAD_VARIANTS}
+    checks = {name: check_offload(trainer, workload, device, options[name], steps)
+              for name, (trainer, _) in variants.items()}
+    trainers = {name: build_trainer(trainer, host_initialised_model(workload, device), loss,
+                                    options[name]) for name, (trainer, _) in variants.items()}
     parameters = parameter_count(workload)
 
     def variant(name: str) -> Variant:
@@ -152,21 +198,34 @@ def measure_offload(rounds) -> dict:
         return Variant(name, lambda: trainer.step(next(rotation)), after_round)
 
     try:
-        result = measure_interleaved([variant(n) for n in OFFLOAD_VARIANTS], rounds, device,
-                                     None)
+        result = measure_interleaved([variant(n) for n in variants], rounds, device, None)
     finally:
         for trainer in trainers.values():
             trainer.close()
+    rates = offload_rates()
+    gpu_step = stats.median(result.round_ms("device-adam")).value
+    bounds = (offload_bounds(gpu_step, parameters, last_gradient_count(workload),
+                             DTYPE_BYTES[workload.dtype], rates)
+              if rates["to_host_gbps"] else {})
     return {"workload": workload, "device": device, "options": options, "checks": checks,
-            "parameters": parameters, "measurement": result}
+            "parameters": parameters, "measurement": result, "variants": variants,
+            "rates": rates, "bounds": bounds}
 
 
-def offload_measured(context, rounds) -> dict:
+def offload_measured(context, rounds, family_member: str, mode: str) -> dict:
     if context.rank != 0:
         pytest.skip("the fine-grained hybrid is one process: it runs on rank 0")
-    if "offload" not in _offload:
-        _offload["offload"] = measure_offload(rounds)
-    return _offload["offload"]
+    family = offload_family()
+    if family_member not in family:
+        pytest.skip(f"{family_member} is not in this machine's offload family "
+                    f"({', '.join(family)})")
+    workload, modes = family[family_member]
+    if mode not in modes:
+        pytest.skip(f"{family_member} runs in --suite-mode {' or '.join(modes)}")
+    if family_member not in _offload:
+        _offload.clear()  # one member's trainers and data at a time
+        _offload[family_member] = measure_offload(workload, rounds)
+    return _offload[family_member]
 
 
 def median_of_rounds(extras: list[dict], key: str) -> dict | None:
@@ -174,9 +233,26 @@ def median_of_rounds(extras: list[dict], key: str) -> dict | None:
     return stats.median(values).to_json() if values else None
 
 
-@pytest.mark.parametrize("variant", OFFLOAD_VARIANTS)
-def test_offload(benchmark, variant, dist_context, rounds):
-    measured = offload_measured(dist_context, rounds)
+def bound_figures(measured: dict, variant: str) -> dict:
+    """The variant's bound, its ratio to fused GPU Adam, the goal and whether the step meets
+    max(goal, 1.10 × bound ratio) (impl/hybrid/bounds.py); None where no bound applies."""
+    trainer = measured["variants"][variant][0]
+    bound = measured["bounds"].get(trainer)
+    if bound is None:
+        return {"bound_ms": None, "bound_ratio": None, "goal_ratio": None, "meets_goal": None}
+    result = measured["measurement"]
+    ratio = stats.ratio(result.round_ms(variant), result.round_ms("device-adam")).value
+    gpu_step = stats.median(result.round_ms("device-adam")).value
+    return {"bound_ms": bound, "bound_ratio": bound / gpu_step, "goal_ratio": GOALS[trainer],
+            "meets_goal": meets(ratio, GOALS[trainer], bound / gpu_step)}
+
+
+@pytest.mark.parametrize("variant", OFFLOAD_VARIANTS + CAST_VARIANTS)
+@pytest.mark.parametrize("member", OFFLOAD_FAMILY)
+def test_offload(benchmark, member, variant, dist_context, rounds, pytestconfig):
+    measured = offload_measured(dist_context, rounds, member, pytestconfig.option.suite_mode)
+    if variant not in measured["variants"]:
+        pytest.skip(f"{variant}: an fp32 model has nothing to cast")
     result, workload = measured["measurement"], measured["workload"]
     round_ms, extras = result.round_ms(variant), result.extras[variant]
     step = stats.median(round_ms)
@@ -188,28 +264,44 @@ def test_offload(benchmark, variant, dist_context, rounds):
         "workload": workload.name, "device": device_name(measured["device"]),
         "step_ms": step.value, "step_ms_estimate": step.to_json(), "round_ms": round_ms,
         "samples_per_s": workload.batch / (step.value / 1e3),
-        "update_delay": check["update_delay"], "check": check, "check_rows": CHECK_ROWS,
+        "update_delay": check["update_delay"], "check": check,
+        "check_rows": check_batch_rows(workload),
         "gradient_error": check["gradient_error"], "weight_error": check["weight_error"],
-        "parameters": measured["parameters"],
+        "parameters": measured["parameters"], "dtype": workload.dtype,
         "host_adam_bytes": ADAM_BYTES_PER_PARAMETER * measured["parameters"],
         **{key: median_of_rounds(extras, key) for key in HOST_WORK_FIGURES},
+        **bound_figures(measured, variant), "rates": measured["rates"],
         "stage_timelines": [extras[-1]["timeline"]],
-        "config": describe(workload), "options": asdict(measured["options"]),
+        "config": describe(workload), "options": asdict(measured["options"][variant]),
         "fields": [f.name for f in HYBRID_FIELDS],
     })
 
 
-def test_offload_comparison(benchmark, dist_context, rounds):
-    measured = offload_measured(dist_context, rounds)
+@pytest.mark.parametrize("member", OFFLOAD_FAMILY)
+def test_offload_comparison(benchmark, member, dist_context, rounds, pytestconfig):
+    measured = offload_measured(dist_context, rounds, member, pytestconfig.option.suite_mode)
     result, workload = measured["measurement"], measured["workload"]
-    pairs = [comparison(a, b, result.round_ms(a), result.round_ms(b)) for a, b in OFFLOAD_PAIRS]
+    pairs = [comparison(a, b, result.round_ms(a), result.round_ms(b))
+             for a, b in offload_pairs(measured["variants"])]
     benchmark.group = f"hybrid-offload-{workload.name}"
     record_round_times(benchmark, [sum(per) for per in zip(*result.wall_s.values())])
     benchmark.extra_info.update({
         "kind": "hybrid_comparison", "study": "fine-grained", "workload": workload.name,
         "device": device_name(measured["device"]), "comparisons": pairs,
+        "dtype": workload.dtype, "parameters": measured["parameters"],
+        "bounds": measured["bounds"], "rates": measured["rates"],
         "measurement": result.to_json() | {"extras": {}},  # timelines are in the variant rows
     })
+
+
+def offload_pairs(variants: dict) -> list[tuple[str, str]]:
+    """Every offload against fused GPU Adam, the foreach baseline too; overlap against after
+    backward and DPU against overlap; each GPU cast against the same trainer's host cast."""
+    pairs = [(name, "device-adam") for name in variants if name != "device-adam"]
+    pairs += [("offload-overlap", "offload-after-backward"),
+              ("offload-overlap-dpu", "offload-overlap")]
+    pairs += [(name, trainer) for name, (trainer, cast) in variants.items() if cast == "device"]
+    return pairs
 
 
 # --- host Adam alone: implementations and thread layouts against memory bandwidth ----------
@@ -223,7 +315,8 @@ def measure_host_adam(rounds):
     parameter count, and the machine's memory bandwidth measured the same way: an in-place
     a += s·b over as many fp32 values on the same threads (two reads and one write in place,
     as Adam's reads and writes are), interleaved."""
-    parameters, threads = parameter_count(offload_workload()), host_threads()
+    parameters = parameter_count(mlp_4096x8_b8192() if gpu_here() else preset("mlp_tiny"))
+    threads = host_threads()
     weights = [torch.randn(parameters, generator=torch.Generator().manual_seed(0)) * 0.02]
     gradients = torch.randn(parameters, generator=torch.Generator().manual_seed(1)) * 1e-3
     engines = {f"{impl}-{layout}": HostAdam(weights, 1e-3, impl, layout, threads)

@@ -546,3 +546,18 @@ def test_device_adam_keeps_a_master_only_for_low_precision_weights():
         preset(WORKLOAD), dtype="bf16"), torch.device("cpu")), mlp_loss, HybridOptions(lr=LR))
     assert fp32.masters is fp32.params and not fp32.mixed
     assert bf16.mixed and all(m.dtype == torch.float32 for m in bf16.masters)
+
+
+@pytest.mark.parametrize("name", ["device-adam", "offload-overlap", "offload-overlap-dpu"])
+def test_a_bf16_decoder_trains_through_every_trainer(name):
+    workload = dataclasses.replace(preset("gpt_tiny"), dtype="bf16")
+    trainer = build_trainer(name, host_initialised_model(workload, torch.device("cpu")),
+                            lambda o, t: loss_fn(workload, o, t), HybridOptions(lr=LR))
+    data = [make_batch(workload, torch.device("cpu"), 0, 0, step) for step in range(3)]
+    try:
+        result = check_training(name, trainer, build_model(workload, torch.device("cpu")).float(),
+                                lambda o, t: loss_fn(workload, o, t), data,
+                                workload.batch * workload.context)
+    finally:
+        trainer.close()
+    assert result.failure is None

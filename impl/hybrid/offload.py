@@ -111,10 +111,11 @@ class OffloadOverlap(Trainer):
         self.copy_out.wait_event(produced)
         start, events = self.recorder.mark(self.copy_out), []
         with torch.cuda.stream(self.copy_out):
+            values = grad  # what the copies read: the gradient, or it cast to fp32 here
             if self.cast_on_device and grad.dtype != torch.float32:
-                grad = grad.float()  # allocated on this stream: freed after its last copy
+                values = grad.float()  # allocated on this stream: freed after its last copy
             for a, b in spans:
-                host[a:b].copy_(grad[a:b], non_blocking=True)
+                host[a:b].copy_(values[a:b], non_blocking=True)
                 events.append(self.recorder.mark(self.copy_out))
         grad.record_stream(self.copy_out)  # freed by the caller, still read by the side stream
         self.recorder.add("comm", f"to host p{index}", index, start, events[-1])

@@ -106,7 +106,9 @@ def check_training(name: str, trainer: Trainer, reference: nn.Module, loss: Loss
         trainer.drain()
         computed = trainer.last_gradients()
         optimizer.zero_grad(set_to_none=True)
-        loss(reference(batch.inputs.cpu().float()), batch.targets.cpu()).backward()
+        inputs = batch.inputs.cpu()  # token ids stay integers
+        loss(reference(inputs.float() if inputs.is_floating_point() else inputs),
+             batch.targets.cpu()).backward()
         errors = [_relative_error(g, p.grad) for g, p in zip(computed, params)]
         grad_error = max(grad_error, *errors)
         if grad_error > grad_tolerance and failure is None:
