@@ -30,7 +30,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from impl import capabilities, stats
+from impl import capabilities, deadline, stats
 from impl.hybrid import (
     HYBRID_FIELDS,
     HybridOptions,
@@ -57,13 +57,19 @@ from impl.hybrid.gpt_forward import STUDY_TABLE, gpt_study_w384_b2, measure_in_f
 from impl.hybrid.host_adam import ADAM_BYTES_PER_PARAMETER, HostAdam
 from impl.hybrid.measure import host_work_split
 from impl.workloads import Batch, build_model, describe, gpt_small_bf16, loss_fn, preset
-from suite.harness import Variant, batches, measure_interleaved, record_round_times
+from suite.harness import Variant, batches, measure_interleaved, record_round_times, rounds_for
 from suite.study_rows import comparison, round_seconds
 
 OFFLOAD_VARIANTS = ("device-adam", "device-adam-foreach", "offload-after-backward",
                     "offload-overlap", "offload-overlap-dpu")
 CAST_VARIANTS = ("offload-overlap+gpu-cast", "offload-overlap-dpu+gpu-cast")
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+HEAVY_PARAMETERS = 500_000_000
+# Deliberately low rates for the offload's deadline (impl/deadline.py's habit): host Adam at
+# 28 bytes a parameter (an H100 host reached 100-140 GB/s), and the CPU reference's fp32
+# arithmetic per host thread.
+EXPECTED_HOST_ADAM_BYTES_PER_S = 20e9
+EXPECTED_REFERENCE_FLOPS_PER_THREAD = 10e9
 HOST_ADAM_VARIANTS = (("fused", "intra-op"), ("fused", "pool"), ("foreach", "intra-op"),
                       ("foreach", "pool"), ("single", "pool"))
 BANDWIDTH_BYTES_PER_VALUE = 12  # a += s·b in fp32: read a and b, write a
@@ -119,12 +125,50 @@ OFFLOAD_FAMILY = ("mlp_4096x8_b8192", "mlp_4096x24_b4096_bf16", "gpt_small_bf16"
 
 def offload_variants(workload) -> dict[str, tuple[str, str]]:
     """variant -> (trainer, cast side). Low-precision members also run the delayed and the
-    overlapped offload with the cast on the GPU (impl/hybrid/offload.py): both sides measured."""
-    variants = {name: (name, "host") for name in OFFLOAD_VARIANTS}
+    overlapped offload with the cast on the GPU (impl/hybrid/offload.py): both sides measured.
+    Members over HEAVY_PARAMETERS run the baseline and the two overlapped offloads alone: each
+    offload holds its fp32 master and state (16 bytes a parameter) on the host."""
+    names = OFFLOAD_VARIANTS
+    if parameter_count(workload) > HEAVY_PARAMETERS:
+        names = ("device-adam", "offload-overlap", "offload-overlap-dpu")
+    variants = {name: (name, "host") for name in names}
     if workload.dtype != "fp32":
         variants |= {f"{name}+gpu-cast": (name, "device")
                      for name in ("offload-overlap", "offload-overlap-dpu")}
     return variants
+
+
+def measurement_key(item):
+    """Every row of one offload family member reads the measurement its first row made."""
+    if item.originalname in ("test_offload", "test_offload_comparison"):
+        return ("offload", item.callspec.params["member"])
+    return item.nodeid
+
+
+def expected_seconds(item, mode: str) -> float | None:
+    """An offload member's whole measurement (its first row makes it): every variant's check
+    against the CPU reference, its warm-up and timed rounds at the slower of the GPU's step
+    and host Adam, and its model builds (impl/deadline.py). Other rows: the mode's default."""
+    if measurement_key(item) == item.nodeid:
+        return None
+    family = offload_family()
+    member = item.callspec.params["member"]
+    if member not in family:
+        return None  # skipped at once
+    workload = family[member][0]
+    device = deadline.suite_device()
+    rounds = rounds_for(mode, device)
+    parameters = parameter_count(workload)
+    tokens = check_batch_rows(workload) * getattr(workload, "context", 1)
+    reference_s = 6 * parameters * tokens / (EXPECTED_REFERENCE_FLOPS_PER_THREAD
+                                             * host_threads())
+    step_s = max(deadline.expected_step_s(workload, device, 1, "nvlink"),
+                 parameters * ADAM_BYTES_PER_PARAMETER / EXPECTED_HOST_ADAM_BYTES_PER_S)
+    checks = max(3, rounds.check_steps) * (reference_s + step_s)
+    timed = (rounds.warmup + rounds.rounds) * rounds.steps_per_round * step_s
+    variants = len(offload_variants(workload))
+    return variants * (checks + timed) + deadline.expected_s(workload, 0, 3 * variants, 1,
+                                                             device)
 
 
 def host_threads() -> int:
@@ -222,8 +266,7 @@ def offload_measured(context, rounds, family_member: str, mode: str) -> dict:
     workload, modes = family[family_member]
     if mode not in modes:
         pytest.skip(f"{family_member} runs in --suite-mode {' or '.join(modes)}")
-    if family_member not in _offload:
-        _offload.clear()  # one member's trainers and data at a time
+    if family_member not in _offload:  # kept for the comparison rows: results, no models
         _offload[family_member] = measure_offload(workload, rounds)
     return _offload[family_member]
 
