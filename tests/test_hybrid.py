@@ -31,6 +31,7 @@ from impl.hybrid.coarse import (
     balance,
     balanced_shares,
     even_shares,
+    split_decision,
     worker_device,
 )
 from impl.hybrid.digits import (
@@ -563,3 +564,41 @@ def test_a_bf16_decoder_trains_through_every_trainer(name):
     finally:
         trainer.close()
     assert result.failure is None
+
+
+# The coarse-grained hybrid knows when not to split: the exchange against what the CPU adds.
+
+
+def test_a_slow_cpu_and_a_costly_exchange_leave_the_gpu_alone():
+    # GPU 254 rows in 3.8 ms, CPU 2 rows in 3.8 ms, exchange 40 ms (mlp_1024x8's shape of it).
+    decision = split_decision([254, 2], [3.8, 3.8], 40.0, 256)
+    assert decision["choice"] == "gpu-alone"
+    assert decision["gpu_alone_ms"] == pytest.approx(256 / (254 / 3.8))
+    assert decision["split_ms"] == pytest.approx(3.8 + 40.0)
+    assert decision["crossover_compute_to_exchange"] == pytest.approx(128.0)
+    assert decision["reason"] == (
+        "GPU alone: the GPU alone computes the 256 rows in 3.83 ms; shared, they take 3.8 ms "
+        "plus 40 ms of gradient exchange = 43.8 ms. A CPU worker helps only where the GPU's "
+        "compute is over 128× the exchange; here it is 0.0958×")
+
+
+def test_a_split_wins_where_compute_dwarfs_the_exchange():
+    # Equal rates: half the compute each; it pays once the GPU's compute is over 2× the exchange.
+    decision = split_decision([500, 500], [100.0, 100.0], 10.0, 1000)
+    assert decision["choice"] == "split"
+    assert decision["split_ms"] == pytest.approx(110.0) and decision["gpu_alone_ms"] == 200.0
+    assert decision["crossover_compute_to_exchange"] == pytest.approx(2.0)
+    assert decision["compute_to_exchange"] == pytest.approx(20.0)
+
+
+@pytest.mark.parametrize("args, message", [
+    (([256], [3.8], 1.0, 256), "a split needs two workers or more: rows=[256], compute_ms=[3.8]"),
+    (([254, 2], [3.8, 0.0], 1.0, 256), "rows=[254, 2], compute_ms=[3.8, 0.0] and "
+                                       "exchange_ms=1.0 must be positive"),
+    (([254, 2], [3.8, 3.8], 0.0, 256), "rows=[254, 2], compute_ms=[3.8, 3.8] and "
+                                       "exchange_ms=0.0 must be positive"),
+])
+def test_split_decision_rejects_bad_input(args, message):
+    with pytest.raises(ValueError) as error:
+        split_decision(*args)
+    assert str(error.value) == message

@@ -54,3 +54,12 @@ def test_the_headline_quotes_the_family_not_one_cell():
 def test_one_workload_is_no_family():
     assert hybrid.family_headline(family({"a": {"offload-overlap-dpu": 2.0}}), "h100x1") is None
     assert hybrid.family_headline([], "h100x1") is None
+
+
+def test_the_coarse_row_says_whether_it_splits_and_why():
+    reason = "GPU alone: the GPU alone computes the 256 rows in 3.83 ms; ..."
+    rows = [{"kind": "hybrid_step", "study": "coarse-grained", "machine": "h100x1",
+             "variant": "coarse-hybrid", "balance": {"decision": {"reason": reason}}},
+            {"kind": "hybrid_step", "study": "coarse-grained", "machine": "h100x1",
+             "variant": "worker0-alone", "balance": None}]
+    assert [r["decision_text"] for r in hybrid.hybrid_rows(rows)] == [reason, "—"]

@@ -45,7 +45,9 @@ def hybrid_rows(rows: Sequence[dict]) -> list[dict]:
              "check_text": check_text(row),
              "imbalance_text": interval_text(row.get("residual_imbalance_estimate"))
              if row.get("residual_imbalance") is not None else "—",
-             "shares_text": " / ".join(map(str, row["shares"])) if row.get("shares") else "—"}
+             "shares_text": " / ".join(map(str, row["shares"])) if row.get("shares") else "—",
+             "decision_text": ((row.get("balance") or {}).get("decision") or {}).get("reason")
+             or "—"}
             for row in of_kind(rows, "hybrid_step")]
 
 
@@ -209,6 +211,7 @@ HYBRID_COLUMNS = (
     text_column("device", "device"), text_column("step_text", "step ms [95% CI]"),
     Column("samples_per_s", "throughput", "1/s"), text_column("shares_text", "rows per worker"),
     text_column("imbalance_text", "residual imbalance [95% CI]"),
+    text_column("decision_text", "split or GPU alone (impl/hybrid/coarse.py, split_decision)"),
     text_column("check_text", "check: error ≤ tolerance"),
 )
 FAMILY_COLUMNS = (
