@@ -7,6 +7,7 @@ experiment and the GPT forward table's tool."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -576,10 +577,13 @@ def test_a_slow_cpu_and_a_costly_exchange_leave_the_gpu_alone():
     assert decision["gpu_alone_ms"] == pytest.approx(256 / (254 / 3.8))
     assert decision["split_ms"] == pytest.approx(3.8 + 40.0)
     assert decision["crossover_compute_to_exchange"] == pytest.approx(128.0)
+    assert decision["crossover_rows"] == math.ceil(256 * 128 / (256 / (254 / 3.8) / 40.0))
     assert decision["reason"] == (
-        "GPU alone: the GPU alone computes the 256 rows in 3.83 ms; shared, they take 3.8 ms "
-        "plus 40 ms of gradient exchange = 43.8 ms. A CPU worker helps only where the GPU's "
-        "compute is over 128× the exchange; here it is 0.0958×")
+        "worker 0 alone: worker 0 alone computes the 256 rows in 3.83 ms; shared, they take "
+        "3.8 ms plus 40 ms of gradient exchange = 43.8 ms. Another worker helps only where "
+        "worker 0's compute is over 128× the exchange; here it is 0.0958× (at these rates from "
+        f"about {decision['crossover_rows']} rows a batch)")
+    assert decision["crossover_rows"] == 342_069
 
 
 def test_a_split_wins_where_compute_dwarfs_the_exchange():

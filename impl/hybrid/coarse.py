@@ -14,6 +14,7 @@ times, so both workers finish their forward and backward together.
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 from collections.abc import Sequence
@@ -56,7 +57,8 @@ def balanced_shares(rows: Sequence[int], compute_ms: Sequence[float], total: int
 
 def split_decision(rows: Sequence[int], compute_ms: Sequence[float], exchange_ms: float,
                    total: int) -> dict:
-    """Whether sharing a batch of ``total`` rows beats worker 0 (the GPU) alone, from measured
+    """Whether sharing a batch of ``total`` rows beats worker 0 (the GPU where there is one)
+    alone, from measured
     rates: worker r did rows[r] rows in compute_ms[r] (rate ρ_r), the exchange took
     ``exchange_ms``.
 
@@ -80,15 +82,20 @@ def split_decision(rows: Sequence[int], compute_ms: Sequence[float], exchange_ms
     split = total / sum(rates) + exchange_ms
     crossover = sum(rates) / (sum(rates) - rates[0])
     ratio = gpu_alone / exchange_ms
+    # Compute grows with the rows and the exchange does not: at these rates the split pays
+    # from this batch on.
+    crossover_rows = math.ceil(total * crossover / ratio)
     choice = "split" if split < gpu_alone else "gpu-alone"
-    because = (f"the GPU alone computes the {total} rows in {gpu_alone:.3g} ms; shared, they "
+    because = (f"worker 0 alone computes the {total} rows in {gpu_alone:.3g} ms; shared, they "
                f"take {total / sum(rates):.3g} ms plus {exchange_ms:.3g} ms of gradient "
-               f"exchange = {split:.3g} ms. A CPU worker helps only where the GPU's compute is "
-               f"over {crossover:.3g}× the exchange; here it is {ratio:.3g}×")
+               f"exchange = {split:.3g} ms. Another worker helps only where worker 0's compute "
+               f"is over {crossover:.3g}× the exchange; here it is {ratio:.3g}× (at these rates "
+               f"from about {crossover_rows} rows a batch)")
     return {"choice": choice, "gpu_alone_ms": gpu_alone, "split_ms": split,
             "exchange_ms": exchange_ms, "rates_rows_per_ms": rates,
             "crossover_compute_to_exchange": crossover, "compute_to_exchange": ratio,
-            "reason": f"{'split' if choice == 'split' else 'GPU alone'}: {because}"}
+            "crossover_rows": crossover_rows,
+            "reason": f"{'split' if choice == 'split' else 'worker 0 alone'}: {because}"}
 
 
 class CoarseHybrid(Trainer):
