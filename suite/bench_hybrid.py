@@ -39,6 +39,7 @@ from impl.hybrid import (
     check_training,
     host_initialised_model,
     loss_curves_match,
+    mlp_256x8_b1024,
     mlp_4096x8_b8192,
     mlp_4096x24_b4096_bf16,
     mlp_8192x16_b2048_bf16,
@@ -421,13 +422,23 @@ def test_host_adam(benchmark, variant, dist_context, rounds):
 # --- coarse-grained: a GPU worker and a CPU worker sharing each batch ------------------------
 
 
-def coarse_workload():
-    return preset("mlp_1024x8" if gpu_here() else "mlp_tiny")
+COARSE_MEMBERS = ("mlp_1024x8", "mlp_tiny", "mlp_256x8_b1024")
 
 
-def measure_coarse(context, rounds) -> dict:
+def coarse_family() -> dict:
+    """name -> workload: one on each side of the crossover (impl/hybrid/coarse.py,
+    split_decision) where the machine has one. Two CPU workers: mlp_tiny (exchange longer than
+    the compute: worker 0 alone) and the same MLP at 16 times the batch (compute 4 times the
+    exchange: the split). A GPU beside its host: mlp_1024x8; no preset lies on the split side
+    there (its decision row gives the batch from which the split would pay)."""
+    if gpu_here():
+        return {"mlp_1024x8": preset("mlp_1024x8")}
+    return {"mlp_tiny": preset("mlp_tiny"), "mlp_256x8_b1024": mlp_256x8_b1024()}
+
+
+def measure_coarse(context, rounds, workload) -> dict:
     group = context.group(2)
-    rank, workload = context.rank, coarse_workload()
+    rank = context.rank
     device = worker_device(rank)
     threads = cpu_worker_threads(2) if device.type == "cpu" else 1
     previous_threads = torch.get_num_threads()
@@ -502,17 +513,22 @@ def coarse_skip_reason(context) -> str | None:
     return None
 
 
-def coarse_measured(context, rounds) -> dict:
+def coarse_measured(context, rounds, member: str) -> dict:
     if reason := coarse_skip_reason(context):
         pytest.skip(reason)
-    if "coarse" not in _coarse:
-        _coarse["coarse"] = measure_coarse(context, rounds)
-    return _coarse["coarse"]
+    family = coarse_family()
+    if member not in family:
+        pytest.skip(f"{member} is not in this machine's coarse-grained family "
+                    f"({', '.join(family)})")
+    if member not in _coarse:
+        _coarse[member] = measure_coarse(context, rounds, family[member])
+    return _coarse[member]
 
 
 @pytest.mark.parametrize("variant", COARSE_VARIANTS)
-def test_coarse(benchmark, variant, dist_context, rounds):
-    measured = coarse_measured(dist_context, rounds)
+@pytest.mark.parametrize("member", COARSE_MEMBERS)
+def test_coarse(benchmark, member, variant, dist_context, rounds):
+    measured = coarse_measured(dist_context, rounds, member)
     workload, round_ms = measured["workload"], measured["round_ms"][variant]
     step = stats.median(round_ms)
     worker = 1 if variant == "worker1-alone" else 0
@@ -540,8 +556,9 @@ def test_coarse(benchmark, variant, dist_context, rounds):
     })
 
 
-def test_coarse_comparison(benchmark, dist_context, rounds):
-    measured = coarse_measured(dist_context, rounds)
+@pytest.mark.parametrize("member", COARSE_MEMBERS)
+def test_coarse_comparison(benchmark, member, dist_context, rounds):
+    measured = coarse_measured(dist_context, rounds, member)
     round_ms = measured["round_ms"]
     pairs = [comparison("coarse-hybrid", alone, round_ms["coarse-hybrid"], round_ms[alone])
              for alone in ("worker0-alone", "worker1-alone")]

@@ -70,6 +70,12 @@ def mlp_8192x16_b2048_bf16() -> MLPConfig:
     return MLPConfig("mlp_8192x16_b2048_bf16", width=8192, depth=16, batch=2048, dtype="bf16")
 
 
+def mlp_256x8_b1024() -> MLPConfig:
+    """mlp_tiny at 16 times its batch: on two CPU workers of the 2-core machine its compute is
+    several times the gradient exchange, the split side of the coarse-grained crossover."""
+    return MLPConfig("mlp_256x8_b1024", width=256, depth=8, batch=1024)
+
+
 def host_initialised_model(workload: WorkloadConfig, device: torch.device,
                            seed: int = 0) -> nn.Module:
     """The workload's model initialised on the CPU, then moved to ``device``.
@@ -106,5 +112,5 @@ def loss_curves_match(candidate: Sequence[float], reference: Sequence[float],
 
 __all__ = ["HYBRID_FIELDS", "TRAINERS", "HybridOptions", "Trainer", "TrainingCheck",
            "TrainingCheckFailed", "build_trainer", "check_training", "host_initialised_model",
-           "loss_curves_match", "mlp_4096x24_b4096_bf16", "mlp_4096x8_b8192",
+           "loss_curves_match", "mlp_256x8_b1024", "mlp_4096x24_b4096_bf16", "mlp_4096x8_b8192",
            "mlp_8192x16_b2048_bf16"]
