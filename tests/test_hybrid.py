@@ -581,9 +581,9 @@ def test_a_slow_cpu_and_a_costly_exchange_leave_the_gpu_alone():
     assert decision["reason"] == (
         "worker 0 alone: worker 0 alone computes the 256 rows in 3.83 ms; shared, they take "
         "3.8 ms plus 40 ms of gradient exchange = 43.8 ms. Another worker helps only where "
-        "worker 0's compute is over 128× the exchange; here it is 0.0958× (at these rates from "
+        "worker 0's compute is over 128× the exchange; here it is 0.0957× (at these rates from "
         f"about {decision['crossover_rows']} rows a batch)")
-    assert decision["crossover_rows"] == 342_069
+    assert decision["crossover_rows"] == 342_232
 
 
 def test_a_split_wins_where_compute_dwarfs_the_exchange():
