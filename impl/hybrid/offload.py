@@ -16,6 +16,15 @@ step has last read the weight, so host Adam has a whole step to run and no tail 
 It is a different algorithm (the weights of step t + 1 do not hold step t's update), checked
 against the same training with every update applied one step late (``update_delay = 1``).
 
+Mixed precision (bf16 or fp16 weights and gradients on the GPU, ZeRO-Offload's mode): the
+master, m and v stay fp32 on the host and each value is cast once each way, on the side
+``HybridOptions.cast`` names. On the host (the default), the copies carry the low-precision
+values and host Adam's thread casts each gradient piece into a reused fp32 piece before the
+update and each updated piece into a pinned staging piece after it, spread over its intra-op
+threads (impl/hybrid/host_casts.py times these casts). On the device, the copy stream casts the
+gradient to fp32 before its copy, and the copy-back stream casts each fp32 master piece after
+it lands.
+
 ``OffloadAfterBackward`` is the overlapped one without overlap: the whole backward first, then
 the same copies and the same host Adam. On a CPU-only machine all of them run with the model
 on the CPU (host copies instead of device copies): the correctness tests' configuration.
