@@ -63,3 +63,4 @@ def test_the_coarse_row_says_whether_it_splits_and_why():
             {"kind": "hybrid_step", "study": "coarse-grained", "machine": "h100x1",
              "variant": "worker0-alone", "balance": None}]
     assert [r["decision_text"] for r in hybrid.hybrid_rows(rows)] == [reason, "—"]
+
