@@ -43,7 +43,7 @@ from impl.hybrid.digits import (
 from impl.hybrid.gpt_forward import forward_ms
 from impl.hybrid.measure import host_work_split
 from impl.hybrid.offload import OffloadOverlap
-from impl.hybrid.trainer_check import weight_tolerance
+from impl.hybrid.trainer_check import ieee_fp32, weight_tolerance
 from impl.strategy_check import max_abs_diff
 from impl.timeline import Interval, Timeline
 from impl.workloads import Batch, GPTConfig, build_model, loss_fn, make_batch, preset
@@ -74,9 +74,11 @@ def mlp_batches(device: torch.device) -> list:
 
 
 def check(trainer, name: str = "trainer"):
+    """The check as the benchmark runs it: its fp32 reference on the trainer's device."""
     workload = preset(WORKLOAD)
-    return check_training(name, trainer, build_model(workload, torch.device("cpu")), mlp_loss,
-                          mlp_batches(trainer.device), max(workload.batch, workload.width))
+    reference = build_model(workload, torch.device("cpu")).to(trainer.device)
+    return check_training(name, trainer, reference, mlp_loss, mlp_batches(trainer.device),
+                          max(workload.batch, workload.width))
 
 
 def checked(name: str, device: str, trainer_class=None):
@@ -529,9 +531,10 @@ def test_bf16_trainers_update_an_fp32_master(name, device, cast):
     trainer = build_trainer(name, model, mlp_loss, HybridOptions(lr=LR, cpu_threads=2, cast=cast))
     data = [make_batch(workload, torch.device("cpu"), 0, 0, step) for step in range(STEPS)]
     try:
-        result = check_training(name, trainer, build_model(workload, torch.device("cpu")).float(),
-                                mlp_loss, [Batch(b.inputs.to(device), b.targets.to(device))
-                                           for b in data], max(workload.batch, workload.width))
+        reference = build_model(workload, torch.device("cpu")).float().to(device)
+        result = check_training(name, trainer, reference, mlp_loss,
+                                [Batch(b.inputs.to(device), b.targets.to(device)) for b in data],
+                                max(workload.batch, workload.width))
     finally:
         trainer.close()
     assert result.failure is None
@@ -541,6 +544,17 @@ def test_bf16_trainers_update_an_fp32_master(name, device, cast):
         assert result.weight_tolerance < 1.01 * weight_tolerance(LR, STEPS, torch.float32, 0.0)
         assert result.weight_error <= 1e-2 * result.weight_tolerance
     assert all(p.dtype == torch.bfloat16 for p in model.parameters())
+
+
+def test_the_reference_computes_in_ieee_fp32_and_restores_the_setting():
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")  # TF32 where a run allows it
+    try:
+        with ieee_fp32():
+            assert torch.get_float32_matmul_precision() == "highest"
+        assert torch.get_float32_matmul_precision() == "high"
+    finally:
+        torch.set_float32_matmul_precision(previous)
 
 
 def test_device_adam_keeps_a_master_only_for_low_precision_weights():

@@ -38,10 +38,10 @@ HYBRID_FIELDS: tuple[Field, ...] = (
           "workers' forward-and-backward times per step after the shares were balanced "
           "(median over rounds).", False),
     Field("gradient_error", "", "Largest |g − g_ref| / max|g_ref| over the check's steps and "
-          "tensors: the trainer's gradients against a CPU fp32 backward at the reference's "
+          "tensors: the trainer's gradients against an fp32 backward at the reference's "
           "weights (impl/hybrid/trainer_check.py).", False),
     Field("weight_error", "", "Largest |w − w_ref| over the check's steps: the trainer's weights "
-          "against Adam (CPU, fp32) applied to the trainer's own gradients, update_delay steps "
+          "against Adam (fp32) applied to the trainer's own gradients, update_delay steps "
           "late (impl/hybrid/trainer_check.py).", False),
     Field("hidden_host_fraction", "", "1 − exposed / total host work of the offload's step: host "
           "work is the copies to and from the host and host Adam, exposed the part of it in the "

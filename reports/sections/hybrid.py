@@ -265,8 +265,9 @@ def section_parts(rows: Sequence[dict], runs: Sequence) -> dict:
             "one step late in offload-overlap-dpu, against the same copies and host Adam after "
             "backward, and against Adam on the device) and coarse-grained (two workers sharing "
             "each batch, against each alone). Before timing, each step's gradients were checked "
-            "against a CPU fp32 backward and its update against Adam (CPU, fp32) applied to the "
-            "trainer's own gradients (impl/hybrid/trainer_check.py). " + how_text(steps, runs),
+            "against an fp32 backward (on the trainer's GPU, or the CPU) and its update against "
+            "Adam (fp32) applied to the trainer's own gradients "
+            "(impl/hybrid/trainer_check.py). " + how_text(steps, runs),
             HYBRID_COLUMNS, steps)
     if family := family_rows(rows):
         out["hybrid_family_table"] = make_table(
