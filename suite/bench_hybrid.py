@@ -24,6 +24,8 @@ import copy
 import itertools
 import os
 import statistics
+import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 
@@ -118,11 +120,11 @@ def offload_family() -> dict[str, tuple]:
     if not gpu_here():
         return {"mlp_tiny": (preset("mlp_tiny"), ("quick", "default", "full"))}
     every, full = ("quick", "default", "full"), ("full",)
-    # The 403M bf16 MLP (the issue's case) in the default run since its checks' reference runs
-    # on the GPU (with a CPU reference it took over 3 minutes); the others in --full, which the
-    # default run (about 7 minutes on one H100) cannot take.
+    # The bf16 members in --full alone: on one H100 the 403M one did not finish alone in 105 s
+    # of the default mode (its checks' reference on the GPU), more than the default run (about
+    # 7 minutes) can add; measure_phases_s says where its time goes.
     return {w.name: (w, modes) for w, modes in (
-        (mlp_4096x8_b8192(), every), (mlp_4096x24_b4096_bf16(), every),
+        (mlp_4096x8_b8192(), every), (mlp_4096x24_b4096_bf16(), full),
         (gpt_small_bf16(), full), (mlp_8192x16_b2048_bf16(), full))}
 
 
@@ -236,12 +238,15 @@ def measure_offload(workload, rounds) -> dict:
     steps = [check[i % len(check)] for i in range(max(3, rounds.check_steps))]
     # One build per member, on the device: every trainer and every check's reference starts
     # from a copy of it (a CPU build of a 403M-parameter model took seconds, one per copy).
+    phases = PhaseClock(workload.name)
     initial = build_model(workload, device)
     checks = {name: check_offload(trainer, initial, workload, options[name], steps)
               for name, (trainer, _) in variants.items()}
+    phases.done("checks")
     trainers = {name: build_trainer(trainer, copy.deepcopy(initial), loss, options[name])
                 for name, (trainer, _) in variants.items()}
     del initial
+    phases.done("builds")
     parameters = parameter_count(workload)
 
     def variant(name: str) -> Variant:
@@ -260,14 +265,31 @@ def measure_offload(workload, rounds) -> dict:
     finally:
         for trainer in trainers.values():
             trainer.close()
+    phases.done("rounds")
     rates = offload_rates()
+    phases.done("rates")
     gpu_step = stats.median(result.round_ms("device-adam")).value
     bounds = (offload_bounds(gpu_step, parameters, last_gradient_count(workload),
                              DTYPE_BYTES[workload.dtype], rates)
               if rates["to_host_gbps"] else {})
     return {"workload": workload, "device": device, "options": options, "checks": checks,
             "parameters": parameters, "measurement": result, "variants": variants,
-            "rates": rates, "bounds": bounds}
+            "rates": rates, "bounds": bounds, "phases_s": phases.seconds}
+
+
+class PhaseClock:
+    """Seconds each phase of a member's measurement took, each also written at once to the
+    process's stderr past pytest's capture: a run cut off by its time limit still says how far
+    it got and what took the time."""
+
+    def __init__(self, member: str):
+        self.member, self.seconds, self.last = member, {}, time.perf_counter()
+
+    def done(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.seconds[phase], self.last = now - self.last, now
+        print(f"[offload {self.member}] {phase}: {self.seconds[phase]:.1f} s", file=sys.__stderr__,
+              flush=True)
 
 
 def offload_measured(context, rounds, family_member: str, mode: str) -> dict:
@@ -322,7 +344,7 @@ def test_offload(benchmark, member, variant, dist_context, rounds, pytestconfig)
         "step_ms": step.value, "step_ms_estimate": step.to_json(), "round_ms": round_ms,
         "samples_per_s": workload.batch / (step.value / 1e3),
         "update_delay": check["update_delay"], "check": check,
-        "check_rows": check_batch_rows(workload),
+        "check_rows": check_batch_rows(workload), "measure_phases_s": measured["phases_s"],
         "gradient_error": check["gradient_error"], "weight_error": check["weight_error"],
         "parameters": measured["parameters"], "dtype": workload.dtype,
         "host_adam_bytes": ADAM_BYTES_PER_PARAMETER * measured["parameters"],
