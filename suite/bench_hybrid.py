@@ -120,7 +120,7 @@ def offload_family() -> dict[str, tuple]:
     if not gpu_here():
         return {"mlp_tiny": (preset("mlp_tiny"), ("quick", "default", "full"))}
     every, full = ("quick", "default", "full"), ("full",)
-    # The bf16 members in --full alone: on one H100 the 403M one did not finish alone in 105 s
+    # The bf16 members in --full alone: on one H100 the 403M one did not finish alone in 110 s
     # of the default mode (its checks' reference on the GPU), more than the default run (about
     # 7 minutes) can add; measure_phases_s says where its time goes.
     return {w.name: (w, modes) for w, modes in (
