@@ -20,9 +20,12 @@ host, every row (two processes, one per worker; rank 0 takes the GPU):
 
 from __future__ import annotations
 
+import copy
 import itertools
 import os
 import statistics
+import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 
@@ -30,7 +33,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from impl import capabilities, stats
+from impl import capabilities, deadline, stats
 from impl.hybrid import (
     HYBRID_FIELDS,
     HybridOptions,
@@ -39,8 +42,12 @@ from impl.hybrid import (
     check_training,
     host_initialised_model,
     loss_curves_match,
+    mlp_256x8_b1024,
     mlp_4096x8_b8192,
+    mlp_4096x24_b4096_bf16,
+    mlp_8192x16_b2048_bf16,
 )
+from impl.hybrid.bounds import GOALS, measure_rates, meets, offload_bounds
 from impl.hybrid.coarse import (
     CoarseHybrid,
     balance,
@@ -54,22 +61,29 @@ from impl.hybrid.gpt_forward import STUDY_TABLE, gpt_study_w384_b2, measure_in_f
 from impl.hybrid.host_adam import ADAM_BYTES_PER_PARAMETER, HostAdam
 from impl.hybrid.measure import host_work_split
 from impl.rows.write import write_row
-from impl.workloads import Batch, build_model, describe, loss_fn, preset
-from suite.harness import Variant, batches, measure_interleaved, record_round_times
+from impl.workloads import Batch, build_model, describe, gpt_small_bf16, loss_fn, preset
+from suite.harness import Variant, batches, measure_interleaved, record_round_times, rounds_for
 from suite.study_rows import comparison, round_seconds
 
-OFFLOAD_VARIANTS = ("device-adam", "offload-after-backward", "offload-overlap",
-                    "offload-overlap-dpu")
-OFFLOAD_PAIRS = (("offload-overlap", "device-adam"), ("offload-overlap-dpu", "device-adam"),
-                 ("offload-overlap", "offload-after-backward"),
-                 ("offload-overlap-dpu", "offload-overlap"))
+OFFLOAD_VARIANTS = ("device-adam", "device-adam-foreach", "offload-after-backward",
+                    "offload-overlap", "offload-overlap-dpu")
+CAST_VARIANTS = ("offload-overlap+gpu-cast", "offload-overlap-dpu+gpu-cast")
+DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+HEAVY_PARAMETERS = 500_000_000
+HEAVY_CHECK_PARAMETERS = 200_000_000
+# Deliberately low rates for the offload's deadline (impl/deadline.py's habit): host Adam at
+# 28 bytes a parameter (an H100 host reached 100-140 GB/s), and the check's fp32 reference
+# (IEEE fp32, no TF32) per CPU thread or on a GPU (an H100 does about 50 TFLOP/s).
+EXPECTED_HOST_ADAM_BYTES_PER_S = 20e9
+EXPECTED_REFERENCE_FLOPS_PER_THREAD = 10e9
+EXPECTED_REFERENCE_FLOPS_GPU = 10e12
 HOST_ADAM_VARIANTS = (("fused", "intra-op"), ("fused", "pool"), ("foreach", "intra-op"),
                       ("foreach", "pool"), ("single", "pool"))
 BANDWIDTH_BYTES_PER_VALUE = 12  # a += s·b in fp32: read a and b, write a
 HOST_WORK_FIGURES = ("hidden_host_fraction", "exposed_adam_ms", "exposed_copies_ms",
                      "carried_ms", "tail_ms", "host_adam_ms", "host_adam_gbps")
 COARSE_VARIANTS = ("coarse-hybrid", "worker0-alone", "worker1-alone")
-CHECK_ROWS = 512  # the offload check's batch rows: the CPU reference of a whole batch is slow
+CHECK_ROWS = 512  # the offload check's batch rows: a CPU reference of a whole batch is slow
 DIGITS_EPOCHS = {"quick": 5, "default": 30, "full": 100}  # CPU-only; with a GPU always 100
 LOSS_CURVE_TOLERANCE = 0.05  # impl/hybrid/__init__.py: loss_curves_match
 GPT_ITERATIONS = 10  # the study's; a CPU-only machine runs 2 (first and one more) outside
@@ -95,14 +109,77 @@ def mlp_loss(workload):
     return lambda outputs, targets: loss_fn(workload, outputs, targets)
 
 
-# --- fine-grained: offload overlapped vs after backward vs all on the GPU -------------------
+# --- fine-grained: offload overlapped vs after backward vs all on the GPU, on a family ------
 
 
 _offload: dict[str, dict] = {}
+_rates: dict[str, dict] = {}
 
 
-def offload_workload():
-    return mlp_4096x8_b8192() if gpu_here() else preset("mlp_tiny")
+def offload_family() -> dict[str, tuple]:
+    """name -> (workload, suite modes that run it). A CPU-only machine runs mlp_tiny alone."""
+    if not gpu_here():
+        return {"mlp_tiny": (preset("mlp_tiny"), ("quick", "default", "full"))}
+    every, full = ("quick", "default", "full"), ("full",)
+    # The bf16 members in --full alone: on one H100 the 403M one did not finish alone in 110 s
+    # of the default mode (its checks' reference on the GPU), more than the default run (about
+    # 7 minutes) can add; measure_phases_s says where its time goes.
+    return {w.name: (w, modes) for w, modes in (
+        (mlp_4096x8_b8192(), every), (mlp_4096x24_b4096_bf16(), full),
+        (gpt_small_bf16(), full), (mlp_8192x16_b2048_bf16(), full))}
+
+
+OFFLOAD_FAMILY = ("mlp_4096x8_b8192", "mlp_4096x24_b4096_bf16", "gpt_small_bf16",
+                  "mlp_8192x16_b2048_bf16", "mlp_tiny")
+
+
+def offload_variants(workload) -> dict[str, tuple[str, str]]:
+    """variant -> (trainer, cast side). Low-precision members also run the delayed and the
+    overlapped offload with the cast on the GPU (impl/hybrid/offload.py): both sides measured.
+    Members over HEAVY_PARAMETERS run the baseline and the two overlapped offloads alone: each
+    offload holds its fp32 master and state (16 bytes a parameter) on the host."""
+    names = OFFLOAD_VARIANTS
+    if parameter_count(workload) > HEAVY_PARAMETERS:
+        names = ("device-adam", "offload-overlap", "offload-overlap-dpu")
+    variants = {name: (name, "host") for name in names}
+    if workload.dtype != "fp32":
+        variants |= {f"{name}+gpu-cast": (name, "device")
+                     for name in ("offload-overlap", "offload-overlap-dpu")}
+    return variants
+
+
+def measurement_key(item):
+    """Every row of one offload family member reads the measurement its first row made."""
+    if item.originalname in ("test_offload", "test_offload_comparison"):
+        return ("offload", item.callspec.params["member"])
+    return item.nodeid
+
+
+def expected_seconds(item, mode: str) -> float | None:
+    """An offload member's whole measurement (its first row makes it): every variant's check
+    against its fp32 reference, its warm-up and timed rounds at the slower of the GPU's step
+    and host Adam, and its model builds (impl/deadline.py). Other rows: the mode's default."""
+    if measurement_key(item) == item.nodeid:
+        return None
+    family = offload_family()
+    member = item.callspec.params["member"]
+    if member not in family:
+        return None  # skipped at once
+    workload = family[member][0]
+    device = deadline.suite_device()
+    rounds = rounds_for(mode, device)
+    parameters = parameter_count(workload)
+    tokens = check_batch_rows(workload) * getattr(workload, "context", 1)
+    reference_flops = (EXPECTED_REFERENCE_FLOPS_GPU if device.type == "cuda"
+                       else EXPECTED_REFERENCE_FLOPS_PER_THREAD * host_threads())
+    reference_s = 6 * parameters * tokens / reference_flops
+    step_s = max(deadline.expected_step_s(workload, device, 1, "nvlink"),
+                 parameters * ADAM_BYTES_PER_PARAMETER / EXPECTED_HOST_ADAM_BYTES_PER_S)
+    checks = max(3, rounds.check_steps) * (reference_s + step_s)
+    timed = (rounds.warmup + rounds.rounds) * rounds.steps_per_round * step_s
+    variants = len(offload_variants(workload))
+    return variants * (checks + timed) + deadline.expected_s(workload, 0, 2 * variants + 1, 1,
+                                                             device)
 
 
 def host_threads() -> int:
@@ -115,30 +192,62 @@ def parameter_count(workload) -> int:
     return sum(p.numel() for p in build_model(workload, torch.device("meta")).parameters())
 
 
-def check_offload(name: str, workload, device, options, steps) -> dict:
-    """``name``'s gradients and updates on the check's steps (impl/hybrid/trainer_check.py)."""
-    trainer = build_trainer(name, host_initialised_model(workload, device),
-                            mlp_loss(workload), options)
+def last_gradient_count(workload) -> int:
+    """Elements of the parameter backward finishes last: the first one registered."""
+    return next(build_model(workload, torch.device("meta")).parameters()).numel()
+
+
+def check_batch_rows(workload) -> int:
+    """The check's batch rows: its fp32 reference of a whole batch is slow on a CPU (one sequence
+    of the GPT is 1024 tokens; a quarter of CHECK_ROWS for MLPs over HEAVY_CHECK_PARAMETERS)."""
+    if workload.kind == "gpt":
+        return 1
+    return CHECK_ROWS // 4 if parameter_count(workload) > HEAVY_CHECK_PARAMETERS else CHECK_ROWS
+
+
+def check_offload(name: str, initial, workload, options, steps) -> dict:
+    """``name``'s gradients and updates on the check's steps (impl/hybrid/trainer_check.py),
+    against an fp32 reference on the trainer's device, both copies of ``initial``."""
+    trainer = build_trainer(name, copy.deepcopy(initial), mlp_loss(workload), options)
+    longest = max(check_batch_rows(workload) * getattr(workload, "context", 1), workload.width)
     try:
-        check = check_training(name, trainer, build_model(workload, torch.device("cpu")),
-                               mlp_loss(workload), steps, max(CHECK_ROWS, workload.width))
+        check = check_training(name, trainer, copy.deepcopy(initial).float(), mlp_loss(workload),
+                               steps, longest)
     finally:
         trainer.close()
     return check.require().to_json()
 
 
-def measure_offload(rounds) -> dict:
-    workload, device = offload_workload(), main_device()
+def offload_rates() -> dict:
+    """Host Adam and copy rates for the bounds, measured once per run (impl/hybrid/bounds.py)."""
+    if "rates" not in _rates:
+        _rates["rates"] = measure_rates(main_device(), parameter_count(mlp_4096x8_b8192()),
+                                        host_threads())
+    return _rates["rates"]
+
+
+def measure_offload(workload, rounds) -> dict:
+    device = main_device()
     loss = mlp_loss(workload)
-    options = HybridOptions(cpu_threads=host_threads())
+    variants = offload_variants(workload)
+    options = {name: HybridOptions(cpu_threads=host_threads(), cast=cast)
+               for name, (_, cast) in variants.items()}
     data = batches(workload, device, rank=0)
-    check = [Batch(b.inputs[:CHECK_ROWS], b.targets[:CHECK_ROWS]) for b in data]
+    rows = check_batch_rows(workload)
+    check = [Batch(b.inputs[:rows], b.targets[:rows]) for b in data]
     # Three steps at least: the delayed update applies two gradients in them.
     steps = [check[i % len(check)] for i in range(max(3, rounds.check_steps))]
-    checks = {name: check_offload(name, workload, device, options, steps)
-              for name in OFFLOAD_VARIANTS}
-    trainers = {name: build_trainer(name, host_initialised_model(workload, device), loss,
-                                    options) for name in OFFLOAD_VARIANTS}
+    # One build per member, on the device: every trainer and every check's reference starts
+    # from a copy of it (a CPU build of a 403M-parameter model took seconds, one per copy).
+    phases = PhaseClock(workload.name)
+    initial = build_model(workload, device)
+    checks = {name: check_offload(trainer, initial, workload, options[name], steps)
+              for name, (trainer, _) in variants.items()}
+    phases.done("checks")
+    trainers = {name: build_trainer(trainer, copy.deepcopy(initial), loss, options[name])
+                for name, (trainer, _) in variants.items()}
+    del initial
+    phases.done("builds")
     parameters = parameter_count(workload)
 
     def variant(name: str) -> Variant:
@@ -153,21 +262,50 @@ def measure_offload(rounds) -> dict:
         return Variant(name, lambda: trainer.step(next(rotation)), after_round)
 
     try:
-        result = measure_interleaved([variant(n) for n in OFFLOAD_VARIANTS], rounds, device,
-                                     None)
+        result = measure_interleaved([variant(n) for n in variants], rounds, device, None)
     finally:
         for trainer in trainers.values():
             trainer.close()
+    phases.done("rounds")
+    rates = offload_rates()
+    phases.done("rates")
+    gpu_step = stats.median(result.round_ms("device-adam")).value
+    bounds = (offload_bounds(gpu_step, parameters, last_gradient_count(workload),
+                             DTYPE_BYTES[workload.dtype], rates)
+              if rates["to_host_gbps"] else {})
     return {"workload": workload, "device": device, "options": options, "checks": checks,
-            "parameters": parameters, "measurement": result}
+            "parameters": parameters, "measurement": result, "variants": variants,
+            "rates": rates, "bounds": bounds, "phases_s": phases.seconds}
 
 
-def offload_measured(context, rounds) -> dict:
+class PhaseClock:
+    """Seconds each phase of a member's measurement took, each also written at once to the
+    process's stderr past pytest's capture: a run cut off by its time limit still says how far
+    it got and what took the time."""
+
+    def __init__(self, member: str):
+        self.member, self.seconds, self.last = member, {}, time.perf_counter()
+
+    def done(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.seconds[phase], self.last = now - self.last, now
+        print(f"[offload {self.member}] {phase}: {self.seconds[phase]:.1f} s", file=sys.__stderr__,
+              flush=True)
+
+
+def offload_measured(context, rounds, family_member: str, mode: str) -> dict:
     if context.rank != 0:
         pytest.skip("the fine-grained hybrid is one process: it runs on rank 0")
-    if "offload" not in _offload:
-        _offload["offload"] = measure_offload(rounds)
-    return _offload["offload"]
+    family = offload_family()
+    if family_member not in family:
+        pytest.skip(f"{family_member} is not in this machine's offload family "
+                    f"({', '.join(family)})")
+    workload, modes = family[family_member]
+    if mode not in modes:
+        pytest.skip(f"{family_member} runs in --suite-mode {' or '.join(modes)}")
+    if family_member not in _offload:  # kept for the comparison rows: results, no models
+        _offload[family_member] = measure_offload(workload, rounds)
+    return _offload[family_member]
 
 
 def median_of_rounds(extras: list[dict], key: str) -> dict | None:
@@ -175,9 +313,26 @@ def median_of_rounds(extras: list[dict], key: str) -> dict | None:
     return stats.median(values).to_json() if values else None
 
 
-@pytest.mark.parametrize("variant", OFFLOAD_VARIANTS)
-def test_offload(benchmark, variant, dist_context, rounds):
-    measured = offload_measured(dist_context, rounds)
+def bound_figures(measured: dict, variant: str) -> dict:
+    """The variant's bound, its ratio to fused GPU Adam, the goal and whether the step meets
+    max(goal, 1.10 × bound ratio) (impl/hybrid/bounds.py); None where no bound applies."""
+    trainer = measured["variants"][variant][0]
+    bound = measured["bounds"].get(trainer)
+    if bound is None:
+        return {"bound_ms": None, "bound_ratio": None, "goal_ratio": None, "meets_goal": None}
+    result = measured["measurement"]
+    ratio = stats.ratio(result.round_ms(variant), result.round_ms("device-adam")).value
+    gpu_step = stats.median(result.round_ms("device-adam")).value
+    return {"bound_ms": bound, "bound_ratio": bound / gpu_step, "goal_ratio": GOALS[trainer],
+            "meets_goal": meets(ratio, GOALS[trainer], bound / gpu_step)}
+
+
+@pytest.mark.parametrize("variant", OFFLOAD_VARIANTS + CAST_VARIANTS)
+@pytest.mark.parametrize("member", OFFLOAD_FAMILY)
+def test_offload(benchmark, member, variant, dist_context, rounds, pytestconfig):
+    measured = offload_measured(dist_context, rounds, member, pytestconfig.option.suite_mode)
+    if variant not in measured["variants"]:
+        pytest.skip(f"{variant}: an fp32 model has nothing to cast")
     result, workload = measured["measurement"], measured["workload"]
     round_ms, extras = result.round_ms(variant), result.extras[variant]
     step = stats.median(round_ms)
@@ -189,28 +344,44 @@ def test_offload(benchmark, variant, dist_context, rounds):
         "workload": workload.name, "device": device_name(measured["device"]),
         "step_ms": step.value, "step_ms_estimate": step.to_json(), "round_ms": round_ms,
         "samples_per_s": workload.batch / (step.value / 1e3),
-        "update_delay": check["update_delay"], "check": check, "check_rows": CHECK_ROWS,
+        "update_delay": check["update_delay"], "check": check,
+        "check_rows": check_batch_rows(workload), "measure_phases_s": measured["phases_s"],
         "gradient_error": check["gradient_error"], "weight_error": check["weight_error"],
-        "parameters": measured["parameters"],
+        "parameters": measured["parameters"], "dtype": workload.dtype,
         "host_adam_bytes": ADAM_BYTES_PER_PARAMETER * measured["parameters"],
         **{key: median_of_rounds(extras, key) for key in HOST_WORK_FIGURES},
+        **bound_figures(measured, variant), "rates": measured["rates"],
         "stage_timelines": [extras[-1]["timeline"]],
-        "config": describe(workload), "options": asdict(measured["options"]),
+        "config": describe(workload), "options": asdict(measured["options"][variant]),
         "fields": [f.name for f in HYBRID_FIELDS],
     })
 
 
-def test_offload_comparison(benchmark, dist_context, rounds):
-    measured = offload_measured(dist_context, rounds)
+@pytest.mark.parametrize("member", OFFLOAD_FAMILY)
+def test_offload_comparison(benchmark, member, dist_context, rounds, pytestconfig):
+    measured = offload_measured(dist_context, rounds, member, pytestconfig.option.suite_mode)
     result, workload = measured["measurement"], measured["workload"]
-    pairs = [comparison(a, b, result.round_ms(a), result.round_ms(b)) for a, b in OFFLOAD_PAIRS]
+    pairs = [comparison(a, b, result.round_ms(a), result.round_ms(b))
+             for a, b in offload_pairs(measured["variants"])]
     benchmark.group = f"hybrid-offload-{workload.name}"
     record_round_times(benchmark, [sum(per) for per in zip(*result.wall_s.values())])
     write_row(benchmark, {
         "kind": "hybrid_comparison", "study": "fine-grained", "workload": workload.name,
         "device": device_name(measured["device"]), "comparisons": pairs,
+        "dtype": workload.dtype, "parameters": measured["parameters"],
+        "bounds": measured["bounds"], "rates": measured["rates"],
         "measurement": result.to_json() | {"extras": {}},  # timelines are in the variant rows
     })
+
+
+def offload_pairs(variants: dict) -> list[tuple[str, str]]:
+    """Every offload against fused GPU Adam, the foreach baseline too; overlap against after
+    backward and DPU against overlap; each GPU cast against the same trainer's host cast."""
+    pairs = [(name, "device-adam") for name in variants if name != "device-adam"]
+    pairs += [("offload-overlap", "offload-after-backward"),
+              ("offload-overlap-dpu", "offload-overlap")]
+    pairs += [(name, trainer) for name, (trainer, cast) in variants.items() if cast == "device"]
+    return pairs
 
 
 # --- host Adam alone: implementations and thread layouts against memory bandwidth ----------
@@ -224,7 +395,8 @@ def measure_host_adam(rounds):
     parameter count, and the machine's memory bandwidth measured the same way: an in-place
     a += s·b over as many fp32 values on the same threads (two reads and one write in place,
     as Adam's reads and writes are), interleaved."""
-    parameters, threads = parameter_count(offload_workload()), host_threads()
+    parameters = parameter_count(mlp_4096x8_b8192() if gpu_here() else preset("mlp_tiny"))
+    threads = host_threads()
     weights = [torch.randn(parameters, generator=torch.Generator().manual_seed(0)) * 0.02]
     gradients = torch.randn(parameters, generator=torch.Generator().manual_seed(1)) * 1e-3
     engines = {f"{impl}-{layout}": HostAdam(weights, 1e-3, impl, layout, threads)
@@ -281,13 +453,23 @@ def test_host_adam(benchmark, variant, dist_context, rounds):
 # --- coarse-grained: a GPU worker and a CPU worker sharing each batch ------------------------
 
 
-def coarse_workload():
-    return preset("mlp_1024x8" if gpu_here() else "mlp_tiny")
+COARSE_MEMBERS = ("mlp_1024x8", "mlp_tiny", "mlp_256x8_b1024")
 
 
-def measure_coarse(context, rounds) -> dict:
+def coarse_family() -> dict:
+    """name -> workload: one on each side of the crossover (impl/hybrid/coarse.py,
+    split_decision) where the machine has one. Two CPU workers: mlp_tiny (exchange longer than
+    the compute: worker 0 alone) and the same MLP at 16 times the batch (compute 4 times the
+    exchange: the split). A GPU beside its host: mlp_1024x8; no preset lies on the split side
+    there (its decision row gives the batch from which the split would pay)."""
+    if gpu_here():
+        return {"mlp_1024x8": preset("mlp_1024x8")}
+    return {"mlp_tiny": preset("mlp_tiny"), "mlp_256x8_b1024": mlp_256x8_b1024()}
+
+
+def measure_coarse(context, rounds, workload) -> dict:
     group = context.group(2)
-    rank, workload = context.rank, coarse_workload()
+    rank = context.rank
     device = worker_device(rank)
     threads = cpu_worker_threads(2) if device.type == "cpu" else 1
     previous_threads = torch.get_num_threads()
@@ -362,17 +544,22 @@ def coarse_skip_reason(context) -> str | None:
     return None
 
 
-def coarse_measured(context, rounds) -> dict:
+def coarse_measured(context, rounds, member: str) -> dict:
     if reason := coarse_skip_reason(context):
         pytest.skip(reason)
-    if "coarse" not in _coarse:
-        _coarse["coarse"] = measure_coarse(context, rounds)
-    return _coarse["coarse"]
+    family = coarse_family()
+    if member not in family:
+        pytest.skip(f"{member} is not in this machine's coarse-grained family "
+                    f"({', '.join(family)})")
+    if member not in _coarse:
+        _coarse[member] = measure_coarse(context, rounds, family[member])
+    return _coarse[member]
 
 
 @pytest.mark.parametrize("variant", COARSE_VARIANTS)
-def test_coarse(benchmark, variant, dist_context, rounds):
-    measured = coarse_measured(dist_context, rounds)
+@pytest.mark.parametrize("member", COARSE_MEMBERS)
+def test_coarse(benchmark, member, variant, dist_context, rounds):
+    measured = coarse_measured(dist_context, rounds, member)
     workload, round_ms = measured["workload"], measured["round_ms"][variant]
     step = stats.median(round_ms)
     worker = 1 if variant == "worker1-alone" else 0
@@ -400,8 +587,9 @@ def test_coarse(benchmark, variant, dist_context, rounds):
     })
 
 
-def test_coarse_comparison(benchmark, dist_context, rounds):
-    measured = coarse_measured(dist_context, rounds)
+@pytest.mark.parametrize("member", COARSE_MEMBERS)
+def test_coarse_comparison(benchmark, member, dist_context, rounds):
+    measured = coarse_measured(dist_context, rounds, member)
     round_ms = measured["round_ms"]
     pairs = [comparison("coarse-hybrid", alone, round_ms["coarse-hybrid"], round_ms[alone])
              for alone in ("worker0-alone", "worker1-alone")]

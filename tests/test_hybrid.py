@@ -6,6 +6,8 @@ experiment and the GPT forward table's tool."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -24,11 +26,13 @@ from impl.hybrid import (
     host_initialised_model,
     loss_curves_match,
 )
+from impl.hybrid.base import NonFiniteLoss
 from impl.hybrid.coarse import (
     CoarseHybrid,
     balance,
     balanced_shares,
     even_shares,
+    split_decision,
     worker_device,
 )
 from impl.hybrid.digits import (
@@ -39,7 +43,7 @@ from impl.hybrid.digits import (
 from impl.hybrid.gpt_forward import forward_ms
 from impl.hybrid.measure import host_work_split
 from impl.hybrid.offload import OffloadOverlap
-from impl.hybrid.trainer_check import weight_tolerance
+from impl.hybrid.trainer_check import ieee_fp32, weight_tolerance
 from impl.strategy_check import max_abs_diff
 from impl.timeline import Interval, Timeline
 from impl.workloads import Batch, GPTConfig, build_model, loss_fn, make_batch, preset
@@ -51,7 +55,7 @@ STEPS = 4
 LR = 1e-3
 DIGITS_EPOCHS = 20  # about 2 s on one core; the study's 100 run in the benchmarks
 OFFLOADS = ("offload-after-backward", "offload-overlap", "offload-overlap-dpu")
-TRAINERS = ("device-adam", *OFFLOADS)
+TRAINERS = ("device-adam", "device-adam-foreach", *OFFLOADS)
 needs_sklearn = pytest.mark.skipif(capabilities.missing_sklearn() is not None,
                                    reason=capabilities.missing_sklearn() or "")
 needs_gpu = [pytest.mark.gpu, pytest.mark.skipif(capabilities.missing_gpu() is not None,
@@ -70,9 +74,11 @@ def mlp_batches(device: torch.device) -> list:
 
 
 def check(trainer, name: str = "trainer"):
+    """The check as the benchmark runs it: its fp32 reference on the trainer's device."""
     workload = preset(WORKLOAD)
-    return check_training(name, trainer, build_model(workload, torch.device("cpu")), mlp_loss,
-                          mlp_batches(trainer.device), max(workload.batch, workload.width))
+    reference = build_model(workload, torch.device("cpu")).to(trainer.device)
+    return check_training(name, trainer, reference, mlp_loss, mlp_batches(trainer.device),
+                          max(workload.batch, workload.width))
 
 
 def checked(name: str, device: str, trainer_class=None):
@@ -92,10 +98,12 @@ def test_every_trainer_passes_its_check(name, device):
     result, timeline = checked(name, device)
     assert result.failure is None
     assert result.update_delay == (1 if name.endswith("dpu") else 0)
-    # The same Adam on the same gradients: only rounding apart (fused vs the reference's loop).
-    assert result.weight_error <= 1e-3 * result.weight_tolerance
+    # The same Adam on the same gradients: on the CPU only rounding apart (fused against the
+    # reference's loop); a GPU's fused kernel rounds its own way (failure None bounds it).
+    if device == "cpu":
+        assert result.weight_error <= 1e-2 * result.weight_tolerance
     assert 0 <= result.gradient_error <= 0.05 * result.gradient_tolerance
-    if name != "device-adam":
+    if name in OFFLOADS:
         adam = sorted(i.chunk for i in timeline.intervals if i.lane == "host")
         parameters = len(list(build_model(preset(WORKLOAD), torch.device("meta")).parameters()))
         assert adam == list(range(parameters)), "one Adam task per parameter"
@@ -455,3 +463,160 @@ def test_gpt_forward_cli_without_gpu():
                              "cuda"], cwd=ROOT, capture_output=True, text=True, check=False)
     assert result.returncode == 2
     assert result.stderr.strip() == f"error: --device cuda: {capabilities.missing_gpu()}"
+
+
+# Hostile input: one line naming the value, before anything trains.
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"lr": float("nan")}, "hybrid lr=nan: choose a finite number > 0"),
+    ({"lr": -1e-3}, "hybrid lr=-0.001: choose a finite number > 0"),
+    ({"lr": float("inf")}, "hybrid lr=inf: choose a finite number > 0"),
+    ({"cpu_threads": 0}, "hybrid cpu_threads=0: choose None (every core) or an integer ≥ 1"),
+    ({"host_adam": "fast"}, "host Adam implementation 'fast': choose one of fused, foreach, "
+                            "single"),
+])
+def test_hybrid_options_are_checked_when_built(options, message):
+    with pytest.raises(ValueError) as error:
+        HybridOptions(**options)
+    assert str(error.value) == message
+
+
+@pytest.mark.parametrize("name", TRAINERS)
+def test_a_nan_batch_stops_the_step_before_any_weight_changes(name):
+    model = host_initialised_model(preset(WORKLOAD), torch.device("cpu"))
+    trainer = build_trainer(name, model, mlp_loss, HybridOptions(lr=LR, cpu_threads=2))
+    good, bad = mlp_batches(torch.device("cpu"))[:2]
+    bad.inputs[3, 5] = float("nan")
+    try:
+        trainer.step(good)  # the delayed update has one pending after this step
+        trainer.drain()
+        before = [p.detach().clone() for p in model.parameters()]
+        with pytest.raises(NonFiniteLoss) as error:
+            trainer.step(bad)
+        trainer.drain()
+    finally:
+        trainer.close()
+    assert str(error.value) == (f"{name}: step 1 (counting from 0) has a non-finite loss (nan); "
+                                "stopped before any weight changed: check the batch and the "
+                                "learning rate")
+    assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before))
+
+
+@pytest.mark.parametrize("grad_elements", [1, 10, 5001])
+def test_host_adam_refuses_a_gradient_of_another_length(grad_elements):
+    engine = host_adam.HostAdam([torch.zeros(5000)], LR)
+    try:
+        with pytest.raises(ValueError) as error:
+            engine.update(0, 0, torch.ones(grad_elements))
+    finally:
+        engine.close()
+    assert str(error.value) == (f"host Adam: gradient of {grad_elements} elements for piece 0 "
+                                "of parameter 0, which has 5000")
+    assert torch.equal(engine.master[0], torch.zeros(5000))
+
+
+# Mixed precision: bf16 weights and gradients on the device, the fp32 master (offload: on the
+# host) updated by Adam; checked against fp32 Adam applied to the trainer's own gradients.
+
+
+@pytest.mark.parametrize("device, cast", [
+    pytest.param("cpu", "host", id="cpu"),
+    pytest.param("cuda", "host", id="cuda-host-cast", marks=needs_gpu),
+    pytest.param("cuda", "device", id="cuda-device-cast", marks=needs_gpu)])
+@pytest.mark.parametrize("name", ["device-adam", *OFFLOADS])
+def test_bf16_trainers_update_an_fp32_master(name, device, cast):
+    workload = dataclasses.replace(preset(WORKLOAD), dtype="bf16")
+    model = host_initialised_model(workload, torch.device(device))
+    trainer = build_trainer(name, model, mlp_loss, HybridOptions(lr=LR, cpu_threads=2, cast=cast))
+    data = [make_batch(workload, torch.device("cpu"), 0, 0, step) for step in range(STEPS)]
+    try:
+        reference = build_model(workload, torch.device("cpu")).float().to(device)
+        result = check_training(name, trainer, reference, mlp_loss,
+                                [Batch(b.inputs.to(device), b.targets.to(device)) for b in data],
+                                max(workload.batch, workload.width))
+    finally:
+        trainer.close()
+    assert result.failure is None
+    if name.endswith("dpu"):  # checked on its bf16 weights: bf16's rounding of the largest
+        assert result.weight_error <= result.weight_tolerance
+    else:  # checked on the fp32 master: as strictly as an fp32 model
+        assert result.weight_tolerance < 1.01 * weight_tolerance(LR, STEPS, torch.float32, 0.0)
+        assert result.weight_error <= 1e-2 * result.weight_tolerance
+    assert all(p.dtype == torch.bfloat16 for p in model.parameters())
+
+
+def test_the_reference_computes_in_ieee_fp32_and_restores_the_setting():
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")  # TF32 where a run allows it
+    try:
+        with ieee_fp32():
+            assert torch.get_float32_matmul_precision() == "highest"
+        assert torch.get_float32_matmul_precision() == "high"
+    finally:
+        torch.set_float32_matmul_precision(previous)
+
+
+def test_device_adam_keeps_a_master_only_for_low_precision_weights():
+    fp32 = build_trainer("device-adam", build_model(preset(WORKLOAD), torch.device("cpu")),
+                         mlp_loss, HybridOptions(lr=LR))
+    bf16 = build_trainer("device-adam", build_model(dataclasses.replace(
+        preset(WORKLOAD), dtype="bf16"), torch.device("cpu")), mlp_loss, HybridOptions(lr=LR))
+    assert fp32.masters is fp32.params and not fp32.mixed
+    assert bf16.mixed and all(m.dtype == torch.float32 for m in bf16.masters)
+
+
+@pytest.mark.parametrize("name", ["device-adam", "offload-overlap", "offload-overlap-dpu"])
+def test_a_bf16_decoder_trains_through_every_trainer(name):
+    workload = dataclasses.replace(preset("gpt_tiny"), dtype="bf16")
+    trainer = build_trainer(name, host_initialised_model(workload, torch.device("cpu")),
+                            lambda o, t: loss_fn(workload, o, t), HybridOptions(lr=LR))
+    data = [make_batch(workload, torch.device("cpu"), 0, 0, step) for step in range(3)]
+    try:
+        result = check_training(name, trainer, build_model(workload, torch.device("cpu")).float(),
+                                lambda o, t: loss_fn(workload, o, t), data,
+                                workload.batch * workload.context)
+    finally:
+        trainer.close()
+    assert result.failure is None
+
+
+# The coarse-grained hybrid knows when not to split: the exchange against what the CPU adds.
+
+
+def test_a_slow_cpu_and_a_costly_exchange_leave_the_gpu_alone():
+    # GPU 254 rows in 3.8 ms, CPU 2 rows in 3.8 ms, exchange 40 ms (mlp_1024x8's shape of it).
+    decision = split_decision([254, 2], [3.8, 3.8], 40.0, 256)
+    assert decision["choice"] == "gpu-alone"
+    assert decision["gpu_alone_ms"] == pytest.approx(256 / (254 / 3.8))
+    assert decision["split_ms"] == pytest.approx(3.8 + 40.0)
+    assert decision["crossover_compute_to_exchange"] == pytest.approx(128.0)
+    assert decision["crossover_rows"] == math.ceil(256 * 128 / (256 / (254 / 3.8) / 40.0))
+    assert decision["reason"] == (
+        "worker 0 alone: worker 0 alone computes the 256 rows in 3.83 ms; shared, they take "
+        "3.8 ms plus 40 ms of gradient exchange = 43.8 ms. Another worker helps only where "
+        "worker 0's compute is over 128× the exchange; here it is 0.0957× (at these rates from "
+        f"about {decision['crossover_rows']} rows a batch)")
+    assert decision["crossover_rows"] == 342_232
+
+
+def test_a_split_wins_where_compute_dwarfs_the_exchange():
+    # Equal rates: half the compute each; it pays once the GPU's compute is over 2× the exchange.
+    decision = split_decision([500, 500], [100.0, 100.0], 10.0, 1000)
+    assert decision["choice"] == "split"
+    assert decision["split_ms"] == pytest.approx(110.0) and decision["gpu_alone_ms"] == 200.0
+    assert decision["crossover_compute_to_exchange"] == pytest.approx(2.0)
+    assert decision["compute_to_exchange"] == pytest.approx(20.0)
+
+
+@pytest.mark.parametrize("args, message", [
+    (([256], [3.8], 1.0, 256), "a split needs two workers or more: rows=[256], compute_ms=[3.8]"),
+    (([254, 2], [3.8, 0.0], 1.0, 256), "rows=[254, 2], compute_ms=[3.8, 0.0] and "
+                                       "exchange_ms=1.0 must be positive"),
+    (([254, 2], [3.8, 3.8], 0.0, 256), "rows=[254, 2], compute_ms=[3.8, 3.8] and "
+                                       "exchange_ms=0.0 must be positive"),
+])
+def test_split_decision_rejects_bad_input(args, message):
+    with pytest.raises(ValueError) as error:
+        split_decision(*args)
+    assert str(error.value) == message

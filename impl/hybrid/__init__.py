@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from impl.hybrid.base import DeviceAdam, HybridOptions, Loss, Trainer
+from impl.hybrid.base import DeviceAdam, DeviceAdamForeach, HybridOptions, Loss, Trainer
 from impl.hybrid.offload import OffloadAfterBackward, OffloadOverlap, OffloadOverlapDelayed
 from impl.hybrid.trainer_check import TrainingCheck, TrainingCheckFailed, check_training
 from impl.metrics import Field
@@ -25,6 +25,7 @@ from impl.workloads import MLPConfig, WorkloadConfig, build_model
 
 TRAINERS: dict[str, type[Trainer]] = {
     "device-adam": DeviceAdam,
+    "device-adam-foreach": DeviceAdamForeach,
     "offload-after-backward": OffloadAfterBackward,
     "offload-overlap": OffloadOverlap,
     "offload-overlap-dpu": OffloadOverlapDelayed,
@@ -37,10 +38,10 @@ HYBRID_FIELDS: tuple[Field, ...] = (
           "workers' forward-and-backward times per step after the shares were balanced "
           "(median over rounds).", False),
     Field("gradient_error", "", "Largest |g − g_ref| / max|g_ref| over the check's steps and "
-          "tensors: the trainer's gradients against a CPU fp32 backward at the reference's "
+          "tensors: the trainer's gradients against an fp32 backward at the reference's "
           "weights (impl/hybrid/trainer_check.py).", False),
     Field("weight_error", "", "Largest |w − w_ref| over the check's steps: the trainer's weights "
-          "against Adam (CPU, fp32) applied to the trainer's own gradients, update_delay steps "
+          "against Adam (fp32) applied to the trainer's own gradients, update_delay steps "
           "late (impl/hybrid/trainer_check.py).", False),
     Field("hidden_host_fraction", "", "1 − exposed / total host work of the offload's step: host "
           "work is the copies to and from the host and host Adam, exposed the part of it in the "
@@ -55,6 +56,24 @@ def mlp_4096x8_b8192() -> MLPConfig:
     0.5 GB each way (about 10 ms at PCIe's 55 GB/s): less than backward, so an overlap can
     hide all of it but the last layer's update."""
     return MLPConfig("mlp_4096x8_b8192", width=4096, depth=8, batch=8192)
+
+
+def mlp_4096x24_b4096_bf16() -> MLPConfig:
+    """The family's bf16 MLP: 403M parameters, ZeRO-Offload's mixed-precision mode. Fused GPU
+    Adam's step is about 15 ms on one H100; host Adam alone on its fp32 master and state
+    (11.3 GB at 28 bytes a parameter) about 85 ms: the host bounds every offload here."""
+    return MLPConfig("mlp_4096x24_b4096_bf16", width=4096, depth=24, batch=4096, dtype="bf16")
+
+
+def mlp_8192x16_b2048_bf16() -> MLPConfig:
+    """The family's largest member (--suite-mode full): 1.07B bf16 parameters."""
+    return MLPConfig("mlp_8192x16_b2048_bf16", width=8192, depth=16, batch=2048, dtype="bf16")
+
+
+def mlp_256x8_b1024() -> MLPConfig:
+    """mlp_tiny at 16 times its batch: on two CPU workers of the 2-core machine its compute is
+    several times the gradient exchange, the split side of the coarse-grained crossover."""
+    return MLPConfig("mlp_256x8_b1024", width=256, depth=8, batch=1024)
 
 
 def host_initialised_model(workload: WorkloadConfig, device: torch.device,
@@ -93,4 +112,5 @@ def loss_curves_match(candidate: Sequence[float], reference: Sequence[float],
 
 __all__ = ["HYBRID_FIELDS", "TRAINERS", "HybridOptions", "Trainer", "TrainingCheck",
            "TrainingCheckFailed", "build_trainer", "check_training", "host_initialised_model",
-           "loss_curves_match", "mlp_4096x8_b8192"]
+           "loss_curves_match", "mlp_256x8_b1024", "mlp_4096x24_b4096_bf16", "mlp_4096x8_b8192",
+           "mlp_8192x16_b2048_bf16"]

@@ -8,6 +8,7 @@ the study's digits classifier.
 
 from __future__ import annotations
 
+import math
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -16,10 +17,16 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from impl.hybrid.host_adam import check_host_adam
 from impl.timeline import TimedSteps, Timeline, TimelineRecorder
 from impl.workloads import Batch
 
 Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+CAST_SIDES = ("host", "device")
+
+
+class NonFiniteLoss(FloatingPointError):
+    """A step's loss is NaN or infinite: the step stops before any weight changes."""
 
 
 @dataclass(frozen=True)
@@ -28,6 +35,22 @@ class HybridOptions:
     cpu_threads: int | None = None  # host threads for the CPU's share (None: every core)
     host_adam: str = "fused"  # the offload's host Adam: fused, foreach, single (host_adam.py)
     host_layout: str = "intra-op"  # its threads: intra-op or pool (host_adam.py)
+    # Where the offload casts bf16/fp16 values to and from the fp32 master: host or device
+    # (impl/hybrid/offload.py); fp32 models have nothing to cast.
+    cast: str = "host"
+
+    def __post_init__(self) -> None:
+        # A NaN or negative lr would train every weight into garbage without an error.
+        if isinstance(self.lr, bool) or not isinstance(self.lr, (int, float)) or not (
+                math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"hybrid lr={self.lr!r}: choose a finite number > 0")
+        if self.cpu_threads is not None and (isinstance(self.cpu_threads, bool) or not isinstance(
+                self.cpu_threads, int) or self.cpu_threads < 1):
+            raise ValueError(f"hybrid cpu_threads={self.cpu_threads!r}: choose None (every "
+                             "core) or an integer ≥ 1")
+        check_host_adam(self.host_adam, self.host_layout, self.threads())
+        if self.cast not in CAST_SIDES:
+            raise ValueError(f"hybrid cast={self.cast!r}: choose one of {', '.join(CAST_SIDES)}")
 
     def threads(self) -> int:
         return self.cpu_threads or os.cpu_count() or 1
@@ -67,20 +90,79 @@ class Trainer(TimedSteps, ABC):
         return [p.grad.detach().to("cpu", torch.float32, copy=True)
                 for p in self.model.parameters()]
 
-    def _forward_backward(self, batch: Batch, scale: float = 1.0) -> torch.Tensor:
+    def require_finite(self, loss: torch.Tensor) -> None:
+        """Raise NonFiniteLoss if ``loss`` is NaN or infinite (a CPU-GPU sync point)."""
+        if not torch.isfinite(loss).item():
+            raise NonFiniteLoss(f"{self.name}: step {self.steps_done} (counting from 0) has a "
+                                f"non-finite loss ({loss.item()}); stopped before any weight "
+                                "changed: check the batch and the learning rate")
+
+    def checked_weights(self) -> list[torch.Tensor]:
+        """The weights the check compares with its fp32 reference, in ``model.parameters()``
+        order, on the CPU: the fp32 master where the trainer keeps one that holds every update
+        so far (so a bf16 model is checked as strictly as an fp32 one), else the model's."""
+        return [p.detach().to("cpu", copy=True) for p in self.model.parameters()]
+
+    def _forward_backward(self, batch: Batch, scale: float = 1.0,
+                          check_loss: bool = True) -> torch.Tensor:
+        """Forward and backward; with ``check_loss`` a non-finite loss stops the step before
+        backward. That sync costs one kernel launch's gap, and it comes before the offload's
+        first gradient hook, so neither its updates nor the delayed one of the previous step
+        touch a weight."""
         start = self.recorder.mark()
         loss = self.loss(self.model(batch.inputs), batch.targets)
         forward_end = self.recorder.mark()
         self.recorder.add("compute", "forward", None, start, forward_end)
+        if check_loss:
+            self.require_finite(loss)
         (loss * scale if scale != 1.0 else loss).backward()
         self.recorder.add("compute", "backward", None, forward_end, self.recorder.mark())
         return loss.detach()
 
 
 class DeviceAdam(Trainer):
-    """Everything on the model's device: forward, backward, torch.optim.Adam."""
+    """Everything on the model's device, the baseline a user would pick: torch.optim.Adam with
+    its fused kernel. For bf16/fp16 models the same mixed-precision recipe as the offload (fp32
+    master weights and Adam state, the low-precision weights cast from the master after each
+    update), here all on the device, so both sides run the same algorithm."""
 
     name = "device-adam"
+
+    def __init__(self, model: nn.Module, loss: Loss, options: HybridOptions):
+        super().__init__(model, loss, options)
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.mixed = any(p.dtype != torch.float32 for p in self.params)
+        self.masters = [p.detach().float() for p in self.params] if self.mixed else self.params
+        self.optimizer = torch.optim.Adam(self.masters, lr=options.lr, fused=True)
+
+    def checked_weights(self) -> list[torch.Tensor]:
+        if not self.mixed:
+            return super().checked_weights()
+        by_param = {id(p): m for p, m in zip(self.params, self.masters)}
+        return [by_param[id(p)].detach().to("cpu", copy=True) for p in self.model.parameters()]
+
+    def _step(self, batch: Batch) -> torch.Tensor:
+        for param in self.params:
+            param.grad = None
+        loss = self._forward_backward(batch)
+        start = self.recorder.mark()
+        if self.mixed:
+            for master, param in zip(self.masters, self.params):
+                master.grad = param.grad.float()
+        self.optimizer.step()
+        if self.mixed:  # the low-precision weights the next forward reads
+            with torch.no_grad():
+                torch._foreach_copy_(self.params, self.masters)
+        self.recorder.add("compute", "update", None, start, self.recorder.mark())
+        return loss
+
+
+class DeviceAdamForeach(Trainer):
+    """The suite's earlier baseline, kept as a labelled row: torch.optim.Adam's default
+    (multi-tensor foreach kernels on a GPU) applied to the weights in their own dtype, bf16
+    Adam state included for a bf16 model."""
+
+    name = "device-adam-foreach"
 
     def __init__(self, model: nn.Module, loss: Loss, options: HybridOptions):
         super().__init__(model, loss, options)

@@ -14,6 +14,7 @@ times, so both workers finish their forward and backward together.
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 from collections.abc import Sequence
@@ -54,6 +55,49 @@ def balanced_shares(rows: Sequence[int], compute_ms: Sequence[float], total: int
     return shares
 
 
+def split_decision(rows: Sequence[int], compute_ms: Sequence[float], exchange_ms: float,
+                   total: int) -> dict:
+    """Whether sharing a batch of ``total`` rows beats worker 0 (the GPU where there is one)
+    alone, from measured
+    rates: worker r did rows[r] rows in compute_ms[r] (rate ρ_r), the exchange took
+    ``exchange_ms``.
+
+    - GPU alone: total / ρ_0;
+    - balanced split: total / Σρ + exchange (every worker finishes together, then they sum);
+    - the split helps iff (GPU alone) / exchange > Σρ / (Σρ − ρ_0): the crossover ratio of the
+      GPU's compute to the gradient exchange, above which a CPU worker starts to help (a CPU
+      at 1% of the GPU's rate needs compute 101 times the exchange).
+
+    Returns both predicted steps, the crossover, the measured ratio, the choice ("split" or
+    "gpu-alone") and why, in words with the numbers.
+    """
+    if len(rows) != len(compute_ms) or len(rows) < 2:
+        raise ValueError(f"a split needs two workers or more: rows={list(rows)}, "
+                         f"compute_ms={list(compute_ms)}")
+    if any(r < 1 for r in rows) or any(t <= 0 for t in compute_ms) or exchange_ms <= 0:
+        raise ValueError(f"rows={list(rows)}, compute_ms={list(compute_ms)} and "
+                         f"exchange_ms={exchange_ms} must be positive")
+    rates = [r / t for r, t in zip(rows, compute_ms)]
+    gpu_alone = total / rates[0]
+    split = total / sum(rates) + exchange_ms
+    crossover = sum(rates) / (sum(rates) - rates[0])
+    ratio = gpu_alone / exchange_ms
+    # Compute grows with the rows and the exchange does not: at these rates the split pays
+    # from this batch on.
+    crossover_rows = math.ceil(total * crossover / ratio)
+    choice = "split" if split < gpu_alone else "gpu-alone"
+    because = (f"worker 0 alone computes the {total} rows in {gpu_alone:.3g} ms; shared, they "
+               f"take {total / sum(rates):.3g} ms plus {exchange_ms:.3g} ms of gradient "
+               f"exchange = {split:.3g} ms. Another worker helps only where worker 0's compute "
+               f"is over {crossover:.3g}× the exchange; here it is {ratio:.3g}× (at these rates "
+               f"from about {crossover_rows} rows a batch)")
+    return {"choice": choice, "gpu_alone_ms": gpu_alone, "split_ms": split,
+            "exchange_ms": exchange_ms, "rates_rows_per_ms": rates,
+            "crossover_compute_to_exchange": crossover, "compute_to_exchange": ratio,
+            "crossover_rows": crossover_rows,
+            "reason": f"{'split' if choice == 'split' else 'worker 0 alone'}: {because}"}
+
+
 class CoarseHybrid(Trainer):
     name = "coarse-hybrid"
 
@@ -72,6 +116,7 @@ class CoarseHybrid(Trainer):
                                       dtype=torch.float32, pin_memory=self.device.type == "cuda")
         self.optimizer = torch.optim.Adam(self.params, lr=options.lr)
         self.compute_ms: list[float] = []  # per step: this worker's forward and backward
+        self.exchange_ms: list[float] = []  # per step: the gradient all-reduce
 
     def set_shares(self, shares: Sequence[int]) -> None:
         if any(n < 1 for n in shares):
@@ -88,8 +133,11 @@ class CoarseHybrid(Trainer):
         mine = Batch(batch.inputs[rows], batch.targets[rows])
         self.optimizer.zero_grad(set_to_none=True)
         weight = self.shares[self.rank] / total
-        loss = self._forward_backward(mine, scale=weight)
+        # Checked after the exchange: both workers see the same summed loss and stop together
+        # (a worker stopping alone would leave the other waiting in the all-reduce).
+        loss = self._forward_backward(mine, scale=weight, check_loss=False)
         whole_batch_loss = self._exchange(loss * weight)
+        self.require_finite(whole_batch_loss)
         start = self.recorder.mark()
         self.optimizer.step()
         self.recorder.add("compute", "update", None, start, self.recorder.mark())
@@ -123,6 +171,8 @@ class CoarseHybrid(Trainer):
         timeline = super().finish_timeline()
         compute = [i for i in timeline.intervals if i.label in ("forward", "backward")]
         self.compute_ms.append(max(i.end_ms for i in compute) - min(i.start_ms for i in compute))
+        self.exchange_ms.append(sum(i.end_ms - i.start_ms for i in timeline.intervals
+                                    if i.lane == "comm"))
         return timeline
 
 
@@ -132,10 +182,12 @@ def balance(trainer: CoarseHybrid, batch: Batch, steps: int = 5, passes: int = 3
 
     A worker's time is not proportional to its rows (a GPU's barely grows at small shares), so
     one pass from even shares can leave a large imbalance; each pass measures where the last
-    one landed. One step first, untimed, per pass: it pays the first-use costs (allocations,
-    kernel loading) that would make a worker look slower than it is. Every worker of the group
-    must call it (all-gathers). Returns the shares and times before the first pass, the final
-    shares, and each pass's shares and measured times.
+    one landed. Then ``split_decision`` says whether the split beats the GPU alone at all,
+    counting the gradient exchange the shares leave out. One step first, untimed, per pass:
+    it pays the first-use costs (allocations, kernel loading) that would make a worker look
+    slower than it is. Every worker of the group must call it (all-gathers). Returns the shares
+    and times before the first pass, the final shares, each pass's shares and measured times,
+    and the decision.
     """
     history = []
     for _ in range(passes):
@@ -151,8 +203,16 @@ def balance(trainer: CoarseHybrid, batch: Batch, steps: int = 5, passes: int = 3
         trainer.set_shares(after)
         if after == before:
             break
+    # The decision reads the last pass: its shares, times and the slowest worker's exchange
+    # (the exchange ends when the last worker's gradients are in).
+    exchanges: list[float] = [0.0] * trainer.world
+    dist.all_gather_object(exchanges, statistics.median(trainer.exchange_ms[-steps:]),
+                           group=trainer.group)
+    last = history[-1]
     return {"shares_before": history[0]["shares"], "compute_ms_before": history[0]["compute_ms"],
-            "shares": list(trainer.shares), "passes": history}
+            "shares": list(trainer.shares), "passes": history,
+            "decision": split_decision(last["shares"], last["compute_ms"], max(exchanges),
+                                       len(batch))}
 
 
 def worker_device(rank: int) -> torch.device:

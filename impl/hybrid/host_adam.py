@@ -28,6 +28,7 @@ gradient be updated before its last pieces have arrived.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -89,17 +90,33 @@ class HostAdam:
         workers, per_worker = (1, threads) if layout == "intra-op" else (threads, 1)
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix="host-adam",
                                        initializer=torch.set_num_threads, initargs=(per_worker,))
+        # Per worker thread, one fp32 piece for low-precision gradients: a fresh 16 MiB tensor
+        # per piece would be page-faulted in on every call, at a fraction of memory bandwidth.
+        self.scratch = threading.local()
 
     def submit(self, task: Callable[..., None], *args) -> Future:
         return self.pool.submit(task, *args)
+
+    def _as_fp32(self, grad: torch.Tensor) -> torch.Tensor:
+        """``grad`` in fp32: itself, or cast into this thread's scratch piece (the cast is one
+        vectorised pass spread over the thread's intra-op threads)."""
+        if grad.dtype == torch.float32:
+            return grad
+        buffer = getattr(self.scratch, "buffer", None)
+        if buffer is None or buffer.numel() < grad.numel():
+            buffer = self.scratch.buffer = torch.empty(max(grad.numel(), PIECE_ELEMENTS))
+        return buffer[:grad.numel()].copy_(grad)
 
     @torch.no_grad()
     def update(self, index: int, piece: int, grad: torch.Tensor) -> torch.Tensor:
         """Adam on piece ``piece`` of parameter ``index`` with ``grad`` (any float dtype);
         returns the piece's updated fp32 master weights (a view)."""
         master = self.pieces[index][piece]
+        if grad.numel() != master.numel():  # the fused kernel reads as many as the master has
+            raise ValueError(f"host Adam: gradient of {grad.numel()} elements for piece {piece} "
+                             f"of parameter {index}, which has {master.numel()}")
         exp_avg, exp_avg_sq = self.moments[index][piece]
-        adam([master], [grad.to(torch.float32)], [exp_avg], [exp_avg_sq], [],
+        adam([master], [self._as_fp32(grad)], [exp_avg], [exp_avg_sq], [],
              [self.steps[index][piece]], **ADAM_IMPLEMENTATIONS[self.implementation],
              amsgrad=False, beta1=0.9, beta2=0.999, lr=self.lr, weight_decay=0.0, eps=1e-8,
              maximize=False)

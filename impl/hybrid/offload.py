@@ -16,6 +16,15 @@ step has last read the weight, so host Adam has a whole step to run and no tail 
 It is a different algorithm (the weights of step t + 1 do not hold step t's update), checked
 against the same training with every update applied one step late (``update_delay = 1``).
 
+Mixed precision (bf16 or fp16 weights and gradients on the GPU, ZeRO-Offload's mode): the
+master, m and v stay fp32 on the host and each value is cast once each way, on the side
+``HybridOptions.cast`` names. On the host (the default), the copies carry the low-precision
+values and host Adam's thread casts each gradient piece into a reused fp32 piece before the
+update and each updated piece into a pinned staging piece after it, spread over its intra-op
+threads (impl/hybrid/host_casts.py times these casts). On the device, the copy stream casts the
+gradient to fp32 before its copy, and the copy-back stream casts each fp32 master piece after
+it lands.
+
 ``OffloadAfterBackward`` is the overlapped one without overlap: the whole backward first, then
 the same copies and the same host Adam. On a CPU-only machine all of them run with the model
 on the CPU (host copies instead of device copies): the correctness tests' configuration.
@@ -47,13 +56,18 @@ class OffloadOverlap(Trainer):
         self.params = [p for p in reversed(list(model.parameters())) if p.requires_grad]
         self.index = {id(p): i for i, p in enumerate(self.params)}
         pin = self.cuda  # pinned memory needs CUDA; it is what lets the copies run async
-        self.host_grads = [torch.empty(p.numel(), dtype=p.dtype, pin_memory=pin)
+        # Low-precision (bf16, fp16) parameters meet the fp32 master through a cast on one side
+        # of the copies (``HybridOptions.cast``): on the host, in host Adam's threads, so the
+        # copies carry 2 bytes a value; or on the GPU, so they carry 4.
+        self.cast_on_device = self.cuda and options.cast == "device"
+        self.host_grads = [torch.empty(p.numel(), pin_memory=pin,
+                                       dtype=torch.float32 if self.cast_on_device else p.dtype)
                            for p in self.params]
         self.adam = HostAdam(self.params, options.lr, options.host_adam, options.host_layout,
                              options.threads(), pinned=pin)
-        # Weights in the parameter's dtype where it is not the master's fp32 (converted on the
-        # host before the copy back); None where the master itself can be copied.
-        self.staging = [None if p.dtype == torch.float32 else
+        # The updated weights in the parameter's dtype, cast from the master by host Adam's
+        # thread right after each piece's update; None where the master itself is copied.
+        self.staging = [None if p.dtype == torch.float32 or self.cast_on_device else
                         torch.empty(p.numel(), dtype=p.dtype, pin_memory=pin)
                         for p in self.params]
         self.copy_out = torch.cuda.Stream(self.device) if self.cuda else None
@@ -106,8 +120,11 @@ class OffloadOverlap(Trainer):
         self.copy_out.wait_event(produced)
         start, events = self.recorder.mark(self.copy_out), []
         with torch.cuda.stream(self.copy_out):
+            values = grad  # what the copies read: the gradient, or it cast to fp32 here
+            if self.cast_on_device and grad.dtype != torch.float32:
+                values = grad.float()  # allocated on this stream: freed after its last copy
             for a, b in spans:
-                host[a:b].copy_(grad[a:b], non_blocking=True)
+                host[a:b].copy_(values[a:b], non_blocking=True)
                 events.append(self.recorder.mark(self.copy_out))
         grad.record_stream(self.copy_out)  # freed by the caller, still read by the side stream
         self.recorder.add("comm", f"to host p{index}", index, start, events[-1])
@@ -122,7 +139,9 @@ class OffloadOverlap(Trainer):
             last_read.synchronize()  # the previous copy back has read this master piece
         started = time.perf_counter()  # Adam's own time, after the waits
         start, end = self.adam.spans[index][piece]
-        self.adam.update(index, piece, self.host_grads[index][start:end])
+        master = self.adam.update(index, piece, self.host_grads[index][start:end])
+        if (staging := self.staging[index]) is not None:
+            staging[start:end].copy_(master)  # the previous copy back has read it (above)
         record("host", f"adam p{index}[{start}:{end}]", index, started, time.perf_counter())
         if not self.update_delay:
             self._copy_to_device(index, piece, produced, record)
@@ -138,11 +157,8 @@ class OffloadOverlap(Trainer):
     def _copy_to_device(self, index: int, piece: int, produced: torch.cuda.Event | None,
                         record: Callable | None = None) -> None:
         start, end = self.adam.spans[index][piece]
-        source = self.adam.pieces[index][piece]
-        if (staging := self.staging[index]) is not None:
-            if (last_read := self.copied_in[index][piece]) is not None:
-                last_read.synchronize()  # the previous copy back has read the staging piece
-            source = staging[start:end].copy_(source)
+        staging = self.staging[index]
+        source = self.adam.pieces[index][piece] if staging is None else staging[start:end]
         target = self.params[index].detach().view(-1)[start:end]
         if not self.cuda:
             target.copy_(source)
@@ -150,7 +166,10 @@ class OffloadOverlap(Trainer):
         self.copy_in.wait_event(produced)  # the weight's last reader in backward has run
         begin = self.recorder.mark(self.copy_in)
         with torch.cuda.stream(self.copy_in):
-            target.copy_(source, non_blocking=True)
+            if source.dtype == target.dtype:
+                target.copy_(source, non_blocking=True)
+            else:  # the fp32 master to the GPU, cast there (cast_on_device)
+                target.copy_(source.to(target.device, non_blocking=True))
         self.copied_in[index][piece] = done = self.recorder.mark(self.copy_in)
         (record or self.recorder.add)("comm", f"to device p{index}[{start}:{end}]", index,
                                       begin, done)
@@ -161,6 +180,14 @@ class OffloadOverlap(Trainer):
         by_param = {id(p): self.host_grads[i] for i, p in enumerate(self.params)}
         return [by_param[id(p)].view_as(p).to(torch.float32, copy=True)
                 for p in self.model.parameters()]
+
+    def checked_weights(self) -> list[torch.Tensor]:
+        if self.update_delay:  # its master is a step ahead of the weights: check the weights
+            return super().checked_weights()
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+        by_param = {id(p): self.adam.master[i] for i, p in enumerate(self.params)}
+        return [by_param[id(p)].view_as(p).clone() for p in self.model.parameters()]
 
     def close(self) -> None:
         self.drain()

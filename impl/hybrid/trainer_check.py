@@ -7,24 +7,30 @@ its gradient, so a near-zero gradient element whose sign the rounding flips move
 multiples of lr, with nothing wrong. The check splits what can be compared exactly from what
 can only be compared up to rounding, step by step:
 
-1. gradients: the trainer's gradients of step t (``Trainer.last_gradients``) against a CPU fp32
-   backward of the same batch at the reference's weights, within a rounding tolerance relative
-   to each tensor's largest value (``gradient_tolerance``). Weights one wrong update away give
-   gradients off by far more (tests/test_hybrid.py measures how much).
-2. update: the reference applies torch's CPU Adam (fp32) to the trainer's own gradients, the
+1. gradients: the trainer's gradients of step t (``Trainer.last_gradients``) against an fp32
+   backward of the same batch at the reference's weights (IEEE fp32 matmuls, no TF32), within a
+   rounding tolerance relative to each tensor's largest value (``gradient_tolerance``).
+   Weights one wrong update away give gradients off by far more (tests/test_hybrid.py measures
+   how much).
+2. update: the reference applies torch's Adam (fp32) to the trainer's own gradients, the
    gradient of step t − ``update_delay`` at step t (the delayed update applies each one a step
-   late), and the trainer's weights after every step must equal the reference's within
+   late), and the trainer's weights after every step (its fp32 master where it keeps one that
+   is up to date: ``Trainer.checked_weights``) must equal the reference's within
    ``weight_tolerance``: 1% of lr a step, where a missing, doubled, stale or misplaced update is
    off by about lr.
 
-The reference follows its own chain of weights: it never copies the trainer's.
+The reference follows its own chain of weights: it never copies the trainer's. It may live on
+the CPU or on the trainer's GPU: on a GPU it is the same fp32 arithmetic, in fp32 kernels other
+than the trainer's low-precision ones, and a 403M-parameter member's check takes seconds instead
+of the minutes its CPU backward and Adam took on a GPU machine's host.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
 import torch
@@ -83,34 +89,50 @@ def _relative_error(candidate: torch.Tensor, reference: torch.Tensor) -> float:
     return error / scale if scale > 0 else error
 
 
+@contextmanager
+def ieee_fp32() -> Iterator[None]:
+    """fp32 matmuls in full fp32 (no TF32) while the reference computes, whatever the run set."""
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(previous)
+
+
 def check_training(name: str, trainer: Trainer, reference: nn.Module, loss: Loss,
                    batches: Sequence[Batch], longest_reduction: int) -> TrainingCheck:
     """Step ``trainer`` through ``batches``, checking every step as the module says.
 
-    ``reference`` is a CPU fp32 copy of the trainer's model before its first step (changed
-    here); ``longest_reduction`` the most terms any gradient element sums (batch rows or layer
-    width). Every step runs even after a failure (the coarse-grained hybrid's workers must
-    make the same exchanges); ``failure`` names the first failing step and its error.
+    ``reference`` is an fp32 copy of the trainer's model before its first step, on the CPU or
+    the trainer's device (changed here; the comparisons run where it is);
+    ``longest_reduction`` the most terms any gradient element sums (batch rows or layer width).
+    Every step runs even after a failure (the coarse-grained hybrid's workers must make the
+    same exchanges); ``failure`` names the first failing step and its error.
     """
     params = list(reference.parameters())
+    where = params[0].device
     optimizer = torch.optim.Adam(params, lr=trainer.options.lr)
-    dtype = next(trainer.model.parameters()).dtype
+    grad_dtype = next(trainer.model.parameters()).dtype
     layers = sum(p.dim() > 1 for p in params)
-    grad_tolerance = gradient_tolerance(dtype, longest_reduction, layers)
+    grad_tolerance = gradient_tolerance(grad_dtype, longest_reduction, layers)
     waiting: deque[list[torch.Tensor]] = deque()
     grad_error = weight_error = tolerance = 0.0
     failure = None
     for step, batch in enumerate(batches, 1):
         trainer.step(batch)
         trainer.drain()
-        computed = trainer.last_gradients()
+        computed = [g.to(where) for g in trainer.last_gradients()]
         optimizer.zero_grad(set_to_none=True)
-        loss(reference(batch.inputs.cpu().float()), batch.targets.cpu()).backward()
+        inputs = batch.inputs.to(where)  # token ids stay integers
+        with ieee_fp32():
+            loss(reference(inputs.float() if inputs.is_floating_point() else inputs),
+                 batch.targets.to(where)).backward()
         errors = [_relative_error(g, p.grad) for g, p in zip(computed, params)]
         grad_error = max(grad_error, *errors)
         if grad_error > grad_tolerance and failure is None:
             failure = (
-                f"{name}: gradients of step {step} differ from a CPU fp32 backward at the "
+                f"{name}: gradients of step {step} differ from an fp32 backward at the "
                 f"reference's weights by {grad_error:.3g} of their largest value (rounding "
                 f"tolerance {grad_tolerance:.3g})")
         waiting.append(computed)
@@ -118,15 +140,23 @@ def check_training(name: str, trainer: Trainer, reference: nn.Module, loss: Loss
             for param, grad in zip(params, waiting.popleft()):
                 param.grad = grad
             optimizer.step()
-        weights = [p.detach().to("cpu", torch.float32) for p in trainer.model.parameters()]
+        checked = [w.to(where) for w in trainer.checked_weights()]
+        if not trainer.update_delay and failure is None:
+            # The model's weights must be the checked ones in the model's dtype, bit for bit:
+            # a master updated right but copied back wrong fails here.
+            copied = [p.detach().to(where) for p in trainer.model.parameters()]
+            if not all(torch.equal(w, c.to(w.dtype)) for w, c in zip(copied, checked)):
+                failure = (f"{name}: weights after step {step} are not its fp32 master's "
+                           "rounded to the model's dtype")
+        weights = [w.float() for w in checked]
         largest = max(w.abs().max().item() for w in weights)
-        tolerance = weight_tolerance(trainer.options.lr, step, dtype, largest)
+        tolerance = weight_tolerance(trainer.options.lr, step, checked[0].dtype, largest)
         weight_error = max(weight_error, *((w - p.detach()).abs().max().item()
                                            for w, p in zip(weights, params)))
         if weight_error > tolerance and failure is None:
             late = f", {trainer.update_delay} step late" if trainer.update_delay else ""
             failure = (
-                f"{name}: weights after step {step} differ from Adam (CPU, fp32) applied to "
+                f"{name}: weights after step {step} differ from Adam (fp32) applied to "
                 f"the trainer's own gradients{late} by {weight_error:.3g} (tolerance "
                 f"{tolerance:.3g}: 1% of lr a step)")
     return TrainingCheck(len(batches), trainer.update_delay, grad_error, grad_tolerance,

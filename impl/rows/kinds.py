@@ -400,6 +400,11 @@ PIPELINE_COMPARISON = RowKind(
      _f("skipped", {"*": TEXT}, "", "Variants that did not run, and why.")))
 
 
+HYBRID_DTYPE = _f("dtype", "str?", "", "The model's weights and gradients on the device (fp32, "
+                  "bf16, fp16); master and Adam state stay fp32.")
+HYBRID_RATES = _f("rates", "obj?", "", "Rates measured in the same run for the bounds: host "
+                  "Adam and the copies each way (GB/s), its threads and parameters.")
+
 HYBRID_STEP = RowKind(
     "hybrid_step", "One variant of a CPU–GPU hybrid study (fine- or coarse-grained).",
     ("name",),
@@ -431,7 +436,16 @@ HYBRID_STEP = RowKind(
      _f("residual_imbalance", "num?", "", "Median idle share of the faster worker."),
      _f("residual_imbalance_estimate", OPTIONAL_ESTIMATE, "", "It, with its interval."),
      _f("worker_compute_ms", [[NUM], "?"], "ms", "Each worker's compute per round, alone "
-        "(coarse).")))
+        "(coarse)."),
+     HYBRID_DTYPE, HYBRID_RATES,
+     _f("bound_ms", "num?", "ms", "The variant's physical bound from the measured rates "
+        "(impl/hybrid/bounds.py): DPU max(GPU step, host Adam + copies); overlap the GPU step "
+        "plus the tail that ordering exposes."),
+     _f("bound_ratio", "num?", "×", "bound_ms / fused GPU Adam's step."),
+     _f("goal_ratio", "num?", "×", "The variant's goal against fused GPU Adam's step."),
+     _f("meets_goal", "bool?", "", "ratio ≤ max(goal, 1.10 × bound_ratio)."),
+     _f("measure_phases_s", "obj?", "s", "Seconds of the member's checks, builds, timed "
+        "rounds and rate measurement.")))
 
 
 HYBRID_COMPARISON = RowKind(
@@ -443,7 +457,10 @@ HYBRID_COMPARISON = RowKind(
      _f("round_ms", {"*": [NUM]}, "ms", "Per-round step times per variant (coarse)."),
      _f("orders", LIST, "", "The order of the variants in each round (coarse)."),
      _f("residual_imbalance_per_round", ["num?"], "", "The coarse hybrid's imbalance per "
-        "round.")))
+        "round."),
+     HYBRID_DTYPE, HYBRID_RATES,
+     _f("parameters", "int?", "", "Parameters of the model."),
+     _f("bounds", "obj?", "ms", "Per offload variant, its physical bound (bound_ms).")))
 
 
 HOST_ADAM = RowKind(

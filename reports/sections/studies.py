@@ -22,7 +22,7 @@ from reports.captions import Run, and_list, is_gpu_machine
 from reports.format import NA, fmt, fmt_estimate, fmt_pct, fmt_times
 from reports.gate import trial_rates
 from reports.runlogs import pass_targets, targets, unfinished
-from reports.sections import gemm_sweep, tensor_parallel
+from reports.sections import gemm_sweep, hybrid, tensor_parallel
 
 # study -> (its title in the abstract, benchmark module, its test functions)
 STUDIES = {
@@ -142,7 +142,9 @@ def hybrid_text(rows: Sequence[dict], machine: str) -> tuple[str, dict] | None:
     reference = next((r for r in steps if r["variant"] == GPU_ONLY), None)
     if reference is None:
         return None
-    parts = []
+    if family := hybrid.family_headline_text(rows, machine):  # the family, not one cell
+        return f"{machine} ({reference['device']}): {family}", reference
+    parts = []  # results files from before the family: their one workload
     for row in steps:
         if row is reference or row["run"] != reference["run"] or (
                 len(row["round_ms"]) != len(reference["round_ms"])):

@@ -1,0 +1,98 @@
+"""The offload's physical bounds, from measured rates: what no offloaded step can beat.
+
+With P parameters of b bytes on the device (4 for fp32, 2 for bf16/fp16), host Adam at
+``adam_gbps`` (counted at ADAM_BYTES_PER_PARAMETER, fp32 master and state) and pinned copies at
+``to_host_gbps`` and ``to_device_gbps``:
+
+- host work = P · 28 / adam_gbps + P · b / to_host_gbps + P · b / to_device_gbps;
+- delayed update (offload-overlap-dpu): bound = max(GPU step, host work), the GPU step being
+  fused GPU Adam's (device-adam): the host's work for step t runs during step t + 1, so at
+  best the step is whichever side is longer;
+- overlapped (offload-overlap): bound = GPU step + tail, the tail being the host work of the
+  parameter whose gradient backward produces last (the first layer's: the next forward reads it
+  first), which ordering leaves after backward.
+
+The rates are measured on the machine the bound is quoted for (``measure_rates``).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+
+from impl.hybrid.host_adam import ADAM_BYTES_PER_PARAMETER, HostAdam
+
+COPY_BYTES = 256 << 20  # pinned copies of 256 MiB reach PCIe's plateau
+
+
+def host_work_ms(parameters: int, value_bytes: int, rates: dict) -> float:
+    """Host Adam plus both copies of ``parameters`` values of ``value_bytes`` bytes, in ms."""
+    return parameters * (ADAM_BYTES_PER_PARAMETER / rates["adam_gbps"]
+                         + value_bytes / rates["to_host_gbps"]
+                         + value_bytes / rates["to_device_gbps"]) / 1e6
+
+
+def offload_bounds(gpu_step_ms: float, parameters: int, last_parameters: int, value_bytes: int,
+                   rates: dict) -> dict[str, float]:
+    """The module's two bounds in ms, per variant name."""
+    return {"offload-overlap-dpu": max(gpu_step_ms, host_work_ms(parameters, value_bytes, rates)),
+            "offload-overlap": gpu_step_ms + host_work_ms(last_parameters, value_bytes, rates)}
+
+
+def _median_ms(task, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        task()
+        times.append((time.perf_counter() - started) * 1e3)
+    return statistics.median(times)
+
+
+def measure_rates(device: torch.device, parameters: int, threads: int,
+                  repeats: int = 5) -> dict:
+    """Host Adam's rate (fused, intra-op threads, the trainers' choice) over ``parameters``
+    fp32 values in pieces, and pinned copy rates each way (CUDA only), medians of
+    ``repeats``."""
+    weights = [torch.zeros(parameters)]
+    gradient = torch.full((parameters,), 1e-3)
+    engine = HostAdam(weights, 1e-3, "fused", "intra-op", threads)
+
+    def update() -> None:
+        futures = [engine.submit(engine.update, 0, piece, gradient[a:b])
+                   for piece, (a, b) in enumerate(engine.spans[0])]
+        for future in futures:
+            future.result()
+
+    try:
+        update()  # first touch of the moments
+        adam_ms = _median_ms(update, repeats)
+    finally:
+        engine.close()
+    rates = {"adam_gbps": ADAM_BYTES_PER_PARAMETER * parameters / (adam_ms * 1e6),
+             "to_host_gbps": None, "to_device_gbps": None, "threads": threads,
+             "parameters": parameters}
+    if device.type == "cuda":
+        host = torch.empty(COPY_BYTES, dtype=torch.uint8, pin_memory=True)
+        gpu = torch.empty(COPY_BYTES, dtype=torch.uint8, device=device)
+
+        def timed(copy) -> float:
+            copy()
+            torch.cuda.synchronize(device)
+            return _median_ms(lambda: (copy(), torch.cuda.synchronize(device)), repeats)
+
+        rates["to_host_gbps"] = COPY_BYTES / (timed(lambda: host.copy_(gpu, non_blocking=True))
+                                              * 1e6)
+        rates["to_device_gbps"] = COPY_BYTES / (timed(lambda: gpu.copy_(host, non_blocking=True))
+                                                * 1e6)
+    return rates
+
+
+def meets(ratio: float, goal: float, bound_ratio: float, slack: float = 1.10) -> bool:
+    """Issue 38's acceptance: a ratio to fused GPU Adam passes if it is within its goal or
+    within ``slack`` of its bound's ratio, whichever allows more."""
+    return ratio <= max(goal, slack * bound_ratio)
+
+
+GOALS = {"offload-overlap": 1.10, "offload-overlap-dpu": 1.03}  # × fused GPU Adam's step

@@ -1,0 +1,66 @@
+"""The report's offload family: ratios to fused GPU Adam per workload, and page 1's headline
+quoting the family (geometric mean and worst), never one cell."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from reports.sections import hybrid
+
+
+def family(ratios: dict[str, dict[str, float]], run: str = "r1") -> list[dict]:
+    """Rows as the report loads them: per workload, a comparison row whose pairs hold the
+    speedup device-adam / variant, and one step row per variant with its bound figures."""
+    rows = []
+    for workload, by_variant in ratios.items():
+        rows.append({"kind": "hybrid_comparison", "study": "fine-grained", "machine": "h100x1",
+                     "run": run, "workload": workload, "dtype": "bf16", "parameters": 10,
+                     "comparisons": [{"candidate": v, "reference": "device-adam",
+                                      "speedup": {"value": 1 / r, "low": 0.9 / r,
+                                                  "high": 1.1 / r}}
+                                     for v, r in by_variant.items()]})
+        rows += [{"kind": "hybrid_step", "study": "fine-grained", "machine": "h100x1",
+                  "run": run, "workload": workload, "variant": v, "bound_ratio": r / 1.05,
+                  "goal_ratio": 1.03, "meets_goal": r <= 1.10 * r / 1.05 or r <= 1.03}
+                 for v, r in by_variant.items()]
+    return rows
+
+
+def test_family_rows_turn_speedups_into_time_ratios():
+    table = hybrid.family_rows(family({"a": {"offload-overlap-dpu": 2.0}}))
+    assert len(table) == 1
+    row = table[0]
+    assert row["ratio"] == pytest.approx(2.0)
+    assert row["ratio_text"] == "2.00 [1.82, 2.22]"
+    assert row["bound_ratio"] == pytest.approx(2.0 / 1.05) and row["meets_text"] == "yes"
+
+
+def test_the_headline_quotes_the_family_not_one_cell():
+    rows = family({"a": {"offload-overlap-dpu": 2.0, "offload-overlap": 4.0},
+                   "b": {"offload-overlap-dpu": 8.0, "offload-overlap": 9.0}})
+    headline = hybrid.family_headline(rows, "h100x1")
+    assert headline["offload-overlap-dpu"]["geomean"] == pytest.approx(4.0)
+    assert headline["offload-overlap-dpu"]["worst"] == 8.0
+    assert headline["offload-overlap-dpu"]["worst_workload"] == "b"
+    assert headline["offload-overlap"]["geomean"] == pytest.approx(math.sqrt(36))
+    text = hybrid.family_headline_text(rows, "h100x1")
+    assert text.startswith("offload-overlap-dpu 4.00× the time of fused GPU Adam (geometric mean "
+                           "of 2 workloads; worst 8.00×, b; 2 of 2 within their goal or 1.10× "
+                           "their bound)")
+
+
+def test_one_workload_is_no_family():
+    assert hybrid.family_headline(family({"a": {"offload-overlap-dpu": 2.0}}), "h100x1") is None
+    assert hybrid.family_headline([], "h100x1") is None
+
+
+def test_the_coarse_row_says_whether_it_splits_and_why():
+    reason = "GPU alone: the GPU alone computes the 256 rows in 3.83 ms; ..."
+    rows = [{"kind": "hybrid_step", "study": "coarse-grained", "machine": "h100x1",
+             "variant": "coarse-hybrid", "balance": {"decision": {"reason": reason}}},
+            {"kind": "hybrid_step", "study": "coarse-grained", "machine": "h100x1",
+             "variant": "worker0-alone", "balance": None}]
+    assert [r["decision_text"] for r in hybrid.hybrid_rows(rows)] == [reason, "—"]
+
