@@ -56,6 +56,9 @@ def pytest_configure(config):
         config.suite_choices = check_suite_options(vars(config.option))
     except ValueError as error:
         raise pytest.UsageError(str(error)) from None
+    if config.option.resume_after is not None and not config.option.resume_after.strip():
+        raise pytest.UsageError("--resume-after: give a benchmark's node id (the launcher "
+                                "prints the one a hang stopped at)")
     config.suite_rank = _rank()
     if any(name in os.environ for name in LAUNCHED_BY) and not config.option.collectonly:
         # A rank ends with its launcher: a killed torchrun agent or mpirun takes its ranks
@@ -78,7 +81,7 @@ def pytest_collection_modifyitems(config, items):
     """--resume-after, then every benchmark's deadline and this rank's watchdog."""
     from suite.watchdog import Watchdog, plan_deadlines
 
-    if resume_after := config.option.resume_after:
+    if (resume_after := config.option.resume_after) is not None:
         at = next((i for i, item in enumerate(items) if item.nodeid == resume_after), None)
         if at is None:
             raise pytest.UsageError(f"--resume-after {resume_after}: no such test in this "

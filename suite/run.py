@@ -76,6 +76,10 @@ class InputError(Exception):
     """A bad argument, variable or folder: one line on stderr, exit 2, nothing created."""
 
 
+class NothingLeft(Exception):
+    """--resume-after the last benchmark a pass selects: one line, exit 0, nothing launched."""
+
+
 @dataclass
 class Pass:
     name: str
@@ -376,6 +380,9 @@ def check_pytest_args(passes: list[Pass], pytest_args: list[str]) -> set[str]:
             raise InputError(f"pytest: {pytest_complaint(output)}")
         if code == pytest.ExitCode.OK:
             selected.add(step.name)
+    if not selected and any(arg.startswith("--resume-after") for arg in pytest_args):
+        raise NothingLeft("nothing left to run: --resume-after names the last benchmark the "
+                          "pytest arguments select")
     if not selected:
         raise InputError("no benchmark of the suite is selected by the pytest arguments "
                          f"{shlex.join(pytest_args)} ({', '.join(s.name for s in passes)})")
@@ -400,6 +407,9 @@ def main(argv: list[str] | None = None) -> int:
     except (InputError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except NothingLeft as done:
+        print(f"[suite] {done}; nothing launched, nothing written")
+        return 0
     command = shlex.join(["python", "-m", "suite.run", *argv])
     env = {**os.environ, **ALWAYS, "OVERLAP_COMMAND": command, "PYTHONUNBUFFERED": "1"}
     if not gpus:

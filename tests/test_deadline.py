@@ -16,7 +16,7 @@ from impl.suite_options import check_suite_options
 from impl.workloads import preset
 from suite import hangs
 from suite.launch import Launcher
-from suite.run import InputError, Pass, check_pytest_args, merge, resumed_pass, run_passes
+from suite.run import InputError, Pass, check_pytest_args, main, merge, resumed_pass, run_passes
 from suite.watchdog import BACKSTOP_S, GRACE_S, HANG_EXIT, POLL_S, Deadline, pg_timeout_s
 
 STUCK = "tests/hang_bench/stuck_benchmarks.py"
@@ -196,3 +196,15 @@ def test_group_timeout_outlasts_no_deadline_by_more_than_the_grace():
     assert pg_timeout_s(deadlines, {}) == 240 + GRACE_S + BACKSTOP_S
     assert pg_timeout_s(deadlines, {"OVERLAP_PG_TIMEOUT_S": "30"}) is None  # impl.dist reads it
     assert pg_timeout_s({}, {}) is None
+
+
+def test_resuming_after_the_last_benchmark_leaves_nothing_to_run(tmp_path, capsys):
+    """One line and exit 0: a finished pass is not an error, and nothing is launched."""
+    code = main(["--quick", "--skip-mpi", "--results-dir", str(tmp_path), "--",
+                 STUCK, "-o", f"python_files={Path(STUCK).name}",
+                 "--resume-after", f"{STUCK}::test_after"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert out.strip() == ("[suite] nothing left to run: --resume-after names the last benchmark "
+                           "the pytest arguments select; nothing launched, nothing written")
+    assert not any(tmp_path.iterdir())

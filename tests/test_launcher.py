@@ -44,6 +44,10 @@ BAD_INPUT = [
     ([], {"OVERLAP_MACHINE_LABEL": "."}, "OVERLAP_MACHINE_LABEL='.' is not allowed"),
     ([], {"OVERLAP_MACHINE_LABEL": "a/../b"}, "OVERLAP_MACHINE_LABEL='a/../b' is not allowed"),
     ([], {"OVERLAP_MACHINE_LABEL": "baselines"}, "OVERLAP_MACHINE_LABEL='baselines' is not"),
+    ([], {"OVERLAP_PG_TIMEOUT_S": "99999999999999"},
+     "OVERLAP_PG_TIMEOUT_S='99999999999999' is not allowed; use an integer from 1 to 86400"),
+    ([], {"OVERLAP_PG_TIMEOUT_S": "0"}, "OVERLAP_PG_TIMEOUT_S='0' is not allowed; use an integer"),
+    (["--", "--resume-after", ""], {}, "pytest: --resume-after: give a benchmark's node id"),
 ]
 CPU_ONLY_BAD_INPUT = [
     (["--profiles", "socket"], {}, "--profiles=socket: interconnect profiles are NCCL settings"),
