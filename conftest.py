@@ -103,9 +103,10 @@ def pytest_collection_modifyitems(config, items):
 def _write_hang(config, records: list[dict]) -> None:
     """Rank 0's watchdog, before the process ends: the results file with what finished and
     the hang (called from the watchdog's thread while the main thread is stuck)."""
-    from suite.hangs import summary
+    from suite.hangs import backstop_dumps, summary
 
-    config._suite_hangs = [summary(records, {})]
+    dumps = backstop_dumps(config.option.results_json)
+    config._suite_hangs = [summary(records, dumps)]
     write_results(config, partial=True)
 
 

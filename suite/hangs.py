@@ -14,18 +14,24 @@ The results file names every hang under ``suite.hangs``, one entry per hung benc
                      "benchmark": "the id, where this rank was in another benchmark"}}}
 
 ``frame`` is the innermost frame of the rank's main thread in this suite's code, ``innermost``
-its innermost frame of all (usually inside torch).
+its innermost frame of all (usually inside torch). ``stuck`` names the ranks the others waited
+for: those that did not answer with a record (no Python thread could run: the main thread held
+the GIL, or the process was stopped or gone) and those whose main thread was not waiting inside
+torch.distributed; where every rank waited in a collective, all of them.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 from pathlib import Path
 
 from impl.atomic import write_json_atomic
 
 STACKS_HEADER = "benchmark: "
+AFTER = "after "  # a stacks file's position between benchmarks: "benchmark: after <id>"
+STACKS_SIGNAL = signal.SIGUSR2  # a rank dumps every thread's stack into its stacks file
 NO_PYTHON_THREAD = ("unknown: the watchdog thread could not run (the main thread held the "
                     "GIL); faulthandler's dump of every thread is in the log")
 
@@ -89,7 +95,19 @@ def summary(records: list[dict], dumps: dict[int, tuple[str, str]]) -> dict | No
             ranks[str(rank)]["benchmark"] = elsewhere
     return {"benchmark": benchmark, "deadline_s": first.get("deadline_s"),
             "expected_s": first.get("expected_s"), "measured_with": first.get("measured_with", []),
-            "remaining": first.get("remaining"), "ranks": dict(sorted(ranks.items()))}
+            "remaining": first.get("remaining"), "stuck": stuck_ranks(records, dumps),
+            "ranks": dict(sorted(ranks.items()))}
+
+
+def stuck_ranks(records: list[dict], dumps: dict[int, tuple[str, str]]) -> list[int]:
+    """The ranks the others waited for (module docstring)."""
+    if not records:  # no rank's Python thread could run
+        return sorted(dumps)
+    world = max((r.get("world_size", 1) for r in records), default=0)
+    answered = {r["rank"] for r in records}
+    silent = [rank for rank in range(world) if rank not in answered]
+    not_waiting = [r["rank"] for r in records if not r.get("waiting", False)]
+    return sorted(silent + not_waiting) or sorted(answered)
 
 
 def log_text(hang: dict, records: list[dict], dumps: dict[int, tuple[str, str]]) -> str:
@@ -99,8 +117,12 @@ def log_text(hang: dict, records: list[dict], dumps: dict[int, tuple[str, str]])
              f"(expected {hang['expected_s']:.1f} s); the pass was stopped"
              if hang["deadline_s"] is not None else
              f"[suite] {hang['benchmark']} was stopped by faulthandler's timer"]
+    if hang.get("stuck"):
+        lines.append(f"[suite] the other ranks waited for rank(s) "
+                     f"{', '.join(map(str, hang['stuck']))}")
     for rank, where in hang["ranks"].items():
-        elsewhere = f" (in {where['benchmark']})" if "benchmark" in where else ""
+        at = where.get("benchmark", "")
+        elsewhere = f" ({at})" if at.startswith(AFTER) else f" (in {at})" if at else ""
         lines.append(f"[suite]   rank {rank}{elsewhere}: {where['frame']}")
     for record in records:
         lines += [f"[suite] rank {record['rank']}, Python stacks of every thread:",
