@@ -124,11 +124,6 @@ def pytest_runtest_protocol(item, nextitem):
         watchdog.disarm()
 
 
-def pytest_unconfigure(config):
-    if watchdog := getattr(config, "suite_watchdog", None):
-        watchdog.close()
-
-
 @pytest.fixture(scope="session")
 def dist_context(pytestconfig):
     """The launched process group (a world of one without a launcher)."""

@@ -13,6 +13,9 @@ The results file names every hang under ``suite.hangs``, one entry per hung benc
                "1": {"frame": "impl/dist.py:133 in barrier", "innermost": "...",
                      "benchmark": "the id, where this rank was in another benchmark"}}}
 
+A pass the launcher ended as stalled (suite/pass_watch.py) adds ``"stalled"``: why. A rank
+that stalled between benchmarks has ``"benchmark": "after <id>"``.
+
 ``frame`` is the innermost frame of the rank's main thread in this suite's code, ``innermost``
 its innermost frame of all (usually inside torch). ``stuck`` names the ranks the others waited
 for: those that did not answer with a record (no Python thread could run: the main thread held
@@ -32,8 +35,9 @@ from impl.atomic import write_json_atomic
 STACKS_HEADER = "benchmark: "
 AFTER = "after "  # a stacks file's position between benchmarks: "benchmark: after <id>"
 STACKS_SIGNAL = signal.SIGUSR2  # a rank dumps every thread's stack into its stacks file
-NO_PYTHON_THREAD = ("unknown: the watchdog thread could not run (the main thread held the "
-                    "GIL); faulthandler's dump of every thread is in the log")
+NO_PYTHON_THREAD = ("unknown: no Python thread of the rank could run (its main thread held "
+                    "the GIL, or it was stopped); faulthandler's dump of every thread is in the "
+                    "log")
 
 
 def record_path(base: str | os.PathLike, rank: int) -> Path:
@@ -113,10 +117,13 @@ def stuck_ranks(records: list[dict], dumps: dict[int, tuple[str, str]]) -> list[
 def log_text(hang: dict, records: list[dict], dumps: dict[int, tuple[str, str]]) -> str:
     """What the launcher prints: the hang in one line per rank, then every rank's stacks (the
     launch shows only rank 0's output, so the others' come from their records)."""
-    lines = [f"[suite] {hang['benchmark']} passed its deadline of {hang['deadline_s']:.0f} s "
-             f"(expected {hang['expected_s']:.1f} s); the pass was stopped"
-             if hang["deadline_s"] is not None else
-             f"[suite] {hang['benchmark']} was stopped by faulthandler's timer"]
+    if hang["deadline_s"] is not None:
+        lines = [f"[suite] {hang['benchmark']} passed its deadline of {hang['deadline_s']:.0f} "
+                 f"s (expected {hang['expected_s']:.1f} s); the pass was stopped"]
+    else:  # no rank's watchdog answered: the launcher ended the pass
+        lines = [f"[suite] the pass stalled ({hang['benchmark']}) and was ended"]
+    if hang.get("stalled"):
+        lines.append(f"[suite] the launcher ended it: {hang['stalled']}")
     if hang.get("stuck"):
         lines.append(f"[suite] the other ranks waited for rank(s) "
                      f"{', '.join(map(str, hang['stuck']))}")
@@ -136,7 +143,7 @@ def log_text(hang: dict, records: list[dict], dumps: dict[int, tuple[str, str]])
 def resume_arguments(hang: dict) -> list[str] | None:
     """pytest arguments for a fresh pass that goes on after the hung benchmark and leaves out
     what was measured together with it; None when nothing is left to run."""
-    if hang.get("remaining") == 0:
-        return None
+    if hang.get("remaining") == 0 or hang["benchmark"].startswith(AFTER):
+        return None  # the last benchmark, or a stall after one: nothing known left to run
     deselect = [part for nodeid in hang["measured_with"] for part in ("--deselect", nodeid)]
     return ["--resume-after", hang["benchmark"], *deselect]

@@ -40,6 +40,7 @@ import argparse
 import contextlib
 import io
 import json
+import math
 import shlex
 import socket
 import subprocess
@@ -56,6 +57,7 @@ from impl.suite_options import SUITE_OPTIONS, check_suite_options
 from suite import hangs
 from suite.conftest import COLLECT_MPI_ENV, COLLECT_WORLD_ENV
 from suite.launch import Launcher
+from suite.pass_watch import END_MARGIN_S, START_MARGIN_S, PassWatch, pass_deadline_s
 from suite.run_files import RunFolders, write_merged
 from suite.summary import summary_table
 
@@ -90,6 +92,9 @@ class Pass:
     # have (world size, mpirun) as suite/conftest.py reads it while collecting.
     pytest_args: list[str] = field(default_factory=list)
     collect_env: dict[str, str] = field(default_factory=dict)
+    # The sum of its benchmarks' deadlines, from that collection (suite/pass_watch.py): the
+    # pass's own deadline adds its start and end margins. None: the pass has none.
+    deadlines_s: float | None = None
 
 
 def free_port() -> int:
@@ -173,8 +178,15 @@ def run_pass(step: Pass, base_env: dict[str, str], launcher: Launcher) -> int | 
     if launcher.stop_signal is not None:
         return None
     print(f"\n[suite] {step.name}: {shlex.join(step.command)}", flush=True)
+    deadline_s = math.inf
+    if step.deadlines_s is not None:
+        deadline_s = pass_deadline_s(step.deadlines_s)
+        print(f"[suite] {step.name}: deadline {deadline_s:.0f} s (its benchmarks' "
+              f"{step.deadlines_s:.0f} s, plus {START_MARGIN_S:g} s to start and "
+              f"{END_MARGIN_S:g} s to end)", flush=True)
     started = time.monotonic()
-    code = launcher.run(step.command, {**base_env, **step.env})
+    code = launcher.run(step.command, {**base_env, **step.env},
+                        PassWatch(deadline_s, step.output))
     killed = f" (killed by {signal.Signals(-code).name})" if code is not None and code < 0 else ""
     print(f"[suite] {step.name} finished with exit {code}{killed} in "
           f"{time.monotonic() - started:.0f} s",
@@ -192,15 +204,17 @@ def resumed_pass(step: Pass, arguments: list[str], attempt: int) -> Pass:
         at = command.index("--resume-after")
         del command[at:at + 2]
     name = step.name.removesuffix(" (resumed)")
-    return Pass(f"{name} (resumed)", [*command, *arguments], step.env, output)
+    return Pass(f"{name} (resumed)", [*command, *arguments], step.env, output,
+                deadlines_s=step.deadlines_s)
 
 
 def run_passes(passes: list[Pass], env: dict[str, str],
                launcher: Launcher) -> tuple[list[Pass], list[int | None], list[dict]]:
     """Every pass in turn, and the hangs found. A pass stopped by a benchmark's deadline
-    (suite/watchdog.py) leaves hang records: their stacks go to the log, and a fresh pass
-    goes on after the hung benchmark (and what was measured with it), so a hang costs one
-    deadline and the rest of the suite still runs."""
+    (suite/watchdog.py) or ended as stalled (suite/pass_watch.py) leaves hang records or
+    stack dumps: their stacks go to the log, and a fresh pass goes on after the hung
+    benchmark (and what was measured with it), so a hang costs one deadline and the rest of
+    the suite still runs."""
     queue, done, codes, found = list(passes), [], [], []
     while queue:
         step = queue.pop(0)
@@ -209,6 +223,8 @@ def run_passes(passes: list[Pass], env: dict[str, str],
         records, dumps = hangs.read_records(step.output), hangs.backstop_dumps(step.output)
         if (hang := hangs.summary(records, dumps)) is None:
             continue
+        if launcher.stalled is not None:  # ended by the launcher (suite/pass_watch.py)
+            hang["stalled"], hang["stuck"] = launcher.stalled, launcher.stuck
         print(hangs.log_text(hang, records, dumps), flush=True)
         found.append({"pass": step.name, **hang})
         if (arguments := hangs.resume_arguments(hang)) and launcher.stop_signal is None:
@@ -347,19 +363,32 @@ def environment(overrides: dict[str, str]):
                 os.environ[name] = value
 
 
+class DeadlineSum:
+    """A pytest plugin: the sum of the collected benchmarks' deadlines (conftest.py plans
+    them while collecting)."""
+
+    seconds: float | None = None
+
+    def pytest_collection_finish(self, session) -> None:
+        deadlines = getattr(session.config, "suite_deadlines", {})
+        self.seconds = sum(d.seconds for d in deadlines.values())
+
+
 def collect(step: Pass) -> tuple[int, str]:
     """pytest's exit status and output for collecting ``step``'s benchmarks here, as the
-    pass's launch will see them (its world size, mpirun or not, its profile)."""
+    pass's launch will see them (its world size, mpirun or not, its profile); the sum of their
+    deadlines goes to ``step.deadlines_s``."""
     import pytest
 
-    output = io.StringIO()
+    output, deadlines = io.StringIO(), DeadlineSum()
     with (environment({**step.env, **step.collect_env}), contextlib.redirect_stdout(output),
           contextlib.redirect_stderr(output)):
-        code = pytest.main([*step.pytest_args, "--collect-only", "-q"])
+        code = pytest.main([*step.pytest_args, "--collect-only", "-q"], plugins=[deadlines])
+    step.deadlines_s = deadlines.seconds
     return code, output.getvalue()
 
 
-def check_pytest_args(passes: list[Pass], pytest_args: list[str]) -> set[str]:
+def check_pytest_args(passes: list[Pass], pytest_args: list[str]) -> dict[str, float | None]:
     """Let pytest read the arguments and collect every pass here, before anything launches.
 
     --collect-only runs no benchmark and writes nothing, but pytest parses every option and
@@ -367,19 +396,19 @@ def check_pytest_args(passes: list[Pass], pytest_args: list[str]) -> set[str]:
     a bad value, an unreadable -k expression or a missing file is refused now, as one line,
     instead of failing in every rank of every pass. Each pass is collected for the launch it
     will have, so a -k naming two-rank benchmarks finds them; the arguments are refused when
-    no pass selects anything. Returns the names of the passes that select something: a pass
-    that selects nothing is not launched (its ranks would all exit "no tests collected", which
-    torchrun reports as a failure).
+    no pass selects anything. Returns the passes that select something, by name, with the sum
+    of their benchmarks' deadlines: a pass that selects nothing is not launched (its ranks
+    would all exit "no tests collected", which torchrun reports as a failure).
     """
     import pytest
 
-    selected = set()
+    selected = {}
     for step in passes:
         code, output = collect(step)
         if code not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
             raise InputError(f"pytest: {pytest_complaint(output)}")
         if code == pytest.ExitCode.OK:
-            selected.add(step.name)
+            selected[step.name] = step.deadlines_s
     if not selected and any(arg.startswith("--resume-after") for arg in pytest_args):
         raise NothingLeft("nothing left to run: --resume-after names the last benchmark the "
                           "pytest arguments select")
@@ -433,6 +462,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"[suite] {step.name} pass skipped: the pytest arguments select none "
                           "of its benchmarks", flush=True)
             passes = [step for step in passes if step.name in selecting]
+            for step in passes:
+                step.deadlines_s = selecting[step.name]
             passes, codes, hung = run_passes(passes, env, launcher)
             stopped = launcher.stop_signal.name if launcher.stop_signal else None
             merged = merge(passes, codes, command, label, stopped)

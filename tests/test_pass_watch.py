@@ -1,0 +1,87 @@
+"""Nothing in a pass waits without a limit (suite/pass_watch.py): a rank stopped inside a
+benchmark, or after the last one, is named with its stack and the pass ends, keeping what
+finished (2 gloo ranks, short deadlines)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from suite import hangs, pass_watch
+from tests.test_deadline import DEADLINE_S, STARTUP_S, run_logged, stuck_pass
+
+STOPPED = "tests/hang_bench/stopped_benchmarks.py"
+END_S = 5  # the processes' end after the launcher's SIGTERM
+
+
+@pytest.fixture(scope="module")
+def stalled(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("stalled")
+    started = time.monotonic()
+    passes, codes, hung, log = run_logged([stuck_pass(folder, STOPPED)], folder / "log.txt")
+    return passes, codes, hung, log, time.monotonic() - started
+
+
+@pytest.mark.slow
+def test_a_rank_stopped_inside_a_benchmark_is_named_with_its_stack(stalled):
+    passes, codes, hung, log, _ = stalled
+    inside, after = hung
+    assert inside["benchmark"] == f"{STOPPED}::test_stopped"
+    assert inside["stuck"] == [1]  # the stopped rank, not rank 0 waiting in its all-reduce
+    assert inside["ranks"]["0"]["innermost"].endswith(" in all_reduce")
+    assert inside["stalled"].startswith("rank(s) 0 passed a deadline and rank 1 (pid ")
+    assert inside["stalled"].endswith(", stopped) cannot answer")
+    # Continued for its stack, rank 1 dumped it, and its watchdog may have had the moment to
+    # write a record before the launcher killed it: either way its stack is in the log.
+    assert inside["ranks"]["1"]["frame"] in (hangs.NO_PYTHON_THREAD,
+                                             f"{STOPPED}:43 in test_stopped")
+    first_pass = log.split("[suite] torchrun gloo-tcp (resumed):")[0]
+    stacks = first_pass.split("[suite] rank 1, ")[1]
+    assert f'{STOPPED}", line 4' in stacks and " in test_stopped" in stacks
+    # The fresh pass went on with test_last.
+    assert [step.name for step in passes] == ["torchrun gloo-tcp", "torchrun gloo-tcp (resumed)"]
+    rows = [b["name"] for step in passes for b in json.loads(step.output.read_text())["benchmarks"]]
+    assert rows == ["test_before", "test_last"]
+
+
+@pytest.mark.slow
+def test_a_rank_stopped_after_the_last_benchmark_ends_the_pass(stalled):
+    passes, _, hung, log, _ = stalled
+    after = hung[1]
+    assert after["pass"] == "torchrun gloo-tcp (resumed)"
+    assert after["benchmark"] == f"after {STOPPED}::test_last"
+    assert after["stuck"] == [1]
+    assert after["stalled"].startswith("rank(s) 0 ended ")
+    assert "rank 1 (pid " in after["stalled"] and ", stopped) did not" in after["stalled"]
+    assert "[suite] the pass has stalled: rank(s) 0 ended" in log
+    dump = log.split("[suite] rank 1, faulthandler's dump:")[-1]
+    assert "in stop_here" in dump
+    document = json.loads(passes[1].output.read_text())
+    assert [b["name"] for b in document["benchmarks"]] == ["test_last"]
+    assert document["suite"]["partial"] is False  # rank 0 finished the pass
+
+
+@pytest.mark.slow
+def test_a_stopped_rank_costs_little_more_than_its_deadline(stalled):
+    """The first pass: start, the deadline, the launcher's stack dump (the watchdogs' grace
+    is not waited for: a stopped rank cannot answer); the second: start, the end margin, the
+    dump."""
+    *_, took = stalled
+    inside = DEADLINE_S + pass_watch.DUMP_S + END_S
+    after = pass_watch.END_MARGIN_S + pass_watch.DUMP_S + END_S
+    assert took < 2 * STARTUP_S + inside + after, took
+
+
+def test_the_pass_deadline_is_its_benchmarks_plus_the_margins():
+    assert pass_watch.pass_deadline_s(100.0) == (100.0 + pass_watch.START_MARGIN_S
+                                                 + pass_watch.END_MARGIN_S)
+
+
+def test_a_pass_past_its_deadline_has_stalled(tmp_path):
+    watch = pass_watch.PassWatch(deadline_s=0.0, results=tmp_path / "r.json")
+    time.sleep(0.01)
+    why, running = watch.stalled({})
+    assert why.startswith("the pass has run 0 s, past its deadline of 0 s")
+    assert running == {}
