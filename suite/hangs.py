@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from pathlib import Path
 
 from impl.atomic import write_json_atomic
@@ -63,13 +64,20 @@ def read_records(base: str | os.PathLike, since: float = 0.0) -> list[dict]:
     return sorted(records, key=lambda r: r["rank"])
 
 
-def backstop_dumps(base: str | os.PathLike) -> dict[int, tuple[str, str]]:
-    """{rank: (benchmark, faulthandler's dump)} of ranks whose timer fired (a dump below the
-    header line that names the benchmark)."""
+def backstop_dumps(base: str | os.PathLike,
+                   older_than_s: float = 0.0) -> dict[int, tuple[str, str]]:
+    """{rank: (benchmark, faulthandler's dump)} of ranks that dumped their stacks (a dump
+    below the header line that names the benchmark), written at least ``older_than_s`` ago."""
     base = Path(base)
     dumps = {}
     for path in base.parent.glob(f"{base.name}.stacks-rank*.txt"):
-        header, _, dump = path.read_text(errors="replace").partition("\n")
+        try:
+            if time.time() - path.stat().st_mtime < older_than_s:
+                continue
+            text = path.read_text(errors="replace")
+        except FileNotFoundError:  # its rank's record replaced it meanwhile
+            continue
+        header, _, dump = text.partition("\n")
         if dump.strip() and header.startswith(STACKS_HEADER):
             rank = int(path.name.rsplit("stacks-rank", 1)[1].removesuffix(".txt"))
             dumps[rank] = (header.removeprefix(STACKS_HEADER), dump)

@@ -254,12 +254,14 @@ class Watchdog:
         os._exit(HANG_EXIT)
 
     def _wait_for_ranks(self) -> list[dict]:
-        """Every rank's record, or up to GRACE_S for them; a rank whose C-level dump is there
-        (its Python threads cannot run) has answered all it can."""
+        """Every rank's record, or up to GRACE_S for them; a rank whose C-level dump has been
+        there for two polls (its Python threads cannot run, or its record would have replaced
+        it) has answered all it can."""
         until = time.monotonic() + GRACE_S
         while True:
             records = hangs.read_records(self.base, self.started)
-            answered = {r["rank"] for r in records} | set(hangs.backstop_dumps(self.base))
+            answered = {r["rank"] for r in records} | set(hangs.backstop_dumps(
+                self.base, older_than_s=2 * POLL_S))
             if len(answered) >= self.world_size or time.monotonic() > until:
                 return records
             time.sleep(0.2)
