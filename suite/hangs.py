@@ -3,6 +3,7 @@ when a benchmark passes its deadline, and what the launcher makes of them.
 
     <results>.hang-rank<r>.json   rank r's record: benchmark, deadline, frames, stacks
     <results>.stacks-rank<r>.txt  faulthandler's own dump, where no Python thread could run
+    <results>.asked-rank<r>.txt   its dump on STACKS_SIGNAL, which the launcher reads at once
 
 The results file names every hang under ``suite.hangs``, one entry per hung benchmark:
 
@@ -49,6 +50,12 @@ def stacks_path(base: str | os.PathLike, rank: int) -> Path:
     return Path(f"{base}.stacks-rank{rank}.txt")
 
 
+def asked_path(base: str | os.PathLike, rank: int) -> Path:
+    """Where rank ``rank`` dumps its stacks on STACKS_SIGNAL: a file of its own, which the
+    rank never rewrites (it may go on right after the dump, suite/pass_watch.py)."""
+    return Path(f"{base}.asked-rank{rank}.txt")
+
+
 def write_record(base: str | os.PathLike, record: dict) -> None:
     write_json_atomic(record_path(base, record["rank"]), record)
 
@@ -74,14 +81,27 @@ def backstop_dumps(base: str | os.PathLike,
         try:
             if time.time() - path.stat().st_mtime < older_than_s:
                 continue
-            text = path.read_text(errors="replace")
         except FileNotFoundError:  # its rank's record replaced it meanwhile
             continue
-        header, _, dump = text.partition("\n")
-        if dump.strip() and header.startswith(STACKS_HEADER):
-            rank = int(path.name.rsplit("stacks-rank", 1)[1].removesuffix(".txt"))
-            dumps[rank] = (header.removeprefix(STACKS_HEADER), dump)
+        if (dump := read_dump(path)) is not None:
+            dumps[int(path.name.rsplit("stacks-rank", 1)[1].removesuffix(".txt"))] = dump
     return dumps
+
+
+def read_dump(path: Path) -> tuple[str, str] | None:
+    """(benchmark, faulthandler's dump) from a rank's stacks file; None without a dump."""
+    try:
+        return parse_dump(path.read_text(errors="replace"))
+    except FileNotFoundError:
+        return None
+
+
+def parse_dump(text: str) -> tuple[str, str] | None:
+    """(benchmark, dump) from a stacks file's text: its header line, then the dump."""
+    header, _, dump = text.partition("\n")
+    if dump.strip() and header.startswith(STACKS_HEADER):
+        return header.removeprefix(STACKS_HEADER), dump
+    return None
 
 
 def summary(records: list[dict], dumps: dict[int, tuple[str, str]]) -> dict | None:

@@ -104,6 +104,8 @@ class PassWatch:
     started: float = field(default_factory=time.monotonic)
     seen: dict[int, int] = field(default_factory=dict)  # rank -> pid, every rank seen so far
     first_end: float | None = None  # when the first rank ended
+    taken: dict[int, tuple[str, str]] = field(default_factory=dict)  # rank -> (benchmark, dump)
+    continued: set[int] = field(default_factory=set)  # stopped ranks continued for a dump
 
     def stalled(self, processes: dict[int, int]) -> tuple[str, dict[int, int]] | None:
         """(why, the stuck ranks: rank -> pid) once the pass has stalled, else None."""
@@ -132,35 +134,47 @@ class PassWatch:
                 f"and {describe(running)} did not", running)
 
     def take_stacks(self, ranks: dict[int, int]) -> None:
-        """Each rank's stack in its stacks file (module docstring); a rank continued for it is
-        killed once its dump is written, before it can go on."""
+        """Each rank's stack (module docstring), with where it was (its stacks file's first
+        line, read before it can move on); a rank continued for it is killed once its dump is
+        written. The dump file is opened first: the rank removes it when it ends."""
         for rank, pid in ranks.items():
+            if self.results is None:
+                return
             was_stopped = stopped(pid)
-            path = hangs.stacks_path(self.results, rank) if self.results else None
-            before = size_of(path)
-            with contextlib.suppress(ProcessLookupError, PermissionError):
+            header = read_text(hangs.stacks_path(self.results, rank))
+            position = header.partition("\n")[0].removeprefix(hangs.STACKS_HEADER) or "unknown"
+            try:
+                asked = open(hangs.asked_path(self.results, rank), errors="replace")  # noqa: SIM115
+            except OSError:  # the rank has no watchdog yet, or is gone
+                continue
+            dump = ""
+            with asked, contextlib.suppress(ProcessLookupError, PermissionError):
+                asked.read()  # an earlier dump
                 os.kill(pid, hangs.STACKS_SIGNAL)
                 if was_stopped:
                     os.kill(pid, signal.SIGCONT)  # the pending signal is handled first
-            wait_for_dump(path, before)
-            if was_stopped:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
+                dump = wait_for_dump(asked)
+                if was_stopped:
+                    self.continued.add(rank)
                     os.kill(pid, signal.SIGKILL)
+            if dump.strip():
+                self.taken[rank] = (position, dump)
 
 
-def size_of(path: Path | None) -> int:
+def read_text(path: Path) -> str:
     try:
-        return path.stat().st_size if path else 0
+        return path.read_text(errors="replace")
     except OSError:
-        return 0
+        return ""
 
 
-def wait_for_dump(path: Path | None, before: int) -> None:
-    """Until the file at ``path`` has grown and stopped growing, at most DUMP_S."""
-    until, last = time.monotonic() + DUMP_S, before
+def wait_for_dump(stream) -> str:
+    """What is written to ``stream`` until it has grown and stopped growing (at most DUMP_S)."""
+    until, text = time.monotonic() + DUMP_S, ""
     while time.monotonic() < until:
-        time.sleep(0.05)
-        size = size_of(path)
-        if last > before and size == last:
-            return
-        last = size
+        time.sleep(0.02)
+        more = stream.read()
+        if text and not more:
+            break
+        text += more
+    return text

@@ -173,20 +173,18 @@ def profile_env(profile: str) -> dict[str, str]:
     return {PROFILE_ENV: profile} if profile in PROFILES else {}
 
 
-def run_pass(step: Pass, base_env: dict[str, str], launcher: Launcher) -> int | None:
+def run_pass(step: Pass, base_env: dict[str, str], launcher: Launcher,
+             watch: PassWatch) -> int | None:
     """The pass's exit status, or None when a stop signal came before it started."""
     if launcher.stop_signal is not None:
         return None
     print(f"\n[suite] {step.name}: {shlex.join(step.command)}", flush=True)
-    deadline_s = math.inf
     if step.deadlines_s is not None:
-        deadline_s = pass_deadline_s(step.deadlines_s)
-        print(f"[suite] {step.name}: deadline {deadline_s:.0f} s (its benchmarks' "
+        print(f"[suite] {step.name}: deadline {watch.deadline_s:.0f} s (its benchmarks' "
               f"{step.deadlines_s:.0f} s, plus {START_MARGIN_S:g} s to start and "
               f"{END_MARGIN_S:g} s to end)", flush=True)
     started = time.monotonic()
-    code = launcher.run(step.command, {**base_env, **step.env},
-                        PassWatch(deadline_s, step.output))
+    code = launcher.run(step.command, {**base_env, **step.env}, watch)
     killed = f" (killed by {signal.Signals(-code).name})" if code is not None and code < 0 else ""
     print(f"[suite] {step.name} finished with exit {code}{killed} in "
           f"{time.monotonic() - started:.0f} s",
@@ -218,9 +216,16 @@ def run_passes(passes: list[Pass], env: dict[str, str],
     queue, done, codes, found = list(passes), [], [], []
     while queue:
         step = queue.pop(0)
-        codes.append(run_pass(step, env, launcher))
+        no_deadline = step.deadlines_s is None
+        watch = PassWatch(math.inf if no_deadline else pass_deadline_s(step.deadlines_s),
+                          step.output)
+        codes.append(run_pass(step, env, launcher, watch))
         done.append(step)
-        records, dumps = hangs.read_records(step.output), hangs.backstop_dumps(step.output)
+        # A rank the launcher continued to take its stack went on from where it was stopped:
+        # its dump says where that was, a record it wrote after that would not.
+        records = [record for record in hangs.read_records(step.output)
+                   if record["rank"] not in watch.continued]
+        dumps = {**hangs.backstop_dumps(step.output), **watch.taken}
         if (hang := hangs.summary(records, dumps)) is None:
             continue
         if launcher.stalled is not None:  # ended by the launcher (suite/pass_watch.py)

@@ -157,13 +157,13 @@ class Watchdog:
         self.started = time.time()
         self._armed: Armed | None = None
         self._changed = threading.Condition()
-        self._stacks_file = None
-        self._header_size = 0
+        self._stacks_file = self._asked_file = None
         if self.base is not None:
             hangs.record_path(self.base, rank).unlink(missing_ok=True)  # an earlier run's
             self._stacks_file = open(hangs.stacks_path(self.base, rank), "w")  # noqa: SIM115
+            self._asked_file = open(hangs.asked_path(self.base, rank), "w")  # noqa: SIM115
             # A C-level handler: it dumps even while the main thread holds the GIL.
-            faulthandler.register(hangs.STACKS_SIGNAL, file=self._stacks_file, all_threads=True)
+            faulthandler.register(hangs.STACKS_SIGNAL, file=self._asked_file, all_threads=True)
             # Until the process ends, not the session: a rank can stall after its last
             # benchmark too (the launcher then asks for its stack, suite/pass_watch.py).
             atexit.register(self.close)
@@ -187,23 +187,19 @@ class Watchdog:
         if self._stacks_file is not None:
             self._stacks_file.seek(0)
             self._stacks_file.truncate()
-            header = f"{hangs.STACKS_HEADER}{position}\n"
-            self._stacks_file.write(header)
+            self._stacks_file.write(f"{hangs.STACKS_HEADER}{position}\n")
             self._stacks_file.flush()
-            self._header_size = len(header.encode())
 
-    def close(self, keep_dump: bool = True) -> None:
-        """End of the process: no timer left, no empty stacks file beside the results. A dump
-        the launcher asked for is kept (a stopped rank dumps when it is continued, and then
-        goes on to its exit) unless ``keep_dump`` is False."""
+    def close(self) -> None:
+        """End of the process: no timer left, no stacks file beside the results (the
+        launcher reads a dump it asks for at once, suite/pass_watch.py)."""
         self.disarm()
         if self._stacks_file is not None:
             faulthandler.unregister(hangs.STACKS_SIGNAL)
-            dumped = os.fstat(self._stacks_file.fileno()).st_size > self._header_size
-            self._stacks_file.close()
+            self._stacks_file.close(), self._asked_file.close()
             self._stacks_file = None
-            if not (dumped and keep_dump):
-                hangs.stacks_path(self.base, self.rank).unlink(missing_ok=True)
+            hangs.stacks_path(self.base, self.rank).unlink(missing_ok=True)
+            hangs.asked_path(self.base, self.rank).unlink(missing_ok=True)
 
     def disarm(self) -> None:
         faulthandler.cancel_dump_traceback_later()
@@ -246,7 +242,7 @@ class Watchdog:
                   "remaining": armed.remaining, "stacks": all_stacks()}
         if self.base is not None:
             hangs.write_record(self.base, record)
-            self.close(keep_dump=False)  # the record holds the stacks: no stacks file
+            self.close()  # the record holds the stacks: no stacks file
             records = self._wait_for_ranks()
             if self.rank == 0 and self.on_stop is not None:
                 self.on_stop(records)
