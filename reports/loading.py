@@ -22,6 +22,7 @@ from reports.results import (
     load_results,
     newest_per_machine,
 )
+from reports.sections.hangs import hangs_of
 from reports.sections.regression import Baseline
 
 # The fields each kind of row must carry for the report to use it.
@@ -284,7 +285,8 @@ def describe_run(index: int, results: ResultsFile) -> Run:
     return Run(index, results.label, str(results.path), command, launcher, suite.get("mode"),
                results.partial, created, results.fingerprint,
                tuple(suite.get("failed_passes") or ()), suite.get("note"),
-               tuple(p for p in passes if isinstance(p, dict)), tuple(sorted(kinds.items())))
+               tuple(p for p in passes if isinstance(p, dict)), tuple(sorted(kinds.items())),
+               tuple(hangs_of(suite)))
 
 
 def load_baseline(path: str, inputs: Sequence[ResultsFile]) -> Baseline:
