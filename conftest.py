@@ -16,8 +16,6 @@ import math
 import os
 import signal
 import sys
-import tempfile
-from pathlib import Path
 
 import pytest
 
@@ -284,9 +282,11 @@ def pytest_sessionfinish(session, exitstatus):
         # exit status stays: the checkpoint left is marked partial, which is what the launcher
         # reads (and torchrun would print a page for a failing worker).
         where = f"{config.option.results_json} holds its last whole checkpoint, marked partial"
-        fallback = Path(tempfile.gettempdir(), f"overlap-results-{os.getpid()}.json")
+        from impl.atomic import write_json_atomic
+        from suite.run_files import fallback_path
+
+        fallback = fallback_path(config.option.results_json)
         with contextlib.suppress(OSError):
-            from impl.atomic import write_json_atomic
 
             write_json_atomic(fallback, results_document(config, partial))
             where = f"all of them are in {fallback} instead ({where})"

@@ -58,7 +58,7 @@ from suite import hangs
 from suite.conftest import COLLECT_MPI_ENV, COLLECT_WORLD_ENV
 from suite.launch import Launcher
 from suite.pass_watch import END_MARGIN_S, START_MARGIN_S, PassWatch, pass_deadline_s
-from suite.run_files import RunFolders, write_merged
+from suite.run_files import RunFolders, kept_elsewhere, write_merged
 from suite.summary import summary_table
 
 SUITE_FILES = ("suite/bench_overlap.py", "suite/bench_allreduce.py", "suite/bench_synthetic.py",
@@ -481,8 +481,13 @@ def main(argv: list[str] | None = None) -> int:
         failed = next((exit_status(code) for code in codes if code not in (0, 5, None)),
                       incomplete)
         status = 128 + launcher.stop_signal if launcher.stop_signal else failed
+        elsewhere = kept_elsewhere([step.output for step in passes])
+        if elsewhere:  # the results folder had no room for them (conftest.py)
+            print(f"[suite] the results folder {workdir} had no room for every pass's results; "
+                  f"they are kept whole in {', '.join(map(str, elsewhere))}", file=sys.stderr)
         if merged is None:
-            print("[suite] no benchmark finished; nothing written", file=sys.stderr)
+            if not elsewhere:
+                print("[suite] no benchmark finished; nothing written", file=sys.stderr)
             return status or 1
         print("\n" + summary_table(merged))
         if target is None:  # the merged file could not be written; each pass's file is kept

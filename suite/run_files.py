@@ -57,6 +57,21 @@ class RunFolders:
                 folder.rmdir()
 
 
+def fallback_path(results_json: str | Path) -> Path:
+    """Where a pass keeps its results when their own folder has no room (conftest.py): the
+    temporary folder (often another disk), under a name the launcher can find again."""
+    results = Path(results_json)
+    stem = results.name.removesuffix(".tmp").removesuffix(".json")
+    return Path(tempfile.gettempdir(), f"overlap-results-{results.parent.name.lstrip('.')}-"
+                                       f"{stem}.json")
+
+
+def kept_elsewhere(outputs: list[Path | None]) -> list[Path]:
+    """The passes' results that went to the temporary folder (``fallback_path``)."""
+    return [path for output in outputs if output is not None
+            and (path := fallback_path(output)).exists()]
+
+
 def write_merged(path: Path, merged: dict | None) -> Path | None:
     """The merged results file, written whole; None when there is none or it cannot be
     written (a full disk: one line, and main() keeps each pass's own file instead)."""
