@@ -58,7 +58,7 @@ from suite import hangs
 from suite.conftest import COLLECT_MPI_ENV, COLLECT_WORLD_ENV
 from suite.launch import Launcher
 from suite.pass_watch import END_MARGIN_S, START_MARGIN_S, PassWatch, pass_deadline_s
-from suite.run_files import RunFolders, kept_elsewhere, write_merged
+from suite.run_files import RunFolders, kept_elsewhere, recover, write_merged
 from suite.summary import summary_table
 
 SUITE_FILES = ("suite/bench_overlap.py", "suite/bench_allreduce.py", "suite/bench_synthetic.py",
@@ -290,6 +290,9 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
                              "nvlink,shm,socket)")
     parser.add_argument("--results-dir", default="results")
     parser.add_argument("--skip-mpi", action="store_true", help="leave out the mpirun pass")
+    parser.add_argument("--recover", action="store_true",
+                        help="only merge what runs whose launcher ended first (SIGKILL, a "
+                             "crash) left in the results folder; every run does this first")
     parser.add_argument("--ranks", type=int, default=None,
                         help="processes to launch (default: one per GPU, or 2 gloo ranks on "
                              "CPU); with GPUs at most their number")
@@ -436,13 +439,18 @@ def main(argv: list[str] | None = None) -> int:
         check_ranks(args.ranks, backend, gpus)
         label = machine_label()
         workdir = check_results_folder(args.results_dir, label)
-        selecting = check_pytest_args(plan(mode, profiles, gpus, workdir, pytest_args,
-                                           args.skip_mpi, args.ranks, quiet=True), pytest_args)
+        selecting = {} if args.recover else check_pytest_args(
+            plan(mode, profiles, gpus, workdir, pytest_args, args.skip_mpi, args.ranks,
+                 quiet=True), pytest_args)
     except (InputError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except NothingLeft as done:
         print(f"[suite] {done}; nothing launched, nothing written")
+        return 0
+    if args.recover:
+        lines = recover(workdir, recovered) if workdir.is_dir() else []
+        print("\n".join(lines) or f"[suite] nothing to recover in {workdir}")
         return 0
     command = shlex.join(["python", "-m", "suite.run", *argv])
     env = {**os.environ, **ALWAYS, "OVERLAP_COMMAND": command, "PYTHONUNBUFFERED": "1"}
@@ -458,6 +466,8 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as error:  # the results folder could not be made after all
             print(f"error: --results-dir={args.results_dir}: {error}", file=sys.stderr)
             return 2
+        for line in recover(workdir, recovered):  # what a killed launcher left behind
+            print(line, flush=True)
         passes, codes, hung, merged, target = [], [], [], None, None
         try:
             passes = plan(mode, profiles, gpus, folders.scratch, pytest_args, args.skip_mpi,
@@ -498,6 +508,17 @@ def main(argv: list[str] | None = None) -> int:
         for hang in hung:
             print(f"[suite] hung, stopped at its deadline and left out: {hang['benchmark']}")
         return status
+
+
+def recovered(documents: list[tuple[Path, dict]], name: str) -> dict:
+    """The results document of a run whose launcher ended before merging its passes' files
+    (suite/run_files.py's ``recover``): merged as a stopped run's, marked partial."""
+    passes = [Pass(path.name.removesuffix(".json.tmp"), [], output=path) for path, _ in documents]
+    suite = documents[0][1].get("suite", {})
+    merged = merge(passes, [None] * len(passes), suite.get("launcher_command") or "unknown",
+                   suite.get("label") or "unknown", stop_signal="its launcher ended")
+    merged["suite"]["recovered_as"] = name
+    return merged
 
 
 def exit_status(code: int) -> int:
