@@ -83,7 +83,7 @@ def test_bad_input_is_one_line_before_anything_starts(tmp_path, monkeypatch, cap
 # Runs suite.run's main with the passes recorded instead of launched (exit 5: nothing ran).
 PLAN_ONLY = """
 import sys, suite.run as run
-def record(self, command, env):
+def record(self, command, env, watch=None):
     print("LAUNCH", " ".join(command), flush=True)
     return 5
 run.Launcher.run = record
