@@ -30,7 +30,9 @@ OMPI_COMM_WORLD_RANK or PMI_RANK from MPI launchers), found through /proc (Linux
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
+import platform
 import signal
 import time
 from dataclasses import dataclass, field
@@ -150,7 +152,7 @@ class PassWatch:
             dump = ""
             with asked, contextlib.suppress(ProcessLookupError, PermissionError):
                 asked.read()  # an earlier dump
-                os.kill(pid, hangs.STACKS_SIGNAL)
+                signal_main_thread(pid, hangs.STACKS_SIGNAL)
                 if was_stopped:
                     os.kill(pid, signal.SIGCONT)  # the pending signal is handled first
                 dump = wait_for_dump(asked)
@@ -159,6 +161,24 @@ class PassWatch:
                     os.kill(pid, signal.SIGKILL)
             if dump.strip():
                 self.taken[rank] = (position, dump)
+
+
+# tgkill(2) by machine: a signal to one thread of a process (Python has no call for it).
+TGKILL = {"x86_64": 234, "aarch64": 131}
+
+
+def signal_main_thread(pid: int, signum: int) -> None:
+    """``signum`` to the main thread of ``pid`` (whose thread id is its pid). Sent to the
+    process, a stopped one's signal would go to whichever thread wakes first on SIGCONT, and
+    the main thread could move on before the dump shows where it was."""
+    number = TGKILL.get(platform.machine())
+    if number is None:
+        os.kill(pid, signum)
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(number, pid, pid, int(signum)) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, os.strerror(error))  # ProcessLookupError for a process gone
 
 
 def read_text(path: Path) -> str:

@@ -1,26 +1,45 @@
 """Nothing in a pass waits without a limit (suite/pass_watch.py): a rank stopped inside a
 benchmark, or after the last one, is named with its stack and the pass ends, keeping what
-finished (2 gloo ranks, short deadlines)."""
+finished (2 gloo ranks, short deadlines), under torchrun and under mpirun."""
 
 from __future__ import annotations
 
 import json
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
+from impl import capabilities
 from suite import hangs, pass_watch
+from suite.run import Pass, free_port, is_open_mpi
 from tests.test_deadline import DEADLINE_S, STARTUP_S, run_logged, stuck_pass
 
 STOPPED = "tests/hang_bench/stopped_benchmarks.py"
 END_S = 5  # the processes' end after the launcher's SIGTERM
 
 
-@pytest.fixture(scope="module")
-def stalled(tmp_path_factory):
+def mpirun_pass(folder: Path) -> Pass:
+    """The same benchmarks under mpirun, as suite.run's mpi pass launches them."""
+    launcher = capabilities.mpi_launcher()
+    extra = ["--allow-run-as-root", "--oversubscribe"] if is_open_mpi(launcher) else []
+    output = folder / "mpi.json.tmp"
+    command = [launcher, *extra, "-n", "2", sys.executable, "-m", "pytest", STOPPED, "-o",
+               f"python_files={Path(STOPPED).name}", "-p", "no:cacheprovider", "-q",
+               "--deadline-floor-s", str(DEADLINE_S), "--deadline-multiple", "0",
+               "--results-json", str(output)]
+    return Pass("mpirun", command, {"MASTER_PORT": str(free_port())}, output)
+
+
+@pytest.fixture(scope="module", params=[
+    "torchrun", pytest.param("mpirun", marks=pytest.mark.skipif(
+        capabilities.missing_mpi() is not None, reason=str(capabilities.missing_mpi())))])
+def stalled(request, tmp_path_factory):
     folder = tmp_path_factory.mktemp("stalled")
+    step = stuck_pass(folder, STOPPED) if request.param == "torchrun" else mpirun_pass(folder)
     started = time.monotonic()
-    passes, codes, hung, log = run_logged([stuck_pass(folder, STOPPED)], folder / "log.txt")
+    passes, codes, hung, log = run_logged([step], folder / "log.txt")
     return passes, codes, hung, log, time.monotonic() - started
 
 
@@ -36,11 +55,11 @@ def test_a_rank_stopped_inside_a_benchmark_is_named_with_its_stack(stalled):
     # Continued for its stack, rank 1 dumped it where it was stopped; a record its watchdog
     # may have written after that is left out.
     assert inside["ranks"]["1"]["frame"] == hangs.NO_PYTHON_THREAD
-    first_pass = log.split("[suite] torchrun gloo-tcp (resumed):")[0]
+    first_pass = log.split(f"[suite] {passes[1].name}:")[0]
     dump = first_pass.split("[suite] rank 1, faulthandler's dump:")[1]
     assert "in stop_here" in dump and f'{STOPPED}", line 42 in test_stopped' in dump
     # The fresh pass went on with test_last.
-    assert [step.name for step in passes] == ["torchrun gloo-tcp", "torchrun gloo-tcp (resumed)"]
+    assert [step.name for step in passes] == [passes[0].name, f"{passes[0].name} (resumed)"]
     rows = [b["name"] for step in passes for b in json.loads(step.output.read_text())["benchmarks"]]
     assert rows == ["test_before", "test_last"]
 
@@ -49,7 +68,7 @@ def test_a_rank_stopped_inside_a_benchmark_is_named_with_its_stack(stalled):
 def test_a_rank_stopped_after_the_last_benchmark_ends_the_pass(stalled):
     passes, _, hung, log, _ = stalled
     after = hung[1]
-    assert after["pass"] == "torchrun gloo-tcp (resumed)"
+    assert after["pass"] == passes[1].name
     assert after["benchmark"] == f"after {STOPPED}::test_last"
     assert after["stuck"] == [1]
     assert after["stalled"].startswith("rank(s) 0 ended ")
