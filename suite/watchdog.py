@@ -17,9 +17,10 @@ and disarms it after. When the deadline (impl/deadline.py) passes, the watchdog 
 Where the main thread holds the GIL while it is stuck, no Python thread can run, so at the
 deadline faulthandler's own timer (a C thread, outside the GIL) also dumps every thread's stack
 into the rank's stacks file (``hangs.stacks_path``); the other ranks count that dump as the
-rank's answer. The same dump is taken on ``hangs.STACKS_SIGNAL``, which the launcher sends to a
-rank that stalls outside any deadline (suite/launch.py). suite/run.py reads the records and
-dumps and starts a fresh pass after the hung benchmark.
+rank's answer. On ``hangs.STACKS_SIGNAL``, which the launcher sends to a rank that stalls where
+no deadline sees it (suite/pass_watch.py), the same C-level handler dumps into the rank's
+``hangs.asked_path`` file. suite/run.py reads the records and dumps and starts a fresh pass
+after the hung benchmark.
 """
 
 from __future__ import annotations
