@@ -16,8 +16,6 @@ import math
 import os
 import signal
 import sys
-import tempfile
-from pathlib import Path
 
 import pytest
 
@@ -56,6 +54,9 @@ def pytest_configure(config):
         config.suite_choices = check_suite_options(vars(config.option))
     except ValueError as error:
         raise pytest.UsageError(str(error)) from None
+    if config.option.resume_after is not None and not config.option.resume_after.strip():
+        raise pytest.UsageError("--resume-after: give a benchmark's node id (the launcher "
+                                "prints the one a hang stopped at)")
     config.suite_rank = _rank()
     if any(name in os.environ for name in LAUNCHED_BY) and not config.option.collectonly:
         # A rank ends with its launcher: a killed torchrun agent or mpirun takes its ranks
@@ -78,7 +79,7 @@ def pytest_collection_modifyitems(config, items):
     """--resume-after, then every benchmark's deadline and this rank's watchdog."""
     from suite.watchdog import Watchdog, plan_deadlines
 
-    if resume_after := config.option.resume_after:
+    if (resume_after := config.option.resume_after) is not None:
         at = next((i for i, item in enumerate(items) if item.nodeid == resume_after), None)
         if at is None:
             raise pytest.UsageError(f"--resume-after {resume_after}: no such test in this "
@@ -100,9 +101,10 @@ def pytest_collection_modifyitems(config, items):
 def _write_hang(config, records: list[dict]) -> None:
     """Rank 0's watchdog, before the process ends: the results file with what finished and
     the hang (called from the watchdog's thread while the main thread is stuck)."""
-    from suite.hangs import summary
+    from suite.hangs import backstop_dumps, summary
 
-    config._suite_hangs = [summary(records, {})]
+    dumps = backstop_dumps(config.option.results_json)
+    config._suite_hangs = [summary(records, dumps)]
     write_results(config, partial=True)
 
 
@@ -118,11 +120,6 @@ def pytest_runtest_protocol(item, nextitem):
         yield
     finally:
         watchdog.disarm()
-
-
-def pytest_unconfigure(config):
-    if watchdog := getattr(config, "suite_watchdog", None):
-        watchdog.close()
 
 
 @pytest.fixture(scope="session")
@@ -285,9 +282,11 @@ def pytest_sessionfinish(session, exitstatus):
         # exit status stays: the checkpoint left is marked partial, which is what the launcher
         # reads (and torchrun would print a page for a failing worker).
         where = f"{config.option.results_json} holds its last whole checkpoint, marked partial"
-        fallback = Path(tempfile.gettempdir(), f"overlap-results-{os.getpid()}.json")
+        from impl.atomic import write_json_atomic
+        from suite.run_files import fallback_path
+
+        fallback = fallback_path(config.option.results_json)
         with contextlib.suppress(OSError):
-            from impl.atomic import write_json_atomic
 
             write_json_atomic(fallback, results_document(config, partial))
             where = f"all of them are in {fallback} instead ({where})"

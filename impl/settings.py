@@ -28,8 +28,13 @@ class Setting:
     valid: Callable[[str], bool]
 
 
-def _positive_int(text: str) -> bool:
-    return text.isdigit() and int(text) >= 1
+# A day: a collective that waits longer is a hang, and torch converts the timeout to int64
+# milliseconds (99999999999999 s overflows it on every rank).
+MAX_PG_TIMEOUT_S = 86400
+
+
+def _pg_timeout(text: str) -> bool:
+    return text.isdigit() and 1 <= int(text) <= MAX_PG_TIMEOUT_S
 
 
 def _extra_compute(text: str) -> bool:
@@ -52,8 +57,8 @@ SETTINGS = (
             lambda v: v in PROFILES),
     Setting("OVERLAP_BACKEND", " | ".join(BACKENDS), "process-group backend (default: nccl "
             "with CUDA, else gloo)", lambda v: v in BACKENDS),
-    Setting("OVERLAP_PG_TIMEOUT_S", "integer ≥ 1", "seconds a collective may wait before the "
-            "run fails (default 300)", _positive_int),
+    Setting("OVERLAP_PG_TIMEOUT_S", f"an integer from 1 to {MAX_PG_TIMEOUT_S}", "seconds a "
+            "collective may wait before the run fails (default 300)", _pg_timeout),
     Setting("OVERLAP_MACHINE_LABEL", "1 to 64 letters, digits, . _ - starting with a letter or "
             f"digit, not {', '.join(RESERVED_LABELS)}", "results folder name (default e.g. "
             "cpu-2core, h200x4)", valid_label),

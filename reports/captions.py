@@ -30,6 +30,7 @@ class Run:
     note: str | None = None
     passes: tuple[dict, ...] = ()  # suite.passes: each pass's name, command line, env, exit
     kinds: tuple[tuple[str, int], ...] = ()  # rows per extra_info.kind in the file
+    hangs: tuple[dict, ...] = ()  # suite.hangs: the benchmarks that hung, and on which ranks
 
 
 @dataclass(frozen=True)

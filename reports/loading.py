@@ -16,6 +16,7 @@ from reports import archive
 from reports.captions import Run
 from reports.gate.loading import Baseline
 from reports.results import newest_per_machine
+from reports.runlogs import hangs_of
 
 
 class BuildError(Exception):
@@ -51,7 +52,8 @@ def describe_run(index: int, results: ResultsFile) -> Run:
     return Run(index, results.label, str(results.path), command, launcher, suite.get("mode"),
                results.partial, created, results.fingerprint,
                tuple(suite.get("failed_passes") or ()), suite.get("note"),
-               tuple(p for p in passes if isinstance(p, dict)), tuple(sorted(kinds.items())))
+               tuple(p for p in passes if isinstance(p, dict)), tuple(sorted(kinds.items())),
+               tuple(hangs_of(suite)))
 
 
 def load_baseline(path: str, inputs: Sequence[ResultsFile]) -> Baseline:

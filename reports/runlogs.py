@@ -190,3 +190,11 @@ def selects(expression: str | None, *names: str) -> bool:
     if end != len(tokens):
         raise ValueError(f"-k {expression!r}: unexpected {tokens[end]!r}")
     return value
+
+
+AFTER = "after "  # a stall after a benchmark (suite/hangs.py's AFTER)
+
+
+def hangs_of(suite: dict) -> list[dict]:
+    """The hangs a results file names (``suite.hangs``, suite/hangs.py's entries)."""
+    return [hang for hang in suite.get("hangs") or [] if isinstance(hang, dict)]

@@ -3,6 +3,7 @@ when a benchmark passes its deadline, and what the launcher makes of them.
 
     <results>.hang-rank<r>.json   rank r's record: benchmark, deadline, frames, stacks
     <results>.stacks-rank<r>.txt  faulthandler's own dump, where no Python thread could run
+    <results>.asked-rank<r>.txt   its dump on STACKS_SIGNAL, which the launcher reads at once
 
 The results file names every hang under ``suite.hangs``, one entry per hung benchmark:
 
@@ -13,21 +14,32 @@ The results file names every hang under ``suite.hangs``, one entry per hung benc
                "1": {"frame": "impl/dist.py:133 in barrier", "innermost": "...",
                      "benchmark": "the id, where this rank was in another benchmark"}}}
 
+A pass the launcher ended as stalled (suite/pass_watch.py) adds ``"stalled"``: why. A rank
+that stalled between benchmarks has ``"benchmark": "after <id>"``.
+
 ``frame`` is the innermost frame of the rank's main thread in this suite's code, ``innermost``
-its innermost frame of all (usually inside torch).
+its innermost frame of all (usually inside torch). ``stuck`` names the ranks the others waited
+for: those that did not answer with a record (no Python thread could run: the main thread held
+the GIL, or the process was stopped or gone) and those whose main thread was not waiting inside
+torch.distributed; where every rank waited in a collective, all of them.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
+import time
 from pathlib import Path
 
 from impl.atomic import write_json_atomic
 
 STACKS_HEADER = "benchmark: "
-NO_PYTHON_THREAD = ("unknown: the watchdog thread could not run (the main thread held the "
-                    "GIL); faulthandler's dump of every thread is in the log")
+AFTER = "after "  # a stacks file's position between benchmarks: "benchmark: after <id>"
+STACKS_SIGNAL = signal.SIGUSR2  # a rank dumps every thread's stack into its stacks file
+NO_PYTHON_THREAD = ("unknown: no Python thread of the rank could run (its main thread held "
+                    "the GIL, or it was stopped); faulthandler's dump of every thread is in the "
+                    "log")
 
 
 def record_path(base: str | os.PathLike, rank: int) -> Path:
@@ -36,6 +48,12 @@ def record_path(base: str | os.PathLike, rank: int) -> Path:
 
 def stacks_path(base: str | os.PathLike, rank: int) -> Path:
     return Path(f"{base}.stacks-rank{rank}.txt")
+
+
+def asked_path(base: str | os.PathLike, rank: int) -> Path:
+    """Where rank ``rank`` dumps its stacks on STACKS_SIGNAL: a file of its own, which the
+    rank never rewrites (it may go on right after the dump, suite/pass_watch.py)."""
+    return Path(f"{base}.asked-rank{rank}.txt")
 
 
 def write_record(base: str | os.PathLike, record: dict) -> None:
@@ -53,17 +71,37 @@ def read_records(base: str | os.PathLike, since: float = 0.0) -> list[dict]:
     return sorted(records, key=lambda r: r["rank"])
 
 
-def backstop_dumps(base: str | os.PathLike) -> dict[int, tuple[str, str]]:
-    """{rank: (benchmark, faulthandler's dump)} of ranks whose timer fired (a dump below the
-    header line that names the benchmark)."""
+def backstop_dumps(base: str | os.PathLike,
+                   older_than_s: float = 0.0) -> dict[int, tuple[str, str]]:
+    """{rank: (benchmark, faulthandler's dump)} of ranks that dumped their stacks (a dump
+    below the header line that names the benchmark), written at least ``older_than_s`` ago."""
     base = Path(base)
     dumps = {}
     for path in base.parent.glob(f"{base.name}.stacks-rank*.txt"):
-        header, _, dump = path.read_text(errors="replace").partition("\n")
-        if dump.strip() and header.startswith(STACKS_HEADER):
-            rank = int(path.name.rsplit("stacks-rank", 1)[1].removesuffix(".txt"))
-            dumps[rank] = (header.removeprefix(STACKS_HEADER), dump)
+        try:
+            if time.time() - path.stat().st_mtime < older_than_s:
+                continue
+        except FileNotFoundError:  # its rank's record replaced it meanwhile
+            continue
+        if (dump := read_dump(path)) is not None:
+            dumps[int(path.name.rsplit("stacks-rank", 1)[1].removesuffix(".txt"))] = dump
     return dumps
+
+
+def read_dump(path: Path) -> tuple[str, str] | None:
+    """(benchmark, faulthandler's dump) from a rank's stacks file; None without a dump."""
+    try:
+        return parse_dump(path.read_text(errors="replace"))
+    except FileNotFoundError:
+        return None
+
+
+def parse_dump(text: str) -> tuple[str, str] | None:
+    """(benchmark, dump) from a stacks file's text: its header line, then the dump."""
+    header, _, dump = text.partition("\n")
+    if dump.strip() and header.startswith(STACKS_HEADER):
+        return header.removeprefix(STACKS_HEADER), dump
+    return None
 
 
 def summary(records: list[dict], dumps: dict[int, tuple[str, str]]) -> dict | None:
@@ -89,18 +127,37 @@ def summary(records: list[dict], dumps: dict[int, tuple[str, str]]) -> dict | No
             ranks[str(rank)]["benchmark"] = elsewhere
     return {"benchmark": benchmark, "deadline_s": first.get("deadline_s"),
             "expected_s": first.get("expected_s"), "measured_with": first.get("measured_with", []),
-            "remaining": first.get("remaining"), "ranks": dict(sorted(ranks.items()))}
+            "remaining": first.get("remaining"), "stuck": stuck_ranks(records, dumps),
+            "ranks": dict(sorted(ranks.items()))}
+
+
+def stuck_ranks(records: list[dict], dumps: dict[int, tuple[str, str]]) -> list[int]:
+    """The ranks the others waited for (module docstring)."""
+    if not records:  # no rank's Python thread could run
+        return sorted(dumps)
+    world = max((r.get("world_size", 1) for r in records), default=0)
+    answered = {r["rank"] for r in records}
+    silent = [rank for rank in range(world) if rank not in answered]
+    not_waiting = [r["rank"] for r in records if not r.get("waiting", False)]
+    return sorted(silent + not_waiting) or sorted(answered)
 
 
 def log_text(hang: dict, records: list[dict], dumps: dict[int, tuple[str, str]]) -> str:
     """What the launcher prints: the hang in one line per rank, then every rank's stacks (the
     launch shows only rank 0's output, so the others' come from their records)."""
-    lines = [f"[suite] {hang['benchmark']} passed its deadline of {hang['deadline_s']:.0f} s "
-             f"(expected {hang['expected_s']:.1f} s); the pass was stopped"
-             if hang["deadline_s"] is not None else
-             f"[suite] {hang['benchmark']} was stopped by faulthandler's timer"]
+    if hang["deadline_s"] is not None:
+        lines = [f"[suite] {hang['benchmark']} passed its deadline of {hang['deadline_s']:.0f} "
+                 f"s (expected {hang['expected_s']:.1f} s); the pass was stopped"]
+    else:  # no rank's watchdog answered: the launcher ended the pass
+        lines = [f"[suite] the pass stalled ({hang['benchmark']}) and was ended"]
+    if hang.get("stalled"):
+        lines.append(f"[suite] the launcher ended it: {hang['stalled']}")
+    if hang.get("stuck"):
+        lines.append(f"[suite] the other ranks waited for rank(s) "
+                     f"{', '.join(map(str, hang['stuck']))}")
     for rank, where in hang["ranks"].items():
-        elsewhere = f" (in {where['benchmark']})" if "benchmark" in where else ""
+        at = where.get("benchmark", "")
+        elsewhere = f" ({at})" if at.startswith(AFTER) else f" (in {at})" if at else ""
         lines.append(f"[suite]   rank {rank}{elsewhere}: {where['frame']}")
     for record in records:
         lines += [f"[suite] rank {record['rank']}, Python stacks of every thread:",
@@ -114,7 +171,7 @@ def log_text(hang: dict, records: list[dict], dumps: dict[int, tuple[str, str]])
 def resume_arguments(hang: dict) -> list[str] | None:
     """pytest arguments for a fresh pass that goes on after the hung benchmark and leaves out
     what was measured together with it; None when nothing is left to run."""
-    if hang.get("remaining") == 0:
-        return None
+    if hang.get("remaining") == 0 or hang["benchmark"].startswith(AFTER):
+        return None  # the last benchmark, or a stall after one: nothing known left to run
     deselect = [part for nodeid in hang["measured_with"] for part in ("--deselect", nodeid)]
     return ["--resume-after", hang["benchmark"], *deselect]

@@ -12,6 +12,10 @@ process of it once:
    benchmark stays whole (impl/atomic.py).
 2. After GRACE_S, or at a second signal, SIGKILL to every process of the pass still there.
 
+A pass that stalls (suite/pass_watch.py: past its deadline, or a rank left running after
+another ended) is ended the same way, after each of its ranks has dumped every thread's stack
+into its stacks file (hangs.STACKS_SIGNAL; a stopped rank is continued to take it).
+
 No further pass starts after a stop. And no process outlives its pass: the launcher adopts
 the orphans of its passes (impl/lifetime.py), so when a pass's own process ends, stopped or
 killed from outside (the workers also end with their parent, conftest.py), whatever of the
@@ -39,6 +43,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from impl.lifetime import adopt_orphans, end_with_parent
+from suite.pass_watch import PassWatch
 
 GRACE_S = 5.0  # between SIGTERM and SIGKILL: workers end in well under a second on SIGTERM
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -140,6 +145,9 @@ class Launcher:
         self._stopped_at = 0.0
         self._sent: int | None = None  # the strongest signal the current pass has had
         self._current: subprocess.Popen | None = None
+        self.stalled: str | None = None  # why the last pass was ended as stalled
+        self.stuck: list[int] = []  # and the ranks it named
+        self._ending_at: float | None = None  # when a stalled pass had its SIGTERM
 
     @contextlib.contextmanager
     def handling_signals(self) -> Iterator[Launcher]:
@@ -181,12 +189,15 @@ class Launcher:
                   flush=True)
             self._signal_pass(signal.SIGKILL)
 
-    def run(self, command: list[str], env: dict[str, str]) -> int | None:
-        """Run ``command`` to its end and return its exit status; None if a stop came first."""
+    def run(self, command: list[str], env: dict[str, str],
+            watch: PassWatch | None = None) -> int | None:
+        """Run ``command`` to its end and return its exit status; None if a stop came first.
+        With ``watch``, a pass that stalls is ended with every rank's stack (``stalled``
+        says why)."""
         if self.stop_signal is not None:
             return None
         adopt_orphans()
-        self._sent = None
+        self._sent, self.stalled, self.stuck, self._ending_at = None, None, [], None
         tagged = TAG_OUTPUT in command
         # The pass's own process ends with the launcher, and its ranks with it (conftest.py).
         self._current = subprocess.Popen(
@@ -206,6 +217,8 @@ class Launcher:
                     break
                 except subprocess.TimeoutExpired:
                     self._escalate()
+                    if watch is not None:
+                        self._watch(watch)
         finally:
             self._current = None
             self._sweep()
@@ -215,6 +228,21 @@ class Launcher:
             print(f"[suite] the other ranks' last {len(others)} lines:", *others, sep="\n",
                   flush=True)
         return code
+
+    def _watch(self, watch: PassWatch) -> None:
+        """End a stalled pass: every rank's stack, SIGTERM, SIGKILL after GRACE_S."""
+        if self._ending_at is not None:
+            if time.monotonic() - self._ending_at > GRACE_S:
+                self._signal_pass(signal.SIGKILL)
+            return
+        if self.stop_signal is not None or (stall := watch.stalled(descendants())) is None:
+            return
+        self.stalled, self.stuck = stall[0], sorted(stall[1])
+        print(f"[suite] the pass has stalled: {self.stalled}; taking the stacks of rank(s) "
+              f"{', '.join(map(str, self.stuck))} and ending it", flush=True)
+        watch.take_stacks(stall[1])
+        self._ending_at = time.monotonic()
+        self._signal_pass(signal.SIGTERM)
 
     def _sweep(self) -> None:
         """End whatever of the pass outlived its own process: SIGTERM, then SIGKILL after
@@ -243,3 +271,4 @@ class Launcher:
                     or (hurry and self._sent == signal.SIGKILL)):
                 return left
             time.sleep(0.05)
+

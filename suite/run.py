@@ -58,6 +58,7 @@ import argparse
 import contextlib
 import io
 import json
+import math
 import shlex
 import socket
 import subprocess
@@ -74,7 +75,8 @@ from impl.suite_options import SUITE_OPTIONS, check_suite_options
 from suite import hangs
 from suite.conftest import COLLECT_MPI_ENV, COLLECT_WORLD_ENV
 from suite.launch import TAG_OUTPUT, Launcher
-from suite.run_files import RunFolders, write_merged
+from suite.pass_watch import END_MARGIN_S, START_MARGIN_S, PassWatch, pass_deadline_s
+from suite.run_files import RunFolders, kept_elsewhere, recover, write_merged
 from suite.summary import summary_table
 
 SUITE_FILES = ("suite/bench_overlap.py", "suite/bench_allreduce.py", "suite/bench_synthetic.py",
@@ -94,6 +96,10 @@ class InputError(Exception):
     """A bad argument, variable or folder: one line on stderr, exit 2, nothing created."""
 
 
+class NothingLeft(Exception):
+    """--resume-after the last benchmark a pass selects: one line, exit 0, nothing launched."""
+
+
 @dataclass
 class Pass:
     name: str
@@ -104,6 +110,9 @@ class Pass:
     # have (world size, mpirun) as suite/conftest.py reads it while collecting.
     pytest_args: list[str] = field(default_factory=list)
     collect_env: dict[str, str] = field(default_factory=dict)
+    # The sum of its benchmarks' deadlines, from that collection (suite/pass_watch.py): the
+    # pass's own deadline adds its start and end margins. None: the pass has none.
+    deadlines_s: float | None = None
 
 
 def free_port() -> int:
@@ -184,13 +193,18 @@ def profile_env(profile: str) -> dict[str, str]:
     return {PROFILE_ENV: profile} if profile in PROFILES else {}
 
 
-def run_pass(step: Pass, base_env: dict[str, str], launcher: Launcher) -> int | None:
+def run_pass(step: Pass, base_env: dict[str, str], launcher: Launcher,
+             watch: PassWatch) -> int | None:
     """The pass's exit status, or None when a stop signal came before it started."""
     if launcher.stop_signal is not None:
         return None
     print(f"\n[suite] {step.name}: {shlex.join(step.command)}", flush=True)
+    if step.deadlines_s is not None:
+        print(f"[suite] {step.name}: deadline {watch.deadline_s:.0f} s (its benchmarks' "
+              f"{step.deadlines_s:.0f} s, plus {START_MARGIN_S:g} s to start and "
+              f"{END_MARGIN_S:g} s to end)", flush=True)
     started = time.monotonic()
-    code = launcher.run(step.command, {**base_env, **step.env})
+    code = launcher.run(step.command, {**base_env, **step.env}, watch)
     killed = f" (killed by {signal.Signals(-code).name})" if code is not None and code < 0 else ""
     print(f"[suite] {step.name} finished with exit {code}{killed} in "
           f"{time.monotonic() - started:.0f} s",
@@ -208,23 +222,34 @@ def resumed_pass(step: Pass, arguments: list[str], attempt: int) -> Pass:
         at = command.index("--resume-after")
         del command[at:at + 2]
     name = step.name.removesuffix(" (resumed)")
-    return Pass(f"{name} (resumed)", [*command, *arguments], step.env, output)
+    return Pass(f"{name} (resumed)", [*command, *arguments], step.env, output,
+                deadlines_s=step.deadlines_s)
 
 
 def run_passes(passes: list[Pass], env: dict[str, str],
                launcher: Launcher) -> tuple[list[Pass], list[int | None], list[dict]]:
     """Every pass in turn, and the hangs found. A pass stopped by a benchmark's deadline
-    (suite/watchdog.py) leaves hang records: their stacks go to the log, and a fresh pass
-    goes on after the hung benchmark (and what was measured with it), so a hang costs one
-    deadline and the rest of the suite still runs."""
+    (suite/watchdog.py) or ended as stalled (suite/pass_watch.py) leaves hang records or
+    stack dumps: their stacks go to the log, and a fresh pass goes on after the hung
+    benchmark (and what was measured with it), so a hang costs one deadline and the rest of
+    the suite still runs."""
     queue, done, codes, found = list(passes), [], [], []
     while queue:
         step = queue.pop(0)
-        codes.append(run_pass(step, env, launcher))
+        no_deadline = step.deadlines_s is None
+        watch = PassWatch(math.inf if no_deadline else pass_deadline_s(step.deadlines_s),
+                          step.output)
+        codes.append(run_pass(step, env, launcher, watch))
         done.append(step)
-        records, dumps = hangs.read_records(step.output), hangs.backstop_dumps(step.output)
+        # A rank the launcher continued to take its stack went on from where it was stopped:
+        # its dump says where that was, a record it wrote after that would not.
+        records = [record for record in hangs.read_records(step.output)
+                   if record["rank"] not in watch.continued]
+        dumps = {**hangs.backstop_dumps(step.output), **watch.taken}
         if (hang := hangs.summary(records, dumps)) is None:
             continue
+        if launcher.stalled is not None:  # ended by the launcher (suite/pass_watch.py)
+            hang["stalled"], hang["stuck"] = launcher.stalled, launcher.stuck
         print(hangs.log_text(hang, records, dumps), flush=True)
         found.append({"pass": step.name, **hang})
         if (arguments := hangs.resume_arguments(hang)) and launcher.stop_signal is None:
@@ -285,6 +310,9 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
                              "nvlink,shm,socket)")
     parser.add_argument("--results-dir", default="results")
     parser.add_argument("--skip-mpi", action="store_true", help="leave out the mpirun pass")
+    parser.add_argument("--recover", action="store_true",
+                        help="only merge what runs whose launcher ended first (SIGKILL, a "
+                             "crash) left in the results folder; every run does this first")
     parser.add_argument("--ranks", type=int, default=None,
                         help="processes to launch (default: one per GPU, or 2 gloo ranks on "
                              "CPU); with GPUs at most their number")
@@ -363,19 +391,32 @@ def environment(overrides: dict[str, str]):
                 os.environ[name] = value
 
 
+class DeadlineSum:
+    """A pytest plugin: the sum of the collected benchmarks' deadlines (conftest.py plans
+    them while collecting)."""
+
+    seconds: float | None = None
+
+    def pytest_collection_finish(self, session) -> None:
+        deadlines = getattr(session.config, "suite_deadlines", {})
+        self.seconds = sum(d.seconds for d in deadlines.values())
+
+
 def collect(step: Pass) -> tuple[int, str]:
     """pytest's exit status and output for collecting ``step``'s benchmarks here, as the
-    pass's launch will see them (its world size, mpirun or not, its profile)."""
+    pass's launch will see them (its world size, mpirun or not, its profile); the sum of their
+    deadlines goes to ``step.deadlines_s``."""
     import pytest
 
-    output = io.StringIO()
+    output, deadlines = io.StringIO(), DeadlineSum()
     with (environment({**step.env, **step.collect_env}), contextlib.redirect_stdout(output),
           contextlib.redirect_stderr(output)):
-        code = pytest.main([*step.pytest_args, "--collect-only", "-q"])
+        code = pytest.main([*step.pytest_args, "--collect-only", "-q"], plugins=[deadlines])
+    step.deadlines_s = deadlines.seconds
     return code, output.getvalue()
 
 
-def check_pytest_args(passes: list[Pass], pytest_args: list[str]) -> set[str]:
+def check_pytest_args(passes: list[Pass], pytest_args: list[str]) -> dict[str, float | None]:
     """Let pytest read the arguments and collect every pass here, before anything launches.
 
     --collect-only runs no benchmark and writes nothing, but pytest parses every option and
@@ -383,19 +424,22 @@ def check_pytest_args(passes: list[Pass], pytest_args: list[str]) -> set[str]:
     a bad value, an unreadable -k expression or a missing file is refused now, as one line,
     instead of failing in every rank of every pass. Each pass is collected for the launch it
     will have, so a -k naming two-rank benchmarks finds them; the arguments are refused when
-    no pass selects anything. Returns the names of the passes that select something: a pass
-    that selects nothing is not launched (its ranks would all exit "no tests collected", which
-    torchrun reports as a failure).
+    no pass selects anything. Returns the passes that select something, by name, with the sum
+    of their benchmarks' deadlines: a pass that selects nothing is not launched (its ranks
+    would all exit "no tests collected", which torchrun reports as a failure).
     """
     import pytest
 
-    selected = set()
+    selected = {}
     for step in passes:
         code, output = collect(step)
         if code not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
             raise InputError(f"pytest: {pytest_complaint(output)}")
         if code == pytest.ExitCode.OK:
-            selected.add(step.name)
+            selected[step.name] = step.deadlines_s
+    if not selected and any(arg.startswith("--resume-after") for arg in pytest_args):
+        raise NothingLeft("nothing left to run: --resume-after names the last benchmark the "
+                          "pytest arguments select")
     if not selected:
         raise InputError("no benchmark of the suite is selected by the pytest arguments "
                          f"{shlex.join(pytest_args)} ({', '.join(s.name for s in passes)})")
@@ -415,11 +459,19 @@ def main(argv: list[str] | None = None) -> int:
         check_ranks(args.ranks, backend, gpus)
         label = machine_label()
         workdir = check_results_folder(args.results_dir, label)
-        selecting = check_pytest_args(plan(mode, profiles, gpus, workdir, pytest_args,
-                                           args.skip_mpi, args.ranks, quiet=True), pytest_args)
+        selecting = {} if args.recover else check_pytest_args(
+            plan(mode, profiles, gpus, workdir, pytest_args, args.skip_mpi, args.ranks,
+                 quiet=True), pytest_args)
     except (InputError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except NothingLeft as done:
+        print(f"[suite] {done}; nothing launched, nothing written")
+        return 0
+    if args.recover:
+        lines = recover(workdir, recovered) if workdir.is_dir() else []
+        print("\n".join(lines) or f"[suite] nothing to recover in {workdir}")
+        return 0
     command = shlex.join(["python", "-m", "suite.run", *argv])
     env = {**os.environ, **ALWAYS, "OVERLAP_COMMAND": command, "PYTHONUNBUFFERED": "1"}
     if not gpus:
@@ -434,6 +486,8 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as error:  # the results folder could not be made after all
             print(f"error: --results-dir={args.results_dir}: {error}", file=sys.stderr)
             return 2
+        for line in recover(workdir, recovered):  # what a killed launcher left behind
+            print(line, flush=True)
         passes, codes, hung, merged, target = [], [], [], None, None
         try:
             passes = plan(mode, profiles, gpus, folders.scratch, pytest_args, args.skip_mpi,
@@ -443,6 +497,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"[suite] {step.name} pass skipped: the pytest arguments select none "
                           "of its benchmarks", flush=True)
             passes = [step for step in passes if step.name in selecting]
+            for step in passes:
+                step.deadlines_s = selecting[step.name]
             passes, codes, hung = run_passes(passes, env, launcher)
             stopped = launcher.stop_signal.name if launcher.stop_signal else None
             merged = merge(passes, codes, command, label, stopped)
@@ -455,8 +511,13 @@ def main(argv: list[str] | None = None) -> int:
         failed = next((exit_status(code) for code in codes if code not in (0, 5, None)),
                       incomplete)
         status = 128 + launcher.stop_signal if launcher.stop_signal else failed
+        elsewhere = kept_elsewhere([step.output for step in passes])
+        if elsewhere:  # the results folder had no room for them (conftest.py)
+            print(f"[suite] the results folder {workdir} had no room for every pass's results; "
+                  f"they are kept whole in {', '.join(map(str, elsewhere))}", file=sys.stderr)
         if merged is None:
-            print("[suite] no benchmark finished; nothing written", file=sys.stderr)
+            if not elsewhere:
+                print("[suite] no benchmark finished; nothing written", file=sys.stderr)
             return status or 1
         print("\n" + summary_table(merged))
         if target is None:  # the merged file could not be written; each pass's file is kept
@@ -467,6 +528,17 @@ def main(argv: list[str] | None = None) -> int:
         for hang in hung:
             print(f"[suite] hung, stopped at its deadline and left out: {hang['benchmark']}")
         return status
+
+
+def recovered(documents: list[tuple[Path, dict]], name: str) -> dict:
+    """The results document of a run whose launcher ended before merging its passes' files
+    (suite/run_files.py's ``recover``): merged as a stopped run's, marked partial."""
+    passes = [Pass(path.name.removesuffix(".json.tmp"), [], output=path) for path, _ in documents]
+    suite = documents[0][1].get("suite", {})
+    merged = merge(passes, [None] * len(passes), suite.get("launcher_command") or "unknown",
+                   suite.get("label") or "unknown", stop_signal="its launcher ended")
+    merged["suite"]["recovered_as"] = name
+    return merged
 
 
 def exit_status(code: int) -> int:

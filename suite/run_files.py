@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import json
+import os
 import shutil
 import sys
 import tempfile
@@ -17,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from impl.atomic import write_json_atomic
+
+LAUNCHER_FILE = "launcher"  # in a scratch folder: "<pid> <start time>" of its launcher
 
 
 def run_name(workdir: Path) -> tuple[str, Path]:
@@ -44,6 +48,8 @@ class RunFolders:
         made = [folder for folder in (workdir, *workdir.parents) if not folder.exists()]
         workdir.mkdir(parents=True, exist_ok=True)
         name, scratch = run_name(workdir)
+        # Whose folder this is: one whose launcher has ended is a leftover (``leftovers``).
+        (scratch / LAUNCHER_FILE).write_text(f"{os.getpid()} {process_start(os.getpid())}")
         return cls(workdir, name, scratch, made)
 
     def finish(self, outputs: list[Path | None], written: bool) -> None:
@@ -55,6 +61,21 @@ class RunFolders:
         for folder in self.made:
             with contextlib.suppress(OSError):  # not empty, or already gone
                 folder.rmdir()
+
+
+def fallback_path(results_json: str | Path) -> Path:
+    """Where a pass keeps its results when their own folder has no room (conftest.py): the
+    temporary folder (often another disk), under a name the launcher can find again."""
+    results = Path(results_json)
+    stem = results.name.removesuffix(".tmp").removesuffix(".json")
+    return Path(tempfile.gettempdir(), f"overlap-results-{results.parent.name.lstrip('.')}-"
+                                       f"{stem}.json")
+
+
+def kept_elsewhere(outputs: list[Path | None]) -> list[Path]:
+    """The passes' results that went to the temporary folder (``fallback_path``)."""
+    return [path for output in outputs if output is not None
+            and (path := fallback_path(output)).exists()]
 
 
 def write_merged(path: Path, merged: dict | None) -> Path | None:
@@ -89,3 +110,53 @@ def keep_pass_files(outputs: list[Path | None], workdir: Path, name: str) -> lis
         print(f"[suite] kept what the passes finished, one whole file per pass: "
               f"{', '.join(map(str, kept))}", file=sys.stderr, flush=True)
     return kept
+
+
+def process_start(pid: int) -> str:
+    """A process's start time in clock ticks (tells a reused pid apart), "" if it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return text[text.rindex(")") + 2:].split()[19]
+
+
+def leftovers(workdir: Path) -> list[Path]:
+    """Scratch folders of runs whose launcher ended without merging them (SIGKILL, a crash, a
+    lost machine): its process is gone, or the folder does not say whose it is."""
+    found = []
+    for scratch in sorted(workdir.glob(".*.run")):
+        owner = (scratch / LAUNCHER_FILE)
+        pid, _, started = (owner.read_text().partition(" ") if owner.exists() else ("", "", ""))
+        if not (pid.isdigit() and started and process_start(int(pid)) == started):
+            found.append(scratch)
+    return found
+
+
+def recover(workdir: Path, merge) -> list[str]:
+    """Each leftover scratch folder's pass files merged into ``<its run's name>.json``
+    (``merge(documents, name)`` builds the document, marked partial), the folder removed; a
+    file that cannot be read is named and its folder kept. One line per folder."""
+    lines = []
+    for scratch in leftovers(workdir):
+        name = scratch.name.removeprefix(".").removesuffix(".run")
+        documents, unreadable = [], []
+        for path in sorted(scratch.glob("*.json.tmp")):
+            try:
+                documents.append((path, json.loads(path.read_text())))
+            except (OSError, ValueError) as error:
+                unreadable.append(f"{path} ({error})")
+        if unreadable:
+            lines.append(f"[suite] cannot recover {scratch}: {'; '.join(unreadable)}; left as "
+                         "it is")
+            continue
+        if not documents:
+            shutil.rmtree(scratch, ignore_errors=True)
+            lines.append(f"[suite] removed {scratch}: an earlier run's, with no results in it")
+            continue
+        target = write_json_atomic(workdir / f"{name}.json", merge(documents, name))
+        shutil.rmtree(scratch, ignore_errors=True)
+        count = sum(len(document["benchmarks"]) for _, document in documents)
+        lines.append(f"[suite] recovered {count} benchmarks that an earlier run finished and "
+                     f"never merged (its launcher ended first): wrote {target}, marked partial")
+    return lines

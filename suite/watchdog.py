@@ -14,13 +14,18 @@ and disarms it after. When the deadline (impl/deadline.py) passes, the watchdog 
    results file with what finished and the hang;
 4. ends the process with HANG_EXIT.
 
-Where the main thread holds the GIL while it is stuck, no Python thread can run: faulthandler's
-own timer (a C thread) then dumps the stacks into the rank's stacks file and exits, BACKSTOP_S
-later. suite/run.py reads the records and starts a fresh pass after the hung benchmark.
+Where the main thread holds the GIL while it is stuck, no Python thread can run, so at the
+deadline faulthandler's own timer (a C thread, outside the GIL) also dumps every thread's stack
+into the rank's stacks file (``hangs.stacks_path``); the other ranks count that dump as the
+rank's answer. On ``hangs.STACKS_SIGNAL``, which the launcher sends to a rank that stalls where
+no deadline sees it (suite/pass_watch.py), the same C-level handler dumps into the rank's
+``hangs.asked_path`` file. suite/run.py reads the records and dumps and starts a fresh pass
+after the hung benchmark.
 """
 
 from __future__ import annotations
 
+import atexit
 import faulthandler
 import math
 import os
@@ -37,7 +42,7 @@ from impl import deadline
 from suite import hangs
 
 GRACE_S = 10.0  # for the other ranks' records, once the first rank has stopped
-BACKSTOP_S = 30.0  # after GRACE_S: faulthandler's exit, where no Python thread could run
+BACKSTOP_S = 30.0  # after GRACE_S: torchrun's wait before it kills a rank that ignores SIGTERM
 POLL_S = 1.0  # how often an armed watchdog looks for another rank's record
 HANG_EXIT = 86  # the exit status of a rank stopped by its deadline
 ROOT = Path(__file__).resolve().parent.parent
@@ -125,6 +130,12 @@ def where(frames: Sequence[traceback.FrameSummary]) -> dict[str, str]:
     return {"frame": frame_text(own[-1]) if own else innermost, "innermost": innermost}
 
 
+def waiting_for_peers(frames: Sequence[traceback.FrameSummary]) -> bool:
+    """Whether the main thread waits inside torch.distributed (a collective, a barrier): for
+    the other ranks, not stuck on its own."""
+    return bool(frames) and f"torch{os.sep}distributed{os.sep}" in frames[-1].filename
+
+
 def all_stacks() -> str:
     """faulthandler's dump of every thread, as text (it writes only to a file descriptor)."""
     with tempfile.TemporaryFile("w+") as dump:
@@ -147,38 +158,54 @@ class Watchdog:
         self.started = time.time()
         self._armed: Armed | None = None
         self._changed = threading.Condition()
-        self._stacks_file = None
+        self._stacks_file = self._asked_file = None
         if self.base is not None:
             hangs.record_path(self.base, rank).unlink(missing_ok=True)  # an earlier run's
             self._stacks_file = open(hangs.stacks_path(self.base, rank), "w")  # noqa: SIM115
+            self._asked_file = open(hangs.asked_path(self.base, rank), "w")  # noqa: SIM115
+            # A C-level handler: it dumps even while the main thread holds the GIL.
+            faulthandler.register(hangs.STACKS_SIGNAL, file=self._asked_file, all_threads=True)
+            # Until the process ends, not the session: a rank can stall after its last
+            # benchmark too (the launcher then asks for its stack, suite/pass_watch.py).
+            atexit.register(self.close)
         threading.Thread(target=self._watch, name="overlap-deadline", daemon=True).start()
 
     def arm(self, benchmark: str, deadline: Deadline) -> None:
         armed = Armed(benchmark, deadline.seconds, deadline.expected_s, time.monotonic(),
                       deadline.measured_with, deadline.remaining)
-        stacks = sys.stderr
-        if self._stacks_file is not None:  # the backstop's dump goes here, under this line
-            self._stacks_file.seek(0)
-            self._stacks_file.truncate()
-            self._stacks_file.write(f"{hangs.STACKS_HEADER}{benchmark}\n")
-            self._stacks_file.flush()
-            stacks = self._stacks_file
-        faulthandler.dump_traceback_later(deadline.seconds + GRACE_S + BACKSTOP_S, exit=True,
-                                          file=stacks)
+        self._where(benchmark)
+        # At the deadline, from a C thread: the stacks of a rank whose Python threads cannot
+        # run (the main thread holds the GIL). No exit: the rank that waits for it ends the
+        # pass (its watchdog), and the launcher ends what is left (suite/launch.py).
+        faulthandler.dump_traceback_later(deadline.seconds, exit=False,
+                                          file=self._stacks_file or sys.stderr)
         with self._changed:
             self._armed = armed
             self._changed.notify()
 
+    def _where(self, position: str) -> None:
+        """The stacks file's first line: where the rank is (a dump goes below it)."""
+        if self._stacks_file is not None:
+            self._stacks_file.seek(0)
+            self._stacks_file.truncate()
+            self._stacks_file.write(f"{hangs.STACKS_HEADER}{position}\n")
+            self._stacks_file.flush()
+
     def close(self) -> None:
-        """End of the session: no timer left, no empty stacks file beside the results."""
+        """End of the process: no timer left, no stacks file beside the results (the
+        launcher reads a dump it asks for at once, suite/pass_watch.py)."""
         self.disarm()
         if self._stacks_file is not None:
-            self._stacks_file.close()
+            faulthandler.unregister(hangs.STACKS_SIGNAL)
+            self._stacks_file.close(), self._asked_file.close()
             self._stacks_file = None
             hangs.stacks_path(self.base, self.rank).unlink(missing_ok=True)
+            hangs.asked_path(self.base, self.rank).unlink(missing_ok=True)
 
     def disarm(self) -> None:
         faulthandler.cancel_dump_traceback_later()
+        if self._armed is not None:
+            self._where(f"{hangs.AFTER}{self._armed.benchmark}")
         with self._changed:
             self._armed = None
             self._changed.notify()
@@ -207,14 +234,16 @@ class Watchdog:
               f"deadline is {armed.deadline_s:.0f} s (expected {armed.expected_s:.1f} s). "
               "Python stacks of every thread:", file=sys.stderr, flush=True)
         faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        frames = main_thread_frames()
         record = {"benchmark": armed.benchmark, "rank": self.rank,
                   "world_size": self.world_size, "deadline_s": armed.deadline_s,
                   "expected_s": armed.expected_s, "elapsed_s": round(elapsed, 1),
-                  **where(main_thread_frames()), "measured_with": list(armed.measured_with),
+                  **where(frames), "waiting": waiting_for_peers(frames),
+                  "measured_with": list(armed.measured_with),
                   "remaining": armed.remaining, "stacks": all_stacks()}
         if self.base is not None:
             hangs.write_record(self.base, record)
-            self.close()  # the record holds the stacks: no backstop, no stacks file
+            self.close()  # the record holds the stacks: no stacks file
             records = self._wait_for_ranks()
             if self.rank == 0 and self.on_stop is not None:
                 self.on_stop(records)
@@ -222,9 +251,14 @@ class Watchdog:
         os._exit(HANG_EXIT)
 
     def _wait_for_ranks(self) -> list[dict]:
+        """Every rank's record, or up to GRACE_S for them; a rank whose C-level dump has been
+        there for two polls (its Python threads cannot run, or its record would have replaced
+        it) has answered all it can."""
         until = time.monotonic() + GRACE_S
         while True:
             records = hangs.read_records(self.base, self.started)
-            if len(records) >= self.world_size or time.monotonic() > until:
+            answered = {r["rank"] for r in records} | set(hangs.backstop_dumps(
+                self.base, older_than_s=2 * POLL_S))
+            if len(answered) >= self.world_size or time.monotonic() > until:
                 return records
             time.sleep(0.2)

@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,18 +17,22 @@ from impl.suite_options import check_suite_options
 from impl.workloads import preset
 from suite import hangs
 from suite.launch import Launcher
-from suite.run import InputError, Pass, check_pytest_args, merge, resumed_pass, run_passes
+from suite.run import InputError, Pass, check_pytest_args, main, merge, resumed_pass, run_passes
 from suite.watchdog import BACKSTOP_S, GRACE_S, HANG_EXIT, POLL_S, Deadline, pg_timeout_s
 
 STUCK = "tests/hang_bench/stuck_benchmarks.py"
 DEADLINE_S = 10
 
 
-def stuck_pass(folder: Path) -> Pass:
+# Starting 2 ranks (torch's import, the collection) on the loaded 2-core machine.
+STARTUP_S = 30
+
+
+def stuck_pass(folder: Path, benchmarks: str = STUCK) -> Pass:
     output = folder / "gloo-tcp.json.tmp"
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-               "--nproc-per-node=2", "--local-ranks-filter=0", "-m", "pytest", STUCK,
-               "-o", f"python_files={Path(STUCK).name}", "-p", "no:cacheprovider", "-q",
+               "--nproc-per-node=2", "--local-ranks-filter=0", "-m", "pytest", benchmarks,
+               "-o", f"python_files={Path(benchmarks).name}", "-p", "no:cacheprovider", "-q",
                "--deadline-floor-s", str(DEADLINE_S), "--deadline-multiple", "0",
                "--results-json", str(output)]
     return Pass("torchrun gloo-tcp", command, {}, output)
@@ -37,22 +42,26 @@ def stuck_pass(folder: Path) -> Pass:
 def stopped(tmp_path_factory):
     """The stuck benchmarks run as suite.run runs a pass: (passes, codes, hangs, log, files)."""
     folder = tmp_path_factory.mktemp("stuck")
+    passes, codes, hung, log = run_logged([stuck_pass(folder)], folder / "log.txt")
+    pass_files = {step.name: json.loads(step.output.read_text()) for step in passes
+                  if step.output.exists()}
+    return passes, codes, hung, log, pass_files
+
+
+def run_logged(passes: list[Pass], log: Path) -> tuple[list[Pass], list, list[dict], str]:
+    """``run_passes`` on 2 gloo ranks with its log, as suite.run's would be: the passes write
+    to the inherited file descriptors, the launcher to sys.stdout."""
     env = {**os.environ, "OVERLAP_BACKEND": "gloo", "OMP_NUM_THREADS": "1",
            "PYTHONUNBUFFERED": "1"}
-    log = folder / "log.txt"
-    # The log, as suite.run's would be: the passes write to the inherited file descriptors,
-    # the launcher to sys.stdout.
     saved = [os.dup(1), os.dup(2)]
     with open(log, "w") as stream, contextlib.redirect_stdout(stream):
         os.dup2(stream.fileno(), 1), os.dup2(stream.fileno(), 2)
         try:
-            passes, codes, hung = run_passes([stuck_pass(folder)], env, Launcher())
+            passes, codes, hung = run_passes(passes, env, Launcher())
         finally:
             os.dup2(saved[0], 1), os.dup2(saved[1], 2)
             os.close(saved[0]), os.close(saved[1])
-    pass_files = {step.name: json.loads(step.output.read_text()) for step in passes
-                  if step.output.exists()}
-    return passes, codes, hung, log.read_text(), pass_files
+    return passes, codes, hung, log.read_text()
 
 
 @pytest.mark.slow
@@ -116,8 +125,9 @@ def test_a_stuck_benchmark_costs_its_deadline(stopped, tmp_path):
 
 
 def record(rank: int, benchmark: str, frame: str) -> dict:
-    return {"benchmark": benchmark, "rank": rank, "deadline_s": 60.0, "expected_s": 2.5,
-            "frame": frame, "innermost": f"torch/x.py:1 in {frame}", "measured_with": ["b"],
+    return {"benchmark": benchmark, "rank": rank, "world_size": 3, "deadline_s": 60.0,
+            "expected_s": 2.5, "waiting": frame.endswith("barrier"), "frame": frame,
+            "innermost": f"torch/x.py:1 in {frame}", "measured_with": ["b"],
             "remaining": 3, "stacks": f"Thread 0x1 (most recent call first):\n  {frame}\n"}
 
 
@@ -127,7 +137,7 @@ def test_summary_names_the_benchmark_and_every_rank_frame():
     hang = hangs.summary(records, dumps)
     assert hang == {
         "benchmark": "a", "deadline_s": 60.0, "expected_s": 2.5, "measured_with": ["b"],
-        "remaining": 3, "ranks": {
+        "remaining": 3, "stuck": [0, 2], "ranks": {
             "0": {"frame": "impl/x.py:3 in f", "innermost": "torch/x.py:1 in impl/x.py:3 in f"},
             "1": {"frame": "impl/dist.py:9 in barrier", "benchmark": "c",
                   "innermost": "torch/x.py:1 in impl/dist.py:9 in barrier"},
@@ -137,6 +147,12 @@ def test_summary_names_the_benchmark_and_every_rank_frame():
     text = hangs.log_text(hang, records, dumps)
     assert "[suite]   rank 1 (in c): impl/dist.py:9 in barrier" in text
     assert "[suite] rank 2, faulthandler's dump:" in text
+    assert "[suite] the other ranks waited for rank(s) 0, 2" in text
+    # Rank 1 waited in its barrier: no record from rank 2, rank 0 not in a collective.
+    assert hangs.stuck_ranks(records[1:], {}) == [0, 2]
+    # Every rank waiting in a collective (mismatched ones): all of them are named.
+    waiting = [{**r, "waiting": True, "world_size": 2} for r in records]
+    assert hangs.stuck_ranks(waiting, {}) == [0, 1]
     assert hangs.summary([], {}) is None
 
 
@@ -196,3 +212,42 @@ def test_group_timeout_outlasts_no_deadline_by_more_than_the_grace():
     assert pg_timeout_s(deadlines, {}) == 240 + GRACE_S + BACKSTOP_S
     assert pg_timeout_s(deadlines, {"OVERLAP_PG_TIMEOUT_S": "30"}) is None  # impl.dist reads it
     assert pg_timeout_s({}, {}) is None
+
+
+def test_resuming_after_the_last_benchmark_leaves_nothing_to_run(tmp_path, capsys):
+    """One line and exit 0: a finished pass is not an error, and nothing is launched."""
+    code = main(["--quick", "--skip-mpi", "--results-dir", str(tmp_path), "--",
+                 STUCK, "-o", f"python_files={Path(STUCK).name}",
+                 "--resume-after", f"{STUCK}::test_after"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert out.strip() == ("[suite] nothing left to run: --resume-after names the last benchmark "
+                           "the pytest arguments select; nothing launched, nothing written")
+    assert not any(tmp_path.iterdir())
+
+
+GIL = "tests/hang_bench/gil_benchmarks.py"
+
+
+@pytest.mark.slow
+def test_a_rank_holding_the_gil_is_named_with_its_stack(tmp_path):
+    """Rank 1 spins in C holding the GIL while rank 0 waits in an all-reduce: rank 1's stack
+    comes from faulthandler's C-level dump at its deadline, the hang names rank 1 (the one
+    that did not arrive, not the waiting rank 0), and the pass ends within the deadline plus
+    the launcher's margins, keeping the benchmark that finished."""
+    started = time.monotonic()
+    passes, codes, hung, log = run_logged([stuck_pass(tmp_path, GIL)], tmp_path / "log.txt")
+    took = time.monotonic() - started
+    (hang,) = hung
+    assert hang["benchmark"] == f"{GIL}::test_gil_held"
+    assert hang["stuck"] == [1]
+    assert hang["ranks"]["1"]["frame"] == hangs.NO_PYTHON_THREAD
+    assert hang["ranks"]["0"]["innermost"].endswith(" in all_reduce")
+    assert "[suite] the other ranks waited for rank(s) 1" in log
+    dump = log.split("[suite] rank 1, faulthandler's dump:", 1)[1]
+    assert f'{GIL}", line' in dump and "in test_gil_held" in dump
+    assert len(passes) == 1 and codes[0] != 0  # nothing after it: no fresh pass
+    document = json.loads(passes[0].output.read_text())
+    assert [b["name"] for b in document["benchmarks"]] == ["test_before"]
+    assert document["suite"]["hangs"][0]["stuck"] == [1]
+    assert took < STARTUP_S + DEADLINE_S + GRACE_S, took

@@ -78,7 +78,7 @@ import suite.run as run
 document = json.loads(Path(sys.argv[1]).read_text())
 
 
-def fake_pass(self, command, env):
+def fake_pass(self, command, env, watch=None):
     # A pass that finished: its whole file in the scratch folder, as conftest.py writes it.
     Path(command[command.index("--results-json") + 1]).write_text(json.dumps(document))
     return 0
@@ -108,3 +108,45 @@ def test_a_merge_on_a_full_disk_keeps_each_pass_file(tmp_path):
         f"[suite] error: cannot write {folder / kept.name.replace('-gloo-tcp', '')}: [Errno 28] "
         f"No space left on device: '{folder / kept.name.replace('-gloo-tcp', '')}'",
         f"[suite] kept what the passes finished, one whole file per pass: {kept}"]
+
+
+LAUNCH_ON_A_FULL_DISK = """
+import json, sys
+from pathlib import Path
+import suite.run as run
+from suite.run_files import fallback_path
+
+document = json.loads(Path(sys.argv[1]).read_text())
+
+
+def full_from_the_start(self, command, env, watch=None):
+    # No checkpoint could be written: the pass kept its whole file in the temporary folder,
+    # as conftest.py does.
+    output = command[command.index("--results-json") + 1]
+    fallback_path(output).write_text(json.dumps(document))
+    return 0
+
+
+run.Launcher.run = full_from_the_start
+sys.exit(run.main(sys.argv[2:]))
+"""
+
+
+def test_a_disk_full_from_the_start_names_where_the_results_are(tmp_path):
+    """The launcher's last line names the file in the temporary folder, not "nothing
+    written"."""
+    source = DATA / "cpu-2core-trimmed.json"
+    spare = tmp_path / "spare"
+    spare.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OVERLAP_MACHINE_LABEL": "full-disk",
+           "TMPDIR": str(spare)}
+    run = subprocess.run([sys.executable, "-c", LAUNCH_ON_A_FULL_DISK, str(source),
+                          "--results-dir", str(tmp_path / "results"), "--quick", "--skip-mpi",
+                          "--", "--workloads", "mlp_tiny"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 1, run.stderr[-3000:]
+    (kept,) = spare.glob("overlap-results-*-gloo-tcp.json")
+    assert json.loads(kept.read_text()) == json.loads(source.read_text())
+    assert run.stderr.strip().splitlines()[-1] == (
+        f"[suite] the results folder {tmp_path / 'results' / 'full-disk'} had no room for "
+        f"every pass's results; they are kept whole in {kept}")

@@ -44,6 +44,10 @@ BAD_INPUT = [
     ([], {"OVERLAP_MACHINE_LABEL": "."}, "OVERLAP_MACHINE_LABEL='.' is not allowed"),
     ([], {"OVERLAP_MACHINE_LABEL": "a/../b"}, "OVERLAP_MACHINE_LABEL='a/../b' is not allowed"),
     ([], {"OVERLAP_MACHINE_LABEL": "baselines"}, "OVERLAP_MACHINE_LABEL='baselines' is not"),
+    ([], {"OVERLAP_PG_TIMEOUT_S": "99999999999999"},
+     "OVERLAP_PG_TIMEOUT_S='99999999999999' is not allowed; use an integer from 1 to 86400"),
+    ([], {"OVERLAP_PG_TIMEOUT_S": "0"}, "OVERLAP_PG_TIMEOUT_S='0' is not allowed; use an integer"),
+    (["--", "--resume-after", ""], {}, "pytest: --resume-after: give a benchmark's node id"),
 ]
 CPU_ONLY_BAD_INPUT = [
     (["--profiles", "socket"], {}, "--profiles=socket: interconnect profiles are NCCL settings"),
@@ -79,7 +83,7 @@ def test_bad_input_is_one_line_before_anything_starts(tmp_path, monkeypatch, cap
 # Runs suite.run's main with the passes recorded instead of launched (exit 5: nothing ran).
 PLAN_ONLY = """
 import sys, suite.run as run
-def record(self, command, env):
+def record(self, command, env, watch=None):
     print("LAUNCH", " ".join(command), flush=True)
     return 5
 run.Launcher.run = record
@@ -237,3 +241,40 @@ def test_a_killed_launcher_leaves_nothing_running(tmp_path):
     run.wait(timeout=30)
     _wait_for(lambda: not _alive(tree), 10, "the pass to end with its launcher")
     assert json.loads(checkpoint.read_text())["benchmarks"]
+
+
+def leftover(results: Path, stamp: str, launcher: str | None, text: str) -> Path:
+    """A scratch folder as a launcher leaves it when it is killed: a pass's checkpoint."""
+    scratch = results / LABEL / f".{stamp}-x1y2.run"
+    scratch.mkdir(parents=True)
+    if launcher is not None:
+        (scratch / "launcher").write_text(launcher)
+    (scratch / "gloo-tcp.json.tmp").write_text(text)
+    return scratch
+
+
+def test_recover_merges_what_a_killed_launcher_left_and_names_what_it_cannot(
+        tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("OVERLAP_MACHINE_LABEL", LABEL)
+    results = tmp_path / "results"
+    document = (ROOT / "tests" / "data" / "cpu-2core-trimmed.json").read_text()
+    dead = leftover(results, "20261125T100000Z", "999999999 1", document)
+    broken = leftover(results, "20261125T110000Z", None, '{"benchmarks": [')
+    from suite.run_files import process_start
+    alive = leftover(results, "20261125T120000Z", f"{os.getpid()} {process_start(os.getpid())}",
+                     document)  # a run still going: not ours to touch
+    assert main(["--recover", "--results-dir", str(results)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    merged = results / LABEL / "20261125T100000Z-x1y2.json"
+    count = len(json.loads(document)["benchmarks"])
+    assert out[0] == (f"[suite] recovered {count} benchmarks that an earlier run finished and "
+                      f"never merged (its launcher ended first): wrote {merged}, marked partial")
+    assert out[1].startswith(f"[suite] cannot recover {broken}: {broken / 'gloo-tcp.json.tmp'} (")
+    assert len(out) == 2
+    written = json.loads(merged.read_text())
+    assert written["benchmarks"] == json.loads(document)["benchmarks"]
+    assert written["suite"]["partial"] is True
+    assert written["suite"]["stopped_by"] == "its launcher ended"
+    assert not dead.exists() and broken.exists() and alive.exists()
+    assert main(["--recover", "--results-dir", str(results)]) == 0  # nothing new
+    assert capsys.readouterr().out.splitlines() == out[1:]

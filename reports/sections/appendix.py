@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from reports import analysis, cells
 from reports.captions import Run, how_text, in_machine_order, machine_text
 from reports.format import Column, Table, fmt, fmt_bytes, make_table, text_column
+from reports.sections.hangs import hang_text
 from reports.sections.overlap import fabric_heading, fabric_rank, references_table, results_table
 
 BEFORE_INTERLEAVING = ("Measured before interleaving: references measured at other moments, "
@@ -110,6 +111,7 @@ def section_runs(rows: Sequence[dict], runs: Sequence[Run], dropped: Sequence[st
                         "format": run_format(kinds), "commit": commit_text(run.fingerprint),
                         "command": run.command, "passes": pass_lines(run),
                         "failed": ", ".join(run.failed_passes), "note": run.note,
+                        "hangs": [hang_text(hang) for hang in run.hangs],
                         "uses": run_uses(run, rows)})
     return {"empty": not entries, "runs": entries, "dropped": list(dropped),
             "anchors": "docs/ANCHORS.md"}

@@ -5,7 +5,8 @@ Each study names its benchmark module (STUDIES). Where the loaded rows hold a GP
 line gives it (machine, interval, run and commit); where they do not, it says so and names
 the runs that meant to measure it and did not finish: bench logs in ``results/<label>/logs/``
 (reports/runlogs.py: how the run ended, and whether it reached the study) and partial result
-files (``suite.partial`` / ``suite.failed_passes``) whose passes selected the module. The CPU
+files (``suite.partial`` / ``suite.failed_passes``) whose passes selected the module, and the
+hangs in its benchmarks that results files name (``suite.hangs``). The CPU
 result follows as a check of the method. The gate's line comes from its trials files.
 
     lines = section(rows, runs, archive)   # [{"study": "pipeline", "text": "..."}, ...]
@@ -23,6 +24,7 @@ from reports.format import NA, fmt, fmt_estimate, fmt_pct, fmt_times
 from reports.gate import trial_rates
 from reports.runlogs import pass_targets, targets, unfinished
 from reports.sections import gemm_sweep, hybrid, tensor_parallel
+from reports.sections.hangs import hangs_in
 
 # study -> (its title in the abstract, benchmark module, its test functions)
 STUDIES = {
@@ -80,6 +82,9 @@ def attempts(archive: Archive, module: str, functions: tuple[str, ...]) -> list[
         names = ", ".join(str(p.get("name")) for p in failed)
         found.append(f"on {results.label} the pass {names} did not finish (a partial run, "
                      f"appendix on runs)")
+    for results in archive.files:  # a hang is named even where the run went on without it
+        found += [f"on {results.label} {text} (appendix on runs)" for text in
+                  hangs_in(results.data.get("suite") or {}, module, functions)]
     return found
 
 
