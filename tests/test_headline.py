@@ -66,7 +66,7 @@ def test_provenance_marks_a_partial_run_a_dirty_tree_and_an_unknown_commit(loade
     older = [m for m in marks if m.startswith("older than this checkout's code")]
     if changed.returncode == 0 and int(changed.stdout) > 0:
         assert older == [f"older than this checkout's code: {int(changed.stdout)} change(s) "
-                         f"to impl/strategies/chunked.py since {commit[:7]}"]
+                         f"to chunked's code since {commit[:7]}"]
     partial = replace(run, partial=True, failed_passes=("mpirun",))
     assert headline.provenance(partial, "chunked", archive.Archive())[0] == (
         "from a partial run (mpirun did not finish; the appendix on runs has its note)")

@@ -175,8 +175,13 @@ def section_gemm(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
                  "v1c": V1C_TEXT, "superseded": superseded_text(rows, runs),
                  "seed_layer": seed_layer_text(rows, runs),
                  "sweep": sweep_tables(rows, runs), "not_covered": NOT_COVERED,
-                 "sweep_headline": sweep_headline(rows)}
-    for label in dict.fromkeys(g["machine"] for g in groups):
+                 "sweep_headline": sweep_headline(rows), "figures_left": None}
+    labels = list(dict.fromkeys(g["machine"] for g in groups))
+    if labels[1:]:
+        out["figures_left"] = (f"The ladder's figures are drawn for {machine_text(labels[0], runs)}"
+                               f" only; those of {and_list(labels[1:])} are left out, and their "
+                               f"rows are in the appendix 'Dense tables'.")
+    for label in labels:
         mine = [g for g in groups if g["machine"] == label]
         flat = [{**r, "shape": f"{g['m']}×{g['n']}×{g['k']}", "version_label": version_label(r)}
                 for g in mine for r in g["rows"]]
@@ -191,6 +196,8 @@ def section_gemm(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
             f"roofline from the device's peaks (impl/kernels/peaks.py); max |C − C_cuBLAS| is "
             f"each row's correctness check. {marks}{how}", GEMM_COLUMNS, flat,
             note=gemm_note(flat)))
+        if label != labels[0]:
+            continue  # the page budget: one machine's figures; the rest in 'Dense tables'
         out["figures"].append(make_figure(
             f"fig-gemm-{label}", gemm_bars(mine),
             f"GEMM throughput per kernel version and shape on {where} (fp32 versions "

@@ -69,8 +69,9 @@ def provenance(run: Run, strategy: str, archive: Archive) -> list[str]:
         marks.append(f"commit {commit[:7]} is not in this checkout's history: the age of its "
                      f"code is unknown")
     elif changed:
-        marks.append(f"older than this checkout's code: {changed} change(s) to "
-                     f"{', '.join(files)} since {commit[:7]}")
+        # The strategy's name, not its files: paths break mid-word in page 1's notes.
+        marks.append(f"older than this checkout's code: {changed} change(s) to {strategy}'s "
+                     f"code since {commit[:7]}")
     return marks
 
 
