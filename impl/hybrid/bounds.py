@@ -41,7 +41,11 @@ def offload_bounds(gpu_step_ms: float, parameters: int, last_parameters: int, va
             "offload-overlap": gpu_step_ms + host_work_ms(last_parameters, value_bytes, rates)}
 
 
-def _median_ms(task, repeats: int) -> float:
+def median_ms(task, repeats: int, warm: bool = False) -> float:
+    """The median wall time of ``task`` over ``repeats`` calls, in ms (after one untimed call
+    with ``warm``: first touch of fresh memory)."""
+    if warm:
+        task()
     times = []
     for _ in range(repeats):
         started = time.perf_counter()
@@ -67,7 +71,7 @@ def measure_rates(device: torch.device, parameters: int, threads: int,
 
     try:
         update()  # first touch of the moments
-        adam_ms = _median_ms(update, repeats)
+        adam_ms = median_ms(update, repeats)
     finally:
         engine.close()
     rates = {"adam_gbps": ADAM_BYTES_PER_PARAMETER * parameters / (adam_ms * 1e6),
@@ -80,7 +84,7 @@ def measure_rates(device: torch.device, parameters: int, threads: int,
         def timed(copy) -> float:
             copy()
             torch.cuda.synchronize(device)
-            return _median_ms(lambda: (copy(), torch.cuda.synchronize(device)), repeats)
+            return median_ms(lambda: (copy(), torch.cuda.synchronize(device)), repeats)
 
         rates["to_host_gbps"] = COPY_BYTES / (timed(lambda: host.copy_(gpu, non_blocking=True))
                                               * 1e6)

@@ -16,26 +16,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
+from impl.hybrid.bounds import median_ms
 from impl.hybrid.host_adam import ADAM_BYTES_PER_PARAMETER, HostAdam, piece_spans
 
 CAST_BYTES_PER_VALUE = 6  # read 2 and write 4, or read 4 and write 2
-
-
-def _median_ms(task, repeats: int) -> float:
-    task()  # first touch
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        task()
-        times.append((time.perf_counter() - started) * 1e3)
-    return statistics.median(times)
 
 
 def measure(values: int, threads: int, repeats: int = 5) -> list[dict]:
@@ -61,7 +50,7 @@ def measure(values: int, threads: int, repeats: int = 5) -> list[dict]:
         pool = ThreadPoolExecutor(1, initializer=torch.set_num_threads, initargs=(count,))
         for name, task in (("bf16->fp32 fresh", fresh_up), ("bf16->fp32 reused", reused_up),
                            ("fp32->bf16 reused", reused_down)):
-            ms = pool.submit(_median_ms, task, repeats).result()
+            ms = pool.submit(median_ms, task, repeats, True).result()
             rows.append({"operation": name, "threads": count, "ms": ms,
                          "gbps": CAST_BYTES_PER_VALUE * values / (ms * 1e6)})
         pool.shutdown()
@@ -74,7 +63,7 @@ def measure(values: int, threads: int, repeats: int = 5) -> list[dict]:
             future.result()
 
     try:
-        ms = _median_ms(adam, repeats)
+        ms = median_ms(adam, repeats, warm=True)
     finally:
         engine.close()
     rows.append({"operation": "fused fp32 Adam", "threads": threads, "ms": ms,
