@@ -48,7 +48,7 @@ def test_kernel_path_drives_every_strategy(torch_standins, strategy):
 
 def test_unknown_kernel_names_the_choices():
     with pytest.raises(ValueError, match=r"unknown seed-layer kernel 'v9'; choose one of "
-                                         r"seed, v1, v1c, v2, v3, v4, v5, v6, cublas"):
+                                         r"seed, v1, v1c, v2, v3, v4, v5, v6, v7, cublas"):
         autograd.check_kernel("v9", torch.float32)
     with pytest.raises(TypeError, match="GEMM v4 does not take torch.float32"):
         autograd.check_kernel("v4", torch.float32)

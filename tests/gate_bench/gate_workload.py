@@ -55,9 +55,14 @@ def gate_step(benchmark, device: torch.device) -> None:
         benchmark.pedantic(step, rounds=rounds, warmup_rounds=warmup, iterations=1)
     finally:
         strategy.close()
+    step_ms = benchmark.stats.stats.median * 1e3
+    # One rank, no communication: the step is its own compute-only, sequential and limit time
+    # (the fields every step row carries, impl/rows/kinds.py; the gate reads them through it).
     benchmark.extra_info.update(kind="step", strategy="sequential", workload=config.name,
                                 extra_compute=extra_compute, world_size=1, backend="none",
-                                samples_per_round=config.batch)
+                                samples_per_round=config.batch, chunks=1, profile="none",
+                                step_ms=step_ms, compute_only_ms=step_ms, comm_only_ms=0.0,
+                                sequential_ms=step_ms, limit_ms=step_ms)
     benchmark.extra_info["samples_per_s"] = config.batch / benchmark.stats.stats.median
 
 
