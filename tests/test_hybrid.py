@@ -43,7 +43,7 @@ from impl.hybrid.digits import (
 from impl.hybrid.gpt_forward import forward_ms
 from impl.hybrid.measure import host_work_split
 from impl.hybrid.offload import OffloadOverlap
-from impl.hybrid.trainer_check import ieee_fp32, weight_tolerance
+from impl.hybrid.trainer_check import check_first_step, ieee_fp32, weight_tolerance
 from impl.strategy_check import max_abs_diff
 from impl.timeline import Interval, Timeline
 from impl.workloads import Batch, GPTConfig, build_model, loss_fn, make_batch, preset
@@ -620,3 +620,43 @@ def test_split_decision_rejects_bad_input(args, message):
     with pytest.raises(ValueError) as error:
         split_decision(*args)
     assert str(error.value) == message
+
+
+def first_step_check(name: str, device: str, mutation=None):
+    """check_first_step as the largest-model measurement runs it (bf16, reference on the
+    trainer's device)."""
+    workload = dataclasses.replace(preset(WORKLOAD), dtype="bf16")
+    model = host_initialised_model(workload, torch.device(device))
+    trainer = build_trainer(name, model, mlp_loss, HybridOptions(lr=LR, cpu_threads=2))
+    if mutation:
+        MUTATIONS[mutation](trainer)
+    batch = make_batch(workload, torch.device("cpu"), 0, 0, 0)
+    reference = build_model(workload, torch.device("cpu")).float().to(device)
+    try:
+        return check_first_step(name, trainer, reference, mlp_loss,
+                                Batch(batch.inputs.to(device), batch.targets.to(device)),
+                                max(workload.batch, workload.width))
+    finally:
+        trainer.close()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_first_step_check_passes_the_offload_on_its_master(device):
+    result = first_step_check("offload-overlap", device)
+    assert result.failure is None, result.failure
+    assert result.steps == 1
+    assert 0 < result.weight_error <= 1e-2 * result.weight_tolerance
+    assert result.gradient_error <= result.gradient_tolerance
+
+
+@pytest.mark.parametrize("mutation", ["doubled", "misplaced"])
+def test_the_first_step_check_fails_a_wrong_update(mutation):
+    result = first_step_check("offload-overlap", "cpu", mutation)
+    assert result.failure is not None
+    assert result.failure.startswith("offload-overlap: weights after step 1 "), result.failure
+
+
+def test_the_first_step_check_refuses_a_delayed_update():
+    with pytest.raises(ValueError, match="offload-overlap-dpu: the first-step check needs an "
+                                         "update that is not delayed"):
+        first_step_check("offload-overlap-dpu", "cpu")

@@ -64,3 +64,19 @@ def test_the_coarse_row_says_whether_it_splits_and_why():
              "variant": "worker0-alone", "balance": None}]
     assert [r["decision_text"] for r in hybrid.hybrid_rows(rows)] == [reason, "—"]
 
+
+
+def test_the_largest_model_row_states_its_plan_attempt_and_check():
+    row = {"kind": "offload_only", "machine": "h100x1", "run": "r1",
+           "workload": "mlp_8192x57_b2048_bf16", "parameters": 3825205248,
+           "plan": {"gpu_only_layers": 56, "offload_layers": 94, "offload_bound_by": "host"},
+           "gpu_only_attempt": "out of memory: CUDA out of memory",
+           "check": {"gradient_error": 1e-3, "gradient_tolerance": 0.1, "weight_error": 1e-7,
+                     "weight_tolerance": 1e-5, "update_delay": 0},
+           "step_ms_estimate": {"value": 1500.0, "low": 1490.0, "high": 1510.0, "rounds": 3},
+           "model_tflops": 31.3, "peak_tflops": 760.0, "fraction_of_peak": 0.041}
+    [table] = hybrid.only_offload_rows([row, {"kind": "hybrid_step"}])
+    assert table["plan_text"] == ("GPU-only Adam 56 layers, the offload 94 (bound by the host's "
+                                  "memory)")
+    assert table["check_text"] == "gradients 0.00100 ≤ 0.100; weights 1.00e-07 ≤ 1.00e-05"
+    assert table["step_text"] == "1,500 [1,490, 1,510]"

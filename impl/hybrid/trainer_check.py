@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 from torch import nn
+from torch.optim.adam import adam
 
 from impl.hybrid.base import Loss, Trainer
 from impl.workloads import Batch
@@ -161,3 +162,51 @@ def check_training(name: str, trainer: Trainer, reference: nn.Module, loss: Loss
                 f"{tolerance:.3g}: 1% of lr a step)")
     return TrainingCheck(len(batches), trainer.update_delay, grad_error, grad_tolerance,
                          weight_error, tolerance, failure)
+
+
+def check_first_step(name: str, trainer: Trainer, reference: nn.Module, loss: Loss, batch: Batch,
+                     longest_reduction: int) -> TrainingCheck:
+    """``check_training``'s first step for a model too large for an fp32 reference holding
+    Adam's whole state beside it (the model only the offload can train): the gradients against
+    an fp32 backward as there, and the update against Adam's first step applied to each tensor
+    alone, from zero moments, one tensor's state at a time. Needs ``update_delay`` 0."""
+    if trainer.update_delay:
+        raise ValueError(f"{name}: the first-step check needs an update that is not delayed")
+    params = list(reference.parameters())
+    where = params[0].device
+    grad_dtype = next(trainer.model.parameters()).dtype
+    grad_tolerance = gradient_tolerance(grad_dtype, longest_reduction,
+                                        sum(p.dim() > 1 for p in params))
+    trainer.step(batch)
+    trainer.drain()
+    inputs = batch.inputs.to(where)
+    with ieee_fp32():
+        loss(reference(inputs.float() if inputs.is_floating_point() else inputs),
+             batch.targets.to(where)).backward()
+    failure, grad_error, weight_error, largest = None, 0.0, 0.0, 0.0
+    updated = []
+    for param, grad in zip(params, trainer.last_gradients()):
+        grad = grad.to(where)
+        grad_error = max(grad_error, _relative_error(grad, param.grad))
+        expected = param.detach().clone()
+        adam([expected], [grad], [torch.zeros_like(expected)], [torch.zeros_like(expected)], [],
+             [torch.tensor(0.0)], foreach=False, fused=False, amsgrad=False, beta1=0.9,
+             beta2=0.999, lr=trainer.options.lr, weight_decay=0.0, eps=1e-8, maximize=False)
+        updated.append(expected)
+        param.grad = None
+    if grad_error > grad_tolerance:
+        failure = (f"{name}: gradients of step 1 differ from an fp32 backward at the "
+                   f"reference's weights by {grad_error:.3g} of their largest value (rounding "
+                   f"tolerance {grad_tolerance:.3g})")
+    weights = zip(trainer.checked_weights(), trainer.model.parameters(), updated)
+    for checked, copied, expected in weights:
+        checked = checked.to(where)
+        if failure is None and not torch.equal(copied.detach(), checked.to(copied.dtype)):
+            failure = f"{name}: weights after step 1 are not its fp32 master's rounded"
+        largest = max(largest, checked.abs().max().item())
+        weight_error = max(weight_error, (checked.float() - expected).abs().max().item())
+    tolerance = weight_tolerance(trainer.options.lr, 1, torch.float32, largest)
+    if weight_error > tolerance and failure is None:
+        failure = (f"{name}: weights after step 1 differ from Adam's first step (fp32) on the "
+                   f"trainer's own gradients by {weight_error:.3g} (tolerance {tolerance:.3g})")
+    return TrainingCheck(1, 0, grad_error, grad_tolerance, weight_error, tolerance, failure)

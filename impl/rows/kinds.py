@@ -463,6 +463,26 @@ HYBRID_COMPARISON = RowKind(
      _f("bounds", "obj?", "ms", "Per offload variant, its physical bound (bound_ms).")))
 
 
+OFFLOAD_ONLY = RowKind(
+    "offload_only", "The model only the offload can train (impl/hybrid/largest.py): the "
+    "smallest MLP of the capacity plan that GPU-only Adam cannot hold, one checked step and "
+    "timed steps of the overlapped offload.",
+    ("name",),
+    (WORKLOAD, CONFIG, STEP_MS, STEP_ESTIMATE, ROUND_MS, HYBRID_DTYPE,
+     _f("device", TEXT, "", "The GPU it ran on.", required=True),
+     _f("parameters", INT, "", "Parameters of the model.", required=True),
+     _f("plan", OBJ, "", "The capacity plan (impl/hybrid/capacity.py): layers each trainer "
+        "holds at this width and batch, and what bounds the offload."),
+     _f("gpu_only_attempt", TEXT, "", "What one fused-GPU-Adam step of the model did: ran, or "
+        "the GPU's out-of-memory message.", required=True),
+     _f("check", OBJ, "", "The first step's check (impl/hybrid/trainer_check.py, "
+        "check_first_step)."),
+     _f("model_tflops", NUM, "TFLOP/s", "6 · parameters · batch rows / step time.", True,
+        required=True),
+     _f("peak_tflops", NUM, "TFLOP/s", "cuBLAS's bf16 rate on an 8192³ matmul on the same GPU, "
+        "measured in the same process.", True),
+     _f("fraction_of_peak", NUM, "", "model_tflops / peak_tflops.", True)))
+
 HOST_ADAM = RowKind(
     "host_adam", "Adam on the host, one implementation and thread layout, against the "
     "memory bandwidth measured in the same rounds.",
@@ -595,4 +615,5 @@ TENSOR_PARALLEL_COMPARISON = RowKind(
 KINDS: dict[str, RowKind] = {kind.name: kind for kind in (
     STEP, COMPARISON, INTERFERENCE, ALLREDUCE, SYNTHETIC, GEMM, GEMM_SWEEP, TENSOR_CORE_CEILING,
     SEED_STEP, SAMPLER_OVERHEAD, AUTOTUNE, TENSOR_PARALLEL, TENSOR_PARALLEL_COMPARISON, PIPELINE,
-    PIPELINE_COMPARISON, HYBRID_STEP, HYBRID_COMPARISON, HOST_ADAM, DIGITS_CURVE, GPT_FORWARD)}
+    PIPELINE_COMPARISON, HYBRID_STEP, HYBRID_COMPARISON, OFFLOAD_ONLY, HOST_ADAM, DIGITS_CURVE,
+    GPT_FORWARD)}
