@@ -38,8 +38,9 @@ HYBRID_FIELDS: tuple[Field, ...] = (
           "workers' forward-and-backward times per step after the shares were balanced "
           "(median over rounds).", False),
     Field("gradient_error", "", "Largest |g − g_ref| / max|g_ref| over the check's steps and "
-          "tensors: the trainer's gradients against an fp32 backward at the reference's "
-          "weights (impl/hybrid/trainer_check.py).", False),
+          "tensors: the trainer's gradients against a backward at the reference's weights, IEEE "
+          "fp32 for an fp32 model, rounded to the model's dtype for bf16/fp16 "
+          "(impl/hybrid/trainer_check.py).", False),
     Field("weight_error", "", "Largest |w − w_ref| over the check's steps: the trainer's weights "
           "against Adam (fp32) applied to the trainer's own gradients, update_delay steps "
           "late (impl/hybrid/trainer_check.py).", False),

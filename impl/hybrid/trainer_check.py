@@ -7,11 +7,14 @@ its gradient, so a near-zero gradient element whose sign the rounding flips move
 multiples of lr, with nothing wrong. The check splits what can be compared exactly from what
 can only be compared up to rounding, step by step:
 
-1. gradients: the trainer's gradients of step t (``Trainer.last_gradients``) against an fp32
-   backward of the same batch at the reference's weights (IEEE fp32 matmuls, no TF32), within a
-   rounding tolerance relative to each tensor's largest value (``gradient_tolerance``).
-   Weights one wrong update away give gradients off by far more (tests/test_hybrid.py measures
-   how much).
+1. gradients: the trainer's gradients of step t (``Trainer.last_gradients``) against a
+   backward of the same batch at the reference's weights, in the trainer's dtype: for fp32 an
+   IEEE fp32 backward (no TF32) within a rounding tolerance relative to each tensor's largest
+   value (``gradient_tolerance``); for bf16/fp16 a backward of the reference's weights rounded
+   to that dtype, which the trainer's must match within one rounding (``ROUNDING_MARGIN`` u):
+   against an fp32 backward a correct 8-layer bf16 MLP is off by up to 0.04 of the largest
+   value and one doubled update by 0.13, so no fp32 tolerance tells them apart, while the
+   same-dtype backward gives 0 and 0.14 (mlp_tiny in bf16 on the CPU).
 2. update: the reference applies torch's Adam (fp32) to the trainer's own gradients, the
    gradient of step t − ``update_delay`` at step t (the delayed update applies each one a step
    late), and the trainer's weights after every step (its fp32 master where it keeps one that
@@ -27,6 +30,7 @@ of the minutes its CPU backward and Adam took on a GPU machine's host.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections import deque
 from collections.abc import Iterator, Sequence
@@ -56,6 +60,14 @@ def gradient_tolerance(dtype: torch.dtype, longest_reduction: int, layers: int) 
     ROUNDING_MARGIN · layers · sqrt(K) · u, for reductions of at most K terms in ``dtype``
     (unit roundoff u) through ``layers`` layers of backward, each adding its own rounding."""
     return ROUNDING_MARGIN * layers * math.sqrt(longest_reduction) * unit_roundoff(dtype)
+
+
+def low_precision_gradient_tolerance(dtype: torch.dtype) -> float:
+    """Largest |g − g_ref| / max|g_ref| against a backward in the trainer's own low-precision
+    dtype at the same weights rounded: one rounding (u) with the margin; the same kernels on the
+    same weights give 0, and a weight rounded the other way from a master one fp32 rounding off
+    the reference's moves a gradient by far less than a rounding of it."""
+    return ROUNDING_MARGIN * unit_roundoff(dtype)
 
 
 def weight_tolerance(lr: float, steps: int, dtype: torch.dtype, largest_weight: float) -> float:
@@ -101,6 +113,39 @@ def ieee_fp32() -> Iterator[None]:
         torch.set_float32_matmul_precision(previous)
 
 
+def reference_gradients(reference: nn.Module, loss: Loss, batch: Batch,
+                        dtype: torch.dtype) -> list[torch.Tensor]:
+    """The gradients of ``batch`` at the reference's weights, in ``dtype``: an IEEE fp32 backward
+    of the reference itself, or one of a copy of it rounded to ``dtype`` (returned in fp32)."""
+    where = next(reference.parameters()).device
+    inputs = batch.inputs.to(where)  # token ids stay integers
+    if dtype == torch.float32:
+        for param in reference.parameters():
+            param.grad = None
+        with ieee_fp32():
+            loss(reference(inputs.float() if inputs.is_floating_point() else inputs),
+                 batch.targets.to(where)).backward()
+        return [p.grad for p in reference.parameters()]
+    rounded = copy.deepcopy(reference).to(dtype)
+    loss(rounded(inputs.to(dtype) if inputs.is_floating_point() else inputs),
+         batch.targets.to(where)).backward()
+    return [p.grad.float() for p in rounded.parameters()]
+
+
+def gradient_failure(name: str, step: int, dtype: torch.dtype, error: float,
+                     tolerance: float) -> str:
+    precision = "an fp32" if dtype == torch.float32 else f"a {str(dtype).split('.')[-1]}"
+    return (f"{name}: gradients of step {step} differ from {precision} backward at the "
+            f"reference's weights by {error:.3g} of their largest value (rounding tolerance "
+            f"{tolerance:.3g})")
+
+
+def tolerance_for(dtype: torch.dtype, longest_reduction: int, layers: int) -> float:
+    if dtype == torch.float32:
+        return gradient_tolerance(dtype, longest_reduction, layers)
+    return low_precision_gradient_tolerance(dtype)
+
+
 def check_training(name: str, trainer: Trainer, reference: nn.Module, loss: Loss,
                    batches: Sequence[Batch], longest_reduction: int) -> TrainingCheck:
     """Step ``trainer`` through ``batches``, checking every step as the module says.
@@ -115,8 +160,8 @@ def check_training(name: str, trainer: Trainer, reference: nn.Module, loss: Loss
     where = params[0].device
     optimizer = torch.optim.Adam(params, lr=trainer.options.lr)
     grad_dtype = next(trainer.model.parameters()).dtype
-    layers = sum(p.dim() > 1 for p in params)
-    grad_tolerance = gradient_tolerance(grad_dtype, longest_reduction, layers)
+    grad_tolerance = tolerance_for(grad_dtype, longest_reduction,
+                                   sum(p.dim() > 1 for p in params))
     waiting: deque[list[torch.Tensor]] = deque()
     grad_error = weight_error = tolerance = 0.0
     failure = None
@@ -124,18 +169,10 @@ def check_training(name: str, trainer: Trainer, reference: nn.Module, loss: Loss
         trainer.step(batch)
         trainer.drain()
         computed = [g.to(where) for g in trainer.last_gradients()]
-        optimizer.zero_grad(set_to_none=True)
-        inputs = batch.inputs.to(where)  # token ids stay integers
-        with ieee_fp32():
-            loss(reference(inputs.float() if inputs.is_floating_point() else inputs),
-                 batch.targets.to(where)).backward()
-        errors = [_relative_error(g, p.grad) for g, p in zip(computed, params)]
-        grad_error = max(grad_error, *errors)
+        expected = reference_gradients(reference, loss, batch, grad_dtype)
+        grad_error = max(grad_error, *map(_relative_error, computed, expected))
         if grad_error > grad_tolerance and failure is None:
-            failure = (
-                f"{name}: gradients of step {step} differ from an fp32 backward at the "
-                f"reference's weights by {grad_error:.3g} of their largest value (rounding "
-                f"tolerance {grad_tolerance:.3g})")
+            failure = gradient_failure(name, step, grad_dtype, grad_error, grad_tolerance)
         waiting.append(computed)
         if len(waiting) > trainer.update_delay:
             for param, grad in zip(params, waiting.popleft()):
@@ -167,37 +204,32 @@ def check_training(name: str, trainer: Trainer, reference: nn.Module, loss: Loss
 def check_first_step(name: str, trainer: Trainer, reference: nn.Module, loss: Loss, batch: Batch,
                      longest_reduction: int) -> TrainingCheck:
     """``check_training``'s first step for a model too large for an fp32 reference holding
-    Adam's whole state beside it (the model only the offload can train): the gradients against
-    an fp32 backward as there, and the update against Adam's first step applied to each tensor
+    Adam's whole state beside it (the model only the offload can train): the gradients as
+    there, and the update against Adam's first step applied to each tensor
     alone, from zero moments, one tensor's state at a time. Needs ``update_delay`` 0."""
     if trainer.update_delay:
         raise ValueError(f"{name}: the first-step check needs an update that is not delayed")
     params = list(reference.parameters())
     where = params[0].device
     grad_dtype = next(trainer.model.parameters()).dtype
-    grad_tolerance = gradient_tolerance(grad_dtype, longest_reduction,
-                                        sum(p.dim() > 1 for p in params))
+    grad_tolerance = tolerance_for(grad_dtype, longest_reduction,
+                                   sum(p.dim() > 1 for p in params))
     trainer.step(batch)
     trainer.drain()
-    inputs = batch.inputs.to(where)
-    with ieee_fp32():
-        loss(reference(inputs.float() if inputs.is_floating_point() else inputs),
-             batch.targets.to(where)).backward()
+    expected_grads = reference_gradients(reference, loss, batch, grad_dtype)
     failure, grad_error, weight_error, largest = None, 0.0, 0.0, 0.0
     updated = []
-    for param, grad in zip(params, trainer.last_gradients()):
+    for param, grad, expected_grad in zip(params, trainer.last_gradients(), expected_grads):
         grad = grad.to(where)
-        grad_error = max(grad_error, _relative_error(grad, param.grad))
+        grad_error = max(grad_error, _relative_error(grad, expected_grad))
         expected = param.detach().clone()
         adam([expected], [grad], [torch.zeros_like(expected)], [torch.zeros_like(expected)], [],
              [torch.tensor(0.0)], foreach=False, fused=False, amsgrad=False, beta1=0.9,
              beta2=0.999, lr=trainer.options.lr, weight_decay=0.0, eps=1e-8, maximize=False)
         updated.append(expected)
-        param.grad = None
+    del expected_grads
     if grad_error > grad_tolerance:
-        failure = (f"{name}: gradients of step 1 differ from an fp32 backward at the "
-                   f"reference's weights by {grad_error:.3g} of their largest value (rounding "
-                   f"tolerance {grad_tolerance:.3g})")
+        failure = gradient_failure(name, 1, grad_dtype, grad_error, grad_tolerance)
     weights = zip(trainer.checked_weights(), trainer.model.parameters(), updated)
     for checked, copied, expected in weights:
         checked = checked.to(where)

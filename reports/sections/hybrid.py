@@ -288,8 +288,9 @@ def section_parts(rows: Sequence[dict], runs: Sequence) -> dict:
             "one step late in offload-overlap-dpu, against the same copies and host Adam after "
             "backward, and against Adam on the device) and coarse-grained (two workers sharing "
             "each batch, against each alone). Before timing, each step's gradients were checked "
-            "against an fp32 backward (on the trainer's GPU, or the CPU) and its update against "
-            "Adam (fp32) applied to the trainer's own gradients "
+            "against a backward at the reference's weights (on the trainer's GPU, or the CPU; "
+            "IEEE fp32 for an fp32 model, the weights rounded to the model's dtype for bf16) and "
+            "its update against Adam (fp32) applied to the trainer's own gradients "
             "(impl/hybrid/trainer_check.py). " + how_text(steps, runs),
             HYBRID_COLUMNS, steps)
     if family := family_rows(rows):
@@ -309,10 +310,10 @@ def section_parts(rows: Sequence[dict], runs: Sequence) -> dict:
             "(impl/hybrid/largest.py): the smallest bf16 MLP of the memory plan's width and batch "
             "(impl/hybrid/capacity.py) that GPU-only Adam cannot hold, with what one fused GPU "
             "Adam step of it did; the overlapped offload's first step checked (gradients against "
-            "an fp32 backward, the fp32 master against Adam's first step on the trainer's own "
-            "gradients), then its timed steps; model TFLOP/s = 6 · parameters · batch rows / "
-            "step time, against cuBLAS's bf16 8192³ rate measured in the same process (the "
-            "figure ZeRO-Offload reports). " + how_text(largest, runs),
+            "a bf16 backward at the reference's weights, the fp32 master against Adam's first "
+            "step on the trainer's own gradients), then its timed steps; model TFLOP/s = 6 · "
+            "parameters · batch rows / step time, against cuBLAS's bf16 8192³ rate measured in "
+            "the same process (the figure ZeRO-Offload reports). " + how_text(largest, runs),
             ONLY_OFFLOAD_COLUMNS, largest)
     out["hybrid_comparisons"] = comparison_table(
         rows, "hybrid_comparison", "tab-hybrid-compare", "The hybrids against their references")
