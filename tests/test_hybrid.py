@@ -538,6 +538,11 @@ def test_bf16_trainers_update_an_fp32_master(name, device, cast):
     finally:
         trainer.close()
     assert result.failure is None
+    # Gradients against a bf16 backward at the reference's weights: one bf16 rounding (8 u) of
+    # tolerance, and on the CPU the same kernels on the same weights give exactly 0.
+    assert result.gradient_tolerance == 8 * 2 ** -8
+    if device == "cpu":
+        assert result.gradient_error == 0
     if name.endswith("dpu"):  # checked on its bf16 weights: bf16's rounding of the largest
         assert result.weight_error <= result.weight_tolerance
     else:  # checked on the fp32 master: as strictly as an fp32 model
@@ -660,3 +665,23 @@ def test_the_first_step_check_refuses_a_delayed_update():
     with pytest.raises(ValueError, match="offload-overlap-dpu: the first-step check needs an "
                                          "update that is not delayed"):
         first_step_check("offload-overlap-dpu", "cpu")
+
+
+def test_a_stale_bf16_gradient_fails_the_gradient_half_of_the_check():
+    """Against an fp32 backward a stale bf16 gradient hid in a tolerance over 1 for deep models;
+    against a bf16 backward at the reference's weights it is off by far more than one
+    rounding."""
+    workload = dataclasses.replace(preset(WORKLOAD), dtype="bf16")
+    model = host_initialised_model(workload, torch.device("cpu"))
+    trainer = build_trainer("offload-overlap", model, mlp_loss, HybridOptions(lr=LR, cpu_threads=2))
+    stale(trainer)
+    data = [make_batch(workload, torch.device("cpu"), 0, 0, step) for step in range(STEPS)]
+    try:
+        result = check_training("offload-overlap", trainer,
+                                build_model(workload, torch.device("cpu")).float(), mlp_loss,
+                                data, max(workload.batch, workload.width))
+    finally:
+        trainer.close()
+    assert result.failure.startswith("offload-overlap: gradients of step 2 differ from a bfloat16 "
+                                     "backward at the reference's weights by ")
+    assert result.gradient_error > 10 * result.gradient_tolerance
