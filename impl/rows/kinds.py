@@ -475,6 +475,8 @@ OFFLOAD_ONLY = RowKind(
         "holds at this width and batch, and what bounds the offload."),
      _f("gpu_only_attempt", TEXT, "", "What one fused-GPU-Adam step of the model did: ran, or "
         "the GPU's out-of-memory message.", required=True),
+     _f("gpu_only_attempts", [OBJ], "", "Every model size tried with fused GPU Adam from the "
+        "plan's limit up: layers, parameters and what the step did."),
      _f("check", OBJ, "", "The first step's check (impl/hybrid/trainer_check.py, "
         "check_first_step)."),
      _f("model_tflops", NUM, "TFLOP/s", "6 · parameters · batch rows / step time.", True,
