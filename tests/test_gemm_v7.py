@@ -106,6 +106,30 @@ def test_split_k_only_where_tiles_leave_sms_idle() -> None:
         ops.v7_plan(64, 8192, 8192, H100_SMS, H100_RIDGE, splits=0)
 
 
+def test_stream_k_shares_only_a_partial_last_wave() -> None:
+    # 4096^2 in 256-wide tiles: 512 tiles are 3 whole waves and 116 tiles of 64 slices.
+    assert tiles.stream_k_tiles(512, 64, H100_SMS) == 116
+    assert tiles.stream_k_tiles(264, 64, H100_SMS) == 0  # two whole waves
+    assert tiles.stream_k_tiles(8, 64, H100_SMS) == 8  # fewer tiles than SMs: all of them
+    assert tiles.stream_k_tiles(1, 32, H100_SMS) == 0  # 32 slices cannot feed 132 SMs
+    # 8 tiles of 64 slices over 132 SMs: 4 slices each, and 8 + 132 partial tiles.
+    per_byte = H100_RIDGE / (tiles.SLICE_FLOP * H100_SMS)
+    operands = 2 * (64 * 4096 + 4096 * 1024 + 64 * 1024) * per_byte
+    assert tiles.estimated_time(64, 1024, 4096, 128, H100_SMS, ridge_flop_per_byte=H100_RIDGE,
+                                stream_k=True) == pytest.approx(
+        max(4 * 0.5 / tiles.TILE_RATES[128], operands) + 8 * 128 * 128 * 140 * per_byte)
+    with pytest.raises(ValueError, match="stream-K runs unsplit; got splits 2"):
+        tiles.estimated_time(64, 1024, 4096, 128, H100_SMS, splits=2, stream_k=True)
+    # Forced on, the plan runs unsplit with the partial wave's tiles; where there is no
+    # partial wave it has none, and without a ridge point the model never picks it.
+    plan = ops.v7_plan(4096, 4096, 4096, H100_SMS, H100_RIDGE, block_n=256, stream_k=True)
+    assert (plan.splits, plan.stream_k_tiles) == (1, 116)
+    plan = ops.v7_plan(64, 8192, 8192, H100_SMS, H100_RIDGE, splits=2)
+    assert (plan.splits, plan.stream_k_tiles) == (2, 0)  # a forced split stays
+    assert ops.v7_plan(8448, 8192, 8192, H100_SMS, H100_RIDGE).stream_k_tiles == 0
+    assert not tiles.chooses_stream_k(1108, 2848, 4536, 256, 1, H100_SMS, None)
+
+
 def test_plan_rejects_a_width_without_a_kernel() -> None:
     with pytest.raises(ValueError, match="block_n 192 is not a tile width; allowed: 128, 256"):
         ops.v7_plan(128, 128, 128, H100_SMS, H100_RIDGE, block_n=192)
@@ -143,6 +167,8 @@ def test_sweep_families_are_what_they_say() -> None:
     (4096, 4096, 4096),   # many tiles per CTA: the persistent loop and its barrier phases
     (1000, 520, 328),     # ragged edges through TMA's zero fill
     (1000, 521, 333),     # k and n odd: padded operands, single-element stores
+    (1000, 524, 328),     # n = 4 mod 8: 8-byte stores
+    (1000, 526, 328),     # n = 6 mod 8: 4-byte stores
     (3000, 5000, 2000),   # strides off 128-byte lines: copied onto whole lines
     (300, 136, 8),        # one 64-deep slice, zero-filled past k
     (17, 33, 65),
@@ -179,6 +205,29 @@ def test_v7_split_k_writes_every_element_right(shape, dtype, block_n: int, split
     c = launch()
     assert not bool(c.isnan().any()), "an element was not written"
     assert_within_bound(c, a, b)
+
+
+@pytest.mark.parametrize("block_n", [128, 256])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("shape", [
+    (64, 1024, 4096),     # fewer tiles than SMs: each tile's 64 slices over up to 23 CTAs
+    (1000, 520, 1000),    # ragged edges in stream-K tiles
+    (300, 522, 3000),     # n = 2 mod 8: 4-byte stores from the sum
+    (300, 521, 3000),     # n odd: single-element stores from the sum
+    (4096, 4096, 4096),   # whole waves first, then 116 (or 100) tiles stream-K
+], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.gpu
+@pytest.mark.skipif(HOPPER_SKIP is not None, reason=str(HOPPER_SKIP))
+def test_v7_stream_k_writes_every_element_right(shape, dtype, block_n: int) -> None:
+    m, n, k = shape
+    a, b = random_matrix(m, k, dtype, 17), random_matrix(k, n, dtype, 18)
+    out = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+    launch = ops.v7_launcher(a, b, block_n=block_n, out=out, stream_k=True)
+    assert launch.plan.stream_k_tiles > 0
+    c = launch()
+    assert not bool(c.isnan().any()), "an element was not written"
+    assert_within_bound(c, a, b)
+    assert torch.equal(launch(), c), "the parts' sum is not deterministic"
 
 
 @pytest.mark.gpu

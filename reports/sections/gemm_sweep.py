@@ -74,7 +74,9 @@ def sweep_rows(rows: Sequence[dict]) -> list[dict]:
             "v7_vs_cublas": row["vs_cublas"]["v7"], "v6_vs_cublas": ratio(row, "v6"),
             "v7_tile": f"128×{row['v7_block_n']}, ×{row['v7_row_multiple']}"
                        + (f" (copies {'+'.join(row['v7_copies'])})" if row["v7_copies"] else "")
-                       + (f", split-K {row['v7_splits']}" if row.get("v7_splits", 1) > 1 else ""),
+                       + (f", split-K {row['v7_splits']}" if row.get("v7_splits", 1) > 1 else "")
+                       + (f", stream-K {row['v7_stream_k_tiles']} tiles"
+                          if row.get("v7_stream_k_tiles") else ""),
             "v7_pct_of_roofline": 100 * v7_tflops / roofline if roofline else None})
     return shown
 
