@@ -120,10 +120,12 @@ __device__ __forceinline__ void store8(T* __restrict__ C, int N, int row, int co
 
 // A consumer's 64 x BN accumulators into C, rounded once. Each lane stores whole 8-column
 // chunks (quad_transpose), so a warp's store fills 32-byte sectors where 4-byte stores left
-// them half written and queued four times as many instructions.
-template <typename T, int BN>
-__device__ __forceinline__ void store_tile(const float (&d)[BN / 2], T* __restrict__ C, int M,
-                                           int N, int row0, int col0, int consumer) {
+// them half written and queued four times as many instructions. `Aligned` (N % 8 == 0, the
+// common case) keeps the other widths' branches out of the unrolled loop: with them inline
+// the sweep's small-K shapes lost up to a fifth (results/h100x1/logs/20261125T1832-*).
+template <typename T, int BN, bool Aligned>
+__device__ __forceinline__ void store_chunks(const float (&d)[BN / 2], T* __restrict__ C, int M,
+                                             int N, int row0, int col0, int consumer) {
   const int warp = (threadIdx.x % 128) / 32;
   const int lane = threadIdx.x % 32;
   const int row_base = row0 + consumer * 64 + warp * 16 + lane / 4;
@@ -138,8 +140,24 @@ __device__ __forceinline__ void store_tile(const float (&d)[BN / 2], T* __restri
           kernels::pack2<T>(d[4 * j + 8 + 2 * h], d[4 * j + 9 + 2 * h]),
           kernels::pack2<T>(d[4 * j + 12 + 2 * h], d[4 * j + 13 + 2 * h]));
       const int col = col0 + 8 * (j + lane % 4);
-      if (row < M && col < N) store8<T>(C, N, row, col, chunk);
+      if (row < M && col < N) {
+        if constexpr (Aligned) {
+          *reinterpret_cast<uint4*>(C + static_cast<size_t>(row) * N + col) = chunk;
+        } else {
+          store8<T>(C, N, row, col, chunk);
+        }
+      }
     }
+  }
+}
+
+template <typename T, int BN>
+__device__ __forceinline__ void store_tile(const float (&d)[BN / 2], T* __restrict__ C, int M,
+                                           int N, int row0, int col0, int consumer) {
+  if (N % 8 == 0) {
+    store_chunks<T, BN, true>(d, C, M, N, row0, col0, consumer);
+  } else {
+    store_chunks<T, BN, false>(d, C, M, N, row0, col0, consumer);
   }
 }
 
@@ -256,30 +274,32 @@ class WorkList {
   long long total_, slice_, end_;
 };
 
-// C's stream-K tiles = the sum of their parts' planes, in plane order (deterministic), one
-// block per tile; tiles one CTA held whole were stored by the GEMM kernel.
+// C's stream-K tiles = the sum of their parts' planes, in plane order (deterministic): one
+// thread per 8 columns of a tile row, blockIdx.x the tile (tiles one CTA held whole were
+// stored by the GEMM kernel). A block per tile with a loop over its rows was latency-bound:
+// stream-K lost to the plain schedule on every shape of the first sweep with it.
 template <typename T, int BN>
 __global__ void reduce_stream_k(const float* __restrict__ partials, T* __restrict__ C, int M,
                                 int N, int tiles_m, int tiles_n, int sk_tiles, int k_tiles,
                                 int grid) {
   const int j = blockIdx.x;
+  const int c = blockIdx.y * blockDim.x + threadIdx.x;
+  if (c >= BM * BN / 8) return;
   const long long total = static_cast<long long>(sk_tiles) * k_tiles;
   const int first = stream_k_owner(static_cast<long long>(j) * k_tiles, total, grid);
   const int last = stream_k_owner(static_cast<long long>(j + 1) * k_tiles - 1, total, grid);
   if (first == last) return;
   const int2 tile = kernels::grouped_tile(tiles_m * tiles_n - sk_tiles + j, tiles_m, tiles_n,
                                           GROUP_M);
-  for (int c = threadIdx.x; c < BM * BN / 8; c += blockDim.x) {
-    const int r = c / (BN / 8), col8 = c % (BN / 8) * 8;
-    const int row = tile.x * BM + r, col = tile.y * BN + col8;
-    if (row >= M || col >= N) continue;
-    float sum[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-    for (int plane = 0; plane <= last - first; ++plane) {
-      add8(sum, partials + (static_cast<size_t>(plane) * sk_tiles + j) * BM * BN +
-                    static_cast<size_t>(r) * BN + col8);
-    }
-    store8<T>(C, N, row, col, pack8<T>(sum));
+  const int r = c / (BN / 8), col8 = c % (BN / 8) * 8;
+  const int row = tile.x * BM + r, col = tile.y * BN + col8;
+  if (row >= M || col >= N) return;
+  float sum[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  for (int plane = 0; plane <= last - first; ++plane) {
+    add8(sum, partials + (static_cast<size_t>(plane) * sk_tiles + j) * BM * BN +
+                  static_cast<size_t>(r) * BN + col8);
   }
+  store8<T>(C, N, row, col, pack8<T>(sum));
 }
 
 template <typename T, int BN>
@@ -442,7 +462,8 @@ cudaError_t launch_v7(const void* a, const void* b, void* c, int m, int n, int k
       a_map, b_map, static_cast<T*>(c), m, n, k, partials, splits, split_slices, sk_tiles);
   constexpr int REDUCE_THREADS = 256;
   if (sk_tiles > 0) {
-    reduce_stream_k<T, BN><<<sk_tiles, REDUCE_THREADS, 0, stream>>>(
+    const dim3 reduce_grid(sk_tiles, ceil_div(BM * BN / 8, REDUCE_THREADS));
+    reduce_stream_k<T, BN><<<reduce_grid, REDUCE_THREADS, 0, stream>>>(
         partials, static_cast<T*>(c), m, n, tiles_m, tiles_n, sk_tiles, k_tiles,
         static_cast<int>(blocks));
     return cudaGetLastError();
