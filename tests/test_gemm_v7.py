@@ -130,6 +130,13 @@ def test_stream_k_shares_only_a_partial_last_wave() -> None:
     assert not tiles.chooses_stream_k(1108, 2848, 4536, 256, 1, H100_SMS, None)
 
 
+def test_zero_padded_puts_the_operand_in_a_corner_of_zeros() -> None:
+    t = torch.arange(6, dtype=torch.float32).view(2, 3) + 1
+    padded = ops.zero_padded(t, 3, 5)
+    assert padded.tolist() == [[1, 2, 3, 0, 0], [4, 5, 6, 0, 0], [0, 0, 0, 0, 0]]
+    assert ops.zero_padded(t, 2, 4).tolist() == [[1, 2, 3, 0], [4, 5, 6, 0]]
+
+
 def test_plan_rejects_a_width_without_a_kernel() -> None:
     with pytest.raises(ValueError, match="block_n 192 is not a tile width; allowed: 128, 256"):
         ops.v7_plan(128, 128, 128, H100_SMS, H100_RIDGE, block_n=192)

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from types import MappingProxyType, ModuleType
 
 import torch
-import torch.nn.functional as F
 
 from impl.capabilities import missing_hopper
 from impl.kernels import load, peaks, tiles
@@ -260,6 +259,21 @@ def _aligned16(t: torch.Tensor) -> bool:
     return t.data_ptr() % 16 == 0
 
 
+def zero_padded(t: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
+    """``t`` in the top-left corner of a rows × cols tensor of zeros, writing each element
+    once: F.pad fills the whole result and then copies ``t`` over it, a third more traffic
+    in this memory-bound pass (ncu on 3000×5000×2000: v7's GEMM kernel 120 µs against
+    cuBLAS's 110, the copies most of the rest)."""
+    out = t.new_empty(rows, cols)
+    t_rows, t_cols = t.shape
+    out[:t_rows, :t_cols].copy_(t)
+    if cols > t_cols:
+        out[:t_rows, t_cols:].zero_()
+    if rows > t_rows:
+        out[t_rows:].zero_()
+    return out
+
+
 def v7_launcher(a: torch.Tensor, b: torch.Tensor, block_n: int | None = None,
                 out: torch.Tensor | None = None, to_lines: bool | None = None,
                 splits: int | None = None, stream_k: bool | None = None
@@ -289,8 +303,8 @@ def v7_launcher(a: torch.Tensor, b: torch.Tensor, block_n: int | None = None,
                                                       plan.splits, plan.stream_k_tiles)
 
     def launch() -> torch.Tensor:
-        a_in = F.pad(a, (0, plan.k_padded - k)) if plan.copy_a else a
-        b_in = F.pad(b, (0, plan.n_padded - n, 0, plan.k_padded - k)) if plan.copy_b else b
+        a_in = zero_padded(a, m, plan.k_padded) if plan.copy_a else a
+        b_in = zero_padded(b, plan.k_padded, plan.n_padded) if plan.copy_b else b
         c = torch.empty(m, n, dtype=a.dtype, device=a.device) if out is None else out
         partials = torch.empty(partial_floats, dtype=torch.float32, device=a.device)
         kernel(a_in, b_in, c, plan.block_n, plan.splits, plan.stream_k_tiles, partials)
