@@ -112,12 +112,18 @@ def test_stream_k_shares_only_a_partial_last_wave() -> None:
     assert tiles.stream_k_tiles(264, 64, H100_SMS) == 0  # two whole waves
     assert tiles.stream_k_tiles(8, 64, H100_SMS) == 8  # fewer tiles than SMs: all of them
     assert tiles.stream_k_tiles(1, 32, H100_SMS) == 0  # 32 slices cannot feed 132 SMs
-    # 8 tiles of 64 slices over 132 SMs: 4 slices each, and 8 + 132 partial tiles.
+    # 8 tiles of 64 slices over 132 SMs: 4 slices each, floored at their A and B boxes
+    # (each 128 x 64 and 64 x 128) read from HBM, and 8 + 132 partial tiles.
     per_byte = H100_RIDGE / (tiles.SLICE_FLOP * H100_SMS)
     operands = 2 * (64 * 4096 + 4096 * 1024 + 64 * 1024) * per_byte
+    unshared = 2 * (128 + 128) * 64 * 8 * 64 * per_byte
+    assert unshared > 4 * 0.5 / tiles.TILE_RATES[128]
     assert tiles.estimated_time(64, 1024, 4096, 128, H100_SMS, ridge_flop_per_byte=H100_RIDGE,
                                 stream_k=True) == pytest.approx(
-        max(4 * 0.5 / tiles.TILE_RATES[128], operands) + 8 * 128 * 128 * 140 * per_byte)
+        max(unshared, operands) + 8 * 128 * 128 * 140 * per_byte)
+    # 70b_mlp_down_2048t: stream-K for 116 of 512 tiles of 448 slices ran 1.38 times as long
+    # as the plain schedule in the first sweep with it; the model does not take it.
+    assert not tiles.chooses_stream_k(2048, 8192, 28672, 256, 1, H100_SMS, H100_RIDGE)
     with pytest.raises(ValueError, match="stream-K runs unsplit; got splits 2"):
         tiles.estimated_time(64, 1024, 4096, 128, H100_SMS, splits=2, stream_k=True)
     # Forced on, the plan runs unsplit with the partial wave's tiles; where there is no
@@ -155,7 +161,7 @@ def test_sweep_families_are_what_they_say() -> None:
     for shape in sweep.sweep_shapes():
         if shape.family == "unaligned":
             assert shape.k % 8 or shape.n % 8, shape
-        elif shape.family != "held_out":
+        elif not shape.family.startswith("held_out"):
             assert shape.k % 8 == 0 and shape.n % 8 == 0, shape
         if shape.family == "ragged":
             assert shape.m % 128 and shape.n % 128 and shape.k % 64, shape

@@ -81,8 +81,14 @@ def estimated_time(m: int, n: int, k: int, block_n: int, sms: int,
     term alone.
 
     Stream-K: the whole waves as before, then the last partial wave's sk tiles · slices
-    shared evenly by the SMs; every SM's run ends inside a tile, so about sk + SMs partial
-    128 × BN tiles are written in fp32 and read back by the sum."""
+    shared evenly by the SMs, each SM's share at least its A and B boxes' bytes at its part
+    of HBM bandwidth: SMs that share a tile work on it at different depths of K, so they
+    share no operand reads in L2 (the raster order's reuse is lost); every SM's run ends
+    inside a tile, so about sk + SMs partial 128 × BN tiles are written in fp32 and read
+    back by the sum. Without the HBM term the model chose stream-K on 24 of the first
+    stream-K sweep's rows and lost up to 0.27 of cuBLAS (70b_mlp_down_2048t, 448 slices);
+    with it, it ranks that sweep's measured stream-K / plain ratios in order
+    (results/h100x1/logs/gemm-sweep-20261125T1832Z.json)."""
     if sms < 1:
         raise ValueError(f"sms must be at least 1; got {sms}")
     if block_n not in rates:
@@ -100,8 +106,9 @@ def estimated_time(m: int, n: int, k: int, block_n: int, sms: int,
     operands = 2 * (m * k + k * n + m * n) * per_byte  # 16-bit A, B and C, once each
     shared = stream_k_tiles(count, slices, sms) if stream_k else 0
     if shared:
-        compute = ((count - shared) // sms * slices
-                   + math.ceil(shared * slices / sms)) * slice_cost
+        unshared_bytes = 2 * (BLOCK_M + block_n) * BLOCK_K * shared * slices
+        compute = (count - shared) // sms * slices * slice_cost + max(
+            math.ceil(shared * slices / sms) * slice_cost, unshared_bytes * per_byte)
         partials = 8 * BLOCK_M * block_n * (shared + sms) * per_byte
     else:
         compute = math.ceil(count * splits / sms) * math.ceil(slices / splits) * slice_cost
