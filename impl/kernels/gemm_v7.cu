@@ -229,49 +229,35 @@ int stream_k_planes(long long total, int grid, int k_tiles) {
   return static_cast<int>((k_tiles - 1) / (total / grid) + 2);
 }
 
-// A CTA's next piece of work: slices [kt_begin, kt_end) of tile `tile` (raster index),
-// stored to C (plane < 0) or as partial `plane` (split-K's part, or stream-K's CTA
-// counted from the tile's first).
-struct Segment {
-  int tile, kt_begin, kt_end, plane;
-};
-
-// The one schedule the producer and the consumers of a CTA walk in step: first the whole
-// tiles (or split-K units) in turn, then the CTA's stream-K run.
-class WorkList {
+// A CTA's stream-K run, tile by tile: slices [kt_begin, kt_end) of stream-K tile `j`, and
+// the workspace plane of this CTA for that tile (counted from the tile's first CTA; -1 where
+// the run holds the whole tile, which then goes straight to C). Kept apart from the
+// whole-tile loop, which stays as it was before stream-K: with one work list walking both,
+// v7's 128-wide tiles lost about a tenth on nearly every shape, the 256-wide ones nothing
+// (results/h100x1/logs/gemm-sweep-20261125T1840Z.json; the producer, held to 40
+// registers, is the suspect, unconfirmed).
+class StreamKRun {
  public:
-  __device__ WorkList(int tiles, int k_tiles, int splits, int split_slices, int sk_tiles)
-      : k_tiles_(k_tiles), splits_(splits), split_slices_(split_slices),
-        whole_tiles_(tiles - sk_tiles), units_((tiles - sk_tiles) * splits),
-        unit_(blockIdx.x), total_(static_cast<long long>(sk_tiles) * k_tiles),
-        slice_(total_ * blockIdx.x / gridDim.x), end_(total_ * (blockIdx.x + 1) / gridDim.x) {}
+  __device__ StreamKRun(int sk_tiles, int k_tiles)
+      : k_tiles_(k_tiles), total_(sk_tiles * k_tiles),
+        slice_(static_cast<int>(static_cast<long long>(total_) * blockIdx.x / gridDim.x)),
+        end_(static_cast<int>(static_cast<long long>(total_) * (blockIdx.x + 1) / gridDim.x)) {}
 
-  __device__ bool next(Segment& s) {
-    if (unit_ < units_) {
-      const int part = unit_ / whole_tiles_;
-      s.tile = unit_ % whole_tiles_;
-      s.kt_begin = part * split_slices_;
-      s.kt_end = min(k_tiles_, s.kt_begin + split_slices_);
-      s.plane = splits_ > 1 ? part : -1;
-      unit_ += gridDim.x;
-      return true;
-    }
+  __device__ __forceinline__ bool next(int& j, int& kt_begin, int& kt_end, int& plane) {
     if (slice_ >= end_) return false;
-    const int j = static_cast<int>(slice_ / k_tiles_);
-    s.tile = whole_tiles_ + j;
-    s.kt_begin = static_cast<int>(slice_ % k_tiles_);
-    s.kt_end = static_cast<int>(min(static_cast<long long>(k_tiles_), s.kt_begin + end_ - slice_));
-    const bool whole = s.kt_begin == 0 && s.kt_end == k_tiles_;
-    s.plane = whole ? -1
-                    : static_cast<int>(blockIdx.x) -
-                          stream_k_owner(static_cast<long long>(j) * k_tiles_, total_, gridDim.x);
-    slice_ += s.kt_end - s.kt_begin;
+    j = slice_ / k_tiles_;
+    kt_begin = slice_ % k_tiles_;
+    kt_end = min(k_tiles_, kt_begin + end_ - slice_);
+    plane = kt_begin == 0 && kt_end == k_tiles_
+                ? -1
+                : static_cast<int>(blockIdx.x) -
+                      stream_k_owner(static_cast<long long>(j) * k_tiles_, total_, gridDim.x);
+    slice_ += kt_end - kt_begin;
     return true;
   }
 
  private:
-  int k_tiles_, splits_, split_slices_, whole_tiles_, units_, unit_;
-  long long total_, slice_, end_;
+  int k_tiles_, total_, slice_, end_;
 };
 
 // C's stream-K tiles = the sum of their parts' planes, in plane order (deterministic): one
@@ -319,6 +305,9 @@ __global__ void __launch_bounds__(THREADS, 1)
   const int tiles_m = ceil_div(M, BM), tiles_n = ceil_div(N, BN);
   const int tiles = tiles_m * tiles_n;
   const int k_tiles = ceil_div(K, BK);
+  // Work unit u < units: tile u % whole_tiles, K part u / whole_tiles; then stream-K.
+  const int whole_tiles = tiles - sk_tiles;
+  const int units = whole_tiles * splits;
   const int warpgroup = threadIdx.x / 128;
 
   if (threadIdx.x == 0) {
@@ -336,11 +325,9 @@ __global__ void __launch_bounds__(THREADS, 1)
       hopper::tma_prefetch_descriptor(&a_map);
       hopper::tma_prefetch_descriptor(&b_map);
       int slice = 0;  // slices this CTA has loaded, over all its tiles
-      WorkList work(tiles, k_tiles, splits, split_slices, sk_tiles);
-      Segment segment;
-      while (work.next(segment)) {
-        const int2 tile = kernels::grouped_tile(segment.tile, tiles_m, tiles_n, GROUP_M);
-        for (int kt = segment.kt_begin; kt < segment.kt_end; ++kt, ++slice) {
+      auto load = [&](int tile_index, int kt_begin, int kt_end) {
+        const int2 tile = kernels::grouped_tile(tile_index, tiles_m, tiles_n, GROUP_M);
+        for (int kt = kt_begin; kt < kt_end; ++kt, ++slice) {
           const int s = slice % STAGES;
           // The slot's previous slice (slice - STAGES) must have been freed by both
           // consumers: the (slice / STAGES)-th completion of empty[s].
@@ -354,6 +341,14 @@ __global__ void __launch_bounds__(THREADS, 1)
                                 tile.y * BN + j * SLAB, kt * BK);
           }
         }
+      };
+      for (int u = blockIdx.x; u < units; u += gridDim.x) {
+        const int kt_begin = (u / whole_tiles) * split_slices;
+        load(u % whole_tiles, kt_begin, min(k_tiles, kt_begin + split_slices));
+      }
+      StreamKRun run(sk_tiles, k_tiles);
+      for (int j, kt_begin, kt_end, plane; run.next(j, kt_begin, kt_end, plane);) {
+        load(whole_tiles + j, kt_begin, kt_end);
       }
     }
     return;
@@ -364,11 +359,8 @@ __global__ void __launch_bounds__(THREADS, 1)
   const bool warp_leader = threadIdx.x % 32 == 0;
   float d[Shape::ACCUMULATORS];
   int slice = 0;
-  WorkList work(tiles, k_tiles, splits, split_slices, sk_tiles);
-  Segment segment;
-  while (work.next(segment)) {
-    const int2 tile = kernels::grouped_tile(segment.tile, tiles_m, tiles_n, GROUP_M);
-    const int kt_begin = segment.kt_begin, kt_end = segment.kt_end;
+  // Slices [kt_begin, kt_end) of one tile into d, then their slots back to the producer.
+  auto compute = [&](int kt_begin, int kt_end) {
 #pragma unroll
     for (int i = 0; i < Shape::ACCUMULATORS; ++i) d[i] = 0.0f;
     for (int kt = kt_begin; kt < kt_end; ++kt, ++slice) {
@@ -392,16 +384,30 @@ __global__ void __launch_bounds__(THREADS, 1)
     hopper::wgmma_wait<0>();
     // The tile's last slot is free too; the producer may be waiting on it for the next tile.
     if (warp_leader) hopper::mbarrier_arrive(&empty[(slice - 1) % STAGES]);
-    if (segment.plane < 0) {
+  };
+  // Whole tiles (or split-K's parts: part u / whole_tiles of tile u % whole_tiles, CTAs
+  // running together sharing a K range, so the raster order's L2 reuse holds within it).
+  for (int u = blockIdx.x; u < units; u += gridDim.x) {
+    const int2 tile = kernels::grouped_tile(u % whole_tiles, tiles_m, tiles_n, GROUP_M);
+    const int kt_begin = (u / whole_tiles) * split_slices;
+    compute(kt_begin, min(k_tiles, kt_begin + split_slices));
+    if (splits == 1) {
       store_tile<T, BN>(d, C, M, N, tile.x * BM, tile.y * BN, consumer);
-    } else if (sk_tiles == 0) {  // split-K: part `plane` of the m x n result
+    } else {
       const int ld = tiles_n * BN;
-      store_partial<BN>(d, partials + static_cast<size_t>(segment.plane) * tiles_m * BM * ld,
+      store_partial<BN>(d, partials + static_cast<size_t>(u / whole_tiles) * tiles_m * BM * ld,
                         ld, tile.x * BM, tile.y * BN, consumer);
-    } else {  // stream-K: one whole tile of plane `plane`
-      const int j = segment.tile - (tiles - sk_tiles);
-      store_partial<BN>(d, partials + (static_cast<size_t>(segment.plane) * sk_tiles + j) * BM * BN,
-                        BN, 0, 0, consumer);
+    }
+  }
+  StreamKRun run(sk_tiles, k_tiles);
+  for (int j, kt_begin, kt_end, plane; run.next(j, kt_begin, kt_end, plane);) {
+    const int2 tile = kernels::grouped_tile(whole_tiles + j, tiles_m, tiles_n, GROUP_M);
+    compute(kt_begin, kt_end);
+    if (plane < 0) {
+      store_tile<T, BN>(d, C, M, N, tile.x * BM, tile.y * BN, consumer);
+    } else {
+      store_partial<BN>(d, partials + (static_cast<size_t>(plane) * sk_tiles + j) * BM * BN, BN,
+                        0, 0, consumer);
     }
   }
 #endif
