@@ -14,8 +14,11 @@
 // - Any size: ops.py pads A's and B's rows to 16-byte strides (k, ldb multiples of 8)
 //   when they are not, and the epilogue stores single elements where n % 8 != 0, so v7
 //   never falls back to v5.
-// - The epilogue stores 16 bytes per lane (a shuffle within each quad of lanes) instead
-//   of v6's 4.
+// - The epilogue stores whole 8-column chunks per lane (a shuffle within each quad of
+//   lanes): one 16-byte store where n % 8 == 0, else 8- or 4-byte pieces as n's alignment
+//   allows (v6 stores 4 bytes, or single elements where n % 8 != 0).
+// - Stream-K for a last partial wave (tiles.chooses_stream_k): its tiles' slices are
+//   shared evenly by all SMs, partial tiles summed by reduce_stream_k.
 // - Split-K where the output has too few tiles to fill the SMs (tiles.choose_splits): each
 //   tile's K range is cut into `splits` parts, the work units are tiles x parts, and each
 //   unit writes its fp32 partial tile to a workspace; reduce_splits then sums the parts in
@@ -234,8 +237,8 @@ int stream_k_planes(long long total, int grid, int k_tiles) {
 // the run holds the whole tile, which then goes straight to C). Kept apart from the
 // whole-tile loop, which stays as it was before stream-K: with one work list walking both,
 // v7's 128-wide tiles lost about a tenth on nearly every shape, the 256-wide ones nothing
-// (results/h100x1/logs/gemm-sweep-20261125T1840Z.json; the producer, held to 40
-// registers, is the suspect, unconfirmed).
+// (results/h100x1/logs/gemm-sweep-20261125T1840Z.json); with the loops apart they ran as
+// before again (results/h100x1/gemm-sweep-20261125T1846Z.json). Why was not profiled.
 class StreamKRun {
  public:
   __device__ StreamKRun(int sk_tiles, int k_tiles)
