@@ -133,7 +133,8 @@ def sweep_tables(rows: Sequence[dict], runs: Sequence[Run]) -> list[Table]:
             f"GEMM sweep on {where}, per shape family: cuBLAS's median time over v7's and "
             f"v6's (above 1 the own kernel is faster), geometric mean and minimum over the "
             f"family's shapes. held_out was drawn after v7's tile rates were fitted, held_out_2 "
-            f"after its stream-K rule was fixed; neither was tuned on. {how}",
+            f"after its stream-K rule was fixed (held_out had been looked at while that rule "
+            f"was made). {how}",
             SUMMARY_COLUMNS, family_summary(mine)))
         tables.append(make_table(
             f"tab-gemm-sweep-{label}",
