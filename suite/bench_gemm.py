@@ -395,8 +395,10 @@ def sweep_variants(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = 
                    ) -> dict[str, Callable[[], torch.Tensor]]:
     """cuBLAS, v6 and v7 at each tile width (each at its own split-K factor); where v7
     copies rows onto 128-byte lines, also v7 at its own width without that copy
-    (``v7_rows8``), and where it splits K, v7 at its own width unsplit (``v7_nosplit``), so
-    both choices are measured. ``out`` (v7 only) takes the poisoned output."""
+    (``v7_rows8``), where it splits K, v7 at its own width unsplit (``v7_nosplit``), and
+    where a last partial wave could run stream-K, v7 at its own width with stream-K if the
+    plan has none (``v7_stream_k``) or without it if it has (``v7_no_stream_k``), so every
+    choice is measured. ``out`` (v7 only) takes the poisoned output."""
     variants: dict[str, Callable[[], torch.Tensor]] = {
         "cublas": lambda: torch.matmul(a, b), "v6": ops.gemm_launcher(a, b, "v6")}
     for width in V7_WIDTHS:
@@ -407,6 +409,13 @@ def sweep_variants(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = 
                                                to_lines=False)
     if plan.splits > 1:
         variants["v7_nosplit"] = ops.v7_launcher(a, b, block_n=plan.block_n, out=out, splits=1)
+    if plan.stream_k_tiles:
+        variants["v7_no_stream_k"] = ops.v7_launcher(a, b, block_n=plan.block_n, out=out,
+                                                     stream_k=False)
+    else:
+        stream_k = ops.v7_launcher(a, b, block_n=plan.block_n, out=out, stream_k=True)
+        if stream_k.plan.stream_k_tiles:
+            variants["v7_stream_k"] = stream_k
     return variants
 
 
@@ -487,6 +496,7 @@ def test_gemm_sweep(benchmark, device_peaks, sweep_rounds: int, sweep_shape, swe
         "vs_cublas": {name: stats.ratio(round_ms["cublas"], ms).to_json()
                       for name, ms in round_ms.items() if name != "cublas"},
         "v7_block_n": plan.block_n, "v7_best_block_n": best_width, "v7_splits": plan.splits,
+        "v7_stream_k_tiles": plan.stream_k_tiles,
         "v7_row_multiple": plan.row_multiple, "v7_copies": [
             name for name, copied in (("a", plan.copy_a), ("b", plan.copy_b)) if copied],
         "v6_path": ops.gemm_v6_path(a, b),

@@ -212,7 +212,7 @@ using GemmF32 = cudaError_t (*)(const float*, const float*, float*, int, int, in
                                 cudaStream_t);
 using Gemm16 = cudaError_t (*)(const void*, const void*, void*, int, int, int, cudaStream_t);
 using Gemm7 = cudaError_t (*)(const void*, const void*, void*, int, int, int, int, int, int,
-                              float*, cudaStream_t);
+                              int, float*, cudaStream_t);
 
 at::Tensor gemm_f32(const char* op, GemmF32 launch, const at::Tensor& a, const at::Tensor& b) {
   check_gemm(op, a, b, {at::kFloat});
@@ -274,11 +274,11 @@ bool gemm_v6_tma_path(const at::Tensor& a, const at::Tensor& b) {
 
 // v7 into `out` (m x n): a is m x k, b is k x ldb with ldb >= n, already padded by ops.py
 // so that k and ldb are multiples of 8 (TMA's 16-byte row strides); only out's n columns
-// are written. `out` is the caller's, so a check can poison it first. With splits > 1,
-// `partials` (fp32) holds splits x ceil(m / 128)·128 x ceil(n / block_n)·block_n floats:
-// the split-K parts before their sum.
+// are written. `out` is the caller's, so a check can poison it first. With splits > 1
+// (split-K) or sk_tiles > 0 (stream-K), `partials` (fp32) holds at least
+// v7_workspace_floats(...) floats: the parts before their sum.
 void gemm_v7(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, int64_t block_n,
-             int64_t splits, const at::Tensor& partials) {
+             int64_t splits, int64_t sk_tiles, const at::Tensor& partials) {
   constexpr const char* op = "gemm v7";
   check_gemm(op, a, b, {at::kBFloat16, at::kHalf});
   check_operand(op, "out", out, {a.scalar_type()});
@@ -296,17 +296,24 @@ void gemm_v7(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, int64_t 
   if (splits < 1 || splits > 64) {
     raise_error(PyExc_ValueError, op, ": splits is ", splits, "; allowed: 1 to 64");
   }
-  const int64_t partial_floats = splits * ((a.size(0) + 127) / 128 * 128) *
-                                 ((out.size(1) + block_n - 1) / block_n * block_n);
-  if (splits > 1 && (partials.scalar_type() != at::kFloat || !partials.is_contiguous() ||
-                     partials.numel() < partial_floats)) {
-    raise_error(PyExc_ValueError, op, ": partials must be a contiguous float32 tensor of at "
-                "least ", partial_floats, " elements for ", splits, " splits; got ",
-                partials.numel(), " elements of ", dtype_name(partials.scalar_type()));
+  if (sk_tiles < 0 || (sk_tiles > 0 && splits > 1)) {
+    raise_error(PyExc_ValueError, op, ": sk_tiles is ", sk_tiles, " with splits ", splits,
+                "; allowed: 0, or stream-K tiles >= 1 with splits 1");
   }
   check_devices(op, "a", a, "out", out);
-  if (splits > 1) check_devices(op, "a", a, "partials", partials);
+  const bool workspace = splits > 1 || sk_tiles > 0;
   const c10::cuda::CUDAGuard device_guard(a.device());
+  const int64_t partial_floats = workspace ? gemm_v7_workspace_floats(
+      static_cast<int>(a.size(0)), static_cast<int>(out.size(1)), static_cast<int>(a.size(1)),
+      static_cast<int>(block_n), static_cast<int>(splits), static_cast<int>(sk_tiles)) : 0;
+  if (workspace && (partials.scalar_type() != at::kFloat || !partials.is_contiguous() ||
+                    partials.numel() < partial_floats)) {
+    raise_error(PyExc_ValueError, op, ": partials must be a contiguous float32 tensor of at "
+                "least ", partial_floats, " elements for ", splits, " splits and ", sk_tiles,
+                " stream-K tiles; got ", partials.numel(), " elements of ",
+                dtype_name(partials.scalar_type()));
+  }
+  if (workspace) check_devices(op, "a", a, "partials", partials);
   const int m = static_cast<int>(a.size(0)), k = static_cast<int>(a.size(1));
   const int n = static_cast<int>(out.size(1)), ldb = static_cast<int>(b.size(1));
   if (out.numel() == 0) return;
@@ -315,11 +322,21 @@ void gemm_v7(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, int64_t 
     return;
   }
   const Gemm7 launch = a.scalar_type() == at::kBFloat16 ? gemm_v7_bf16 : gemm_v7_f16;
-  float* partial_sums = splits > 1 ? partials.data_ptr<float>() : nullptr;
+  float* partial_sums = workspace ? partials.data_ptr<float>() : nullptr;
   check_launch(op, launch(a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, k, ldb,
-                          static_cast<int>(block_n), static_cast<int>(splits), partial_sums,
-                          current_stream()),
+                          static_cast<int>(block_n), static_cast<int>(splits),
+                          static_cast<int>(sk_tiles), partial_sums, current_stream()),
                m, n, k);
+}
+
+// The fp32 workspace elements one v7 launch needs on the current device (0: none).
+int64_t v7_workspace_floats(int64_t m, int64_t n, int64_t k, int64_t block_n, int64_t splits,
+                            int64_t sk_tiles) {
+  const long long floats = gemm_v7_workspace_floats(
+      static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), static_cast<int>(block_n),
+      static_cast<int>(splits), static_cast<int>(sk_tiles));
+  if (floats < 0) raise_error(PyExc_RuntimeError, "v7_workspace_floats: no CUDA device");
+  return floats;
 }
 
 // One launch of a tensor-core ceiling probe on the current device and stream; returns the
@@ -424,7 +441,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("a"), py::arg("b"));
   m.def("gemm_v7", &gemm_v7, "out = A @ B, persistent TMA + wgmma, sm_90a (bf16/fp16)",
         py::arg("a"), py::arg("b"), py::arg("out"), py::arg("block_n"), py::arg("splits"),
-        py::arg("partials"));
+        py::arg("sk_tiles"), py::arg("partials"));
+  m.def("v7_workspace_floats", &v7_workspace_floats,
+        "fp32 workspace elements one v7 launch needs (split-K parts or stream-K planes)",
+        py::arg("m"), py::arg("n"), py::arg("k"), py::arg("block_n"), py::arg("splits"),
+        py::arg("sk_tiles"));
   m.def("tensor_core_probe", &tensor_core_probe, "tensor-core ceiling probe; returns its FLOP",
         py::arg("instruction"), py::arg("iterations"));
   m.def("seed_forward", &seed_forward, "y = x @ w, one thread per row of y", py::arg("x"),

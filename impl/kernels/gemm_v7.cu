@@ -14,8 +14,11 @@
 // - Any size: ops.py pads A's and B's rows to 16-byte strides (k, ldb multiples of 8)
 //   when they are not, and the epilogue stores single elements where n % 8 != 0, so v7
 //   never falls back to v5.
-// - The epilogue stores 16 bytes per lane (a shuffle within each quad of lanes) instead
-//   of v6's 4.
+// - The epilogue stores whole 8-column chunks per lane (a shuffle within each quad of
+//   lanes): one 16-byte store where n % 8 == 0, else 8- or 4-byte pieces as n's alignment
+//   allows (v6 stores 4 bytes, or single elements where n % 8 != 0).
+// - Stream-K for a last partial wave (tiles.chooses_stream_k): its tiles' slices are
+//   shared evenly by all SMs, partial tiles summed by reduce_stream_k.
 // - Split-K where the output has too few tiles to fill the SMs (tiles.choose_splits): each
 //   tile's K range is cut into `splits` parts, the work units are tiles x parts, and each
 //   unit writes its fp32 partial tile to a workspace; reduce_splits then sums the parts in
@@ -85,48 +88,79 @@ __device__ __forceinline__ uint4 quad_transpose(unsigned int v0, unsigned int v1
   return make_uint4(v0, v1, v2, v3);
 }
 
-// C's rows are N elements apart (C is a dense m x n tensor). With N % 8 == 0 every row
-// starts 16-byte aligned and each lane stores whole 16-byte chunks (quad_transpose): a
-// warp's store then fills 32-byte sectors, where 4-byte stores left them half written and
-// queued four times as many instructions (ncu on small K: stalls on the LG queue). Other
-// N: single elements, as a pair may straddle 4 bytes.
-template <typename T, int BN>
-__device__ __forceinline__ void store_tile(const float (&d)[BN / 2], T* __restrict__ C, int M,
-                                           int N, int row0, int col0, int consumer) {
+// Eight adjacent elements of C's row `row` from column `col` (a multiple of 8; col < N),
+// packed as 4 words in memory order. C's rows are N elements apart (C is a dense m x n
+// tensor) on a 16-byte aligned base, so the chunk is as aligned as N allows: one 16-byte
+// store where N % 8 == 0, two 8-byte or four 4-byte stores where N is a multiple of 4 or 2,
+// and single elements where N is odd or the row ends inside the chunk. Wide stores matter:
+// ncu on small K showed the epilogue stalled on the LG queue with 4-byte stores, and the
+// sweep's n = 6414 ran at 0.60 of cuBLAS with v7's former element-by-element stores.
+template <typename T>
+__device__ __forceinline__ void store8(T* __restrict__ C, int N, int row, int col, uint4 chunk) {
+  T* dst = C + static_cast<size_t>(row) * N + col;
+  if (col + 8 <= N) {
+    if (N % 8 == 0) {
+      *reinterpret_cast<uint4*>(dst) = chunk;
+      return;
+    }
+    if (N % 4 == 0) {
+      reinterpret_cast<uint2*>(dst)[0] = make_uint2(chunk.x, chunk.y);
+      reinterpret_cast<uint2*>(dst)[1] = make_uint2(chunk.z, chunk.w);
+      return;
+    }
+    if (N % 2 == 0) {
+      unsigned int* words = reinterpret_cast<unsigned int*>(dst);
+      words[0] = chunk.x; words[1] = chunk.y; words[2] = chunk.z; words[3] = chunk.w;
+      return;
+    }
+  }
+  const unsigned int words[4] = {chunk.x, chunk.y, chunk.z, chunk.w};
+  unsigned short* halves = reinterpret_cast<unsigned short*>(dst);
+  for (int e = 0; e < 8 && col + e < N; ++e) {
+    halves[e] = static_cast<unsigned short>(words[e / 2] >> (16 * (e % 2)));
+  }
+}
+
+// A consumer's 64 x BN accumulators into C, rounded once. Each lane stores whole 8-column
+// chunks (quad_transpose), so a warp's store fills 32-byte sectors where 4-byte stores left
+// them half written and queued four times as many instructions. `Aligned` (N % 8 == 0, the
+// common case) keeps the other widths' branches out of the unrolled loop: with them inline
+// the sweep's small-K shapes lost up to a fifth (results/h100x1/logs/20261125T1832-*).
+template <typename T, int BN, bool Aligned>
+__device__ __forceinline__ void store_chunks(const float (&d)[BN / 2], T* __restrict__ C, int M,
+                                             int N, int row0, int col0, int consumer) {
   const int warp = (threadIdx.x % 128) / 32;
   const int lane = threadIdx.x % 32;
   const int row_base = row0 + consumer * 64 + warp * 16 + lane / 4;
-  if (N % 8 == 0) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = row_base + 8 * h;
-#pragma unroll
-      for (int j = 0; j < BN / 8; j += 4) {
-        const uint4 chunk = quad_transpose(
-            kernels::pack2<T>(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]),
-            kernels::pack2<T>(d[4 * j + 4 + 2 * h], d[4 * j + 5 + 2 * h]),
-            kernels::pack2<T>(d[4 * j + 8 + 2 * h], d[4 * j + 9 + 2 * h]),
-            kernels::pack2<T>(d[4 * j + 12 + 2 * h], d[4 * j + 13 + 2 * h]));
-        const int col = col0 + 8 * (j + lane % 4);
-        if (row < M && col < N) {
-          *reinterpret_cast<uint4*>(C + static_cast<size_t>(row) * N + col) = chunk;
-        }
-      }
-    }
-    return;
-  }
-  const int col_base = col0 + 2 * (lane % 4);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int row = row_base + 8 * h;
-    if (row >= M) continue;
-    T* c_row = C + static_cast<size_t>(row) * N;
 #pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-      const int col = col_base + 8 * j;
-      if (col < N) c_row[col] = kernels::from_float<T>(d[4 * j + 2 * h]);
-      if (col + 1 < N) c_row[col + 1] = kernels::from_float<T>(d[4 * j + 2 * h + 1]);
+    for (int j = 0; j < BN / 8; j += 4) {
+      const uint4 chunk = quad_transpose(
+          kernels::pack2<T>(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]),
+          kernels::pack2<T>(d[4 * j + 4 + 2 * h], d[4 * j + 5 + 2 * h]),
+          kernels::pack2<T>(d[4 * j + 8 + 2 * h], d[4 * j + 9 + 2 * h]),
+          kernels::pack2<T>(d[4 * j + 12 + 2 * h], d[4 * j + 13 + 2 * h]));
+      const int col = col0 + 8 * (j + lane % 4);
+      if (row < M && col < N) {
+        if constexpr (Aligned) {
+          *reinterpret_cast<uint4*>(C + static_cast<size_t>(row) * N + col) = chunk;
+        } else {
+          store8<T>(C, N, row, col, chunk);
+        }
+      }
     }
+  }
+}
+
+template <typename T, int BN>
+__device__ __forceinline__ void store_tile(const float (&d)[BN / 2], T* __restrict__ C, int M,
+                                           int N, int row0, int col0, int consumer) {
+  if (N % 8 == 0) {
+    store_chunks<T, BN, true>(d, C, M, N, row0, col0, consumer);
+  } else {
+    store_chunks<T, BN, false>(d, C, M, N, row0, col0, consumer);
   }
 }
 
@@ -151,8 +185,22 @@ __device__ __forceinline__ void store_partial(const float (&d)[BN / 2], float* _
   }
 }
 
-// C = the sum of the `splits` partial products, one thread per 8 columns of a row: two
-// 16-byte reads per part, one 16-byte store where N % 8 == 0 (else single elements).
+template <typename T>
+__device__ __forceinline__ uint4 pack8(const float (&sum)[8]) {
+  return make_uint4(kernels::pack2<T>(sum[0], sum[1]), kernels::pack2<T>(sum[2], sum[3]),
+                    kernels::pack2<T>(sum[4], sum[5]), kernels::pack2<T>(sum[6], sum[7]));
+}
+
+// sum[0..8) += the 8 floats at p (16-byte aligned).
+__device__ __forceinline__ void add8(float (&sum)[8], const float* p) {
+  const float4 lo = *reinterpret_cast<const float4*>(p);
+  const float4 hi = *reinterpret_cast<const float4*>(p + 4);
+  sum[0] += lo.x; sum[1] += lo.y; sum[2] += lo.z; sum[3] += lo.w;
+  sum[4] += hi.x; sum[5] += hi.y; sum[6] += hi.z; sum[7] += hi.w;
+}
+
+// C = the sum of the `splits` partial products, one thread per 8 columns of a row, the
+// parts added in a fixed order (deterministic) and rounded once.
 template <typename T>
 __global__ void reduce_splits(const float* __restrict__ partials, T* __restrict__ C, int M,
                               int N, int ld, size_t part_stride, int splits) {
@@ -162,27 +210,93 @@ __global__ void reduce_splits(const float* __restrict__ partials, T* __restrict_
   const int row = static_cast<int>(index / chunks), col = static_cast<int>(index % chunks) * 8;
   const float* p = partials + static_cast<size_t>(row) * ld + col;
   float sum[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-  for (int s = 0; s < splits; ++s, p += part_stride) {
-    const float4 lo = *reinterpret_cast<const float4*>(p);
-    const float4 hi = *reinterpret_cast<const float4*>(p + 4);
-    sum[0] += lo.x; sum[1] += lo.y; sum[2] += lo.z; sum[3] += lo.w;
-    sum[4] += hi.x; sum[5] += hi.y; sum[6] += hi.z; sum[7] += hi.w;
+  for (int s = 0; s < splits; ++s, p += part_stride) add8(sum, p);
+  store8<T>(C, N, row, col, pack8<T>(sum));
+}
+
+// Stream-K (after CUTLASS's and Osama et al.'s): the last `sk_tiles` tiles of the raster
+// order, the ones that would leave SMs idle in a last partial wave, are cut into
+// sk_tiles x k_tiles slices shared evenly by all `grid` CTAs, each taking one contiguous
+// run of them; the other tiles go whole to the CTAs in turn, as without stream-K. A run
+// covers parts of one or more tiles; a CTA that covers a whole tile stores it to C, and
+// the other parts go to a workspace of whole 128 x BN fp32 tiles, one plane per CTA that
+// touches the tile, for reduce_stream_k. This is the CTA that holds slice i of that space.
+__host__ __device__ __forceinline__ int stream_k_owner(long long slice, long long total,
+                                                       int grid) {
+  return static_cast<int>(((slice + 1) * grid - 1) / total);
+}
+
+// The workspace planes a stream-K schedule needs: every CTA holds at least total / grid
+// slices, so a tile's k_tiles slices meet at most (k_tiles - 1) / that + 2 CTAs.
+int stream_k_planes(long long total, int grid, int k_tiles) {
+  return static_cast<int>((k_tiles - 1) / (total / grid) + 2);
+}
+
+// A CTA's stream-K run, tile by tile: slices [kt_begin, kt_end) of stream-K tile `j`, and
+// the workspace plane of this CTA for that tile (counted from the tile's first CTA; -1 where
+// the run holds the whole tile, which then goes straight to C). Kept apart from the
+// whole-tile loop, which stays as it was before stream-K: with one work list walking both,
+// v7's 128-wide tiles lost about a tenth on nearly every shape, the 256-wide ones nothing
+// (results/h100x1/logs/gemm-sweep-20261125T1840Z.json); with the loops apart they ran as
+// before again (results/h100x1/gemm-sweep-20261125T1846Z.json). Why was not profiled.
+class StreamKRun {
+ public:
+  __device__ StreamKRun(int sk_tiles, int k_tiles)
+      : k_tiles_(k_tiles), total_(sk_tiles * k_tiles),
+        slice_(static_cast<int>(static_cast<long long>(total_) * blockIdx.x / gridDim.x)),
+        end_(static_cast<int>(static_cast<long long>(total_) * (blockIdx.x + 1) / gridDim.x)) {}
+
+  __device__ __forceinline__ bool next(int& j, int& kt_begin, int& kt_end, int& plane) {
+    if (slice_ >= end_) return false;
+    j = slice_ / k_tiles_;
+    kt_begin = slice_ % k_tiles_;
+    kt_end = min(k_tiles_, kt_begin + end_ - slice_);
+    plane = kt_begin == 0 && kt_end == k_tiles_
+                ? -1
+                : static_cast<int>(blockIdx.x) -
+                      stream_k_owner(static_cast<long long>(j) * k_tiles_, total_, gridDim.x);
+    slice_ += kt_end - kt_begin;
+    return true;
   }
-  T* c = C + static_cast<size_t>(row) * N + col;
-  if (N % 8 == 0) {
-    *reinterpret_cast<uint4*>(c) = make_uint4(
-        kernels::pack2<T>(sum[0], sum[1]), kernels::pack2<T>(sum[2], sum[3]),
-        kernels::pack2<T>(sum[4], sum[5]), kernels::pack2<T>(sum[6], sum[7]));
-    return;
+
+ private:
+  int k_tiles_, total_, slice_, end_;
+};
+
+// C's stream-K tiles = the sum of their parts' planes, in plane order (deterministic): one
+// thread per 8 columns of a tile row, blockIdx.x the tile (tiles one CTA held whole were
+// stored by the GEMM kernel). A block per tile with a loop over its rows was latency-bound:
+// stream-K lost to the plain schedule on every shape of the first sweep with it.
+template <typename T, int BN>
+__global__ void reduce_stream_k(const float* __restrict__ partials, T* __restrict__ C, int M,
+                                int N, int tiles_m, int tiles_n, int sk_tiles, int k_tiles,
+                                int grid) {
+  const int j = blockIdx.x;
+  const int c = blockIdx.y * blockDim.x + threadIdx.x;
+  if (c >= BM * BN / 8) return;
+  const long long total = static_cast<long long>(sk_tiles) * k_tiles;
+  const int first = stream_k_owner(static_cast<long long>(j) * k_tiles, total, grid);
+  const int last = stream_k_owner(static_cast<long long>(j + 1) * k_tiles - 1, total, grid);
+  if (first == last) return;
+  const int2 tile = kernels::grouped_tile(tiles_m * tiles_n - sk_tiles + j, tiles_m, tiles_n,
+                                          GROUP_M);
+  const int r = c / (BN / 8), col8 = c % (BN / 8) * 8;
+  const int row = tile.x * BM + r, col = tile.y * BN + col8;
+  if (row >= M || col >= N) return;
+  float sum[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  for (int plane = 0; plane <= last - first; ++plane) {
+    add8(sum, partials + (static_cast<size_t>(plane) * sk_tiles + j) * BM * BN +
+                  static_cast<size_t>(r) * BN + col8);
   }
-  for (int j = 0; j < 8 && col + j < N; ++j) c[j] = kernels::from_float<T>(sum[j]);
+  store8<T>(C, N, row, col, pack8<T>(sum));
 }
 
 template <typename T, int BN>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_v7_kernel(const __grid_constant__ CUtensorMap a_map,
                    const __grid_constant__ CUtensorMap b_map, T* __restrict__ C, int M, int N,
-                   int K, float* __restrict__ partials, int splits, int split_slices) {
+                   int K, float* __restrict__ partials, int splits, int split_slices,
+                   int sk_tiles) {
 #if V6_ARCH_OK
   using Shape = Tile<BN>;
   constexpr int STAGES = Shape::STAGES;
@@ -194,9 +308,9 @@ __global__ void __launch_bounds__(THREADS, 1)
   const int tiles_m = ceil_div(M, BM), tiles_n = ceil_div(N, BN);
   const int tiles = tiles_m * tiles_n;
   const int k_tiles = ceil_div(K, BK);
-  // Work unit u: tile u % tiles, K part u / tiles (CTAs running together share a K range,
-  // so the raster order's L2 reuse holds within each part).
-  const int units = tiles * splits;
+  // Work unit u < units: tile u % whole_tiles, K part u / whole_tiles; then stream-K.
+  const int whole_tiles = tiles - sk_tiles;
+  const int units = whole_tiles * splits;
   const int warpgroup = threadIdx.x / 128;
 
   if (threadIdx.x == 0) {
@@ -214,10 +328,8 @@ __global__ void __launch_bounds__(THREADS, 1)
       hopper::tma_prefetch_descriptor(&a_map);
       hopper::tma_prefetch_descriptor(&b_map);
       int slice = 0;  // slices this CTA has loaded, over all its tiles
-      for (int u = blockIdx.x; u < units; u += gridDim.x) {
-        const int2 tile = kernels::grouped_tile(u % tiles, tiles_m, tiles_n, GROUP_M);
-        const int kt_begin = (u / tiles) * split_slices;
-        const int kt_end = min(k_tiles, kt_begin + split_slices);
+      auto load = [&](int tile_index, int kt_begin, int kt_end) {
+        const int2 tile = kernels::grouped_tile(tile_index, tiles_m, tiles_n, GROUP_M);
         for (int kt = kt_begin; kt < kt_end; ++kt, ++slice) {
           const int s = slice % STAGES;
           // The slot's previous slice (slice - STAGES) must have been freed by both
@@ -232,6 +344,14 @@ __global__ void __launch_bounds__(THREADS, 1)
                                 tile.y * BN + j * SLAB, kt * BK);
           }
         }
+      };
+      for (int u = blockIdx.x; u < units; u += gridDim.x) {
+        const int kt_begin = (u / whole_tiles) * split_slices;
+        load(u % whole_tiles, kt_begin, min(k_tiles, kt_begin + split_slices));
+      }
+      StreamKRun run(sk_tiles, k_tiles);
+      for (int j, kt_begin, kt_end, plane; run.next(j, kt_begin, kt_end, plane);) {
+        load(whole_tiles + j, kt_begin, kt_end);
       }
     }
     return;
@@ -242,10 +362,8 @@ __global__ void __launch_bounds__(THREADS, 1)
   const bool warp_leader = threadIdx.x % 32 == 0;
   float d[Shape::ACCUMULATORS];
   int slice = 0;
-  for (int u = blockIdx.x; u < units; u += gridDim.x) {
-    const int2 tile = kernels::grouped_tile(u % tiles, tiles_m, tiles_n, GROUP_M);
-    const int kt_begin = (u / tiles) * split_slices;
-    const int kt_end = min(k_tiles, kt_begin + split_slices);
+  // Slices [kt_begin, kt_end) of one tile into d, then their slots back to the producer.
+  auto compute = [&](int kt_begin, int kt_end) {
 #pragma unroll
     for (int i = 0; i < Shape::ACCUMULATORS; ++i) d[i] = 0.0f;
     for (int kt = kt_begin; kt < kt_end; ++kt, ++slice) {
@@ -269,12 +387,30 @@ __global__ void __launch_bounds__(THREADS, 1)
     hopper::wgmma_wait<0>();
     // The tile's last slot is free too; the producer may be waiting on it for the next tile.
     if (warp_leader) hopper::mbarrier_arrive(&empty[(slice - 1) % STAGES]);
+  };
+  // Whole tiles (or split-K's parts: part u / whole_tiles of tile u % whole_tiles, CTAs
+  // running together sharing a K range, so the raster order's L2 reuse holds within it).
+  for (int u = blockIdx.x; u < units; u += gridDim.x) {
+    const int2 tile = kernels::grouped_tile(u % whole_tiles, tiles_m, tiles_n, GROUP_M);
+    const int kt_begin = (u / whole_tiles) * split_slices;
+    compute(kt_begin, min(k_tiles, kt_begin + split_slices));
     if (splits == 1) {
       store_tile<T, BN>(d, C, M, N, tile.x * BM, tile.y * BN, consumer);
     } else {
       const int ld = tiles_n * BN;
-      store_partial<BN>(d, partials + static_cast<size_t>(u / tiles) * tiles_m * BM * ld, ld,
-                        tile.x * BM, tile.y * BN, consumer);
+      store_partial<BN>(d, partials + static_cast<size_t>(u / whole_tiles) * tiles_m * BM * ld,
+                        ld, tile.x * BM, tile.y * BN, consumer);
+    }
+  }
+  StreamKRun run(sk_tiles, k_tiles);
+  for (int j, kt_begin, kt_end, plane; run.next(j, kt_begin, kt_end, plane);) {
+    const int2 tile = kernels::grouped_tile(whole_tiles + j, tiles_m, tiles_n, GROUP_M);
+    compute(kt_begin, kt_end);
+    if (plane < 0) {
+      store_tile<T, BN>(d, C, M, N, tile.x * BM, tile.y * BN, consumer);
+    } else {
+      store_partial<BN>(d, partials + (static_cast<size_t>(plane) * sk_tiles + j) * BM * BN, BN,
+                        0, 0, consumer);
     }
   }
 #endif
@@ -289,9 +425,23 @@ int multiprocessors() {
   return count;
 }
 
+// The fp32 workspace one launch needs: split-K's parts of the whole-tile m x n result, or
+// stream-K's planes of its tiles (none without either).
+long long workspace_floats(int m, int n, int k, int block_n, int splits, int sk_tiles,
+                           int sms) {
+  const long long tiles_m = ceil_div(m, BM), tiles_n = ceil_div(n, block_n);
+  if (sk_tiles > 0) {
+    const int k_tiles = ceil_div(k, BK);
+    return static_cast<long long>(stream_k_planes(static_cast<long long>(sk_tiles) * k_tiles,
+                                                  sms, k_tiles)) *
+           sk_tiles * BM * block_n;
+  }
+  return splits > 1 ? splits * tiles_m * BM * tiles_n * block_n : 0;
+}
+
 template <typename T, int BN>
 cudaError_t launch_v7(const void* a, const void* b, void* c, int m, int n, int k, int ldb,
-                      int splits, float* partials, CUtensorMapDataType type,
+                      int splits, int sk_tiles, float* partials, CUtensorMapDataType type,
                       cudaStream_t stream) {
   using Shape = Tile<BN>;
   CUtensorMap a_map, b_map;
@@ -306,17 +456,30 @@ cudaError_t launch_v7(const void* a, const void* b, void* c, int m, int n, int k
   const int split_slices = ceil_div(k_tiles, splits);
   splits = ceil_div(k_tiles, split_slices);
   const int tiles_m = ceil_div(m, BM), tiles_n = ceil_div(n, BN);
-  const long long units = static_cast<long long>(tiles_m) * tiles_n * splits;
+  const long long tiles = static_cast<long long>(tiles_m) * tiles_n;
+  // Stream-K shares its slices among all SMs, each at least one.
+  if (sk_tiles < 0 || sk_tiles > tiles || (sk_tiles > 0 && splits > 1) ||
+      static_cast<long long>(sk_tiles) * k_tiles < (sk_tiles > 0 ? sms : 0)) {
+    return cudaErrorInvalidValue;
+  }
+  const long long units = sk_tiles > 0 ? sms : tiles * splits;
   const unsigned int blocks = static_cast<unsigned int>(units < sms ? units : sms);
   const cudaError_t status = cudaFuncSetAttribute(
       gemm_v7_kernel<T, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::SMEM_BYTES);
   if (status != cudaSuccess) return status;
   gemm_v7_kernel<T, BN><<<blocks, THREADS, Shape::SMEM_BYTES, stream>>>(
-      a_map, b_map, static_cast<T*>(c), m, n, k, partials, splits, split_slices);
+      a_map, b_map, static_cast<T*>(c), m, n, k, partials, splits, split_slices, sk_tiles);
+  constexpr int REDUCE_THREADS = 256;
+  if (sk_tiles > 0) {
+    const dim3 reduce_grid(sk_tiles, ceil_div(BM * BN / 8, REDUCE_THREADS));
+    reduce_stream_k<T, BN><<<reduce_grid, REDUCE_THREADS, 0, stream>>>(
+        partials, static_cast<T*>(c), m, n, tiles_m, tiles_n, sk_tiles, k_tiles,
+        static_cast<int>(blocks));
+    return cudaGetLastError();
+  }
   if (splits == 1) return cudaGetLastError();
   const int ld = tiles_n * BN;
   const long long threads = static_cast<long long>(m) * ceil_div(n, 8);
-  constexpr int REDUCE_THREADS = 256;
   reduce_splits<T><<<static_cast<unsigned int>((threads + REDUCE_THREADS - 1) / REDUCE_THREADS),
                      REDUCE_THREADS, 0, stream>>>(partials, static_cast<T*>(c), m, n, ld,
                                                   static_cast<size_t>(tiles_m) * BM * ld, splits);
@@ -325,34 +488,41 @@ cudaError_t launch_v7(const void* a, const void* b, void* c, int m, int n, int k
 
 template <typename T>
 cudaError_t dispatch_v7(const void* a, const void* b, void* c, int m, int n, int k, int ldb,
-                        int block_n, int splits, float* partials, CUtensorMapDataType type,
-                        cudaStream_t stream) {
+                        int block_n, int splits, int sk_tiles, float* partials,
+                        CUtensorMapDataType type, cudaStream_t stream) {
+  const bool workspace = splits > 1 || sk_tiles > 0;
   if (k <= 0 || k % 8 != 0 || ldb % 8 != 0 || ldb < n || !kernels::aligned16(a) ||
       !kernels::aligned16(b) || !kernels::aligned16(c) || splits < 1 ||
-      (splits > 1 && (partials == nullptr || !kernels::aligned16(partials)))) {
+      (workspace && (partials == nullptr || !kernels::aligned16(partials)))) {
     return cudaErrorInvalidValue;  // ops.py pads operands before they come here
   }
   if (block_n == 256) {
-    return launch_v7<T, 256>(a, b, c, m, n, k, ldb, splits, partials, type, stream);
+    return launch_v7<T, 256>(a, b, c, m, n, k, ldb, splits, sk_tiles, partials, type, stream);
   }
   if (block_n == 128) {
-    return launch_v7<T, 128>(a, b, c, m, n, k, ldb, splits, partials, type, stream);
+    return launch_v7<T, 128>(a, b, c, m, n, k, ldb, splits, sk_tiles, partials, type, stream);
   }
   return cudaErrorInvalidValue;
 }
 
 }  // namespace
 
+extern "C" long long gemm_v7_workspace_floats(int m, int n, int k, int block_n, int splits,
+                                              int sk_tiles) {
+  const int sms = multiprocessors();
+  return sms <= 0 ? -1 : workspace_floats(m, n, k, block_n, splits, sk_tiles, sms);
+}
+
 extern "C" cudaError_t gemm_v7_bf16(const void* a, const void* b, void* c, int m, int n, int k,
-                                    int ldb, int block_n, int splits, float* partials,
-                                    cudaStream_t stream) {
-  return dispatch_v7<__nv_bfloat16>(a, b, c, m, n, k, ldb, block_n, splits, partials,
+                                    int ldb, int block_n, int splits, int sk_tiles,
+                                    float* partials, cudaStream_t stream) {
+  return dispatch_v7<__nv_bfloat16>(a, b, c, m, n, k, ldb, block_n, splits, sk_tiles, partials,
                                     CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, stream);
 }
 
 extern "C" cudaError_t gemm_v7_f16(const void* a, const void* b, void* c, int m, int n, int k,
-                                   int ldb, int block_n, int splits, float* partials,
-                                   cudaStream_t stream) {
-  return dispatch_v7<__half>(a, b, c, m, n, k, ldb, block_n, splits, partials,
+                                   int ldb, int block_n, int splits, int sk_tiles,
+                                   float* partials, cudaStream_t stream) {
+  return dispatch_v7<__half>(a, b, c, m, n, k, ldb, block_n, splits, sk_tiles, partials,
                              CU_TENSOR_MAP_DATA_TYPE_FLOAT16, stream);
 }

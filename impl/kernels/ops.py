@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from types import MappingProxyType, ModuleType
 
 import torch
-import torch.nn.functional as F
 
 from impl.capabilities import missing_hopper
 from impl.kernels import load, peaks, tiles
@@ -206,15 +205,18 @@ class V7Plan:
     copy_a: bool
     copy_b: bool
     splits: int = 1  # split-K parts (tiles.choose_splits); > 1: fp32 partials, then a sum
+    stream_k_tiles: int = 0  # tiles shared out stream-K (tiles.chooses_stream_k); 0: none
 
 
 def v7_plan(m: int, n: int, k: int, sms: int, ridge_flop_per_byte: float | None,
             a_aligned: bool = True, b_aligned: bool = True, block_n: int | None = None,
-            to_lines: bool | None = None, splits: int | None = None) -> V7Plan:
+            to_lines: bool | None = None, splits: int | None = None,
+            stream_k: bool | None = None) -> V7Plan:
     """The plan for an m×n×k GEMM on ``sms`` multiprocessors of roofline ridge point
     ``ridge_flop_per_byte`` (None: a device without a peaks row, whose rows are then only
-    padded to TMA's minimum, and which does not split K). ``block_n``, ``to_lines`` and
-    ``splits`` force the choices they name."""
+    padded to TMA's minimum, and which neither splits K nor runs stream-K). ``block_n``,
+    ``to_lines``, ``splits`` and ``stream_k`` force the choices they name (stream-K forced
+    on runs unsplit, and only where ``tiles.stream_k_tiles`` finds a partial wave)."""
     if to_lines is None:
         to_lines = ridge_flop_per_byte is not None and tiles.pads_to_lines(
             m, n, k, ridge_flop_per_byte)
@@ -225,14 +227,22 @@ def v7_plan(m: int, n: int, k: int, sms: int, ridge_flop_per_byte: float | None,
     elif block_n not in tiles.TILE_RATES:
         raise ValueError(f"gemm v7: block_n {block_n} is not a tile width; allowed: "
                          f"{', '.join(map(str, sorted(tiles.TILE_RATES)))}")
+    if stream_k is None:  # a forced split stays as forced
+        stream_k = splits is None and tiles.chooses_stream_k(
+            m, n, k_padded, block_n, tiles.choose_splits(m, n, k_padded, block_n, sms,
+                                                         ridge_flop_per_byte),
+            sms, ridge_flop_per_byte)
     if splits is None:
         splits = tiles.choose_splits(m, n, k_padded, block_n, sms, ridge_flop_per_byte)
     elif not 1 <= splits <= tiles.MAX_SPLITS:
         raise ValueError(f"gemm v7: splits {splits} is out of range; allowed: 1 to "
                          f"{tiles.MAX_SPLITS}")
+    shared = tiles.stream_k_tiles(tiles.tiles(m, n, block_n),
+                                  -(-k_padded // tiles.BLOCK_K), sms) if stream_k else 0
     return V7Plan(block_n, multiple, k_padded, n_padded,
                   copy_a=k_padded != k or not a_aligned,
-                  copy_b=k_padded != k or n_padded != n or not b_aligned, splits=splits)
+                  copy_b=k_padded != k or n_padded != n or not b_aligned,
+                  splits=1 if shared else splits, stream_k_tiles=shared)
 
 
 def ridge_point(device: torch.device) -> float | None:
@@ -249,13 +259,29 @@ def _aligned16(t: torch.Tensor) -> bool:
     return t.data_ptr() % 16 == 0
 
 
+def zero_padded(t: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
+    """``t`` in the top-left corner of a rows × cols tensor of zeros, writing each element
+    once: F.pad fills the whole result and then copies ``t`` over it, a third more traffic
+    in this memory-bound pass (ncu on 3000×5000×2000: v7's GEMM kernel 120 µs against
+    cuBLAS's 110, the copies most of the rest)."""
+    out = t.new_empty(rows, cols)
+    t_rows, t_cols = t.shape
+    out[:t_rows, :t_cols].copy_(t)
+    if cols > t_cols:
+        out[:t_rows, t_cols:].zero_()
+    if rows > t_rows:
+        out[t_rows:].zero_()
+    return out
+
+
 def v7_launcher(a: torch.Tensor, b: torch.Tensor, block_n: int | None = None,
                 out: torch.Tensor | None = None, to_lines: bool | None = None,
-                splits: int | None = None) -> Callable[[], torch.Tensor]:
+                splits: int | None = None, stream_k: bool | None = None
+                ) -> Callable[[], torch.Tensor]:
     """A launcher of v7 for ``a`` @ ``b`` (checked once, as ``gemm_launcher``).
 
-    ``block_n``, ``to_lines`` and ``splits`` force the plan's choices (default:
-    ``v7_plan``'s); ``out``
+    ``block_n``, ``to_lines``, ``splits`` and ``stream_k`` force the plan's choices
+    (default: ``v7_plan``'s); ``out``
     (m×n, the operands' dtype) receives the result instead of a fresh tensor, so a check can
     poison it. The launcher's ``plan`` attribute is the plan it runs.
     """
@@ -270,18 +296,18 @@ def v7_launcher(a: torch.Tensor, b: torch.Tensor, block_n: int | None = None,
                          f"on {out.device} at address {out.data_ptr():#x}")
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count
     plan = v7_plan(m, n, k, sms, ridge_point(a.device), _aligned16(a), _aligned16(b), block_n,
-                   to_lines, splits)
+                   to_lines, splits, stream_k)
     kernel = _extension().gemm_v7
-    # The split-K parts: whole tiles, so the kernel's partial stores need no bounds checks.
-    partial_floats = 0 if plan.splits == 1 else (
-        plan.splits * -(-m // tiles.BLOCK_M) * tiles.BLOCK_M * -(-n // plan.block_n) * plan.block_n)
+    # Split-K's parts or stream-K's planes, of whole tiles (no bounds checks in the stores).
+    partial_floats = _extension().v7_workspace_floats(m, n, plan.k_padded, plan.block_n,
+                                                      plan.splits, plan.stream_k_tiles)
 
     def launch() -> torch.Tensor:
-        a_in = F.pad(a, (0, plan.k_padded - k)) if plan.copy_a else a
-        b_in = F.pad(b, (0, plan.n_padded - n, 0, plan.k_padded - k)) if plan.copy_b else b
+        a_in = zero_padded(a, m, plan.k_padded) if plan.copy_a else a
+        b_in = zero_padded(b, plan.k_padded, plan.n_padded) if plan.copy_b else b
         c = torch.empty(m, n, dtype=a.dtype, device=a.device) if out is None else out
         partials = torch.empty(partial_floats, dtype=torch.float32, device=a.device)
-        kernel(a_in, b_in, c, plan.block_n, plan.splits, partials)
+        kernel(a_in, b_in, c, plan.block_n, plan.splits, plan.stream_k_tiles, partials)
         return c
 
     launch.plan = plan  # type: ignore[attr-defined]  # what ran, for the benchmark's row

@@ -64,12 +64,31 @@ def tiles(m: int, n: int, block_n: int) -> int:
     return math.ceil(m / BLOCK_M) * math.ceil(n / block_n)
 
 
+def stream_k_tiles(tile_count: int, slices: int, sms: int) -> int:
+    """The tiles v7 shares out stream-K (gemm_v7.cu): those of the last, partial wave (all of
+    them where there are fewer than SMs), 0 where the waves are whole or the partial wave
+    has fewer slices than there are SMs to share them."""
+    partial = tile_count % sms
+    return partial if partial * slices >= sms else 0
+
+
 def estimated_time(m: int, n: int, k: int, block_n: int, sms: int,
                    rates: Mapping[int, float] = TILE_RATES, splits: int = 1,
-                   ridge_flop_per_byte: float = 0.0) -> float:
+                   ridge_flop_per_byte: float = 0.0, stream_k: bool = False) -> float:
     """The wave model's time, in units of one 256-wide tile's 64-deep slice on one SM.
     With a ridge point, at least the operands' bytes at HBM bandwidth, and with
-    ``splits`` > 1, plus the partial sums' bytes; without one, the compute term alone."""
+    ``splits`` > 1 or ``stream_k``, plus the partial sums' bytes; without one, the compute
+    term alone.
+
+    Stream-K: the whole waves as before, then the last partial wave's sk tiles · slices
+    shared evenly by the SMs, each SM's share at least its A and B boxes' bytes at its part
+    of HBM bandwidth: SMs that share a tile work on it at different depths of K, so they
+    share no operand reads in L2 (the raster order's reuse is lost); every SM's run ends
+    inside a tile, so about sk + SMs partial 128 × BN tiles are written in fp32 and read
+    back by the sum. Without the HBM term the model chose stream-K on 24 of the first
+    stream-K sweep's rows and lost up to 0.27 of cuBLAS (70b_mlp_down_2048t, 448 slices);
+    with it, it ranks that sweep's measured stream-K / plain ratios in order
+    (results/h100x1/logs/gemm-sweep-20261125T1832Z.json)."""
     if sms < 1:
         raise ValueError(f"sms must be at least 1; got {sms}")
     if block_n not in rates:
@@ -77,13 +96,23 @@ def estimated_time(m: int, n: int, k: int, block_n: int, sms: int,
                          f"{', '.join(map(str, sorted(rates)))}")
     if not 1 <= splits <= MAX_SPLITS:
         raise ValueError(f"splits must be in [1, {MAX_SPLITS}]; got {splits}")
-    waves = math.ceil(tiles(m, n, block_n) * splits / sms)
+    if stream_k and splits > 1:
+        raise ValueError(f"stream-K runs unsplit; got splits {splits}")
+    count = tiles(m, n, block_n)
     slices = max(1, math.ceil(k / BLOCK_K))
-    compute = waves * math.ceil(slices / splits) * (block_n / 256) / rates[block_n]
+    slice_cost = (block_n / 256) / rates[block_n]
     # bytes / bandwidth over one slice's time on one SM (SLICE_FLOP / (peak / sms)).
     per_byte = ridge_flop_per_byte / (SLICE_FLOP * sms)
     operands = 2 * (m * k + k * n + m * n) * per_byte  # 16-bit A, B and C, once each
-    partials = 8 * splits * m * n * per_byte if splits > 1 else 0.0
+    shared = stream_k_tiles(count, slices, sms) if stream_k else 0
+    if shared:
+        unshared_bytes = 2 * (BLOCK_M + block_n) * BLOCK_K * shared * slices
+        compute = (count - shared) // sms * slices * slice_cost + max(
+            math.ceil(shared * slices / sms) * slice_cost, unshared_bytes * per_byte)
+        partials = 8 * BLOCK_M * block_n * (shared + sms) * per_byte
+    else:
+        compute = math.ceil(count * splits / sms) * math.ceil(slices / splits) * slice_cost
+        partials = 8 * splits * m * n * per_byte if splits > 1 else 0.0
     return max(compute, operands) + partials
 
 
@@ -102,6 +131,20 @@ def choose_splits(m: int, n: int, k: int, block_n: int, sms: int,
         return 1
     return min(split_candidates(k), key=lambda splits: estimated_time(
         m, n, k, block_n, sms, rates, splits, ridge_flop_per_byte))
+
+
+def chooses_stream_k(m: int, n: int, k: int, block_n: int, splits: int, sms: int,
+                     ridge_flop_per_byte: float | None,
+                     rates: Mapping[int, float] = TILE_RATES) -> bool:
+    """Whether v7 shares its last partial wave stream-K rather than run ``splits`` (the
+    split-K choice) at width ``block_n``: where the model finds it faster. Without a ridge
+    point the partials' cost is unknown, so v7 does not."""
+    if ridge_flop_per_byte is None or stream_k_tiles(
+            tiles(m, n, block_n), max(1, math.ceil(k / BLOCK_K)), sms) == 0:
+        return False
+    return estimated_time(m, n, k, block_n, sms, rates, 1, ridge_flop_per_byte,
+                          stream_k=True) < estimated_time(m, n, k, block_n, sms, rates, splits,
+                                                          ridge_flop_per_byte)
 
 
 def choose_block_n(m: int, n: int, k: int, sms: int,

@@ -238,7 +238,8 @@ GEMM = RowKind(
 
 
 # Per variant of the sweep: cublas, v6, v7 (what ops.gemm runs), v7_bn128 and v7_bn256 (both
-# tile widths), v7_nosplit where v7 splits K, v7_rows8 where v7 copies rows onto whole lines.
+# tile widths), v7_nosplit where v7 splits K, v7_rows8 where v7 copies rows onto whole lines,
+# v7_stream_k / v7_no_stream_k where a partial last wave could run stream-K.
 BY_VARIANT = {"*": NUM}
 
 GEMM_SWEEP = RowKind(
@@ -267,6 +268,8 @@ GEMM_SWEEP = RowKind(
      _f("v7_block_n", INT, "", "The tile width v7's plan chose (impl/kernels/tiles.py)."),
      _f("v7_best_block_n", INT, "", "The faster of the two widths in this row's rounds."),
      _f("v7_splits", INT, "", "K split into this many parts (1: no split)."),
+     _f("v7_stream_k_tiles", INT, "", "Tiles of the last partial wave shared out stream-K "
+        "(0: none)."),
      _f("v7_row_multiple", INT, "", "Rows of the copied operands rounded to this multiple."),
      _f("v7_copies", [TEXT], "", "Operands v7 copies before the GEMM (a, b)."),
      _f("v6_path", "str?", "", "The kernel v6 ran (v5 where TMA cannot address the operands)."),

@@ -74,7 +74,9 @@ def sweep_rows(rows: Sequence[dict]) -> list[dict]:
             "v7_vs_cublas": row["vs_cublas"]["v7"], "v6_vs_cublas": ratio(row, "v6"),
             "v7_tile": f"128×{row['v7_block_n']}, ×{row['v7_row_multiple']}"
                        + (f" (copies {'+'.join(row['v7_copies'])})" if row["v7_copies"] else "")
-                       + (f", split-K {row['v7_splits']}" if row.get("v7_splits", 1) > 1 else ""),
+                       + (f", split-K {row['v7_splits']}" if row.get("v7_splits", 1) > 1 else "")
+                       + (f", stream-K {row['v7_stream_k_tiles']} tiles"
+                          if row.get("v7_stream_k_tiles") else ""),
             "v7_pct_of_roofline": 100 * v7_tflops / roofline if roofline else None})
     return shown
 
@@ -130,8 +132,10 @@ def sweep_tables(rows: Sequence[dict], runs: Sequence[Run]) -> list[Table]:
             f"tab-gemm-sweep-summary-{label}",
             f"GEMM sweep on {where}, per shape family: cuBLAS's median time over v7's and "
             f"v6's (above 1 the own kernel is faster), geometric mean and minimum over the "
-            f"family's shapes. The held-out shapes were drawn after v7's constants were "
-            f"fitted. {how}", SUMMARY_COLUMNS, family_summary(mine)))
+            f"family's shapes. held_out was drawn after v7's tile rates were fitted, held_out_2 "
+            f"after its stream-K rule was fixed (held_out had been looked at while that rule "
+            f"was made). {how}",
+            SUMMARY_COLUMNS, family_summary(mine)))
         tables.append(make_table(
             f"tab-gemm-sweep-{label}",
             f"Every shape of the GEMM sweep on {where}. Each row was checked against cuBLAS "
@@ -141,7 +145,8 @@ def sweep_tables(rows: Sequence[dict], runs: Sequence[Run]) -> list[Table]:
             f"bootstrap interval over rounds. v7's tile is 128 rows by the width its wave "
             f"model chose, its rows padded to the multiple shown (64: whole 128-byte lines, "
             f"the copy timed with the GEMM), and its K cut into the parts shown where it "
-            f"splits K (fp32 partials summed by a second kernel, timed with it). Roofline: "
+            f"splits K, and the tiles of a last partial wave shared out stream-K where it runs "
+            f"them so (fp32 partials summed by a second kernel, timed with it). Roofline: "
             f"the peaks table's dense tensor-core rate and HBM bandwidth "
             f"(impl/kernels/peaks.py); bound says which roof binds at the shape's arithmetic "
             f"intensity. {how}", ROW_COLUMNS, mine))
