@@ -185,3 +185,18 @@ def test_markdown_without_a_gpu_cell_is_one_line_exit_2(capsys):
     assert validate.main(["--markdown", cpu]) == 2
     assert capsys.readouterr().err == (f"error: {cpu}: Held-out validation: no GPU cell (NCCL, "
                                        "2 or more ranks) in these files.\n")
+
+
+def test_every_pair_ordered_the_wrong_way_is_listed_with_its_interval(every_run):
+    from impl.rows.merge import merge_rows
+
+    _, decided, _ = heldout.validate_held_out(every_run, merge_rows(every_run))
+    wrong = decided.misordered
+    assert len(wrong) == decided.pairs_separated - decided.pairs_right > 0
+    for pair in wrong:
+        assert 0 < pair.low_ms <= pair.measured_ms <= pair.high_ms  # measured slower, clearly
+        assert pair.predicted_ms >= 0  # the model put it no slower
+    # The copy-engine in the comm-heavy cell at K = 20: 1.52 ms slower than chunked, measured.
+    copy = next(p for p in wrong if p.slower == "copy-engine" and p.faster == "chunked"
+                and p.cell == "h200x2 mlp_8192x12_b1024_bf16 K = 20")
+    assert copy.measured_ms == pytest.approx(1.52, abs=0.01)

@@ -25,6 +25,7 @@ where the bands of the best and another overlap) and the overlap efficiency.
 
 from __future__ import annotations
 
+import functools
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from impl.costmodel import accuracy, overhead
 from impl.costmodel.compute import known_workload, parameter_layout
 from impl.costmodel.fabric import Fabric, fit_fabric, measured_sweep
 from impl.costmodel.inputs import comm_fabrics, fabric_key, interference, value
+from impl.costmodel.lanes import lane_effects
 
 SPLITS = ("other runs", "leave-one-K-out", "leave-one-workload-out", "in-cell")
 HEADLINE = "other runs"
@@ -153,9 +155,11 @@ def checks_by_split(rows: Sequence[dict], cells: Sequence[accuracy.Cell]) -> dic
     """Every split's checks of ``cells`` (inputs drawn from ``rows``: every run's rows), each
     with its variant's overhead fitted on the other cells (impl/costmodel/overhead.py)."""
     known = [c for c in cells if known_workload(c.row["workload"])]
+    lanes = {id(cell): functools.partial(lane_effects, rows, cell.row) for cell in known}
     return {split: overhead.calibrated(
                 [check for cell in known
-                 for check in accuracy.check_cell(cell, RULES[split](cell, rows))],
+                 for check in accuracy.check_cell(cell, RULES[split](cell, rows),
+                                                  lanes[id(cell)])],
                 lambda check: _check_key(check)[:-1])
             for split in SPLITS}
 
@@ -261,6 +265,23 @@ class Decisions:
     efficiency_compared: int
     efficiency_within: int
     efficiency_errors: list[float]
+    misordered: tuple[Misordered, ...] = ()
+
+
+@dataclass(frozen=True)
+class Misordered:
+    """A pair the measurements separate and the model orders the other way: ``slower`` was
+    measured slower than ``faster`` by ``measured_ms`` [low, high] (paired 95% interval over
+    rounds), the model put it ``predicted_ms`` faster."""
+
+    cell: str
+    slower: str
+    faster: str
+    measured_ms: float
+    low_ms: float
+    high_ms: float
+    relative: float  # measured_ms / the faster variant's measured step
+    predicted_ms: float
 
 
 def decisions(checks: Sequence[accuracy.Check], cells: Sequence[accuracy.Cell]) -> Decisions:
@@ -273,7 +294,7 @@ def decisions(checks: Sequence[accuracy.Check], cells: Sequence[accuracy.Cell]) 
             by_cell.setdefault(_check_key(check)[:-1], []).append(check)
     rows = {_cell_key(c.row): c.row for c in cells}
     separated = right = picks_right = unseparated = compared = within = 0
-    wrong, efficiency_errors = [], []
+    wrong, efficiency_errors, misordered = [], [], []
     for key, group in by_cell.items():
         row = rows[key]
         rounds = {c.variant: _round_medians(row, c.variant) for c in group}
@@ -287,9 +308,17 @@ def decisions(checks: Sequence[accuracy.Check], cells: Sequence[accuracy.Cell]) 
                 if not diff.excludes(0.0):
                     continue
                 separated += 1
-                right += (diff.high < 0) == (a.predicted_ms < b.predicted_ms)
                 slow, fast = (a, b) if diff.low > 0 else (b, a)
                 slower[slow.variant].add(fast.variant)
+                if slow.predicted_ms > fast.predicted_ms:
+                    right += 1
+                    continue
+                sign = 1 if slow is a else -1
+                misordered.append(Misordered(
+                    f"{row.get('machine')} {row['workload']} K = {row['chunks']}", slow.variant,
+                    fast.variant, sign * diff.value, min(sign * diff.low, sign * diff.high),
+                    max(sign * diff.low, sign * diff.high), sign * diff.value / fast.measured_ms,
+                    fast.predicted_ms - slow.predicted_ms))
         measured_best = {c.variant for c in group if not slower[c.variant]}
         best = min(group, key=lambda c: c.predicted_ms)
         high = best.predicted_ms * (1 + band[_check_key(best)])
@@ -311,7 +340,8 @@ def decisions(checks: Sequence[accuracy.Check], cells: Sequence[accuracy.Cell]) 
             efficiency_errors.append(c.predicted_efficiency - measured["value"])
             within += abs(efficiency_errors[-1]) <= EFFICIENCY_GOAL
     return Decisions(separated, right, len(by_cell), picks_right, unseparated, wrong, compared,
-                     within, efficiency_errors)
+                     within, efficiency_errors,
+                     tuple(sorted(misordered, key=lambda m: (m.cell, -m.relative))))
 
 
 def markdown(table: dict, decided: Decisions) -> list[str]:
@@ -325,6 +355,13 @@ def markdown(table: dict, decided: Decisions) -> list[str]:
             "—" if by[c] is None else f"{by[c].median_abs_error:.1%} / "
             f"{by[c].max_abs_error:.1%} ({by[c].cells})" for c in columns) + " |")
     lines += ["", *(f"- {line}" for line in decision_lines(decided))]
+    if decided.misordered:
+        lines += ["", "Pairs ordered the wrong way (measured: slower − faster, paired 95% "
+                      "interval; model: how much faster it put the slower one):", "",
+                  "| cell | measured slower | than | measured | model |", "|---|---|---|---|---|"]
+        lines += [f"| {m.cell} | {m.slower} | {m.faster} | {m.measured_ms:+.2f} ms "
+                  f"[{m.low_ms:+.2f}, {m.high_ms:+.2f}] ({m.relative:+.1%}) | "
+                  f"{m.predicted_ms:+.2f} ms |" for m in decided.misordered]
     return lines
 
 

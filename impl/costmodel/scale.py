@@ -175,7 +175,9 @@ def predict_one(source: Source, strategy: str, world: int, fabric: NodeFabric,
     same_chunking = len(planned.collectives) == len(reference.collectives)
     efficiency = None if base in variant_plans.AFTER_BACKWARD or not same_chunking else \
         metrics.overlap_efficiency(sequential.step_ms, outcome.step_ms + overhead_ms, limit)
-    note = "no host hand-off measured: predicted as chunked" if base == "threaded" else None
+    note = ("its hand-off and its all-reduces beside backward (impl/costmodel/lanes.py, read on "
+            "measured cells) are not carried to other GPU counts: predicted as chunked"
+            if base == "threaded" else None)
     if not same_chunking:
         count = len(planned.collectives)
         note = (f"{count} bucket{'s' if count != 1 else ''}, not K = {chunks} chunks: no "
