@@ -176,6 +176,52 @@ def trivial_errors(cells: Sequence[accuracy.Cell]) -> dict[tuple, float]:
     return errors
 
 
+REPRODUCE = accuracy.STEP_GOAL_MAX  # two measurements further apart cannot test the goal
+
+
+@dataclass(frozen=True)
+class Unreproduced:
+    """A variant of a cell whose measurements in two runs differ by more than ``REPRODUCE``:
+    the one validated (the newest, ``measured_ms``) and the farthest other (``other_ms``)."""
+
+    key: tuple  # _check_key of the check
+    measured_ms: float
+    other_ms: float
+    other_run: int | None
+
+
+def _measurements(row: dict) -> dict[str, float]:
+    """Each variant's measured step in one row: a comparison row's variants, or a step row's
+    strategy (measured before interleaving)."""
+    if row.get("kind") == "comparison":
+        return {name: estimate["value"]
+                for name, (estimate, _) in accuracy.measured_variants(row).items()}
+    if row.get("kind") == "step" and "intervals" not in row and row.get("real", True):
+        return {row["strategy"]: row["step_ms"]}
+    return {}
+
+
+def unreproduced(cells: Sequence[accuracy.Cell], rows: Sequence[dict]) -> dict[tuple, Unreproduced]:
+    """Per check key, the cells whose variant was measured in another run (``rows``: every
+    run) more than ``REPRODUCE`` away from the measurement validated: such a cell cannot
+    validate a model whose goal is that close, so the summaries leave it out and say so."""
+    found = {}
+    for cell in cells:
+        key = _cell_key(cell.row)
+        same = [r for r in rows if r.get("workload") == key[2] and r.get("chunks") == key[3]
+                and r.get("world_size") == key[4] and r.get("profile") == key[5]
+                and r.get("machine") == key[0]]  # the validated row itself differs by 0
+        for name, (estimate, _) in cell.variants.items():
+            others = [(ms, r.get("run")) for r in same
+                      if (ms := _measurements(r).get(name)) is not None]
+            if not others:
+                continue
+            farthest = max(others, key=lambda o: abs(o[0] / estimate["value"] - 1))
+            if abs(farthest[0] / estimate["value"] - 1) > REPRODUCE:
+                found[(*key, name)] = Unreproduced((*key, name), estimate["value"], *farthest)
+    return found
+
+
 def _cell_key(row: dict) -> tuple:
     return (row.get("machine"), row.get("run"), row["workload"], row["chunks"],
             row["world_size"], row.get("profile"))
@@ -202,11 +248,14 @@ def summarise(errors: Sequence[float]) -> Summary | None:
     return Summary(len(absolute), statistics.median(absolute), max(absolute))
 
 
-def strategy_table(by_split: dict[str, list], trivial: dict[tuple, float]) -> dict:
+def strategy_table(by_split: dict[str, list], trivial: dict[tuple, float],
+                   unreproducible: dict[tuple, Unreproduced] | None = None) -> dict:
     """{(machine, variant): {split or TRIVIAL: Summary}} over modelled variants, every column
-    on the checks the headline split predicted (a split that cannot predict some has fewer)."""
+    on the checks the headline split predicted (a split that cannot predict some has fewer),
+    leaving out the cells that do not reproduce (``unreproduced``)."""
     headline = {_check_key(c) for c in by_split[HEADLINE]
-                if c.unmodelled is None and c.error is not None}
+                if c.unmodelled is None and c.error is not None
+                and _check_key(c) not in (unreproducible or {})}
     table: dict[tuple[str, str], dict[str, Summary | None]] = {}
     for machine, name in sorted({(key[0], key[-1]) for key in headline},
                                 key=lambda k: (k[0], _variant_rank(k[1]))):
@@ -344,8 +393,30 @@ def decisions(checks: Sequence[accuracy.Check], cells: Sequence[accuracy.Cell]) 
                      tuple(sorted(misordered, key=lambda m: (m.cell, -m.relative))))
 
 
-def markdown(table: dict, decided: Decisions) -> list[str]:
-    """The held-out table and the decisions as Markdown (docs/costmodel.md holds this)."""
+def unreproduced_lines(found: dict[tuple, Unreproduced], checks: Sequence[accuracy.Check]
+                       ) -> list[str]:
+    """Each cell the headline predicted that does not reproduce, with both measurements and
+    the prediction (the doc and the report's chapter)."""
+    predicted = {_check_key(c): c.predicted_ms for c in checks
+                 if c.predicted_ms is not None and c.unmodelled is None}
+    lines = []
+    for key, u in sorted(found.items(), key=lambda kv: str(kv[0])):
+        machine, run, workload, chunks, world, _, variant = key
+        if (model := predicted.get(key)) is None:
+            continue  # not in the table either
+        lines.append(
+            f"Does not reproduce: {machine} {workload} K = {chunks}, {world} ranks, {variant}: "
+            f"{u.measured_ms:.2f} ms (run {run}, validated) against {u.other_ms:.2f} ms (run "
+            f"{u.other_run}), {u.other_ms / u.measured_ms - 1:+.0%}, more than the "
+            f"{REPRODUCE:.0%} goal: left out of the table (the model: {model:.2f} ms, "
+            f"{model / u.measured_ms - 1:+.1%} against the first, "
+            f"{model / u.other_ms - 1:+.1%} against the second).")
+    return lines
+
+
+def markdown(table: dict, decided: Decisions, unreproducible: Sequence[str] = ()) -> list[str]:
+    """The held-out table, the cells that do not reproduce and the decisions as Markdown
+    (docs/costmodel.md holds this)."""
     columns = [*SPLITS, TRIVIAL]
     lines = ["| machine | variant | " + " | ".join(f"{c}: median / max (cells)"
                                                  for c in columns) + " |",
@@ -354,7 +425,7 @@ def markdown(table: dict, decided: Decisions) -> list[str]:
         lines.append(f"| {machine} | {name} | " + " | ".join(
             "—" if by[c] is None else f"{by[c].median_abs_error:.1%} / "
             f"{by[c].max_abs_error:.1%} ({by[c].cells})" for c in columns) + " |")
-    lines += ["", *(f"- {line}" for line in decision_lines(decided))]
+    lines += ["", *(f"- {line}" for line in [*decision_lines(decided), *unreproducible])]
     if decided.misordered:
         lines += ["", "Pairs ordered the wrong way (measured: slower − faster, paired 95% "
                       "interval; model: how much faster it put the slower one):", "",
@@ -397,13 +468,25 @@ def overheads(checks: Sequence[accuracy.Check],
     return {key: overhead.overhead_ms(found) for key, found in residuals.items()}
 
 
-def validate_held_out(rows: Sequence[dict],
-                      merged: Sequence[dict]) -> tuple[dict, Decisions, dict[tuple, float]]:
-    """The held-out table, the headline split's decisions and the overheads for predictions
-    beyond the cells (``overheads``): cells are those of ``merged`` (the newest of each
-    measurement), inputs drawn from ``rows`` (every run)."""
+@dataclass(frozen=True)
+class HeldOut:
+    """What held-out validation finds: the table, the cells that do not reproduce (as
+    lines), the headline split's decisions and the overheads for predictions beyond."""
+
+    table: dict
+    unreproduced: list[str]
+    decisions: Decisions
+    overheads: dict[tuple, float]
+
+
+def validate_held_out(rows: Sequence[dict], merged: Sequence[dict]) -> HeldOut:
+    """Held-out validation of the cells of ``merged`` (the newest of each measurement), inputs
+    drawn from ``rows`` (every run); the overheads are those for predictions beyond the
+    cells (``overheads``)."""
     cells = [c for c in accuracy.measured_cells(merged) if c.row.get("device")
              and c.row.get("backend") == "nccl"]
     by_split = checks_by_split(rows, cells)
-    return (strategy_table(by_split, trivial_errors(cells)),
-            decisions(by_split[HEADLINE], cells), overheads(by_split[HEADLINE], cells))
+    found = unreproduced(cells, rows)
+    return HeldOut(strategy_table(by_split, trivial_errors(cells), found),
+                   unreproduced_lines(found, by_split[HEADLINE]),
+                   decisions(by_split[HEADLINE], cells), overheads(by_split[HEADLINE], cells))

@@ -211,10 +211,12 @@ HELD_OUT_COLUMNS = (text_column("machine", "machine"),
 
 def held_out(rows: Sequence[dict]) -> tuple[object | None, list[str], dict[str, float], dict]:
     """The held-out validation of the loaded GPU cells (impl/costmodel/heldout.py): the
-    table of |error| per variant and split, the ranking, best-pick and efficiency lines,
+    table of |error| per variant and split, the ranking, best-pick and efficiency lines and
+    the cells that do not reproduce (left out of the table),
     each strategy's held-out error (the predictions' bands) and the overheads beyond the
     schedule per GPU model and strategy (heldout.overheads)."""
-    table, decided, overheads = heldout.validate_held_out(rows, rows)
+    found = heldout.validate_held_out(rows, rows)
+    table = found.table
     if not table:
         return None, [], {}, {}
     shown = [{"machine": machine, "variant": name,
@@ -230,8 +232,9 @@ def held_out(rows: Sequence[dict]) -> tuple[object | None, list[str], dict[str, 
         "under each, an overlapped variant's overhead beyond the schedule is fitted on the "
         "machine's other cells only; step = sequential: the trivial predictor, the cell's "
         "measured sequential step.",
-        HELD_OUT_COLUMNS, shown, note=lambda *_: None), heldout.decision_lines(decided), \
-        heldout.relative_bands(table), overheads
+        HELD_OUT_COLUMNS, shown, note=lambda *_: None), \
+        [*heldout.decision_lines(found.decisions), *found.unreproduced], \
+        heldout.relative_bands(table), found.overheads
 
 
 def assumed_fields(fabric) -> list[str]:
