@@ -216,3 +216,13 @@ def test_a_cell_that_does_not_reproduce_is_named_and_left_out(every_run):
     assert line.startswith("Does not reproduce: h200x4 gpt_small_bf16 K = 50, 2 ranks, "
                            "chunked: 43.27 ms (run ")
     assert "against 30.84 ms (run " in line and "-29%, more than the 10% goal" in line
+
+
+def test_the_efficiencys_band_is_its_inputs_bands_propagated():
+    # E = (S − T)/(S − L) at S = 10, T = 8, L = 6 ms: 0.5. A 10% band on S moves E by
+    # (T − L)/(S − L)² · S · 0.1 = 2/16 · 1 = 0.125; 5% on T by T · 0.05/(S − L) = 0.1; 2% on
+    # L by (S − T)/(S − L)² · L · 0.02 = 2/16 · 0.12 = 0.015; independent: √ of the squares.
+    assert heldout.efficiency_band(10, 8, 6, 0.1, 0.05, 0.02) == pytest.approx(
+        math.sqrt(0.125 ** 2 + 0.1 ** 2 + 0.015 ** 2))
+    assert heldout.efficiency_band(10, 8, 6, 0, 0, 0) == 0.0
+    assert heldout.efficiency_band(6, 6, 6, 0.1, 0.1, 0.1) == math.inf  # nothing to overlap
