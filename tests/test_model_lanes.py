@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from impl.costmodel.lanes import LaneEffects, lane_effects, timeline_effects
+
+RESULTS = Path(__file__).resolve().parent.parent / "results"
 
 
 def interval(lane: str, label: str, chunk: int | None, start: float, end: float) -> dict:
@@ -39,3 +43,23 @@ def test_the_predicted_cell_never_reads_its_own_timeline():
     assert "1 other cells' timelines" in found.source
     # DDP's buckets differ in bytes: a difference of durations would compare unlike sizes.
     assert lane_effects([row, other], row, "ddp").beside_ms == 0.0
+
+
+def test_a_prediction_at_scale_carries_the_threaded_lane_it_is_given():
+    from impl.costmodel import scale, validate
+    from impl.costmodel.fabric_file import load_fabric
+
+    rows = validate.load_rows([str(RESULTS / "h200x2")])
+    fabric = load_fabric("ib400-h200x8")
+
+    def steps(lanes):
+        return {(p.workload, p.strategy): p.step_ms for p in scale.predict(
+            rows, fabric, worlds=[8], strategies=["chunked", "threaded"], lanes=lanes)[1]}
+
+    plain = steps(None)
+    workload = "mlp_8192x12_b1024_bf16"
+    # Without a lane the thread launches as chunked does: the same step.
+    assert plain[workload, "threaded"] == pytest.approx(plain[workload, "chunked"])
+    slowed = steps({("NVIDIA H200", workload, "threaded"): LaneEffects(0.5, 0.05, "test")})
+    assert slowed[workload, "threaded"] > plain[workload, "threaded"]
+    assert slowed[workload, "chunked"] == plain[workload, "chunked"]  # only its own variant

@@ -38,7 +38,7 @@ from impl.costmodel import accuracy, overhead
 from impl.costmodel.compute import known_workload, parameter_layout
 from impl.costmodel.fabric import Fabric, fit_fabric, measured_sweep
 from impl.costmodel.inputs import comm_fabrics, fabric_key, interference, value
-from impl.costmodel.lanes import lane_effects
+from impl.costmodel.lanes import LANE_READ, LaneEffects, lane_effects
 
 SPLITS = ("other runs", "leave-one-K-out", "leave-one-workload-out", "in-cell")
 HEADLINE = "other runs"
@@ -519,6 +519,7 @@ class HeldOut:
     unreproduced: list[str]
     decisions: Decisions
     overheads: dict[tuple, float]
+    lanes: dict[tuple, LaneEffects]  # per (GPU model, workload, variant), for other counts
 
 
 def validate_held_out(rows: Sequence[dict], merged: Sequence[dict]) -> HeldOut:
@@ -529,6 +530,13 @@ def validate_held_out(rows: Sequence[dict], merged: Sequence[dict]) -> HeldOut:
              and c.row.get("backend") == "nccl"]
     by_split = checks_by_split(rows, cells)
     found = unreproduced(cells, rows)
+    # At other GPU counts: each variant's lane over every measured cell of its GPU model and
+    # workload, any world size (assumed to hold at every count, as the overhead is).
+    lanes = {(device, workload, name): lane_effects(
+                 rows, {"device": device, "workload": workload}, name, ("device", "workload"))
+             for device, workload in {(c.row.get("device"), c.row["workload"]) for c in cells}
+             for name in LANE_READ}
     return HeldOut(strategy_table(by_split, trivial_errors(cells), found),
                    unreproduced_lines(found, by_split[HEADLINE]),
-                   decisions(by_split[HEADLINE], cells), overheads(by_split[HEADLINE], cells))
+                   decisions(by_split[HEADLINE], cells), overheads(by_split[HEADLINE], cells),
+                   lanes)

@@ -83,9 +83,15 @@ def _timelines(row: dict, name: str) -> dict | None:
     return None
 
 
-def lane_effects(rows: Sequence[dict], cell: dict, name: str) -> LaneEffects:
+NO_LANE = LaneEffects()  # nothing read: as fast beside backward as alone, no hand-off
+SAME_CELL_KIND = ("device", "workload", "world_size", "profile")
+
+
+def lane_effects(rows: Sequence[dict], cell: dict, name: str,
+                 same: tuple[str, ...] = SAME_CELL_KIND) -> LaneEffects:
     """Variant ``name``'s lane in the cell of row ``cell``, from every other cell of ``rows``
-    (any run) on the same GPU model, workload, world size and profile (module docstring)."""
+    (any run) that agrees with it on ``same`` (by default the GPU model, workload, world size
+    and profile; at other GPU counts, ``{"device": ..., "workload": ...}`` and those two)."""
     strategy, options = variant_plans.variant(name)
     if strategy not in LANE_READ or options.get("first_chunk_mb") \
             or options.get("chunk_split", "bytes") != "bytes":
@@ -96,8 +102,7 @@ def lane_effects(rows: Sequence[dict], cell: dict, name: str) -> LaneEffects:
 
     extras, waits = [], []
     for row in rows:
-        if any(row.get(k) != cell.get(k) for k in ("device", "workload", "world_size",
-                                                    "profile")) or same_cell(row):
+        if any(row.get(k) != cell.get(k) for k in same) or same_cell(row):
             continue
         timeline = _timelines(row, name)
         if timeline:

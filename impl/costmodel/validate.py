@@ -61,13 +61,14 @@ def summary_lines(checks: Sequence[accuracy.Check], interleaved: bool = True) ->
     return lines
 
 
-def held_out_model(paths: Sequence[str] = (RESULTS,)) -> tuple[dict[str, float], dict]:
+def held_out_model(paths: Sequence[str] = (RESULTS,)) -> tuple[dict[str, float], dict, dict]:
     """From the GPU cells of ``paths`` (default: every committed result): each strategy's
     held-out error, the predictions' bands (heldout.relative_bands), and per GPU model and
-    strategy the overhead beyond the schedule (heldout.overheads)."""
+    strategy the overhead beyond the schedule (heldout.overheads), and per GPU model,
+    workload and variant its lane beside backward (impl/costmodel/lanes.py)."""
     every_run = load_rows(paths, merged=False)
     found = heldout.validate_held_out(every_run, merge_rows(every_run))
-    return heldout.relative_bands(found.table), found.overheads
+    return heldout.relative_bands(found.table), found.overheads, found.lanes
 
 
 def held_out_lines(rows: Sequence[dict], merged: Sequence[dict]) -> list[str]:
