@@ -226,3 +226,16 @@ def test_the_efficiencys_band_is_its_inputs_bands_propagated():
         math.sqrt(0.125 ** 2 + 0.1 ** 2 + 0.015 ** 2))
     assert heldout.efficiency_band(10, 8, 6, 0, 0, 0) == 0.0
     assert heldout.efficiency_band(6, 6, 6, 0.1, 0.1, 0.1) == math.inf  # nothing to overlap
+
+
+def test_a_checks_band_is_the_others_error_and_its_input_interval_in_quadrature():
+    def check(chunks, predicted, compute_band=0.0):
+        return accuracy.Check("m", "w", chunks, 2, "nvlink", "v", 100.0, None, None, predicted,
+                              None, None, None, "", run=1, compute_band=compute_band)
+
+    # Errors +2%, −4%, +6% in three cells; the first's band: the median of the others' 4% and
+    # 6%, 5%, with its compute-only input's 3% interval: √(0.05² + 0.03²).
+    checks = [check(5, 102.0, 0.03), check(10, 96.0), check(20, 106.0)]
+    found = heldout.bands(checks)
+    assert found["m", 1, "w", 5, 2, "nvlink", "v"] == pytest.approx(math.hypot(0.05, 0.03))
+    assert found["m", 1, "w", 10, 2, "nvlink", "v"] == pytest.approx(0.04)  # of 2% and 6%

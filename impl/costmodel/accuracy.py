@@ -27,6 +27,7 @@ from impl.costmodel.fabric import Fabric, MeasuredSweep
 from impl.costmodel.fabric_file import load_fabric
 from impl.costmodel.inputs import comm_fabrics, compute_profile, fabric_key, interference, value
 from impl.costmodel.lanes import LaneEffects
+from impl.costmodel.scale import compute_band
 from impl.costmodel.schedule import Plan, simulate
 from impl.costmodel.variant_plans import Interference
 
@@ -62,6 +63,7 @@ class Check:
     predicted_efficiency: float | None = None
     limit_ms: float | None = None  # predicted max(compute-only, comm-only): the efficiency's
     overhead_ms: float | None = None  # added from the other cells (impl/costmodel/overhead.py)
+    compute_band: float = 0.0  # relative half-width of the compute-only input's 95% interval
 
     @property
     def error(self) -> float | None:
@@ -253,7 +255,8 @@ def check_cell(cell: Cell, inputs: Inputs | str,
             about, unseen, cell.interleaved, row.get("backend"),
             cell.sequential_excess(), run=row.get("run"),
             measured_efficiency=cell.efficiencies.get(name), predicted_efficiency=efficiency,
-            limit_ms=_limit(profile, reference) if predicted else None))
+            limit_ms=_limit(profile, reference) if predicted else None,
+            compute_band=compute_band(inputs.compute)))
     return checks
 
 

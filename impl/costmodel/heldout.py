@@ -39,6 +39,7 @@ from impl.costmodel.compute import known_workload, parameter_layout
 from impl.costmodel.fabric import Fabric, fit_fabric, measured_sweep
 from impl.costmodel.inputs import comm_fabrics, fabric_key, interference, value
 from impl.costmodel.lanes import LANE_READ, LaneEffects, lane_effects
+from impl.costmodel.scale import step_band
 
 SPLITS = ("other runs", "leave-one-K-out", "leave-one-workload-out", "in-cell")
 HEADLINE = "other runs"
@@ -287,13 +288,16 @@ def relative_bands(table: dict) -> dict[str, float]:
 
 
 def bands(checks: Sequence[accuracy.Check]) -> dict[tuple, float]:
-    """Per check, its relative band: the median |error| of the same variant over the other
-    cells (leave-one-cell-out, so no check's own error widens its band)."""
+    """Per check, its relative band, propagated as a prediction's is (scale.step_band): the
+    median |error| of the same variant over the other cells (leave-one-cell-out, so no
+    check's own error widens its band) and its compute-only input's 95% interval, added in
+    quadrature."""
     found = {}
     for check in checks:
         others = [abs(c.error) for c in checks if c.variant == check.variant
                   and c.error is not None and _check_key(c)[:-1] != _check_key(check)[:-1]]
-        found[_check_key(check)] = statistics.median(others) if others else float("nan")
+        found[_check_key(check)] = step_band(statistics.median(others), check.compute_band) \
+            if others else float("nan")
     return found
 
 
