@@ -67,6 +67,34 @@ def test_across_nodes_two_levels_and_the_tree_for_small_messages(tmp_path):
     assert fabric.copy_all_reduce_ms(1e9, 4) is None  # peer copies stay inside a node
 
 
+def test_nvls_where_a_fabric_has_it_with_nccls_constants(tmp_path):
+    """Hand-computed from NCCL's tuner (tuning.cc at b647562): NVLS is 23 µs plus bytes over
+    its algbw in a node; across N nodes the NVLS tree adds 2 · log2 N network levels of 14 µs
+    and its algbw is 5/6 of min(NVLS's busBw, the NICs' (halved beyond two nodes))."""
+    assert nccl.nvls_time_us(1e6, 1, 271.0) == pytest.approx(23 + 1e6 / 271e3)
+    # 4 nodes, NICs 376 GB/s a node: busBw min(271 · 6/5, 376 / 2) = 188, algbw 156.7.
+    assert nccl.nvls_time_us(1e6, 4, 271.0, 376.0) == pytest.approx(
+        23 + 2 * 2 * 14 + 1e6 / (1e3 * 188 * 5 / 6))
+    with pytest.raises(ValueError, match="NVLS across 2 nodes needs the network's bandwidth"):
+        nccl.nvls_time_us(1e6, 2, 271.0)
+    with_nvls = load_fabric(write(tmp_path, GOOD.replace(
+        'copy_gbps = { value = 50, source = "test" }',
+        'copy_gbps = { value = 50, source = "test" }\n'
+        'nvls_algbw_gbps = { value = 120, source = "test" }')))
+    # 1 GB on the 2 GPUs of a node: NVLS's 1e9 / 120 GB/s beats the ring's 1e9 / 100.
+    choice = with_nvls.choice(1e9, 2)
+    assert (choice.algorithm, choice.protocol) == ("nvls", "Simple")
+    assert choice.time_us == pytest.approx(23 + 1e9 / 120e3 + 10)
+    # 4 ranks on 2 nodes: the NVLS tree, busBw min(120 · 6/5, 2 · 25) = 50, algbw 41.7,
+    # beats the ring's 50 · 4/6 = 33.3 GB/s algbw.
+    choice = with_nvls.choice(1e9, 4)
+    assert choice.algorithm == "nvls-tree"
+    assert choice.time_us == pytest.approx(23 + 2 * 14 + 1e9 / (1e3 * 50 * 5 / 6) + 10)
+    assert load_fabric(write(tmp_path, GOOD)).choice(1e9, 2).algorithm == "ring"  # no NVLS
+    assert load_fabric("nvlink-h200x8").nvls_algbw_gbps == 271
+    assert load_fabric("pcie-l40sx8").nvls_algbw_gbps is None
+
+
 def test_nccls_model_fitted_to_a_sweep_recovers_its_numbers():
     sizes = [2**20 * 4**i for i in range(6)]
     times_ms = [nccl.all_reduce(b, 4, 1, 300.0, launch_us=5.0).time_us / 1e3 for b in sizes]

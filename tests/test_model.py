@@ -76,6 +76,18 @@ def test_a_host_hand_off_delays_every_launch():
     assert simulate(four_chunks(), Plan(each(1.5), handoff_ms=0.5)).step_ms == pytest.approx(13)
 
 
+def test_a_collective_launched_beside_backward_lasts_longer():
+    # c0 4–6, c1 6–8, c2 8–10 launch while backward runs (1.5 + 0.5 ms); c3 launches at 10,
+    # after backward, and lasts 1.5: 10–11.5, update: 12.5. Beside the step's end, c2 would
+    # have run to 9.5 alone, so only the queue shifts.
+    outcome = simulate(four_chunks(), Plan(each(1.5), beside_ms=0.5))
+    ends = [end for lane, _, _, _, end in outcome.intervals if lane == "comm"]
+    assert ends == pytest.approx([6.0, 8.0, 10.0, 11.5])
+    assert outcome.step_ms == pytest.approx(12.5)
+    with pytest.raises(ValueError, match=r"slowdown=1.0, beside_ms=-0.1"):
+        simulate(four_chunks(), Plan(each(1.5), beside_ms=-0.1))
+
+
 def test_without_interference_the_schedule_is_the_bound_on_random_steps():
     rng = random.Random(7)
     for _ in range(200):
@@ -97,8 +109,8 @@ def test_without_interference_the_schedule_is_the_bound_on_random_steps():
 
 
 def test_slowdown_below_one_is_refused():
-    with pytest.raises(ValueError, match=r"slowdown=0.5: compute beside communication cannot "
-                                         r"speed up; allowed ≥ 1"):
+    with pytest.raises(ValueError, match=r"slowdown=0.5, beside_ms=0.0: work beside other work "
+                                         r"cannot speed up; allowed slowdown ≥ 1, beside_ms ≥ 0"):
         simulate(four_chunks(), Plan(each(1.0), slowdown=0.5))
 
 

@@ -154,8 +154,9 @@ def test_the_chapter_shows_the_held_out_table_and_the_decisions(every_run):
     assert "h200x2" in {row[0].text for row in table.rows}
     heads = [line.split(":")[0] for line in section["decisions"]]
     assert heads[:2] == ["Ranking", "Best variant per cell"]
-    assert heads[-1] == "Overlap efficiency"
-    assert set(heads[2:-1]) <= {"Wrong pick"}  # one line per wrongly picked cell
+    last = heads.index("Overlap efficiency")
+    assert set(heads[2:last]) <= {"Wrong pick"}  # one line per wrongly picked cell
+    assert set(heads[last + 1:]) <= {"Does not reproduce"}  # one per cell left out
     assert section["scaling"][0].startswith("PREDICTED weak-scaling efficiency of chunked at "
                                             "1024 GPUs on ib400-h200x8")
     assert not any("assumed" in note for note in section["notes"])  # the H200 file's measured
@@ -185,3 +186,56 @@ def test_markdown_without_a_gpu_cell_is_one_line_exit_2(capsys):
     assert validate.main(["--markdown", cpu]) == 2
     assert capsys.readouterr().err == (f"error: {cpu}: Held-out validation: no GPU cell (NCCL, "
                                        "2 or more ranks) in these files.\n")
+
+
+def test_every_pair_ordered_the_wrong_way_is_listed_with_its_interval(every_run):
+    from impl.rows.merge import merge_rows
+
+    decided = heldout.validate_held_out(every_run, merge_rows(every_run)).decisions
+    wrong = decided.misordered
+    assert len(wrong) == decided.pairs_separated - decided.pairs_right > 0
+    for pair in wrong:
+        assert 0 < pair.low_ms <= pair.measured_ms <= pair.high_ms  # measured slower, clearly
+        assert pair.predicted_ms >= 0  # the model put it no slower
+    # The copy-engine in the comm-heavy cell at K = 20: 1.52 ms slower than chunked, measured.
+    copy = next(p for p in wrong if p.slower == "copy-engine" and p.faster == "chunked"
+                and p.cell == "h200x2 mlp_8192x12_b1024_bf16 K = 20")
+    assert copy.measured_ms == pytest.approx(1.52, abs=0.01)
+
+
+def test_a_cell_that_does_not_reproduce_is_named_and_left_out(every_run):
+    """GPT-small at K = 50 on 2 of the 4× H200: chunked measured 43.27 ms in the newest run,
+    30.84 ms in an earlier one (29% apart, more than the 10% goal): it cannot validate the
+    model, so the table leaves it out and a line says so, with both measurements."""
+    from impl.rows.merge import merge_rows
+
+    found = heldout.validate_held_out(every_run, merge_rows(every_run))
+    assert found.table["h200x4", "chunked"][heldout.HEADLINE].cells == 19
+    assert found.table["h200x4", "threaded"][heldout.HEADLINE].cells == 20
+    [line] = found.unreproduced
+    assert line.startswith("Does not reproduce: h200x4 gpt_small_bf16 K = 50, 2 ranks, "
+                           "chunked: 43.27 ms (run ")
+    assert "against 30.84 ms (run " in line and "-29%, more than the 10% goal" in line
+
+
+def test_the_efficiencys_band_is_its_inputs_bands_propagated():
+    # E = (S − T)/(S − L) at S = 10, T = 8, L = 6 ms: 0.5. A 10% band on S moves E by
+    # (T − L)/(S − L)² · S · 0.1 = 2/16 · 1 = 0.125; 5% on T by T · 0.05/(S − L) = 0.1; 2% on
+    # L by (S − T)/(S − L)² · L · 0.02 = 2/16 · 0.12 = 0.015; independent: √ of the squares.
+    assert heldout.efficiency_band(10, 8, 6, 0.1, 0.05, 0.02) == pytest.approx(
+        math.sqrt(0.125 ** 2 + 0.1 ** 2 + 0.015 ** 2))
+    assert heldout.efficiency_band(10, 8, 6, 0, 0, 0) == 0.0
+    assert heldout.efficiency_band(6, 6, 6, 0.1, 0.1, 0.1) == math.inf  # nothing to overlap
+
+
+def test_a_checks_band_is_the_others_error_and_its_input_interval_in_quadrature():
+    def check(chunks, predicted, compute_band=0.0):
+        return accuracy.Check("m", "w", chunks, 2, "nvlink", "v", 100.0, None, None, predicted,
+                              None, None, None, "", run=1, compute_band=compute_band)
+
+    # Errors +2%, −4%, +6% in three cells; the first's band: the median of the others' 4% and
+    # 6%, 5%, with its compute-only input's 3% interval: √(0.05² + 0.03²).
+    checks = [check(5, 102.0, 0.03), check(10, 96.0), check(20, 106.0)]
+    found = heldout.bands(checks)
+    assert found["m", 1, "w", 5, 2, "nvlink", "v"] == pytest.approx(math.hypot(0.05, 0.03))
+    assert found["m", 1, "w", 10, 2, "nvlink", "v"] == pytest.approx(0.04)  # of 2% and 6%

@@ -17,7 +17,7 @@ hidden-communication fraction within 0.1. A check that misses says why (``reason
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from impl import metrics
@@ -26,6 +26,8 @@ from impl.costmodel.compute import ReadyProfile, known_workload, parameter_layou
 from impl.costmodel.fabric import Fabric, MeasuredSweep
 from impl.costmodel.fabric_file import load_fabric
 from impl.costmodel.inputs import comm_fabrics, compute_profile, fabric_key, interference, value
+from impl.costmodel.lanes import LaneEffects
+from impl.costmodel.scale import compute_band
 from impl.costmodel.schedule import Plan, simulate
 from impl.costmodel.variant_plans import Interference
 
@@ -61,6 +63,7 @@ class Check:
     predicted_efficiency: float | None = None
     limit_ms: float | None = None  # predicted max(compute-only, comm-only): the efficiency's
     overhead_ms: float | None = None  # added from the other cells (impl/costmodel/overhead.py)
+    compute_band: float = 0.0  # relative half-width of the compute-only input's 95% interval
 
     @property
     def error(self) -> float | None:
@@ -201,9 +204,12 @@ def _limit(profile: ReadyProfile, plan: Plan) -> float:
     return float(metrics.limit_ms(profile.compute_only_ms, comm_only))
 
 
-def check_cell(cell: Cell, inputs: Inputs | str) -> list[Check]:
+def check_cell(cell: Cell, inputs: Inputs | str,
+               lanes: Callable[[str], LaneEffects] | None = None) -> list[Check]:
     """Every variant of one cell, predicted from ``inputs`` and compared (none predicted
-    where the model cannot read the cell, ``unreadable``, or ``inputs`` says why none)."""
+    where the model cannot read the cell, ``unreadable``, or ``inputs`` says why none);
+    ``lanes(variant)``: its collectives beside backward, read off other cells
+    (impl/costmodel/lanes.py; none given: as fast beside backward as alone)."""
     row = cell.row
     problem = unreadable(cell) or (inputs if isinstance(inputs, str) else None)
     if problem is None:
@@ -233,7 +239,9 @@ def check_cell(cell: Cell, inputs: Inputs | str) -> list[Check]:
         if variant_plans.variant(name)[0] == "copy-engine" and copy is None:
             unseen = f"no copy-engine bandwidth for {row.get('device')} in fabrics/"
         elif variant_plans.variant(name)[0] in variant_plans.MODELLED:
-            plan = variant_plans.plan(name, profile, row["chunks"], spans, comm, copy, slowdown)
+            lane = lanes(name) if lanes else LaneEffects()
+            plan = variant_plans.plan(name, profile, row["chunks"], spans, comm, copy, slowdown,
+                                      lane.launch_ms, lane.beside_ms)
             predicted = simulate(profile, plan)
             calm = simulate(profile, replace(plan, slowdown=1.0))
             efficiency = metrics.overlap_efficiency(sequential.step_ms, predicted.step_ms,
@@ -247,7 +255,8 @@ def check_cell(cell: Cell, inputs: Inputs | str) -> list[Check]:
             about, unseen, cell.interleaved, row.get("backend"),
             cell.sequential_excess(), run=row.get("run"),
             measured_efficiency=cell.efficiencies.get(name), predicted_efficiency=efficiency,
-            limit_ms=_limit(profile, reference) if predicted else None))
+            limit_ms=_limit(profile, reference) if predicted else None,
+            compute_band=compute_band(inputs.compute)))
     return checks
 
 
@@ -292,8 +301,8 @@ def by_strategy(checks: Sequence[Check], interleaved: bool = True) -> dict[tuple
 
 # What the model has no input for, per strategy: why a GPU cell of it can miss the goal.
 UNMEASURED = {
-    "threaded": "the host thread's hand-off before each chunk (it waits for the chunk's "
-                "event, then launches a blocking all-reduce), which no row measures alone",
+    "threaded": "the host thread's hand-off and its all-reduces beside backward, read off "
+                "other cells' timelines (impl/costmodel/lanes.py), vary from cell to cell",
     "copy-engine": "its peer copies and add kernel run slower beside backward than alone "
                    "(the interference rows time the GEMMs, not the traffic)",
     "ddp": "DDP divides each bucket on the compute stream before its all-reduce, and its "

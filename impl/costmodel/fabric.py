@@ -15,7 +15,9 @@ Two forms, each with one formula:
   bandwidth B = the node's busbw inside a node, and across N = ⌈n/G⌉ nodes
   B = min(busbw_node, nics · nic_gbps) (the bytes of a node leave through its NICs), plus the
   file's launch cost per call. busbw is nccl-tests' bus bandwidth (algbw · 2(n−1)/n), so a
-  file's numbers are read off nccl-tests or the suite's all-reduce rows directly.
+  file's numbers are read off nccl-tests or the suite's all-reduce rows directly. Where the
+  file gives NVLS's algbw (NVLink SHARP on an NVSwitch node), NVLS, or the NVLS tree across
+  nodes, joins the tuner's candidates (nccl.nvls_time_us).
 
 The copy-engine strategy moves each chunk with peer copies (a reduce-scatter then an
 all-gather, each (n−1)/n · b per rank) inside one node only: t = launch + 2(n−1)/n · b /
@@ -122,6 +124,7 @@ class NodeFabric:
     copy_gbps: float | None = None  # peer copies (copy-engine strategy); None: not given
     nics_per_node: int | None = None  # None: one node only, no network
     nic_gbps: float | None = None
+    nvls_algbw_gbps: float | None = None  # NVLink SHARP's algbw in a node; None: no NVLS
     sources: tuple[tuple[str, str], ...] = ()  # (field, where its number comes from)
 
     @property
@@ -145,8 +148,9 @@ class NodeFabric:
         """NCCL's pick (algorithm, protocol) and time for one all-reduce at ``world`` ranks."""
         self.check_world(world)
         nodes = math.ceil(world / self.gpus_per_node)
+        network = None if self.nics_per_node is None else self.nics_per_node * self.nic_gbps
         return nccl.all_reduce(size_bytes, world, nodes, self.bandwidth_gbps(world), self.intra,
-                               self.launch_us)
+                               self.launch_us, self.nvls_algbw_gbps, network)
 
     def all_reduce_ms(self, size_bytes: float, world: int) -> float:
         """One all-reduce of ``size_bytes`` per rank among ``world`` ranks (module docstring)."""

@@ -5,6 +5,7 @@
     busbw_gbps = { value = 349, source = "4x H200, torch.distributed, 1 GiB: docs/ANCHORS.md" }
     launch_us = { value = 1.3, source = "fit to the all-reduce sweep of results/h200x4" }
     copy_gbps = { value = 390, source = "..." }        # optional: the copy-engine strategy
+    nvls_algbw_gbps = { value = 275, source = "..." }  # optional: NVLink SHARP (NVSwitch)
 
     [network]                                          # optional: none means one node only
     nics = { value = 8, source = "one NIC per GPU" }
@@ -32,6 +33,8 @@ SPEC: dict[str, dict[str, tuple[bool, float, float, str, bool]]] = {
         "busbw_gbps": (False, 1e-3, 1e4, "GB/s, all-reduce bus bandwidth inside a node", True),
         "launch_us": (False, 0, 1e6, "µs per all-reduce call beyond NCCL's own latency", True),
         "copy_gbps": (False, 1e-3, 1e4, "GB/s, peer copies on copy engines", False),
+        "nvls_algbw_gbps": (False, 1e-3, 1e4, "GB/s, NVLink SHARP all-reduce algbw in a node",
+                            False),
     },
     "network": {
         "nics": (True, 1, 64, "NICs per node", True),
@@ -122,7 +125,7 @@ def parse_fabric(path: Path, document: dict, name: str) -> NodeFabric:
         gpus_per_node=values["node.gpus"], busbw_node_gbps=values["node.busbw_gbps"],
         launch_us=values["node.launch_us"], copy_gbps=values.get("node.copy_gbps"),
         nics_per_node=values.get("network.nics"), nic_gbps=values.get("network.nic_gbps"),
-        sources=tuple(sources))
+        nvls_algbw_gbps=values.get("node.nvls_algbw_gbps"), sources=tuple(sources))
 
 
 def load_fabric(name_or_path: str) -> NodeFabric:

@@ -25,6 +25,8 @@ where the bands of the best and another overlap) and the overlap efficiency.
 
 from __future__ import annotations
 
+import functools
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,6 +38,8 @@ from impl.costmodel import accuracy, overhead
 from impl.costmodel.compute import known_workload, parameter_layout
 from impl.costmodel.fabric import Fabric, fit_fabric, measured_sweep
 from impl.costmodel.inputs import comm_fabrics, fabric_key, interference, value
+from impl.costmodel.lanes import LANE_READ, LaneEffects, lane_effects
+from impl.costmodel.scale import step_band
 
 SPLITS = ("other runs", "leave-one-K-out", "leave-one-workload-out", "in-cell")
 HEADLINE = "other runs"
@@ -153,9 +157,11 @@ def checks_by_split(rows: Sequence[dict], cells: Sequence[accuracy.Cell]) -> dic
     """Every split's checks of ``cells`` (inputs drawn from ``rows``: every run's rows), each
     with its variant's overhead fitted on the other cells (impl/costmodel/overhead.py)."""
     known = [c for c in cells if known_workload(c.row["workload"])]
+    lanes = {id(cell): functools.partial(lane_effects, rows, cell.row) for cell in known}
     return {split: overhead.calibrated(
                 [check for cell in known
-                 for check in accuracy.check_cell(cell, RULES[split](cell, rows))],
+                 for check in accuracy.check_cell(cell, RULES[split](cell, rows),
+                                                  lanes[id(cell)])],
                 lambda check: _check_key(check)[:-1])
             for split in SPLITS}
 
@@ -170,6 +176,52 @@ def trivial_errors(cells: Sequence[accuracy.Cell]) -> dict[tuple, float]:
         for name, (estimate, _) in cell.variants.items():
             errors[(*_cell_key(cell.row), name)] = sequential / estimate["value"] - 1
     return errors
+
+
+REPRODUCE = accuracy.STEP_GOAL_MAX  # two measurements further apart cannot test the goal
+
+
+@dataclass(frozen=True)
+class Unreproduced:
+    """A variant of a cell whose measurements in two runs differ by more than ``REPRODUCE``:
+    the one validated (the newest, ``measured_ms``) and the farthest other (``other_ms``)."""
+
+    key: tuple  # _check_key of the check
+    measured_ms: float
+    other_ms: float
+    other_run: int | None
+
+
+def _measurements(row: dict) -> dict[str, float]:
+    """Each variant's measured step in one row: a comparison row's variants, or a step row's
+    strategy (measured before interleaving)."""
+    if row.get("kind") == "comparison":
+        return {name: estimate["value"]
+                for name, (estimate, _) in accuracy.measured_variants(row).items()}
+    if row.get("kind") == "step" and "intervals" not in row and row.get("real", True):
+        return {row["strategy"]: row["step_ms"]}
+    return {}
+
+
+def unreproduced(cells: Sequence[accuracy.Cell], rows: Sequence[dict]) -> dict[tuple, Unreproduced]:
+    """Per check key, the cells whose variant was measured in another run (``rows``: every
+    run) more than ``REPRODUCE`` away from the measurement validated: such a cell cannot
+    validate a model whose goal is that close, so the summaries leave it out and say so."""
+    found = {}
+    for cell in cells:
+        key = _cell_key(cell.row)
+        same = [r for r in rows if r.get("workload") == key[2] and r.get("chunks") == key[3]
+                and r.get("world_size") == key[4] and r.get("profile") == key[5]
+                and r.get("machine") == key[0]]  # the validated row itself differs by 0
+        for name, (estimate, _) in cell.variants.items():
+            others = [(ms, r.get("run")) for r in same
+                      if (ms := _measurements(r).get(name)) is not None]
+            if not others:
+                continue
+            farthest = max(others, key=lambda o: abs(o[0] / estimate["value"] - 1))
+            if abs(farthest[0] / estimate["value"] - 1) > REPRODUCE:
+                found[(*key, name)] = Unreproduced((*key, name), estimate["value"], *farthest)
+    return found
 
 
 def _cell_key(row: dict) -> tuple:
@@ -198,11 +250,14 @@ def summarise(errors: Sequence[float]) -> Summary | None:
     return Summary(len(absolute), statistics.median(absolute), max(absolute))
 
 
-def strategy_table(by_split: dict[str, list], trivial: dict[tuple, float]) -> dict:
+def strategy_table(by_split: dict[str, list], trivial: dict[tuple, float],
+                   unreproducible: dict[tuple, Unreproduced] | None = None) -> dict:
     """{(machine, variant): {split or TRIVIAL: Summary}} over modelled variants, every column
-    on the checks the headline split predicted (a split that cannot predict some has fewer)."""
+    on the checks the headline split predicted (a split that cannot predict some has fewer),
+    leaving out the cells that do not reproduce (``unreproduced``)."""
     headline = {_check_key(c) for c in by_split[HEADLINE]
-                if c.unmodelled is None and c.error is not None}
+                if c.unmodelled is None and c.error is not None
+                and _check_key(c) not in (unreproducible or {})}
     table: dict[tuple[str, str], dict[str, Summary | None]] = {}
     for machine, name in sorted({(key[0], key[-1]) for key in headline},
                                 key=lambda k: (k[0], _variant_rank(k[1]))):
@@ -233,13 +288,16 @@ def relative_bands(table: dict) -> dict[str, float]:
 
 
 def bands(checks: Sequence[accuracy.Check]) -> dict[tuple, float]:
-    """Per check, its relative band: the median |error| of the same variant over the other
-    cells (leave-one-cell-out, so no check's own error widens its band)."""
+    """Per check, its relative band, propagated as a prediction's is (scale.step_band): the
+    median |error| of the same variant over the other cells (leave-one-cell-out, so no
+    check's own error widens its band) and its compute-only input's 95% interval, added in
+    quadrature."""
     found = {}
     for check in checks:
         others = [abs(c.error) for c in checks if c.variant == check.variant
                   and c.error is not None and _check_key(c)[:-1] != _check_key(check)[:-1]]
-        found[_check_key(check)] = statistics.median(others) if others else float("nan")
+        found[_check_key(check)] = step_band(statistics.median(others), check.compute_band) \
+            if others else float("nan")
     return found
 
 
@@ -261,6 +319,52 @@ class Decisions:
     efficiency_compared: int
     efficiency_within: int
     efficiency_errors: list[float]
+    misordered: tuple[Misordered, ...] = ()
+    efficiency_unresolved: int = 0  # compared cells whose predicted band exceeds the goal
+
+
+@dataclass(frozen=True)
+class Misordered:
+    """A pair the measurements separate and the model orders the other way: ``slower`` was
+    measured slower than ``faster`` by ``measured_ms`` [low, high] (paired 95% interval over
+    rounds), the model put it ``predicted_ms`` faster."""
+
+    cell: str
+    slower: str
+    faster: str
+    measured_ms: float
+    low_ms: float
+    high_ms: float
+    relative: float  # measured_ms / the faster variant's measured step
+    predicted_ms: float
+
+
+def efficiency_band(sequential_ms: float, step_ms: float, limit_ms: float,
+                    sequential_band: float, step_band: float, limit_band: float) -> float:
+    """The half-width of a predicted overlap efficiency E = (S − T) / (S − L): the relative
+    bands of the predicted sequential step S, step T and limit L propagated through E as
+    independent errors, √((∂E/∂S·S·bS)² + (∂E/∂T·T·bT)² + (∂E/∂L·L·bL)²), with
+    ∂E/∂S = (T − L)/(S − L)², ∂E/∂T = −1/(S − L), ∂E/∂L = (S − T)/(S − L)²."""
+    window = sequential_ms - limit_ms
+    if window <= 0:
+        return float("inf")  # nothing to overlap: any efficiency is as likely as another
+    return math.hypot((step_ms - limit_ms) / window ** 2 * sequential_ms * sequential_band,
+                      step_ms * step_band / window,
+                      (sequential_ms - step_ms) / window ** 2 * limit_ms * limit_band)
+
+
+def _limit_bands(by_cell: dict[tuple, list[accuracy.Check]],
+                 rows: dict[tuple, dict]) -> dict[tuple, float]:
+    """Per cell, the relative band of its predicted limit: the median |predicted / measured
+    limit − 1| of the *other* cells (leave-one-cell-out, as ``bands``)."""
+    errors = {}
+    for key, group in by_cell.items():
+        measured = value((rows[key].get("references") or {}).get("limit_ms"))
+        predicted = next((c.limit_ms for c in group if c.limit_ms is not None), None)
+        if measured and predicted:
+            errors[key] = abs(predicted / measured - 1)
+    return {key: statistics.median(e for k, e in errors.items() if k != key)
+            for key in by_cell if len(errors) - (key in errors) > 0}
 
 
 def decisions(checks: Sequence[accuracy.Check], cells: Sequence[accuracy.Cell]) -> Decisions:
@@ -272,8 +376,9 @@ def decisions(checks: Sequence[accuracy.Check], cells: Sequence[accuracy.Cell]) 
         if check.interleaved and check.error is not None and check.unmodelled is None:
             by_cell.setdefault(_check_key(check)[:-1], []).append(check)
     rows = {_cell_key(c.row): c.row for c in cells}
-    separated = right = picks_right = unseparated = compared = within = 0
-    wrong, efficiency_errors = [], []
+    limit_band = _limit_bands(by_cell, rows)
+    separated = right = picks_right = unseparated = compared = within = unresolved = 0
+    wrong, efficiency_errors, misordered = [], [], []
     for key, group in by_cell.items():
         row = rows[key]
         rounds = {c.variant: _round_medians(row, c.variant) for c in group}
@@ -287,9 +392,17 @@ def decisions(checks: Sequence[accuracy.Check], cells: Sequence[accuracy.Cell]) 
                 if not diff.excludes(0.0):
                     continue
                 separated += 1
-                right += (diff.high < 0) == (a.predicted_ms < b.predicted_ms)
                 slow, fast = (a, b) if diff.low > 0 else (b, a)
                 slower[slow.variant].add(fast.variant)
+                if slow.predicted_ms > fast.predicted_ms:
+                    right += 1
+                    continue
+                sign = 1 if slow is a else -1
+                misordered.append(Misordered(
+                    f"{row.get('machine')} {row['workload']} K = {row['chunks']}", slow.variant,
+                    fast.variant, sign * diff.value, min(sign * diff.low, sign * diff.high),
+                    max(sign * diff.low, sign * diff.high), sign * diff.value / fast.measured_ms,
+                    fast.predicted_ms - slow.predicted_ms))
         measured_best = {c.variant for c in group if not slower[c.variant]}
         best = min(group, key=lambda c: c.predicted_ms)
         high = best.predicted_ms * (1 + band[_check_key(best)])
@@ -302,6 +415,7 @@ def decisions(checks: Sequence[accuracy.Check], cells: Sequence[accuracy.Cell]) 
         else:
             wrong.append(f"{row.get('machine')} {row['workload']} K = {row['chunks']}: "
                          f"picked {best.variant}, measured best {', '.join(sorted(measured_best))}")
+        sequential = next((c for c in group if c.variant == row["sequential_reference"]), None)
         for c in group:
             measured = c.measured_efficiency
             if c.predicted_efficiency is None or not measured or measured.get("low") is None \
@@ -309,13 +423,42 @@ def decisions(checks: Sequence[accuracy.Check], cells: Sequence[accuracy.Cell]) 
                 continue
             compared += 1
             efficiency_errors.append(c.predicted_efficiency - measured["value"])
-            within += abs(efficiency_errors[-1]) <= EFFICIENCY_GOAL
+            if sequential is None or key not in limit_band or efficiency_band(
+                    sequential.predicted_ms, c.predicted_ms, c.limit_ms,
+                    band[_check_key(sequential)], band[_check_key(c)],
+                    limit_band[key]) > EFFICIENCY_GOAL:
+                unresolved += 1  # the model's own band is wider than the goal: cannot tell
+            else:
+                within += abs(efficiency_errors[-1]) <= EFFICIENCY_GOAL
     return Decisions(separated, right, len(by_cell), picks_right, unseparated, wrong, compared,
-                     within, efficiency_errors)
+                     within, efficiency_errors,
+                     tuple(sorted(misordered, key=lambda m: (m.cell, -m.relative))), unresolved)
 
 
-def markdown(table: dict, decided: Decisions) -> list[str]:
-    """The held-out table and the decisions as Markdown (docs/costmodel.md holds this)."""
+def unreproduced_lines(found: dict[tuple, Unreproduced], checks: Sequence[accuracy.Check]
+                       ) -> list[str]:
+    """Each cell the headline predicted that does not reproduce, with both measurements and
+    the prediction (the doc and the report's chapter)."""
+    predicted = {_check_key(c): c.predicted_ms for c in checks
+                 if c.predicted_ms is not None and c.unmodelled is None}
+    lines = []
+    for key, u in sorted(found.items(), key=lambda kv: str(kv[0])):
+        machine, run, workload, chunks, world, _, variant = key
+        if (model := predicted.get(key)) is None:
+            continue  # not in the table either
+        lines.append(
+            f"Does not reproduce: {machine} {workload} K = {chunks}, {world} ranks, {variant}: "
+            f"{u.measured_ms:.2f} ms (run {run}, validated) against {u.other_ms:.2f} ms (run "
+            f"{u.other_run}), {u.other_ms / u.measured_ms - 1:+.0%}, more than the "
+            f"{REPRODUCE:.0%} goal: left out of the table (the model: {model:.2f} ms, "
+            f"{model / u.measured_ms - 1:+.1%} against the first, "
+            f"{model / u.other_ms - 1:+.1%} against the second).")
+    return lines
+
+
+def markdown(table: dict, decided: Decisions, unreproducible: Sequence[str] = ()) -> list[str]:
+    """The held-out table, the cells that do not reproduce and the decisions as Markdown
+    (docs/costmodel.md holds this)."""
     columns = [*SPLITS, TRIVIAL]
     lines = ["| machine | variant | " + " | ".join(f"{c}: median / max (cells)"
                                                  for c in columns) + " |",
@@ -324,7 +467,14 @@ def markdown(table: dict, decided: Decisions) -> list[str]:
         lines.append(f"| {machine} | {name} | " + " | ".join(
             "—" if by[c] is None else f"{by[c].median_abs_error:.1%} / "
             f"{by[c].max_abs_error:.1%} ({by[c].cells})" for c in columns) + " |")
-    lines += ["", *(f"- {line}" for line in decision_lines(decided))]
+    lines += ["", *(f"- {line}" for line in [*decision_lines(decided), *unreproducible])]
+    if decided.misordered:
+        lines += ["", "Pairs ordered the wrong way (measured: slower − faster, paired 95% "
+                      "interval; model: how much faster it put the slower one):", "",
+                  "| cell | measured slower | than | measured | model |", "|---|---|---|---|---|"]
+        lines += [f"| {m.cell} | {m.slower} | {m.faster} | {m.measured_ms:+.2f} ms "
+                  f"[{m.low_ms:+.2f}, {m.high_ms:+.2f}] ({m.relative:+.1%}) | "
+                  f"{m.predicted_ms:+.2f} ms |" for m in decided.misordered]
     return lines
 
 
@@ -338,11 +488,15 @@ def decision_lines(decided: Decisions) -> list[str]:
              f"{len(decided.picks_wrong)} wrong, of {decided.cells} interleaved cells."]
     lines += [f"Wrong pick: {text}." for text in decided.picks_wrong]
     if efficiency:
-        lines.append(f"Overlap efficiency: {decided.efficiency_within} of "
-                     f"{decided.efficiency_compared} within ±{EFFICIENCY_GOAL:.2f} where the "
-                     f"measured interval is narrower than that; median |error| "
-                     f"{statistics.median(abs(e) for e in efficiency):.2f}, largest "
-                     f"{max(efficiency, key=abs):+.2f}.")
+        resolved = decided.efficiency_compared - decided.efficiency_unresolved
+        lines.append(f"Overlap efficiency: {decided.efficiency_within} of {resolved} within "
+                     f"±{EFFICIENCY_GOAL:.2f} where the measured interval and the predicted "
+                     f"band (efficiency_band: the held-out errors of sequential, step and limit "
+                     f"propagated) are both narrower than that; {decided.efficiency_unresolved} "
+                     f"more whose predicted band is wider: \"cannot tell\". Over all "
+                     f"{decided.efficiency_compared} with a measured interval that narrow: "
+                     f"median |error| {statistics.median(abs(e) for e in efficiency):.2f}, "
+                     f"largest {max(efficiency, key=abs):+.2f}.")
     return lines
 
 
@@ -360,13 +514,33 @@ def overheads(checks: Sequence[accuracy.Check],
     return {key: overhead.overhead_ms(found) for key, found in residuals.items()}
 
 
-def validate_held_out(rows: Sequence[dict],
-                      merged: Sequence[dict]) -> tuple[dict, Decisions, dict[tuple, float]]:
-    """The held-out table, the headline split's decisions and the overheads for predictions
-    beyond the cells (``overheads``): cells are those of ``merged`` (the newest of each
-    measurement), inputs drawn from ``rows`` (every run)."""
+@dataclass(frozen=True)
+class HeldOut:
+    """What held-out validation finds: the table, the cells that do not reproduce (as
+    lines), the headline split's decisions and the overheads for predictions beyond."""
+
+    table: dict
+    unreproduced: list[str]
+    decisions: Decisions
+    overheads: dict[tuple, float]
+    lanes: dict[tuple, LaneEffects]  # per (GPU model, workload, variant), for other counts
+
+
+def validate_held_out(rows: Sequence[dict], merged: Sequence[dict]) -> HeldOut:
+    """Held-out validation of the cells of ``merged`` (the newest of each measurement), inputs
+    drawn from ``rows`` (every run); the overheads are those for predictions beyond the
+    cells (``overheads``)."""
     cells = [c for c in accuracy.measured_cells(merged) if c.row.get("device")
              and c.row.get("backend") == "nccl"]
     by_split = checks_by_split(rows, cells)
-    return (strategy_table(by_split, trivial_errors(cells)),
-            decisions(by_split[HEADLINE], cells), overheads(by_split[HEADLINE], cells))
+    found = unreproduced(cells, rows)
+    # At other GPU counts: each variant's lane over every measured cell of its GPU model and
+    # workload, any world size (assumed to hold at every count, as the overhead is).
+    lanes = {(device, workload, name): lane_effects(
+                 rows, {"device": device, "workload": workload}, name, ("device", "workload"))
+             for device, workload in {(c.row.get("device"), c.row["workload"]) for c in cells}
+             for name in LANE_READ}
+    return HeldOut(strategy_table(by_split, trivial_errors(cells), found),
+                   unreproduced_lines(found, by_split[HEADLINE]),
+                   decisions(by_split[HEADLINE], cells), overheads(by_split[HEADLINE], cells),
+                   lanes)

@@ -19,9 +19,21 @@ NICs' beyond), per algorithm a and protocol p:
 ``hw_intra`` is NVLink's or PCI's per-step latency (LL's × 1.8 across nodes), ``hw_net`` the
 network's. Two levels are explicit: the steps inside a node pay NVLink's latency, those
 between nodes the network's. LL128 is taken as enabled, as newer NCCL enables it on Hopper
-with NVLink (the version read enables it on Volta and Ampere only): an assumption. NVLS and
-CollNet are left out: the suite keeps NVLink multicast
-off (NCCL_NVLS_ENABLE=0) and no fabric file has in-network reduction.
+with NVLink (the version read enables it on Volta and Ampere only): an assumption.
+
+NVLS (NVLink SHARP: the NVSwitch reduces), where a fabric file gives its bandwidth (H100 and
+H200 SXM nodes on NVSwitch have it; the suite itself keeps it off, NCCL_NVLS_ENABLE=0), with
+the constants of a later tuning.cc (commit b647562, NCCL 2.19+), Simple protocol only:
+
+    one node (NVLS):        latency = 23 µs (hwLat NVLink NVLS),  algbw = A
+    N nodes (NVLS tree):    latency = 23 + 2 · ⌊log2 N⌋ · 14 µs (hwLat net NVLSTree),
+                            algbw = 5/6 · min(6/5 · A, net (N ≤ 2) or net / 2)
+
+NCCL's tuner writes algbw = 5/6 · busBw with busBw its NVLS graph's channels × bandwidth,
+limited across nodes by the network's (halved beyond two nodes); A, the algbw inside a node,
+is the fabric file's (nccl-tests' measured one), and ``net`` the node's NICs' bandwidth, as
+for the ring. CollNet (in-network reduction in the switches of the network) is left out: no
+fabric file has it.
 
 ``launch_us`` is added to every all-reduce: what a call through torch.distributed costs
 beyond NCCL's own latency (the host's enqueue, the stream's event), which NCCL's tuner does
@@ -55,6 +67,9 @@ TREE_CORRECTION = {  # by log2(bytes / 64), powers of two from 64 B: trees below
                .8, .9),
 }
 CHANNELS = 16  # NCCL's rings on an 8-GPU NVSwitch node (LL128's cap per channel needs a count)
+NVLS_LAT_US = 23.0  # hwLat[NVLink][NVLS][Simple], and [NVLink][NVLSTree][Simple]
+NVLS_TREE_NET_LAT_US = 14.0  # hwLat[net][NVLSTree][Simple], per tree level, each way
+NVLS_ALGBW_RATIO = 5 / 6  # algbw / busBw of NVLS and NVLS tree
 
 
 @dataclass(frozen=True)
@@ -106,14 +121,33 @@ def time_us(size_bytes: float, ranks: int, nodes: int, bus_gbps: float, algorith
     return latency + size_bytes / (1e3 * algbw)
 
 
+def nvls_time_us(size_bytes: float, nodes: int, nvls_algbw_gbps: float,
+                 net_gbps: float | None = None) -> float:
+    """NVLS's all-reduce time (one node), or the NVLS tree's across ``nodes`` joined by a
+    network of ``net_gbps`` per node, as NCCL's tuner models them (module docstring)."""
+    if nodes == 1:
+        return NVLS_LAT_US + size_bytes / (1e3 * nvls_algbw_gbps)
+    if net_gbps is None:
+        raise ValueError(f"NVLS across {nodes} nodes needs the network's bandwidth")
+    bus = min(nvls_algbw_gbps / NVLS_ALGBW_RATIO, net_gbps if nodes <= 2 else net_gbps / 2)
+    latency = NVLS_LAT_US + 2 * int(math.log2(nodes)) * NVLS_TREE_NET_LAT_US
+    return latency + size_bytes / (1e3 * NVLS_ALGBW_RATIO * bus)
+
+
 def all_reduce(size_bytes: float, ranks: int, nodes: int, bus_gbps: float,
-               intra: str = "nvlink", launch_us: float = 0.0) -> Choice:
-    """The fastest of ring and tree × LL, LL128, Simple, as NCCL's tuner picks, plus the
-    call's launch cost; one rank: no all-reduce, 0."""
+               intra: str = "nvlink", launch_us: float = 0.0,
+               nvls_algbw_gbps: float | None = None, net_gbps: float | None = None) -> Choice:
+    """The fastest of ring and tree × LL, LL128, Simple (and NVLS, Simple, where
+    ``nvls_algbw_gbps`` is given), as NCCL's tuner picks, plus the call's launch cost; one
+    rank: no all-reduce, 0."""
     if ranks <= 1:
         return Choice(0.0, "none", "none")
-    best = min((Choice(time_us(size_bytes, ranks, nodes, bus_gbps, a, p, intra), a, p)
-                for a in ALGORITHMS for p in PROTOCOLS), key=lambda c: c.time_us)
+    candidates = [Choice(time_us(size_bytes, ranks, nodes, bus_gbps, a, p, intra), a, p)
+                  for a in ALGORITHMS for p in PROTOCOLS]
+    if nvls_algbw_gbps is not None:
+        candidates.append(Choice(nvls_time_us(size_bytes, nodes, nvls_algbw_gbps, net_gbps),
+                                 "nvls" if nodes == 1 else "nvls-tree", "Simple"))
+    best = min(candidates, key=lambda c: c.time_us)
     return Choice(best.time_us + launch_us, best.algorithm, best.protocol)
 
 

@@ -155,9 +155,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (FabricError, ResultsError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    bands, overheads = held_out_model()
+    bands, overheads, lanes = held_out_model()
     sources, predictions = scale.predict(rows, fabric, chunks=args.chunks, held_out=bands,
-                                         overheads=overheads)
+                                         overheads=overheads, lanes=lanes)
     if not sources:
         print(f"error: {' '.join(args.paths)}: no compute-only timeline (an overlap cell of "
               "suite/bench_overlap.py, any world size) to predict from", file=sys.stderr)

@@ -31,6 +31,7 @@ from impl.costmodel import variant_plans
 from impl.costmodel.compute import ReadyProfile, known_workload, parameter_layout
 from impl.costmodel.fabric import NodeFabric
 from impl.costmodel.inputs import compute_profile, interference
+from impl.costmodel.lanes import NO_LANE, LaneEffects
 from impl.costmodel.schedule import simulate
 
 WORLDS = (8, 16, 32, 64, 128, 256, 512, 1024)
@@ -151,10 +152,11 @@ def sources(rows: Sequence[dict]) -> list[Source]:
 
 def predict_one(source: Source, strategy: str, world: int, fabric: NodeFabric,
                 chunks: int = DEFAULT_CHUNKS, held_out: float | None = None,
-                overhead_ms: float = 0.0) -> Prediction:
+                overhead_ms: float = 0.0, lane: LaneEffects = NO_LANE) -> Prediction:
     """One strategy at one world size; ``held_out``: the strategy's held-out error (its
     band's main part, ``step_band``); ``overhead_ms``: its cost beyond the schedule on this
-    GPU model (heldout.overheads)."""
+    GPU model (heldout.overheads); ``lane``: its collectives beside backward and its
+    hand-off, read on the measured cells (impl/costmodel/lanes.py)."""
     spans, _ = parameter_layout(source.workload)
     profile = source.profile  # its finest chunks: every cut's readiness is read off them
     base = variant_plans.variant(strategy)[0]
@@ -165,7 +167,8 @@ def predict_one(source: Source, strategy: str, world: int, fabric: NodeFabric,
         return Prediction(source.workload, strategy, world, None, None, None, None, why)
     comm = fabric.at_world(world)
 
-    planned = variant_plans.plan(strategy, profile, chunks, spans, comm, copy, source.interference)
+    planned = variant_plans.plan(strategy, profile, chunks, spans, comm, copy, source.interference,
+                                 lane.launch_ms, lane.beside_ms)
     reference = variant_plans.plan("sequential", profile, chunks, spans, comm)
     outcome, sequential = simulate(profile, planned), simulate(profile, reference)
     comm_only = sum(c.duration_ms for c in reference.collectives)
@@ -175,7 +178,8 @@ def predict_one(source: Source, strategy: str, world: int, fabric: NodeFabric,
     same_chunking = len(planned.collectives) == len(reference.collectives)
     efficiency = None if base in variant_plans.AFTER_BACKWARD or not same_chunking else \
         metrics.overlap_efficiency(sequential.step_ms, outcome.step_ms + overhead_ms, limit)
-    note = "no host hand-off measured: predicted as chunked" if base == "threaded" else None
+    note = (f"its lane as read on the measured cells, taken to hold at every count: {lane.source}"
+            if base == "threaded" else None)
     if not same_chunking:
         count = len(planned.collectives)
         note = (f"{count} bucket{'s' if count != 1 else ''}, not K = {chunks} chunks: no "
@@ -193,16 +197,19 @@ def predict_one(source: Source, strategy: str, world: int, fabric: NodeFabric,
 def predict(rows: Sequence[dict], fabric: NodeFabric, worlds: Sequence[int] = WORLDS,
             strategies: Sequence[str] = STRATEGIES, chunks: int = DEFAULT_CHUNKS,
             held_out: dict[str, float] | None = None,
-            overheads: dict[tuple, float] | None = None) -> tuple[list[Source], list[Prediction]]:
+            overheads: dict[tuple, float] | None = None,
+            lanes: dict[tuple, LaneEffects] | None = None) -> tuple[list[Source], list[Prediction]]:
     """Every strategy of every workload with a compute-only timeline in ``rows``, at every
     world size the fabric describes; ``held_out``: each strategy's held-out error, for the
     bands (heldout.relative_bands); ``overheads``: per (GPU model, strategy) its cost beyond
-    the schedule (heldout.overheads; none where absent)."""
+    the schedule (heldout.overheads; none where absent); ``lanes``: per (GPU model, workload,
+    strategy) its lane beside backward (heldout.HeldOut.lanes; none where absent)."""
     found = sources(rows)
     sizes = [w for w in worlds if fabric.max_gpus is None or w <= fabric.max_gpus]
     return found, [predict_one(s, strategy, world, fabric, chunks,
                                (held_out or {}).get(strategy),
-                               (overheads or {}).get((s.device, strategy), 0.0))
+                               (overheads or {}).get((s.device, strategy), 0.0),
+                               (lanes or {}).get((s.device, s.workload, strategy), NO_LANE))
                    for s in found for strategy in strategies for world in sizes]
 
 

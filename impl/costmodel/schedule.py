@@ -11,6 +11,9 @@ may start, and what else it puts on the communication lane:
 - while a collective runs beside backward, backward runs ``slowdown`` times slower (the
   interference, impl/costmodel/interference.py): compute progress is integrated piecewise, so a
   slowed backward delays later chunks' readiness, and the collectives after them;
+- a collective launched while backward computes lasts ``beside_ms`` longer than alone
+  (impl/costmodel/lanes.py: peer copies and NCCL's kernels wait for the SMs that backward's
+  GEMMs hold), which delays the collectives after it;
 - the update follows the last collective and backward, or, with the update inside the
   overlap, each chunk's share (update / K) follows its collective on the communication lane.
 
@@ -45,6 +48,7 @@ class Plan:
     update_in_overlap: bool = False
     slowdown: float = 1.0  # compute runs this many times slower beside a collective
     handoff_ms: float = 0.0  # host time from a chunk's readiness (or the previous end) to launch
+    beside_ms: float = 0.0  # a collective launched beside backward lasts this much longer
 
 
 @dataclass(frozen=True)
@@ -66,9 +70,9 @@ class Outcome:
 
 def simulate(profile: ReadyProfile, plan: Plan) -> Outcome:
     """The step ``plan`` makes of the compute-only step ``profile`` (module docstring)."""
-    if plan.slowdown < 1:
-        raise ValueError(f"slowdown={plan.slowdown}: compute beside communication cannot "
-                         "speed up; allowed ≥ 1")
+    if plan.slowdown < 1 or plan.beside_ms < 0:
+        raise ValueError(f"slowdown={plan.slowdown}, beside_ms={plan.beside_ms}: work beside "
+                         "other work cannot speed up; allowed slowdown ≥ 1, beside_ms ≥ 0")
     begin, backward_end = profile.backward_start_ms, profile.backward_end_ms
     jobs = plan.collectives
     releases = [backward_end if plan.after_backward else min(max(c.ready_ms, begin),
@@ -96,7 +100,8 @@ def simulate(profile: ReadyProfile, plan: Plan) -> Outcome:
             elif following < len(released_at):
                 earliest = max(released_at[following], lane_free) + plan.handoff_ms
                 if t >= earliest - EPSILON_MS:
-                    running = ("comm", following, jobs[following].duration_ms, t)
+                    running = ("comm", following, jobs[following].duration_ms
+                               + (plan.beside_ms if computing else 0.0), t)
                 else:
                     wait = earliest - t
         rate = 1.0 / plan.slowdown if computing and running and running[0] == "comm" else 1.0
@@ -118,8 +123,9 @@ def simulate(profile: ReadyProfile, plan: Plan) -> Outcome:
             progress = min(backward_end, progress + dt * rate)
         if running is not None:
             what, index, remaining, start = running
-            running = (what, index, remaining - dt, start)
-            if remaining - dt <= EPSILON_MS:
+            remaining -= dt
+            running = (what, index, remaining, start)
+            if remaining <= EPSILON_MS:
                 intervals.append(("comm" if what == "comm" else "compute",
                                   f"{'all-reduce' if what == 'comm' else 'update'} c{index}",
                                   index, start, t))

@@ -61,24 +61,26 @@ def summary_lines(checks: Sequence[accuracy.Check], interleaved: bool = True) ->
     return lines
 
 
-def held_out_model(paths: Sequence[str] = (RESULTS,)) -> tuple[dict[str, float], dict]:
+def held_out_model(paths: Sequence[str] = (RESULTS,)) -> tuple[dict[str, float], dict, dict]:
     """From the GPU cells of ``paths`` (default: every committed result): each strategy's
     held-out error, the predictions' bands (heldout.relative_bands), and per GPU model and
-    strategy the overhead beyond the schedule (heldout.overheads)."""
+    strategy the overhead beyond the schedule (heldout.overheads), and per GPU model,
+    workload and variant its lane beside backward (impl/costmodel/lanes.py)."""
     every_run = load_rows(paths, merged=False)
-    table, _, overheads = heldout.validate_held_out(every_run, merge_rows(every_run))
-    return heldout.relative_bands(table), overheads
+    found = heldout.validate_held_out(every_run, merge_rows(every_run))
+    return heldout.relative_bands(found.table), found.overheads, found.lanes
 
 
 def held_out_lines(rows: Sequence[dict], merged: Sequence[dict]) -> list[str]:
     """The headline: every GPU cell predicted from inputs none of which came from it
     (impl/costmodel/heldout.py), as Markdown (docs/costmodel.md holds this text)."""
-    table, decided, _ = heldout.validate_held_out(rows, merged)
-    if not table:
+    found = heldout.validate_held_out(rows, merged)
+    if not found.table:
         return []
     return [f"Held-out validation (error = predicted / measured − 1; the headline split is "
             f"\"{heldout.HEADLINE}\"; goal: median |error| ≤ {accuracy.STEP_GOAL_MEDIAN:.0%}, "
-            f"max ≤ {accuracy.STEP_GOAL_MAX:.0%}):", "", *heldout.markdown(table, decided)]
+            f"max ≤ {accuracy.STEP_GOAL_MAX:.0%}):", "",
+            *heldout.markdown(found.table, found.decisions, found.unreproduced)]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -209,14 +209,18 @@ HELD_OUT_COLUMNS = (text_column("machine", "machine"),
                     *(text_column(split, split) for split in (*heldout.SPLITS, heldout.TRIVIAL)))
 
 
-def held_out(rows: Sequence[dict]) -> tuple[object | None, list[str], dict[str, float], dict]:
+def held_out(rows: Sequence[dict]) -> tuple[object | None, list[str], dict[str, float],
+                                            tuple[dict, dict]]:
     """The held-out validation of the loaded GPU cells (impl/costmodel/heldout.py): the
-    table of |error| per variant and split, the ranking, best-pick and efficiency lines,
-    each strategy's held-out error (the predictions' bands) and the overheads beyond the
-    schedule per GPU model and strategy (heldout.overheads)."""
-    table, decided, overheads = heldout.validate_held_out(rows, rows)
+    table of |error| per variant and split, the ranking, best-pick and efficiency lines and
+    the cells that do not reproduce (left out of the table),
+    each strategy's held-out error (the predictions' bands) and, for predictions at other
+    GPU counts, the overheads beyond the schedule per GPU model and strategy and the lanes
+    beside backward per GPU model, workload and variant (heldout.HeldOut)."""
+    found = heldout.validate_held_out(rows, rows)
+    table = found.table
     if not table:
-        return None, [], {}, {}
+        return None, [], {}, ({}, {})
     shown = [{"machine": machine, "variant": name,
               **{split: None if s is None else
                  f"{s.median_abs_error:.1%} / {s.max_abs_error:.1%} ({s.cells})"
@@ -230,8 +234,9 @@ def held_out(rows: Sequence[dict]) -> tuple[object | None, list[str], dict[str, 
         "under each, an overlapped variant's overhead beyond the schedule is fitted on the "
         "machine's other cells only; step = sequential: the trivial predictor, the cell's "
         "measured sequential step.",
-        HELD_OUT_COLUMNS, shown, note=lambda *_: None), heldout.decision_lines(decided), \
-        heldout.relative_bands(table), overheads
+        HELD_OUT_COLUMNS, shown, note=lambda *_: None), \
+        [*heldout.decision_lines(found.decisions), *found.unreproduced], \
+        heldout.relative_bands(table), (found.overheads, found.lanes)
 
 
 def assumed_fields(fabric) -> list[str]:
@@ -256,11 +261,11 @@ def section(rows: Sequence[dict], runs: Sequence) -> dict:
     predicted figures, the fabric files' sources and every cell's check go to the detail
     appendix (reports/layout.py)."""
     devices, tables, notes, scaling = [], [], [], []
-    held_out_table, decisions, bands, overheads = held_out(rows)
+    held_out_table, decisions, bands, (overheads, lanes) = held_out(rows)
     for device, device_rows in _by_device(rows).items():
         fabric = load_fabric(FABRICS[device])
         sources, predictions = scale.predict(device_rows, fabric, held_out=bands,
-                                             overheads=overheads)
+                                             overheads=overheads, lanes=lanes)
         if not sources:
             continue
         groups = [(source.workload, [p for p in predictions if p.workload == source.workload])
