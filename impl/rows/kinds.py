@@ -248,8 +248,9 @@ GEMM_SWEEP = RowKind(
     ("preset", "dtype"),
     (DEVICE_NAME, *PEAKS,
      _f("preset", TEXT, "", "The shape's name in the sweep.", required=True),
-     _f("family", TEXT, "", "square, transformer, small-k, skinny, ragged, unaligned or "
-        "held-out.", required=True),
+     _f("family", TEXT, "", "The shape's family (impl/kernels/sweep.py FAMILIES): square, "
+        "transformer, small_k, skinny_m, ragged, unaligned, held_out or held_out_2.",
+        required=True),
      _f("dtype", TEXT, "", "Operand type (bf16, fp16).", required=True),
      _f("m", INT, "", "Rows of A and C.", required=True),
      _f("n", INT, "", "Columns of B and C.", required=True),
