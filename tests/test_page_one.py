@@ -82,6 +82,16 @@ def test_each_sentence_states_the_rows_figures_and_names_the_metric(made):
                 f"sequential's step") in text
         if entry["efficiency"]:
             assert f"overlap efficiency {fmt_estimate(entry['efficiency'])}" in text
+        # A saving that is not overlap's, or not significant, says so in the sentence.
+        cell, best = entry["cell"], entry["best"]
+        buckets = (cell.get("ddp_bucket_counts") or {}).get(best)
+        assert (f"({best} made {buckets} bucket(s), not K = {cell['chunks']}: its saving comes "
+                f"from fewer, larger messages, not from overlap)" in text) == (
+            buckets is not None and buckets != cell["chunks"])
+        assert ("(the saving's interval includes 0: no verdict)" in text) == (
+            found["vs_sequential"]["verdict"] == cells.NO_DIFFERENCE)
+    # The CPU fixture's answer is DDP with one 25 MB bucket for the whole tiny model.
+    assert "ddp-25mb made 1 bucket(s), not K = 20" in page["answers"][0]["text"]
     assert "Hidden communication fraction:" in page["definitions"]
     assert "Overlap efficiency: (sequential − step)" in page["definitions"]
 
