@@ -13,6 +13,7 @@ import json
 import re
 import shutil
 import subprocess
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,13 @@ def answer_cells() -> list[tuple[Path, dict, dict]]:
     return found
 
 
+def run_words(path: Path, document: dict) -> str:
+    """"quick run, 09676a9, 2026-11-23 09:40" (UTC), from the file itself."""
+    made = load_results(path).created.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+    commit = document["machine_info"]["overlap"]["git_commit"][:7]
+    return f"{document['suite']['mode']} run, {commit}, {made}"
+
+
 def interval(estimate: dict) -> str:
     return f"[{fmt(estimate['low'])}, {fmt(estimate['high'])}]"
 
@@ -86,16 +94,20 @@ def test_page_one_holds_the_headline_table_checked_against_the_json(report):
     rows = headline_rows(report["html"])
     assert rows, "no headline rows"
     notes = notes_of(report["html"])
-    by_place = {(path.relative_to(RESULTS).as_posix(), cell["workload"]): (document, cell)
+    # A run is named in words: its mode, commit and the minute it was made.
+    by_place = {(run_words(path, document), cell["workload"]): (document, cell)
                 for path, document, cell in answer_cells()}
     for number, row in enumerate(rows, 1):
         index, machine, workload, best, speedup, efficiency, ddp, run = row
         assert index == str(number)
-        name, _, marks = re.match(r"(\S+) · (\w+)\s*(\S*)", run).groups()
-        source = f"{machine.split(' · ')[0]}/{name}"  # the run's folder is the machine's label
-        document, cell = by_place[source, workload]
-        assert machine.startswith(f"{document['suite']['label']} · {cell['profile']} · "
-                                  f"{cell['world_size']} ")
+        words, marks = re.fullmatch(r"(.*? \d\d:\d\d)\s*(\S*)", run).groups()
+        document, cell = by_place[words, workload]
+        gpus = document["machine_info"]["overlap"]["gpu_names"]
+        if gpus:
+            assert machine.startswith(f"{cell['world_size']}× {gpus[0]}, ")
+        else:
+            assert machine.startswith("CPU (") and machine.endswith(
+                f", {cell['world_size']} ranks")
         speedups = {s: cell["strategies"][s]["vs_sequential"]["speedup"]
                     for s in cells.compared(cell)}
         top = max(speedups, key=lambda s: speedups[s]["value"])
@@ -116,7 +128,6 @@ def test_page_one_holds_the_headline_table_checked_against_the_json(report):
                 assert f"{ {'no significant difference': 'n.s.'}.get(verdict, verdict)} vs " \
                        f"{peer}" in ddp
         commit = document["machine_info"]["overlap"]["git_commit"]
-        assert run.startswith(f"{name} · {commit[:7]}")
         # Provenance: a partial run is marked, so is a dirty tree and older code.
         texts = [notes[m] for m in marks.split(",") if m]
         assert any(t.startswith("from a partial run") for t in texts) == document["suite"][
@@ -135,7 +146,7 @@ def test_page_one_holds_the_headline_table_checked_against_the_json(report):
                 int(counted.stdout) > 0)
         # The same numbers are on page 1 of the PDF (a cell's lines are apart in its text).
         for text in (f"{fmt(speedups[top]['value'])}×", interval(speedups[top]),
-                     workload, name):
+                     workload, *words.replace(",", "").split()):
             assert squeeze(text) in report["page_one"], text
     assert squeeze("Table 1. The best strategy at K = 20") in report["page_one"]
 

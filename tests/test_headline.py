@@ -50,6 +50,11 @@ def test_one_row_per_answer_with_the_best_strategy_and_its_figures(loaded):
             assert entry["efficiency_note"].startswith("DDP made fewer buckets than K")
     table = headline.table(entries)
     assert [row[0].text for row in table.rows] == ["1", "2", "3"]
+    # The machine and the run in words; the file is the appendix's to name.
+    assert {row[1].text for row in table.rows} == {"CPU (2 cores), gloo over TCP, 2 ranks"}
+    assert [row[-1].text for row in table.rows] == ["default run, 337753e, 2026-11-23 07:59",
+                                                    "default run, 337753e, 2026-11-23 07:53",
+                                                    "default run, 337753e, 2026-11-23 07:53"]
     # One footnote for every DDP that bucketed otherwise, whatever its bucket count.
     assert sum(text.startswith("DDP made fewer buckets") for _, text in table.notes) <= 1
 

@@ -43,8 +43,9 @@ def test_a_cpu_users_run_leads_page_one_beside_gpu_references(made):
     page = page_one(made, "cpu-2core")
     labels = [(a["label"], a["machine"]) for a in page["answers"]]
     assert labels == [("Newest run", "cpu-2core"), ("Reference", "h200x2")]
-    machines = [row[1].text.split(" · ")[0] for row in page["table"].rows]
-    assert machines[0] == "cpu-2core" and "h200x2" in machines
+    machines = [row[1].text for row in page["table"].rows]
+    assert machines[0] == "CPU (2 cores), gloo over TCP, 2 ranks"
+    assert "2× NVIDIA H200, NVLink" in machines
     cpu, gpu = (a["text"] for a in page["answers"])
     assert cpu.startswith("cpu-2core (AMD EPYC, 2 cores, no GPU), gloo over TCP, 2 ranks, ")
     assert gpu.startswith("h200x2 (2× NVIDIA H200), NVLink, 2 GPUs, ")
@@ -53,8 +54,8 @@ def test_a_cpu_users_run_leads_page_one_beside_gpu_references(made):
 def test_a_gpu_run_leads_and_the_cpu_is_named_as_left_out(made):
     page = page_one(made, "h200x2")
     assert [(a["label"], a["machine"]) for a in page["answers"]] == [("Newest run", "h200x2")]
-    assert all(row[1].text.startswith("h200x2") for row in page["table"].rows)
-    assert "cpu-2core (a CPU, which checks the method" in page["absent"]
+    assert all(row[1].text == "2× NVIDIA H200, NVLink" for row in page["table"].rows)
+    assert "cpu-2core (AMD EPYC, 2 cores, no GPU), which checks the method" in page["absent"]
 
 
 def test_each_sentence_states_the_rows_figures_and_names_the_metric(made):
@@ -81,6 +82,16 @@ def test_each_sentence_states_the_rows_figures_and_names_the_metric(made):
                 f"sequential's step") in text
         if entry["efficiency"]:
             assert f"overlap efficiency {fmt_estimate(entry['efficiency'])}" in text
+        # A saving that is not overlap's, or not significant, says so in the sentence.
+        cell, best = entry["cell"], entry["best"]
+        buckets = (cell.get("ddp_bucket_counts") or {}).get(best)
+        assert (f"({best} made {buckets} bucket(s), not K = {cell['chunks']}: its saving comes "
+                f"from fewer, larger messages, not from overlap)" in text) == (
+            buckets is not None and buckets != cell["chunks"])
+        assert ("(the saving's interval includes 0: no verdict)" in text) == (
+            found["vs_sequential"]["verdict"] == cells.NO_DIFFERENCE)
+    # The CPU fixture's answer is DDP with one 25 MB bucket for the whole tiny model.
+    assert "ddp-25mb made 1 bucket(s), not K = 20" in page["answers"][0]["text"]
     assert "Hidden communication fraction:" in page["definitions"]
     assert "Overlap efficiency: (sequential − step)" in page["definitions"]
 

@@ -4,10 +4,10 @@ One row per answer of reports/cells.py (an interleaved cell over two or more ran
 K = cells.ANSWER_CHUNKS where measured), MPI cells left to the chapter (they have references of
 their own): the strategy with the largest median speedup over sequential, that speedup and its
 overlap efficiency with 95% intervals, its verdicts against DDP (buckets matched to K, and
-25 MB), and the run and commit it comes from. A figure is marked when it comes from a partial
-run, from a dirty tree, or from a commit older than this checkout's code of its strategy
-(reports/archive.py counts the commits). Beside the table, one figure of the same data, and
-three to five findings computed from it.
+25 MB), and the run it comes from in words (machine, mode, commit, time). A figure is marked
+when it comes from a partial run, from a dirty tree, or from a commit older than this
+checkout's code of its strategy (reports/archive.py counts the commits). Beside the table,
+one figure of the same data, and three to five findings computed from it.
 
     context = section(rows, runs, archive)
     # {"table", "figure", "findings", "absent", "answers", "definitions"}
@@ -16,12 +16,14 @@ three to five findings computed from it.
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 
 from reports import cells, figures
 from reports.archive import ROOT, Archive
-from reports.captions import Run, is_gpu_machine, make_figure
+from reports.captions import Run, is_gpu_machine, machine_text, make_figure
 from reports.format import NA, Cell, Table, fmt, fmt_estimate
 from reports.sections import hidden
 from reports.sections.overlap import fabric_rank, saved_pct
@@ -117,21 +119,32 @@ def ddp_text(answer: dict) -> str:
     return "; ".join(parts) or "no DDP in the cell"
 
 
-def machine_text(cell: dict, gpu: bool) -> str:
-    return (f"{cell['machine']} · {cell['profile']} · {cell['world_size']} "
-            f"{'GPUs' if gpu else 'ranks'}")
+def machine_words(entry: dict) -> str:
+    """"2× NVIDIA H200, NVLink" (one GPU per rank) or "CPU (2 cores), gloo over TCP, 2 ranks":
+    what the cell ran on, from its run's fingerprint."""
+    cell, fingerprint = entry["cell"], entry["run"].fingerprint
+    fabric = hidden.FABRICS.get(cell["profile"], cell["profile"])
+    gpus = Counter(fingerprint.get("gpu_names") or [])
+    if gpus:
+        return f"{cell['world_size']}× {gpus.most_common(1)[0][0]}, {fabric}"
+    cores = fingerprint.get("cpu_cores")
+    return f"CPU{f' ({cores} cores)' if cores else ''}, {fabric}, {cell['world_size']} ranks"
 
 
 def run_text(run: Run) -> str:
-    """The run's file name (its folder is the machine's label) and commit."""
+    """"quick run, 09676a9, 2026-11-23 09:40": mode, commit and UTC time, the time last so that
+    a footnote mark never reads as part of the commit; the appendix on runs lists the run with
+    its file."""
     commit = run.fingerprint.get("git_commit")
-    return f"{Path(run.path).name} · {commit[:7] if commit else NA}"
+    made = (datetime.fromisoformat(run.created).astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+            if run.created else "time unknown")
+    return f"{run.mode or 'unknown'} run, {commit[:7] if commit else NA}, {made}"
 
 
 # --- the table ----------------------------------------------------------------------------------
 
-HEADERS = ["#", "machine · fabric · ranks", "workload", f"best (K = {cells.ANSWER_CHUNKS})",
-           "× sequential", "overlap eff.", "vs DDP", "run · commit"]
+HEADERS = ["#", "machine, fabric", "workload", f"best (K = {cells.ANSWER_CHUNKS})",
+           "× sequential", "overlap eff.", "vs DDP", "run, commit, time (UTC)"]
 
 
 def table(entries: Sequence[dict]) -> Table:
@@ -150,7 +163,7 @@ def table(entries: Sequence[dict]) -> Table:
         cell, speedup, efficiency = entry["cell"], entry["speedup"], entry["efficiency"]
         k_mark = [] if cell["chunks"] == cells.ANSWER_CHUNKS else [entry["answer"]["why"]]
         body.append([
-            Cell(str(index), numeric=True), Cell(machine_text(cell, entry["gpu"])),
+            Cell(str(index), numeric=True), Cell(machine_words(entry)),
             Cell(cell["workload"]),
             Cell(entry["best"] + ("" if not k_mark else f", K = {cell['chunks']}"),
                  mark=mark(k_mark)),
@@ -165,7 +178,8 @@ def table(entries: Sequence[dict]) -> Table:
                  "overlap efficiency (sequential − step)/(sequential − max(compute-only, "
                  "comm-only)), 95% intervals below; vs DDP (buckets of gradient bytes / K, and "
                  "25 MB): faster or slower where the interval of the difference excludes 0, "
-                 "else n.s.", HEADERS, body, [(m, t) for t, m in notes.items()],
+                 "else n.s.; the appendix on runs lists each run with its file.", HEADERS, body,
+                 [(m, t) for t, m in notes.items()],
                  [True, False, False, False, True, True, False, False])
 
 
@@ -284,9 +298,11 @@ def absent_text(rows: Sequence[dict], runs: Sequence[Run], entries: Sequence[dic
     gpus = {r.label: len(r.fingerprint.get("gpu_names") or []) for r in runs}
     missing = [label for label in dict.fromkeys(r.label for r in runs)
                if label not in shown and is_gpu_machine(label, runs)]
-    parts = [f"{label} ({why(label in old, gpus[label])})" for label in missing]
-    parts += [f"{label} (a CPU, which checks the method: its answers are in the appendix on "
-              f"overlap on the CPU)" for label in cpus_left_out]
+    # The label in words, as in the answers above: a reader may meet it here first.
+    parts = [f"{machine_text(label, runs)}, {why(label in old, gpus[label])}"
+             for label in missing]
+    parts += [f"{machine_text(label, runs)}, which checks the method: its answers are in the "
+              f"appendix on overlap on the CPU" for label in cpus_left_out]
     return f"Not in the table: {'; '.join(parts)}." if parts else None
 
 

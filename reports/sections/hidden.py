@@ -10,7 +10,9 @@ registry's order with the most ranks, so no row is picked for its result, and st
 - the time saved per step against sequential in the same rounds, in ms and as a share of
   sequential's step, each with its 95% interval;
 - the overlap efficiency, the saving as a share of what a perfect overlap would save. It is
-  below the hidden fraction when communication that overlaps compute slows that compute.
+  below the hidden fraction when communication that overlaps compute slows that compute;
+- in brackets, why the saving may not be overlap's: its interval includes 0 (no verdict), or
+  DDP made fewer buckets than K (fewer, larger messages).
 
     answers = sentences(entries, runs)   # [{"label", "machine", "text"}], lead first
 """
@@ -63,6 +65,22 @@ def machine_words(entry: dict, runs: Sequence[Run]) -> str:
             f"{FABRICS.get(cell['profile'], cell['profile'])}, {cell['world_size']} {ranks}")
 
 
+def caveats(entry: dict) -> str:
+    """What keeps the saving from reading as overlap's: an interval that includes 0 (no
+    verdict), or DDP's fewer buckets than K (fewer, larger messages)."""
+    verdict, said = entry["answer"]["figures"]["vs_sequential"]["verdict"], []
+    if verdict == cells.NO_DIFFERENCE:
+        said.append("the saving's interval includes 0: no verdict")
+    elif verdict == "slower":
+        said.append("slower than sequential: the interval excludes 0")
+    buckets = cells.bucket_count(entry["cell"], entry["best"])
+    if cells.other_chunking(entry["cell"], entry["best"]):
+        said.append(f"{entry['best']} made {buckets} bucket(s), not K = "
+                    f"{entry['cell']['chunks']}: its saving comes from fewer, larger messages, "
+                    f"not from overlap")
+    return "".join(f" ({text})" for text in said)
+
+
 def sentence(entry: dict, runs: Sequence[Run]) -> str:
     found = entry["answer"]["figures"]
     efficiency = (f"; overlap efficiency {fmt_estimate(entry['efficiency'])}"
@@ -72,7 +90,7 @@ def sentence(entry: dict, runs: Sequence[Run]) -> str:
             f"{fmt_estimate(found.get('hidden_comm_fraction'))} of the communication (hidden "
             f"communication fraction) and saves {fmt_estimate(saved_ms(entry))} ms per step, "
             f"{fmt_estimate(saved_pct(found['vs_sequential']['speedup']))}% of sequential's "
-            f"step{efficiency}.")
+            f"step{efficiency}{caveats(entry)}.")
 
 
 def representative(entries: Sequence[dict], machine: str) -> dict:

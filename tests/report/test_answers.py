@@ -66,8 +66,8 @@ def test_no_nvlink_answer_is_said_and_old_files_named(built):
             f"no NVLink answer. The NVLink files loaded ({GPU_FIXTURE}) were "
             "measured before interleaving") in chapter
     abstract = text_of(section_html(built["html"], "abstract"))
-    assert ("Not in the table: h200x4 (measured before interleaving: its step rows are in the "
-            "appendix).") in abstract
+    assert ("Not in the table: h200x4 (4× NVIDIA H200), measured before interleaving: its "
+            "step rows are in the appendix.") in abstract
     # The old-format 4-GPU numbers are nowhere in the abstract.
     for row in infos(GPU_FIXTURE, "step"):
         if row["overlap_efficiency"] is not None:
@@ -124,7 +124,7 @@ def test_nvlink_answer_heads_the_table_when_an_interleaved_nvlink_run_exists(nvl
     table = re.search(r'id="tab-headline">.*?<tbody>(.*?)</tbody>', nvlink_built["html"],
                       re.S).group(1)
     first = text_of(re.search(r"<tr>(.*?)</tr>", table, re.S).group(1))
-    assert first.startswith(f" 1 h200x2 · nvlink · 2 GPUs mlp_tiny {best} "
+    assert first.startswith(f" 1 2× NVIDIA H200, NVLink mlp_tiny {best} "
                             f"{interval(speedup).replace(' [', '× [')}")
     chapter = text_of(section_html(nvlink_built["html"], "overlap"))
     assert "h200x2 (2× NVIDIA H200) · nvlink · 2 GPUs (nccl) mlp_tiny, read at K = 20" in chapter
