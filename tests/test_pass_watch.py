@@ -14,7 +14,7 @@ import pytest
 from impl import capabilities
 from suite import hangs, pass_watch
 from suite.run import Pass, free_port, is_open_mpi
-from tests.test_deadline import DEADLINE_S, STARTUP_S, run_logged, stuck_pass
+from tests.test_deadline import DEADLINE_S, run_logged, stuck_pass
 
 STOPPED = "tests/hang_bench/stopped_benchmarks.py"
 END_S = 5  # the processes' end after the launcher's SIGTERM
@@ -38,14 +38,13 @@ def mpirun_pass(folder: Path) -> Pass:
 def stalled(request, tmp_path_factory):
     folder = tmp_path_factory.mktemp("stalled")
     step = stuck_pass(folder, STOPPED) if request.param == "torchrun" else mpirun_pass(folder)
-    started = time.monotonic()
     passes, codes, hung, log = run_logged([step], folder / "log.txt")
-    return passes, codes, hung, log, time.monotonic() - started
+    return passes, codes, hung, log
 
 
 @pytest.mark.slow
 def test_a_rank_stopped_inside_a_benchmark_is_named_with_its_stack(stalled):
-    passes, codes, hung, log, _ = stalled
+    passes, codes, hung, log = stalled
     inside, after = hung
     assert inside["benchmark"] == f"{STOPPED}::test_stopped"
     assert inside["stuck"] == [1]  # the stopped rank, not rank 0 waiting in its all-reduce
@@ -66,7 +65,7 @@ def test_a_rank_stopped_inside_a_benchmark_is_named_with_its_stack(stalled):
 
 @pytest.mark.slow
 def test_a_rank_stopped_after_the_last_benchmark_ends_the_pass(stalled):
-    passes, _, hung, log, _ = stalled
+    passes, _, hung, log = stalled
     after = hung[1]
     assert after["pass"] == passes[1].name
     assert after["benchmark"] == f"after {STOPPED}::test_last"
@@ -79,17 +78,6 @@ def test_a_rank_stopped_after_the_last_benchmark_ends_the_pass(stalled):
     document = json.loads(passes[1].output.read_text())
     assert [b["name"] for b in document["benchmarks"]] == ["test_last"]
     assert document["suite"]["partial"] is False  # rank 0 finished the pass
-
-
-@pytest.mark.slow
-def test_a_stopped_rank_costs_little_more_than_its_deadline(stalled):
-    """The first pass: start, the deadline, the launcher's stack dump (the watchdogs' grace
-    is not waited for: a stopped rank cannot answer); the second: start, the end margin, the
-    dump."""
-    *_, took = stalled
-    inside = DEADLINE_S + pass_watch.DUMP_S + END_S
-    after = pass_watch.END_MARGIN_S + pass_watch.DUMP_S + END_S
-    assert took < 2 * STARTUP_S + inside + after, took
 
 
 def test_the_pass_deadline_is_its_benchmarks_plus_the_margins():
