@@ -20,7 +20,8 @@ from torch import nn
 from impl.hybrid.base import DeviceAdam, DeviceAdamForeach, HybridOptions, Loss, Trainer
 from impl.hybrid.offload import OffloadAfterBackward, OffloadOverlap, OffloadOverlapDelayed
 from impl.hybrid.trainer_check import TrainingCheck, TrainingCheckFailed, check_training
-from impl.metrics import Field
+from impl.rows.declare import Field
+from impl.rows.kinds import HYBRID_STEP
 from impl.workloads import MLPConfig, WorkloadConfig, build_model
 
 TRAINERS: dict[str, type[Trainer]] = {
@@ -31,22 +32,9 @@ TRAINERS: dict[str, type[Trainer]] = {
     "offload-overlap-dpu": OffloadOverlapDelayed,
 }
 
-HYBRID_FIELDS: tuple[Field, ...] = (
-    Field("step_ms", "ms", "Median time of one training step (forward, backward, Adam update, "
-          "and for the hybrids the copies and the host's work) over the timed rounds.", False),
-    Field("residual_imbalance", "", "imbalance = |t_gpu − t_cpu| / max(t_gpu, t_cpu) of the two "
-          "workers' forward-and-backward times per step after the shares were balanced "
-          "(median over rounds).", False),
-    Field("gradient_error", "", "Largest |g − g_ref| / max|g_ref| over the check's steps and "
-          "tensors: the trainer's gradients against an fp32 backward at the reference's "
-          "weights (impl/hybrid/trainer_check.py).", False),
-    Field("weight_error", "", "Largest |w − w_ref| over the check's steps: the trainer's weights "
-          "against Adam (fp32) applied to the trainer's own gradients, update_delay steps "
-          "late (impl/hybrid/trainer_check.py).", False),
-    Field("hidden_host_fraction", "", "1 − exposed / total host work of the offload's step: host "
-          "work is the copies to and from the host and host Adam, exposed the part of it in the "
-          "step that no GPU compute covers (impl/hybrid/measure.py).", False),
-)
+HYBRID_FIELDS: tuple[Field, ...] = HYBRID_STEP.fields_named(
+    "step_ms", "residual_imbalance", "gradient_error", "weight_error",
+    "hidden_host_fraction")  # defined with the hybrid row (impl/rows/kinds.py)
 
 
 def mlp_4096x8_b8192() -> MLPConfig:
