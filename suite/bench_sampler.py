@@ -12,9 +12,10 @@ import itertools
 import pytest
 
 from impl import capabilities, stats
+from impl.presets import preset
 from impl.rows.write import write_row
 from impl.strategies import StrategyOptions, build_strategy
-from impl.workloads import build_model, preset
+from impl.workloads import build_model
 from suite.conftest import suite_axes
 from suite.harness import Variant, batches, measure_interleaved, record_round_times
 

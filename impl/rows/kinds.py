@@ -49,7 +49,7 @@ def _f(name: str, shape: object, unit: str = "", definition: str = "",
 
 # --- fields several kinds share -------------------------------------------------------------
 
-WORKLOAD = _f("workload", TEXT, "", "The workload preset (impl/workloads.py) the row measured.",
+WORKLOAD = _f("workload", TEXT, "", "The workload preset (impl/presets.py) the row measured.",
               required=True)
 WORLD_SIZE = _f("world_size", INT, "ranks", "Ranks that took part.", required=True)
 PROFILE = _f("profile", TEXT, "", "Interconnect profile (nvlink, shm, socket, gloo-tcp).",

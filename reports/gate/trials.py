@@ -163,7 +163,7 @@ def _mlp(target: Target, extra_compute: float):
         return gate_mlp(target.device, extra_compute)
     from dataclasses import replace
 
-    from impl.workloads import preset
+    from impl.presets import preset
 
     return replace(preset(target.workload), extra_compute=extra_compute)
 

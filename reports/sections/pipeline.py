@@ -5,7 +5,7 @@ Analysis functions are pure (rows in, lists of dicts out); figures take their ou
 return images (matplotlib, Agg); ``section`` assembles the template's context. Rows are
 ``impl.rows.merge.benchmark_rows`` of the kinds in PIPELINE_KINDS (suite/bench_pipeline.py and
 suite/bench_hybrid.py write them); definitions are quoted from impl/pipeline/measure.py and
-impl/hybrid/__init__.py.
+impl/rows/kinds.py (the pipeline and hybrid_step rows).
 
     context = section(rows, runs)   # {"empty": bool, "pipeline_table": Table | None, ...}
 """
