@@ -23,7 +23,6 @@ import torch
 from impl import stats
 from impl.costmodel import autotune
 from impl.gradients import max_chunks
-from impl.presets import preset
 from impl.rows.write import write_row
 from impl.strategies import StrategyOptions, build_strategy
 from impl.workloads import WorkloadConfig, build_model
@@ -40,7 +39,7 @@ def pytest_generate_tests(metafunc):
     if "autotune_workload" in metafunc.fixturenames:
         axes = suite_axes(metafunc.config)
         worlds = [launched_world()] if launched_world() > 1 else []
-        metafunc.parametrize("autotune_workload", [(preset(w), n) for w in axes["workloads"][:1]
+        metafunc.parametrize("autotune_workload", [(w, n) for w in axes["workloads"][:1]
                                                    for n in worlds],
                              ids=lambda c: f"{c[0].name}-w{c[1]}-{axes['profile']}")
 

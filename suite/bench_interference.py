@@ -27,7 +27,6 @@ import torch
 import torch.distributed as dist
 
 from impl import capabilities, stats
-from impl.presets import preset
 from impl.rows.write import write_row
 from impl.workloads import DTYPES, WorkloadConfig
 from suite.conftest import launched_world, suite_axes
@@ -68,7 +67,7 @@ def interferers(world_size: int, cuda: bool) -> tuple[str, ...]:
 def pytest_generate_tests(metafunc):
     if "interference_workload" in metafunc.fixturenames:
         axes = suite_axes(metafunc.config)
-        workloads = [w for w in map(preset, axes["workloads"]) if w.kind != "seed_layer"]
+        workloads = [w for w in axes["workloads"] if w.kind != "seed_layer"]
         metafunc.parametrize("interference_workload", workloads,
                              ids=[f"{w.name}-w{launched_world()}-{axes['profile']}"
                                   for w in workloads])

@@ -36,7 +36,6 @@ import torch
 from impl import capabilities, comparisons, deadline, metrics
 from impl.gradients import max_chunks, shared_buffers
 from impl.memory import MemoryPlan, Pristine, agreed, alias_model, plan_for_cell
-from impl.presets import preset
 from impl.rows.write import write_row
 from impl.strategies import STRATEGIES, StrategyOptions, build_strategy, overlapping
 from impl.strategies.knobs import chunking_problem, variant_strategy
@@ -112,7 +111,7 @@ def cells(axes: dict, world: int, mpi: bool) -> list[Cell]:
     workload allows (model sizes read on the meta device, no memory), MPI cells under mpirun.
     The cell at the knob K (``axes["knob_chunks"]``) also measures the named variants."""
     found = []
-    for workload in map(preset, axes["workloads"]):
+    for workload in axes["workloads"]:
         meta = build_model(workload, torch.device("meta"))
         limit = max_chunks(meta)
         chunks = [k for k in axes["chunks"] if k <= limit] or [min(axes["chunks"][0], limit)]
