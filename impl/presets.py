@@ -1,6 +1,6 @@
 """Every named workload of the suite, in one registry: the models that data parallelism, the
 pipeline, the interference and autotune benchmarks, the hybrid and the cost model train or
-read, and the tensor-parallel MLP blocks.
+read, the tensor-parallel MLP blocks, and the regression gate's own workload.
 
 A preset is a named function returning a frozen dataclass (impl/workloads.py's configs,
 impl/tensor_parallel/layers.py's TpMlpConfig): its name is the benchmark id, and
@@ -191,6 +191,21 @@ def tp_mlp_h32_t64_fp32() -> TpMlpConfig:
     return TpMlpConfig("tp_mlp_h32_t64_fp32", 64, 32, 128, pieces_per_peer=2)
 
 
+# --- the regression gate's trials (reports/gate/trials.py, tests/gate_bench/) ---------------
+
+
+def gate_mlp_512x8() -> MLPConfig:
+    """The gate workload on the CPU: about 30 ms a step on one core of the 2-core machine."""
+    return MLPConfig("gate_mlp_512x8", width=512, depth=8, batch=128)
+
+
+def gate_mlp_4096x8_bf16() -> MLPConfig:
+    """The gate workload on one GPU: large enough that a step's GEMMs fill the chip (6.4 ms a
+    step on the H200), small enough that a block is mostly the start of Python and CUDA (about
+    10 s a process there)."""
+    return MLPConfig("gate_mlp_4096x8_bf16", width=4096, depth=8, batch=4096, dtype="bf16")
+
+
 # --- the registry -----------------------------------------------------------------------------
 
 Config = WorkloadConfig | TpMlpConfig
@@ -206,12 +221,14 @@ STUDIES: dict[str, tuple[Callable[[], Config], ...]] = {
                         tp_mlp_ar_h8192_t8192_bf16, tp_mlp_h4096_t4096_fp32,
                         tp_mlp_h256_t512_fp32, tp_mlp_h512_f128_t1024_fp32,
                         tp_mlp_ar_h256_t512_fp32, tp_mlp_h32_t64_fp32),
+    "gate": (gate_mlp_512x8, gate_mlp_4096x8_bf16),
 }
 PRESETS: dict[str, Callable[[], Config]] = {
     f.__name__: f for presets in STUDIES.values() for f in presets}
-# The models a data-parallel strategy trains (--workloads): every preset but the TP blocks.
-MODELS: tuple[str, ...] = tuple(name for name, f in PRESETS.items()
-                                if f not in STUDIES["tensor-parallel"])
+# The models a data-parallel strategy trains (--workloads) and the cost model reads: the
+# studies' models, not the TP blocks nor the gate's own workload (timed in its trials only).
+MODELS: tuple[str, ...] = tuple(f.__name__ for study in ("data-parallel", "hybrid")
+                                for f in STUDIES[study])
 
 EXTRA_COMPUTE_ENV = "OVERLAP_EXTRA_COMPUTE"
 

@@ -54,6 +54,7 @@ def test_workloads_option_takes_the_models_not_the_tensor_parallel_blocks():
                                          "seed_layer_1024x512, ")
     assert "tp_mlp_h256_t512_fp32" not in str(refused.value)
     assert not known_workload("tp_mlp_h32_t64_fp32") and known_workload("mlp_256x8_b1024")
+    assert "gate_mlp_512x8" in presets.PRESETS and not known_workload("gate_mlp_512x8")
 
 
 def test_the_cost_model_reads_the_layout_of_the_registry_s_model():
