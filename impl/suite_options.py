@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 from impl.deadline import DEFAULT_FLOOR_S, DEFAULT_MULTIPLE
 from impl.gradients import MAX_CHUNKS
+from impl.presets import MODELS
 from impl.sampler import DEFAULT_PERIOD_MS
 from impl.strategies import STRATEGIES
-from impl.workloads import PRESETS
 
 SUITE_MODES = ("quick", "default", "full")
 SAMPLER_PERIOD_MS = (1.0, 10_000.0)  # inclusive bounds of --sampler-period-ms
@@ -65,7 +65,7 @@ def strategies(text: str) -> list[str]:
 
 
 def workloads(text: str) -> list[str]:
-    return _listed("workloads", text, _one_of(PRESETS), f"one of {', '.join(PRESETS)}")
+    return _listed("workloads", text, _one_of(MODELS), f"one of {', '.join(MODELS)}")
 
 
 def chunks(text: str) -> list[int]:
@@ -122,7 +122,7 @@ SUITE_OPTIONS = (
                 suite_mode),
     SuiteOption("--strategies", None, f"comma-separated, from {', '.join(STRATEGIES)}",
                 strategies),
-    SuiteOption("--workloads", None, f"comma-separated presets, from {', '.join(PRESETS)}",
+    SuiteOption("--workloads", None, f"comma-separated presets, from {', '.join(MODELS)}",
                 workloads),
     SuiteOption("--chunks", None, f"comma-separated chunk counts K, 1..{MAX_CHUNKS} "
                 "(default 1,5,10,20,50)", chunks),

@@ -1,15 +1,13 @@
-"""Workloads: named presets (frozen dataclasses), models built from a seed, batches made on device.
+"""Workloads: their configs (frozen dataclasses), models built from a seed, batches made on device.
 
-A preset's name is the benchmark id, and ``asdict(config)`` goes into ``extra_info``, so a
-result is reproducible from its name alone. Every rank builds identical initial weights
-(same seed) and draws its own batch (seed, rank, step), as in data-parallel training.
+The named presets of every study are in impl/presets.py. Every rank builds identical initial
+weights (same seed) and draws its own batch (seed, rank, step), as in data-parallel training.
 """
 
 from __future__ import annotations
 
 import math
-import os
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn.functional as F
@@ -64,109 +62,6 @@ class GPTConfig:
 
 
 WorkloadConfig = SeedLayerConfig | MLPConfig | GPTConfig
-
-
-def seed_layer_1024x512() -> SeedLayerConfig:
-    return SeedLayerConfig("seed_layer_1024x512")
-
-
-def seed_layer_1024x512_kernels() -> SeedLayerConfig:
-    """The course study's phase 1 for real: its own naive CUDA kernels (GPU only)."""
-    return SeedLayerConfig("seed_layer_1024x512_kernels", kernel="seed")
-
-
-def mlp_tiny() -> MLPConfig:
-    """CPU-sized: 8 layers of 256, batch 64; a 5-step test takes well under a second."""
-    return MLPConfig("mlp_tiny", width=256, depth=8, batch=64)
-
-
-def mlp_1024x8() -> MLPConfig:
-    """The CPU reference of docs/ANCHORS.md: 8 × Linear(1024), batch 256, fp32."""
-    return MLPConfig("mlp_1024x8", width=1024, depth=8, batch=256)
-
-
-def mlp_8192x12_bf16() -> MLPConfig:
-    """docs/ANCHORS.md's reference: 805M parameters, 1.5 GiB of bf16 gradients, batch 8192."""
-    return MLPConfig("mlp_8192x12_bf16", width=8192, depth=12, batch=8192, dtype="bf16")
-
-
-def mlp_8192x12_b2048_bf16() -> MLPConfig:
-    """The reference MLP at a quarter of its batch: compute 18 ms, all-reduce 6 ms on 2 H200
-    (docs/ANCHORS.md), between the compute-bound and the balanced regime."""
-    return MLPConfig("mlp_8192x12_b2048_bf16", width=8192, depth=12, batch=2048, dtype="bf16")
-
-
-def mlp_8192x12_b1024_bf16() -> MLPConfig:
-    """The balanced regime over NVLink: compute 10.3 ms, all-reduce 6.1 ms on 2 H200."""
-    return MLPConfig("mlp_8192x12_b1024_bf16", width=8192, depth=12, batch=1024, dtype="bf16")
-
-
-GPU_SHARE_OF_COPY = 0.4  # mlp_16384_gpu40pct_bf16: weights and gradients, of the GPU's memory
-
-
-def mlp_16384_gpu40pct_bf16() -> MLPConfig:
-    """Sized to the GPU it runs on: as many Linear(16384, 16384) layers as make its weights and
-    gradients (1 GiB per layer in bf16) 40% of the GPU's memory, batch 1024 (31 layers on an
-    80 GB H100, 55 on an H200). One copy per variant would not fit a cell; the cell's shared
-    weights and gradients do (impl/memory.py). Needs a CUDA GPU."""
-    from impl import capabilities
-
-    if reason := capabilities.missing_gpu(1):
-        raise ValueError("workload 'mlp_16384_gpu40pct_bf16' sizes itself to 40% of the GPU's "
-                         f"memory: it {reason}")
-    total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
-    per_layer = 2 * 16384 * 16384 * DTYPES["bf16"].itemsize  # weights and gradients
-    depth = max(1, int(GPU_SHARE_OF_COPY * total // per_layer))
-    return MLPConfig("mlp_16384_gpu40pct_bf16", width=16384, depth=depth, batch=1024,
-                     dtype="bf16")
-
-
-def mlp_1024x8_b64() -> MLPConfig:
-    """mlp_1024x8 at a quarter of the batch: compute about as long as the all-reduce on 2
-    gloo ranks of the CPU machine (the course study's regime)."""
-    return MLPConfig("mlp_1024x8_b64", width=1024, depth=8, batch=64)
-
-
-def mlp_1024x8_b16() -> MLPConfig:
-    """Communication-bound on gloo: compute a fraction of the all-reduce."""
-    return MLPConfig("mlp_1024x8_b16", width=1024, depth=8, batch=16)
-
-
-def gpt_tiny() -> GPTConfig:
-    return GPTConfig("gpt_tiny", layers=2, heads=2, width=64, context=32, batch=4)
-
-
-def gpt_small_bf16() -> GPTConfig:
-    """GPT-2-small shape with the pipeline study's 10k vocabulary: about 93M parameters."""
-    return GPTConfig("gpt_small_bf16", layers=12, heads=12, width=768, context=1024, batch=16,
-                     dtype="bf16")
-
-
-PRESETS = {
-    f.__name__: f
-    for f in (seed_layer_1024x512, seed_layer_1024x512_kernels, mlp_tiny, mlp_1024x8,
-              mlp_1024x8_b64, mlp_1024x8_b16, mlp_8192x12_bf16, mlp_8192x12_b2048_bf16,
-              mlp_8192x12_b1024_bf16, mlp_16384_gpu40pct_bf16, gpt_tiny, gpt_small_bf16)
-}
-
-
-EXTRA_COMPUTE_ENV = "OVERLAP_EXTRA_COMPUTE"
-
-
-def preset(name: str) -> WorkloadConfig:
-    """The preset called ``name``; a ValueError lists the valid names.
-
-    OVERLAP_EXTRA_COMPUTE=f gives MLP presets ``extra_compute=f``: real extra work in every
-    step, for testing the regression gate (reports/gate/trials.py) on a known slowdown. The
-    config, and so every benchmark row's ``extra_info["config"]``, records it.
-    """
-    if name not in PRESETS:
-        raise ValueError(f"unknown workload {name!r}; choose one of {sorted(PRESETS)}")
-    config = PRESETS[name]()
-    extra = float(os.environ.get(EXTRA_COMPUTE_ENV) or 0)
-    if extra and isinstance(config, MLPConfig):
-        config = replace(config, extra_compute=extra)
-    return config
 
 
 def describe(config: WorkloadConfig) -> dict:

@@ -1,6 +1,7 @@
 """The report's contents: which sections, in which order, and the context the templates fill.
 
-``SECTIONS`` lists them in report order; ``report_context`` fills each from its module in
+``SECTIONS`` declares them, keyed by the id they render, in report order; ``report_context``
+fills each one's context (its key: the id as a template variable) from its module in
 reports/sections/ (a module per section, named after its partial,
 reports/templates/sections/<id>.html.j2). A section whose context says ``empty`` is left out of
 the report and its table of contents. Captions say what was measured, on which machine (label
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import string
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from reports import layout
 from reports.archive import Archive
@@ -36,40 +38,57 @@ from reports.sections import (
 )
 
 TITLE = "Hiding gradient all-reduce behind backward: measurements"
-# (id, title, context key, role): "front" sections follow the title page, a "chapter" starts
-# on a new page, a "section" flows on, an "appendix" is a chapter lettered A, B, ...
-SECTIONS = (
-    ("abstract", "Abstract", "abstract", "front"),
-    ("methodology", "Methodology", "methodology", "front"),
-    ("overlap", "Overlap, measured interleaved", "overlap", "chapter"),
-    ("reproducibility", "Run-to-run agreement", "reproducibility", "section"),
-    ("step-anatomy", "Anatomy of a step", "anatomy", "chapter"),
-    ("interference", "Interference: compute beside communication", "interference", "section"),
-    ("course-study", "The course study, reproduced", "study", "section"),
-    ("allreduce", "All-reduce bandwidth", "allreduce", "chapter"),
-    ("energy", "Power and energy", "energy", "section"),
-    ("gemm", "GEMM ladder and the seed step", "gemm", "chapter"),
-    ("tensor-parallel", "Tensor parallelism", "tensor_parallel", "chapter"),
-    ("pipeline", "Pipeline and CPU-GPU hybrid training", "pipeline", "chapter"),
-    ("prediction", "Beyond this machine", "prediction", "chapter"),
-    ("regression", "Regression against a baseline", "regression", "chapter"),
-    ("environment", "Environment", "environment", "chapter"),
-    ("runs", "Runs loaded and how this report uses them", "runs", "appendix"),
-    ("before-interleaving", appendix.BEFORE_INTERLEAVING_TITLE, "before_interleaving",
-     "appendix"),
-    ("cells", "Every interleaved cell", "cells", "appendix"),
-    ("overlap-cpu", "Overlap on the CPU", "overlap_cpu", "appendix"),
-    ("step-anatomy-cpu", "Anatomy of a step on the CPU", "anatomy_cpu", "appendix"),
-    ("interference-cpu", "Interference on the CPU and on one GPU", "interference_cpu",
-     "appendix"),
-    ("tensor-parallel-cpu", "Tensor parallelism on the CPU and on one rank", "tensor_parallel_cpu",
-     "appendix"),
-    ("agreement", "Run-to-run agreement, every figure", "agreement", "appendix"),
-    ("detail", "Detail tables", "detail", "appendix"),
-    ("tables", "Dense tables", "tables", "appendix"),
-    ("topology", "GPU topology (nvidia-smi topo -m)", "topology", "appendix"),
-    ("definitions", "Definitions, quoted from the code", "methodology", "appendix"),
-)
+
+
+@dataclass(frozen=True)
+class Section:
+    """A section of the report: ``id`` names its partial (reports/templates/sections/
+    <id>.html.j2) and its anchor, and its context key is the id as a template variable
+    (reports/layout.py, context_key). ``role``: "front" follows the title page, a "chapter"
+    starts on a new page, a "section" flows on, an "appendix" is a chapter lettered A, B, ...
+    ``renders``: the section whose context it shows, where not its own."""
+
+    id: str
+    title: str
+    role: str
+    renders: str | None = None
+
+    @property
+    def key(self) -> str:
+        return layout.context_key(self.renders or self.id)
+
+
+# Every section, keyed by the id it renders, in report order.
+SECTIONS: dict[str, Section] = {s.id: s for s in (
+    Section("abstract", "Abstract", "front"),
+    Section("methodology", "Methodology", "front"),
+    Section("overlap", "Overlap, measured interleaved", "chapter"),
+    Section("reproducibility", "Run-to-run agreement", "section"),
+    Section("step-anatomy", "Anatomy of a step", "chapter"),
+    Section("interference", "Interference: compute beside communication", "section"),
+    Section("course-study", "The course study, reproduced", "section"),
+    Section("allreduce", "All-reduce bandwidth", "chapter"),
+    Section("energy", "Power and energy", "section"),
+    Section("gemm", "GEMM ladder and the seed step", "chapter"),
+    Section("tensor-parallel", "Tensor parallelism", "chapter"),
+    Section("pipeline", "Pipeline and CPU-GPU hybrid training", "chapter"),
+    Section("prediction", "Beyond this machine", "chapter"),
+    Section("regression", "Regression against a baseline", "chapter"),
+    Section("environment", "Environment", "chapter"),
+    Section("runs", "Runs loaded and how this report uses them", "appendix"),
+    Section("before-interleaving", appendix.BEFORE_INTERLEAVING_TITLE, "appendix"),
+    Section("cells", "Every interleaved cell", "appendix"),
+    Section("overlap-cpu", "Overlap on the CPU", "appendix"),
+    Section("step-anatomy-cpu", "Anatomy of a step on the CPU", "appendix"),
+    Section("interference-cpu", "Interference on the CPU and on one GPU", "appendix"),
+    Section("tensor-parallel-cpu", "Tensor parallelism on the CPU and on one rank", "appendix"),
+    Section("agreement", "Run-to-run agreement, every figure", "appendix"),
+    Section("detail", "Detail tables", "appendix"),
+    Section("tables", "Dense tables", "appendix"),
+    Section("topology", "GPU topology (nvidia-smi topo -m)", "appendix"),
+    Section("definitions", "Definitions, quoted from the code", "appendix",
+            renders="methodology"),
+)}
 
 
 # --- the whole context --------------------------------------------------------------------------
@@ -97,9 +116,9 @@ def report_context(rows: Sequence[dict], runs: Sequence[Run],
         "methodology": methodology.section_methodology(rows, runs),
         "overlap": overlap.section_results(rows, runs),
         "reproducibility": agreement,
-        "anatomy": step_anatomy.section_anatomy(rows, runs),
+        "step_anatomy": step_anatomy.section_anatomy(rows, runs),
         "interference": interference.section_interference(rows, runs),
-        "study": course_study.section_study(rows, runs),
+        "course_study": course_study.section_study(rows, runs),
         "allreduce": allreduce.section_allreduce(rows, runs),
         "energy": energy.section_energy(rows, runs),
         "gemm": gemm.section_gemm(rows, runs),
@@ -119,20 +138,20 @@ def report_context(rows: Sequence[dict], runs: Sequence[Run],
         return {r["machine"] for r in rows if r.get("kind") == kind
                 and r.get("world_size", 1) > 1} & gpu_labels
 
-    layout.split_cpu_blocks(context, gpu_labels, {"tensor_parallel": scaled("tensor_parallel"),
+    layout.split_cpu_blocks(context, gpu_labels, {"tensor-parallel": scaled("tensor_parallel"),
                                                   "interference": scaled("interference")})
-    moved = layout.move_detail_tables(context, SECTIONS)
+    moved = layout.move_detail_tables(context, SECTIONS.values())
     context["topology"] = {"empty": not context["environment"]["topology"]}
     context["detail"] = {"empty": not moved, "groups": moved}
-    dropped = [title for _, title, key, role in SECTIONS if key in context
-               and role in layout.BODY_ROLES and is_empty(key, context[key])]
+    dropped = [s.title for s in SECTIONS.values() if s.key in context
+               and s.role in layout.BODY_ROLES and is_empty(s.key, context[s.key])]
     context["runs"] = appendix.section_runs(rows, runs, dropped)
     shown, letters = [], iter(string.ascii_uppercase)
-    for section_id, title, key, role in SECTIONS:
-        if is_empty(key, context[key]):
+    for s in SECTIONS.values():
+        if is_empty(s.key, context[s.key]):
             continue
-        shown.append({"id": section_id, "title": title, "key": key, "role": role,
-                      "letter": next(letters) if role == "appendix" else None})
+        shown.append({"id": s.id, "title": s.title, "key": s.key, "role": s.role,
+                      "letter": next(letters) if s.role == "appendix" else None})
     letter = {s["id"]: s["letter"] for s in shown}
     if moved:
         layout.point_to(moved, letter["detail"])

@@ -116,6 +116,17 @@ class Cell:
     detail: str = ""  # a second, smaller line: the interval of an estimate
 
 
+@dataclass(frozen=True)
+class Placement:
+    """A dense table's place in the appendix "Detail tables" (reports/layout.py), declared
+    where the table is made: it moves there from the body when it has more than
+    layout.KEEP_ROWS rows, or whatever its length where ``always`` (what the body's own
+    tables already answer); ``name`` is what the body's line calls it."""
+
+    name: str
+    always: bool = False
+
+
 @dataclass
 class Table:
     id: str
@@ -125,6 +136,7 @@ class Table:
     notes: list[tuple[str, str]] = field(default_factory=list)  # (mark, text)
     numeric: list[bool] = field(default_factory=list)
     moved_to: str | None = None  # where the body points to, when an appendix shows it
+    placement: Placement | None = None  # None: it stays where its section puts it
 
 
 def missing_value_note(key: str, row: dict) -> str | None:
@@ -136,10 +148,11 @@ def missing_value_note(key: str, row: dict) -> str | None:
 
 def make_table(table_id: str, caption: str, columns: Sequence[Column],
                rows: Sequence[dict],
-               note: Callable[[str, dict], str | None] = missing_value_note) -> Table:
+               note: Callable[[str, dict], str | None] = missing_value_note,
+               placement: Placement | None = None) -> Table:
     """Rows rendered through their columns; a value ``note`` has words for gets a lettered
     footnote (by default ``missing_value_note``; the same reason gets the same letter
-    throughout one table).
+    throughout one table). ``placement``: where the table may move (Placement).
     """
     notes: dict[str, str] = {}
     rendered = []
@@ -158,4 +171,4 @@ def make_table(table_id: str, caption: str, columns: Sequence[Column],
         rendered.append(cells)
     return Table(table_id, caption, [c.title for c in columns], rendered,
                  [(mark, reason) for reason, mark in notes.items()],
-                 [c.numeric for c in columns])
+                 [c.numeric for c in columns], placement=placement)

@@ -25,7 +25,7 @@ from impl.costmodel import autotune
 from impl.gradients import max_chunks
 from impl.rows.write import write_row
 from impl.strategies import StrategyOptions, build_strategy
-from impl.workloads import build_model, preset
+from impl.workloads import WorkloadConfig, build_model
 from suite.bench_interference import Interference, dominant_gemm
 from suite.conftest import launched_world, suite_axes
 from suite.harness import Variant, batches, measure_interleaved, record_round_times
@@ -41,7 +41,7 @@ def pytest_generate_tests(metafunc):
         worlds = [launched_world()] if launched_world() > 1 else []
         metafunc.parametrize("autotune_workload", [(w, n) for w in axes["workloads"][:1]
                                                    for n in worlds],
-                             ids=lambda c: f"{c[0]}-w{c[1]}-{axes['profile']}")
+                             ids=lambda c: f"{c[0].name}-w{c[1]}-{axes['profile']}")
 
 
 def ready_profile(workload, context) -> autotune.ReadyProfile:
@@ -81,8 +81,8 @@ def comm_only_sweep(workload, candidates: list[int], context, group, rounds) -> 
     return [statistics.median(measurement.round_ms(f"K={k}")) for k in candidates]
 
 
-def interference_rate(workload_name: str, context, group, rounds) -> float:
-    setup = Interference(dominant_gemm(workload_name), context.device, group)
+def interference_rate(workload: WorkloadConfig, context, group, rounds) -> float:
+    setup = Interference(dominant_gemm(workload), context.device, group)
     measurement = measure_interleaved([Variant("alone", setup.step(None)),
                                        Variant("beside", setup.step("all-reduce"))],
                                       rounds, context.device, group)
@@ -91,17 +91,16 @@ def interference_rate(workload_name: str, context, group, rounds) -> float:
 
 
 def test_autotune(benchmark, autotune_workload, dist_context, rounds):
-    name, world = autotune_workload
+    workload, world = autotune_workload
     context = dist_context
     group = context.group(world)
-    workload = preset(name)
     profile = ready_profile(workload, context)
     limit = max_chunks(build_model(workload, torch.device("meta")))
     candidates = [k for k in CANDIDATES if k <= limit]
     total_bytes = profile.total_elements * profile.element_size
     times = comm_only_sweep(workload, candidates, context, group, rounds)
     fabric = autotune.fit_fabric(candidates, [total_bytes] * len(candidates), times)
-    rate = interference_rate(name, context, group, rounds)
+    rate = interference_rate(workload, context, group, rounds)
     predictions = [autotune.predict_step_ms(profile, fabric, k, rate) for k in candidates]
     recommended = autotune.recommend(predictions)
 
@@ -125,8 +124,8 @@ def test_autotune(benchmark, autotune_workload, dist_context, rounds):
     record_round_times(benchmark, [sum(s) / 1e3 for s in
                                    measurement.step_ms[f"K={recommended['chunks']}"]])
     write_row(benchmark, {
-        "kind": "autotune", "workload": name, "world_size": world, "profile": context.profile,
-        "backend": context.backend, "strategy": "chunked",
+        "kind": "autotune", "workload": workload.name, "world_size": world,
+        "profile": context.profile, "backend": context.backend, "strategy": "chunked",
         "fabric": {"alpha_ms": fabric.alpha_ms, "beta_ms_per_byte": fabric.beta_ms_per_byte,
                    "bandwidth_gbps": fabric.bandwidth_gbps,
                    "comm_only_ms": dict(zip(map(str, candidates), times)),
@@ -139,7 +138,7 @@ def test_autotune(benchmark, autotune_workload, dist_context, rounds):
         "candidates": candidates, "measurement": measurement.to_json(),
     })
     if context.rank == 0:
-        print(f"\nautotune {name}, {world} ranks: recommended K={recommended['chunks']} "
+        print(f"\nautotune {workload.name}, {world} ranks: recommended K={recommended['chunks']} "
               f"(best measured K={best}, recommended/best {gap.value:.3f}); predicted vs "
               "measured: " + ", ".join(f"K={r['chunks']} {r['predicted_ms']:.3g}/"
                                        f"{r['measured_ms']['value']:.3g} ms" for r in rows))

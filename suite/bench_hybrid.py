@@ -42,10 +42,6 @@ from impl.hybrid import (
     check_training,
     host_initialised_model,
     loss_curves_match,
-    mlp_256x8_b1024,
-    mlp_4096x8_b8192,
-    mlp_4096x24_b4096_bf16,
-    mlp_8192x16_b2048_bf16,
 )
 from impl.hybrid.bounds import GOALS, measure_rates, meets, offload_bounds
 from impl.hybrid.coarse import (
@@ -57,12 +53,21 @@ from impl.hybrid.coarse import (
     worker_device,
 )
 from impl.hybrid.digits import DIGITS_VARIANTS, DigitsConfig, load_data, run_digits
-from impl.hybrid.gpt_forward import STUDY_TABLE, gpt_study_w384_b2, measure_in_fresh_process
+from impl.hybrid.gpt_forward import STUDY_TABLE, measure_in_fresh_process
 from impl.hybrid.host_adam import ADAM_BYTES_PER_PARAMETER, HostAdam
 from impl.hybrid.largest import measure_only_offload
 from impl.hybrid.measure import host_work_split
+from impl.presets import (
+    gpt_small_bf16,
+    gpt_study_w384_b2,
+    mlp_256x8_b1024,
+    mlp_4096x8_b8192,
+    mlp_4096x24_b4096_bf16,
+    mlp_8192x16_b2048_bf16,
+    preset,
+)
 from impl.rows.write import write_row
-from impl.workloads import Batch, build_model, describe, gpt_small_bf16, loss_fn, preset
+from impl.workloads import Batch, build_model, describe, loss_fn
 from suite.harness import Variant, batches, measure_interleaved, record_round_times, rounds_for
 from suite.study_rows import comparison, round_seconds
 

@@ -28,7 +28,7 @@ import torch.distributed as dist
 
 from impl import capabilities, stats
 from impl.rows.write import write_row
-from impl.workloads import DTYPES, preset
+from impl.workloads import DTYPES, WorkloadConfig
 from suite.conftest import launched_world, suite_axes
 from suite.harness import StepClock, Variant, measure_interleaved, record_round_times, sync
 
@@ -49,11 +49,10 @@ class Gemm:
         return self.k * self.n
 
 
-def dominant_gemm(name: str) -> Gemm:
+def dominant_gemm(config: WorkloadConfig) -> Gemm:
     """The largest matrix product of the workload's step (forward shape; backward has two
     of the same size): batch × width × width for an MLP, tokens × 4·width × width for a GPT's
     MLP, rows × features × features for the seed layer."""
-    config = preset(name)
     if config.kind == "mlp":
         return Gemm(config.batch, config.width, config.width, config.dtype)
     if config.kind == "gpt":
@@ -68,9 +67,10 @@ def interferers(world_size: int, cuda: bool) -> tuple[str, ...]:
 def pytest_generate_tests(metafunc):
     if "interference_workload" in metafunc.fixturenames:
         axes = suite_axes(metafunc.config)
-        names = [w for w in axes["workloads"] if preset(w).kind != "seed_layer"]
-        metafunc.parametrize("interference_workload", names,
-                             ids=[f"{w}-w{launched_world()}-{axes['profile']}" for w in names])
+        workloads = [w for w in axes["workloads"] if w.kind != "seed_layer"]
+        metafunc.parametrize("interference_workload", workloads,
+                             ids=[f"{w.name}-w{launched_world()}-{axes['profile']}"
+                                  for w in workloads])
 
 
 def timed_ms(work: Callable[[], None], device: torch.device, repeats: int = 3) -> float:
@@ -182,7 +182,7 @@ def test_interference(benchmark, interference_workload, dist_context, rounds):
     benchmark.group = f"interference-w{context.world_size}-{context.profile}"
     record_round_times(benchmark, [sum(s) / 1e3 for s in measurement.step_ms["alone"]])
     write_row(benchmark, {
-        "kind": "interference", "workload": interference_workload,
+        "kind": "interference", "workload": interference_workload.name,
         "world_size": context.world_size, "profile": context.profile,
         "backend": context.backend,
         "device": torch.cuda.get_device_name(context.device)

@@ -40,7 +40,7 @@ from impl.rows.write import write_row
 from impl.strategies import STRATEGIES, StrategyOptions, build_strategy, overlapping
 from impl.strategies.knobs import chunking_problem, variant_strategy
 from impl.strategy_check import errors_vs_sequential, weight_tolerance
-from impl.workloads import DTYPES, build_model, describe, preset
+from impl.workloads import DTYPES, WorkloadConfig, build_model, describe
 from suite.conftest import launched_world, suite_axes, under_mpirun
 from suite.harness import (
     Measurement,
@@ -62,7 +62,7 @@ def compared_under_torchrun(name: str) -> bool:
 
 @dataclass(frozen=True)
 class Cell:
-    workload: str
+    workload: WorkloadConfig
     chunks: int
     world_size: int
     profile: str
@@ -92,7 +92,8 @@ class Cell:
         return (*references, *self.compared)
 
     def id(self, variant: str) -> str:
-        return f"{self.workload}-{variant}-K{self.chunks}-w{self.world_size}-{self.profile}"
+        return (f"{self.workload.name}-{variant}-K{self.chunks}-w{self.world_size}-"
+                f"{self.profile}")
 
 
 @dataclass(frozen=True)
@@ -110,8 +111,8 @@ def cells(axes: dict, world: int, mpi: bool) -> list[Cell]:
     workload allows (model sizes read on the meta device, no memory), MPI cells under mpirun.
     The cell at the knob K (``axes["knob_chunks"]``) also measures the named variants."""
     found = []
-    for name in axes["workloads"]:
-        meta = build_model(preset(name), torch.device("meta"))
+    for workload in axes["workloads"]:
+        meta = build_model(workload, torch.device("meta"))
         limit = max_chunks(meta)
         chunks = [k for k in axes["chunks"] if k <= limit] or [min(axes["chunks"][0], limit)]
         for size in sorted(w for w in axes["world_sizes"] if w <= world):
@@ -129,8 +130,9 @@ def cells(axes: dict, world: int, mpi: bool) -> list[Cell]:
                 if size > 1 and k == axes["knob_chunks"] and not mpi:
                     # A variant whose chunking cannot cut this model (equal layers with fewer
                     # layers than K) is left out, not failed.
-                    measured = tuple(v for v in knobs if not chunking_problem(v, k, meta, name))
-                found.append(Cell(name, k, size, axes["profile"], runnable, mpi=mpi,
+                    measured = tuple(v for v in knobs
+                                     if not chunking_problem(v, k, meta, workload.name))
+                found.append(Cell(workload, k, size, axes["profile"], runnable, mpi=mpi,
                                   knobs=measured))
     return found
 
@@ -164,14 +166,14 @@ def expected_seconds(item, mode: str) -> float:
     checks = (len(cell.compared) + 1) * rounds.check_steps
     timed = (rounds.warmup + rounds.rounds) * rounds.steps_per_round * len(cell.variants)
     builds = len(cell.compared) + len(cell.variants) + 2
-    return deadline.expected_s(preset(cell.workload), checks + timed, builds, cell.world_size,
+    return deadline.expected_s(cell.workload, checks + timed, builds, cell.world_size,
                                device)
 
 
 def skip_reason(cell: Cell) -> str | None:
-    kernel = getattr(preset(cell.workload), "kernel", "cublas")
+    kernel = getattr(cell.workload, "kernel", "cublas")
     if kernel != "cublas" and (reason := capabilities.missing_gpu()):
-        return f"{cell.workload} runs hand-written CUDA kernels: {reason}"
+        return f"{cell.workload.name} runs hand-written CUDA kernels: {reason}"
     if cell.mpi and (reason := capabilities.missing_mpi()):
         return reason
     return None
@@ -183,7 +185,7 @@ def skip_reason(cell: Cell) -> str | None:
 def build_variant(name: str, cell: Cell, group, data, weights: Pristine) -> tuple[Variant, object]:
     """A variant on aliases of the cell's one set of weights (impl/memory.py), restored to the
     same state before each of its segments, ready to step."""
-    workload = preset(cell.workload)
+    workload = cell.workload
     options = StrategyOptions(chunks=cell.chunks, check_finite=False)
     model = alias_model(weights.model, workload)
     if name == comparisons.COMPUTE_ONLY:
@@ -205,7 +207,7 @@ def build_variant(name: str, cell: Cell, group, data, weights: Pristine) -> tupl
 
 def check_cell(cell: Cell, group, context, rounds) -> dict[str, dict]:
     """Correctness before timing: each compared strategy's weights against sequential's."""
-    workload = preset(cell.workload)
+    workload = cell.workload
     candidates = {}
     for name in cell.compared:
         candidates[name] = variant_strategy(name, cell.chunks, check_finite=True)
@@ -243,21 +245,21 @@ def plan_memory(cell: Cell, group, context, data) -> MemoryPlan | None:
     """The cell's memory plan on this GPU (None on the CPU), agreed by the group's ranks."""
     if context.device.type != "cuda":
         return None
-    plan = plan_for_cell(preset(cell.workload), list(cell.variants), list(cell.compared),
+    plan = plan_for_cell(cell.workload, list(cell.variants), list(cell.compared),
                          cell.chunks, cell.world_size, context.device, data[0])
     return agreed(plan, group, context.device)
 
 
 def measure_cell(cell: Cell, context, rounds, sampler) -> CellResult | CellSkipped:
     group = context.group(cell.world_size)
-    data = batches(preset(cell.workload), context.device, context.rank)
+    data = batches(cell.workload, context.device, context.rank)
     plan = plan_memory(cell, group, context, data)
     if plan is not None and not plan.fits:
         return CellSkipped(f"{cell.id('*')} {plan.line()}")
     if plan is not None:
         torch.cuda.reset_peak_memory_stats(context.device)
     checks = check_cell(cell, group, context, rounds)
-    weights = Pristine(build_model(preset(cell.workload), context.device),
+    weights = Pristine(build_model(cell.workload, context.device),
                        on_device=plan is None or plan.pristine_on == "device")
     with shared_buffers():
         built = [build_variant(name, cell, group, data, weights) for name in cell.variants]
@@ -325,7 +327,7 @@ def test_overlap(benchmark, row, dist_context, rounds, cell_results, sampler_fac
     if context.group(cell.world_size) is None:
         pytest.skip(f"rank {context.rank} is outside the {cell.world_size}-rank group")
     result = result_for(cell, cell_results, context, rounds, sampler_factory)
-    benchmark.group = f"{cell.workload}-K{cell.chunks}-w{cell.world_size}-{cell.profile}"
+    benchmark.group = f"{cell.workload.name}-K{cell.chunks}-w{cell.world_size}-{cell.profile}"
     info = common_info(cell, context, rounds)
     if row.variant == COMPARE:
         round_s = [sum(segment) for segment in zip(*result.measurement.wall_s.values())]
@@ -340,10 +342,10 @@ def test_overlap(benchmark, row, dist_context, rounds, cell_results, sampler_fac
 
 
 def common_info(cell: Cell, context, rounds) -> dict:
-    workload = preset(cell.workload)
+    workload = cell.workload
     device = (torch.cuda.get_device_name(context.device) if context.device.type == "cuda"
               else capabilities.default_device().type)
-    return {"real": True, "workload": cell.workload, "chunks": cell.chunks,
+    return {"real": True, "workload": cell.workload.name, "chunks": cell.chunks,
             "world_size": cell.world_size, "profile": context.profile,
             "backend": context.backend, "device": device, "config": describe(workload),
             "rounds": asdict(rounds), "order_seed": 0}
@@ -363,7 +365,7 @@ def _value(estimate: dict | None) -> float | None:
 
 def variant_info(variant: str, cell: Cell, result: CellResult) -> dict:
     """A variant's row: its own step times, and its figures copied from the comparison."""
-    workload = preset(cell.workload)
+    workload = cell.workload
     measurement = result.measurement
     steps = [ms for segment in measurement.step_ms[variant] for ms in segment]
     round_ms = measurement.round_ms(variant)

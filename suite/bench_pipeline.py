@@ -28,9 +28,10 @@ from impl.pipeline import SCHEDULES, PipelineOptions, build_schedule, cut_stage
 from impl.pipeline.measure import PIPELINE_FIELDS, bubble_fraction, bubble_theory
 from impl.pipeline.plans import MICROBATCH_COUNTS
 from impl.pipeline.schedule_check import max_abs_err_vs_single, single_device_weights
+from impl.presets import preset
 from impl.rows.write import write_row
 from impl.strategy_check import weight_tolerance
-from impl.workloads import DTYPES, build_model, describe, preset
+from impl.workloads import DTYPES, MLPConfig, build_model, describe
 from suite.conftest import suite_axes
 from suite.harness import Variant, batches, measure_interleaved, record_round_times, rounds_for
 from suite.study_rows import comparison, round_seconds
@@ -47,21 +48,21 @@ MICROBATCHES = {  # (gpu?, mode) -> m values; the CPU default stays well under a
 
 @dataclass(frozen=True)
 class Setting:
-    workload: str
+    workload: MLPConfig
     stages: int
     microbatches: int
 
     @property
     def id(self) -> str:
-        return f"{self.workload}-p{self.stages}-m{self.microbatches}"
+        return f"{self.workload.name}-p{self.stages}-m{self.microbatches}"
 
 
 def settings(config) -> list[Setting]:
     # GPU presets only where the stages are GPUs: a gloo run on a GPU machine pipelines CPUs.
     gpu = (os.environ.get("OVERLAP_BACKEND") or capabilities.default_backend()) == "nccl"
     axes = suite_axes(config)
-    workloads = [w for w in (config.suite_choices["workloads"] or [WORKLOADS[gpu]])
-                 if preset(w).kind == "mlp"]
+    workloads = [w for w in map(preset, config.suite_choices["workloads"] or [WORKLOADS[gpu]])
+                 if w.kind == "mlp"]
     stages = [p for p in axes["world_sizes"] if p >= 2] or [2]
     return [Setting(w, p, m) for w in workloads for p in stages
             for m in MICROBATCHES[gpu, config.option.suite_mode]]
@@ -88,15 +89,15 @@ def expected_seconds(item, mode: str) -> float:
     rounds = rounds_for(mode, device)
     per_variant = rounds.check_steps + (rounds.warmup + rounds.rounds) * rounds.steps_per_round
     steps = rounds.check_steps + len(VARIANTS) * (per_variant + 1)
-    return deadline.expected_s(preset(setting.workload), steps, 2 * len(VARIANTS) + 1, 1,
+    return deadline.expected_s(setting.workload, steps, 2 * len(VARIANTS) + 1, 1,
                                device)
 
 
 def skip_reason(setting: Setting, context) -> str | None:
     if reason := capabilities.missing_world(setting.stages, context.world_size):
         return f"{reason} (one pipeline stage per rank)"
-    if setting.microbatches > preset(setting.workload).batch:
-        return f"m={setting.microbatches} exceeds the batch of {setting.workload}"
+    if setting.microbatches > setting.workload.batch:
+        return f"m={setting.microbatches} exceeds the batch of {setting.workload.name}"
     if context.group(setting.stages) is None:
         return f"rank {context.rank} is outside the {setting.stages}-stage pipeline"
     return None
@@ -131,7 +132,7 @@ def step_peak_mib(schedule, batch, device: torch.device) -> float | None:
 
 def measure(setting: Setting, context, rounds) -> dict:
     """Check, then time every runnable variant of ``setting`` interleaved; on every stage."""
-    workload = preset(setting.workload)
+    workload = setting.workload
     group, device = context.group(setting.stages), context.device
     index = dist.get_rank(group)
     data = batches(workload, device, rank=0)  # every stage reads the same batches
@@ -210,7 +211,7 @@ def test_pipeline(benchmark, setting, variant, dist_context, rounds):
     measured = measured_setting(setting, context, rounds)
     if variant in measured["skipped"]:
         pytest.skip(measured["skipped"][variant])
-    workload = preset(setting.workload)
+    workload = setting.workload
     rows = pipeline_rows(measured, variant, setting.stages, setting.microbatches)
     step = stats.median(rows["round_ms"])
     bubbles = rows["bubbles"]
@@ -220,7 +221,7 @@ def test_pipeline(benchmark, setting, variant, dist_context, rounds):
     schedule, options = variant_options(variant, setting.microbatches)
     write_row(benchmark, {
         "kind": "pipeline", "variant": variant, "schedule": schedule,
-        "recompute": options.recompute, "workload": setting.workload,
+        "recompute": options.recompute, "workload": setting.workload.name,
         "stages": setting.stages, "microbatches": setting.microbatches,
         "backend": context.backend, "device": torch.cuda.get_device_name(context.device)
         if context.device.type == "cuda" else "cpu",
@@ -259,7 +260,7 @@ def test_pipeline_comparison(benchmark, setting, dist_context, rounds):
                     for r in range(len(next(iter(rounds_ms.values()))))]
     record_round_times(benchmark, round_seconds(whole_rounds))
     write_row(benchmark, {
-        "kind": "pipeline_comparison", "workload": setting.workload, "stages": setting.stages,
+        "kind": "pipeline_comparison", "workload": setting.workload.name, "stages": setting.stages,
         "microbatches": setting.microbatches, "backend": context.backend,
         "comparisons": pairs, "round_ms": rounds_ms, "orders": measured["orders"],
         "seed": measured["seed"], "skipped": measured["skipped"],

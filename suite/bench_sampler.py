@@ -14,7 +14,7 @@ import pytest
 from impl import capabilities, stats
 from impl.rows.write import write_row
 from impl.strategies import StrategyOptions, build_strategy
-from impl.workloads import build_model, preset
+from impl.workloads import build_model
 from suite.conftest import suite_axes
 from suite.harness import Variant, batches, measure_interleaved, record_round_times
 
@@ -36,7 +36,7 @@ def test_sampler_overhead(benchmark, dist_context, rounds, sampler_factory, pyte
     sampler = sampler_factory(1)
     if sampler is None or not sampler.available:
         pytest.skip(capabilities.missing_nvml() or "no GPU in this run")
-    workload = preset(suite_axes(pytestconfig)["workloads"][0])
+    workload = suite_axes(pytestconfig)["workloads"][0]
     built = [sampler_variant("sampler-off", workload, context),
              sampler_variant("sampler-on", workload, context, sampler)]
     measurement = measure_interleaved([v for v, _ in built], rounds, context.device, None)

@@ -14,9 +14,10 @@ import torch
 
 from impl.costmodel.compute import ReadyProfile
 from impl.costmodel.schedule import Collective, Plan, simulate
+from impl.presets import preset
 from impl.rows.write import write_row
 from impl.strategies import StrategyOptions, build_strategy
-from impl.workloads import build_model, make_batch, preset
+from impl.workloads import build_model, make_batch
 
 SCALE = {"quick": 0.01, "default": 0.02, "full": 0.05}  # of the study's 300 ms / 200 ms
 CHUNKS = (5, 10)

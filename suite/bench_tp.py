@@ -27,13 +27,13 @@ import torch.distributed as dist
 
 from impl import capabilities
 from impl.kernels import ops, peaks
+from impl.presets import preset
 from impl.rows.write import write_row
 from impl.tensor_parallel.layers import (
     TpMlpConfig,
     TpMlpRunner,
     check_runner,
     gemm_shapes,
-    preset,
     reference_outputs,
 )
 from impl.tensor_parallel.metrics import (
@@ -73,14 +73,14 @@ SCALINGS = ("strong", "weak")
 
 @dataclass(frozen=True)
 class Row:
-    preset: str
+    config: TpMlpConfig
     backend: str
     variant: TpVariant | None  # None: the cell's comparison row
 
     @property
     def id(self) -> str:
         what = self.variant.name if self.variant else "comparison"
-        return f"{self.preset}-{what}-{self.backend}"
+        return f"{self.config.name}-{what}-{self.backend}"
 
 
 def cell_variants(world_sizes: list[int]) -> list[TpVariant]:
@@ -99,9 +99,9 @@ def pytest_generate_tests(metafunc):
     worlds = world_sizes(metafunc.config)
     gpu = capabilities.gpu_count() > 0
     # A backend this machine lacks gets one row, skipped with the reason, not one per variant.
-    rows = [Row(name, backend, variant)
-            for name in DEFAULT_PRESETS[gpu, metafunc.config.option.suite_mode]
-            for backend in BACKENDS_BY_DTYPE[preset(name).dtype]
+    rows = [Row(config, backend, variant)
+            for config in map(preset, DEFAULT_PRESETS[gpu, metafunc.config.option.suite_mode])
+            for backend in BACKENDS_BY_DTYPE[config.dtype]
             for variant in [*(cell_variants(worlds)
                               if missing_gemm_backend(backend) is None else []), None]]
     metafunc.parametrize("tp_row", rows, ids=[r.id for r in rows])
@@ -116,7 +116,7 @@ def skip_reason(row: Row, context) -> str | None:
     if reason := capabilities.missing_world(variant.world_size, context.world_size):
         return reason
     if variant.schedule == "fused":
-        if not preset(row.preset).sequence_parallel:
+        if not row.config.sequence_parallel:
             return FUSED_FORM_ONLY
         if row.backend != "torch":
             return "fused runs cuBLAS inside PyTorch's ops: measured in the torch-backend cell"
@@ -165,7 +165,7 @@ def gemm_rows(layer: TpMlpConfig, world: int, gemm_ms: dict[str, float], dtype: 
 def checked_runners(row: Row, variants: list[TpVariant], context) -> tuple[dict, dict, dict]:
     """Each variant built on its subgroup and checked against the single-device block (one
     reference per scaling and world size). Ranks outside a subgroup build nothing for it."""
-    config = preset(row.preset)
+    config = row.config
     gemm = Gemm(row.backend, DTYPES[config.dtype])
     runners, layers, checks = {}, {}, {}
     for scaling, world in dict.fromkeys((v.scaling, v.world_size) for v in variants):
@@ -217,7 +217,7 @@ def variant_info(row: Row, v: TpVariant, layer: TpMlpConfig, check: dict,
     figures = variant_figures(measurement, v, layer_flops(layer.tokens, layer.hidden, layer.ffn),
                               set(measurement.names))
     return {
-        "kind": "tensor_parallel", "preset": row.preset, "gemm_backend": row.backend,
+        "kind": "tensor_parallel", "preset": row.config.name, "gemm_backend": row.backend,
         "scaling": v.scaling, "schedule": v.schedule, "world_size": v.world_size,
         "form": "sequence-parallel" if layer.sequence_parallel else "all-reduce",
         "tokens": layer.tokens, "hidden": layer.hidden, "ffn": layer.ffn,
@@ -236,14 +236,14 @@ def variant_info(row: Row, v: TpVariant, layer: TpMlpConfig, check: dict,
 
 def measure_cell(row: Row, context, rounds, world_sizes: list[int]) -> Cell:
     variants = [v for v in cell_variants(world_sizes)
-                if skip_reason(Row(row.preset, row.backend, v), context) is None]
+                if skip_reason(Row(row.config, row.backend, v), context) is None]
     runners, layers, checks = checked_runners(row, variants, context)
     failed = [f"{name}: max relative error {c['max_rel_err']:.3g} > tolerance "
               f"{c['tolerance']:.3g} ({c['errors']})" for name, c in checks.items()
               if not c["max_rel_err"] <= c["tolerance"]]
     # A fast wrong answer is a failure: nothing is timed and every row of the cell says so.
     if any_rank(bool(failed), context):
-        return Cell(None, variants, error=f"{row.preset} with {row.backend}: "
+        return Cell(None, variants, error=f"{row.config.name} with {row.backend}: "
                     + ("; ".join(failed) or "a check failed on another rank"))
     measurement, timelines = measure(runners, variants, rounds, context)
     cell = Cell(measurement, variants)
@@ -257,10 +257,10 @@ def measure_cell(row: Row, context, rounds, world_sizes: list[int]) -> Cell:
                                              measurement, timelines.get(v.name), where,
                                              device_peaks)
     cell.info["comparison"] = {
-        "kind": "tensor_parallel_comparison", "preset": row.preset, "gemm_backend": row.backend,
-        "dtype": preset(row.preset).dtype, **where, "variants": measurement.names,
-        "measurement": measurement.to_json(), "checks": checks,
-        "config": asdict(preset(row.preset)),
+        "kind": "tensor_parallel_comparison", "preset": row.config.name,
+        "gemm_backend": row.backend, "dtype": row.config.dtype, **where,
+        "variants": measurement.names, "measurement": measurement.to_json(), "checks": checks,
+        "config": asdict(row.config),
     }
     runners.clear()
     if context.device.type == "cuda":
@@ -287,13 +287,13 @@ def test_tp(benchmark, tp_row: Row, dist_context, rounds, tp_cells, pytestconfig
     context = dist_context
     if reason := skip_reason(tp_row, context):
         pytest.skip(reason)
-    key = (tp_row.preset, tp_row.backend)
+    key = (tp_row.config, tp_row.backend)
     if key not in tp_cells:
         tp_cells[key] = measure_cell(tp_row, context, rounds, world_sizes(pytestconfig))
     cell = tp_cells[key]
     if cell.error:
         pytest.fail(cell.error)
-    benchmark.group = f"tp-{tp_row.preset}-{tp_row.backend}"
+    benchmark.group = f"tp-{tp_row.config.name}-{tp_row.backend}"
     if tp_row.variant is None:
         walls = [sum(cell.measurement.wall_s[name][r] for name in cell.measurement.names)
                  for r in range(len(cell.measurement.orders))]

@@ -11,6 +11,7 @@ import os
 import pytest
 
 from impl import capabilities
+from impl.presets import preset
 from impl.profiles import recorded_profile
 from impl.settings import selected_backend
 from impl.strategies import measured_by_default
@@ -76,7 +77,9 @@ def suite_axes(config) -> dict:
         "knobs": knobs, "knob_chunks": knob_chunks, "backend": backend,
         "profile": recorded_profile(backend),  # part of every benchmark id: runs merge safely
         "strategies": choices["strategies"] or measured_by_default(),
-        "workloads": choices["workloads"] or DEFAULT_WORKLOADS[gpu, mode],
+        # resolved here once: every benchmark's cells hold the config (impl/presets.py)
+        "workloads": [preset(name) for name in choices["workloads"]
+                      or DEFAULT_WORKLOADS[gpu, mode]],
         "chunks": choices["chunks"] or DEFAULT_CHUNKS[gpu, mode],
         "world_sizes": choices["world_sizes"] or list(WORLD_SIZES),
     }

@@ -15,9 +15,10 @@ import torch  # noqa: E402
 
 from impl.dist import init_distributed  # noqa: E402
 from impl.gradients import max_chunks  # noqa: E402
+from impl.presets import preset  # noqa: E402
 from impl.strategies import StrategyOptions  # noqa: E402
 from impl.strategy_check import max_abs_err_vs_sequential  # noqa: E402
-from impl.workloads import build_model, preset  # noqa: E402
+from impl.workloads import build_model  # noqa: E402
 
 
 def main() -> None:

@@ -126,11 +126,12 @@ def test_mpi_cell_under_mpirun(tmp_path):
 
 
 def test_knob_variants_that_cannot_cut_the_model_are_left_out():
+    from impl.presets import preset
     from suite.bench_overlap import cells
 
-    axes = {"workloads": ["mlp_tiny"], "chunks": [5, 20], "world_sizes": [2], "profile": "gloo",
-            "backend": "gloo", "strategies": ["sequential", "chunked"], "knob_chunks": 20,
-            "knobs": ["chunked+update", "chunked+layers"]}
+    axes = {"workloads": [preset("mlp_tiny")], "chunks": [5, 20], "world_sizes": [2],
+            "profile": "gloo", "backend": "gloo", "strategies": ["sequential", "chunked"],
+            "knob_chunks": 20, "knobs": ["chunked+update", "chunked+layers"]}
     knob_cell, = [cell for cell in cells(axes, world=2, mpi=False) if cell.chunks == 20]
     # mlp_tiny has 8 parameter tensors: 20 chunks of whole layers cannot exist
     assert knob_cell.knobs == ("chunked+update",)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from impl.presets import preset
 from suite import bench_tp
 from suite.harness import Rounds
 from tests.multirank import run_ranks
@@ -15,7 +16,8 @@ ROUNDS = Rounds(warmup=1, rounds=4)
 
 
 def one_cell(context):
-    return bench_tp.measure_cell(bench_tp.Row(PRESET, "torch", None), context, ROUNDS, [1, 2, 4])
+    return bench_tp.measure_cell(bench_tp.Row(preset(PRESET), "torch", None), context, ROUNDS,
+                                 [1, 2, 4])
 
 
 def cell_with_a_bad_rank(context):
@@ -30,7 +32,7 @@ def cell_with_a_bad_rank(context):
 
     bench_tp.check_runner = check
     try:
-        return bench_tp.measure_cell(bench_tp.Row(PRESET, "torch", None), context, ROUNDS,
+        return bench_tp.measure_cell(bench_tp.Row(preset(PRESET), "torch", None), context, ROUNDS,
                                      [1, 2])
     finally:
         bench_tp.check_runner = real

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from impl import deadline
+from impl.presets import preset
 from impl.suite_options import check_suite_options
-from impl.workloads import preset
 from suite import hangs
 from suite.launch import Launcher
 from suite.run import InputError, Pass, check_pytest_args, main, merge, resumed_pass, run_passes

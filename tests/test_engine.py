@@ -6,9 +6,10 @@ import pytest
 import torch
 
 from impl.gradients import max_chunks
+from impl.presets import preset
 from impl.strategies import StrategyOptions
 from impl.strategy_check import max_abs_diff, train
-from impl.workloads import build_model, preset
+from impl.workloads import build_model
 from tests.multirank import run_ranks
 
 STRATEGIES = ("sequential", "threaded", "chunked", "ddp")

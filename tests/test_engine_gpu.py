@@ -13,10 +13,11 @@ import torch
 
 from impl import capabilities, metrics
 from impl.gradients import max_chunks
+from impl.presets import preset
 from impl.strategies import StrategyOptions, build_strategy
 from impl.strategies.knobs import chunking_problem, variant_strategy
 from impl.strategy_check import max_abs_diff, train, weight_tolerance
-from impl.workloads import DTYPES, MLPConfig, build_model, make_batch, preset
+from impl.workloads import DTYPES, MLPConfig, build_model, make_batch
 from tests.multirank import run_ranks
 
 pytestmark = [pytest.mark.gpu,

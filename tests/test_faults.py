@@ -8,9 +8,10 @@ import pytest
 import torch
 
 from impl.finite import NonFiniteGradient
+from impl.presets import preset
 from impl.strategies import StrategyOptions, build_strategy
 from impl.strategy_check import max_abs_diff, train
-from impl.workloads import build_model, make_batch, preset
+from impl.workloads import build_model, make_batch
 from tests.multirank import run_ranks
 
 POISONED_RANK, POISONED_STEP = 1, 2

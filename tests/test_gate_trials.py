@@ -7,8 +7,8 @@ import os
 
 import pytest
 
+from impl.presets import preset
 from impl.settings import check_environment
-from impl.workloads import preset
 from reports.gate import trials as gate_trials
 
 

@@ -44,9 +44,10 @@ from impl.hybrid.gpt_forward import forward_ms
 from impl.hybrid.measure import host_work_split
 from impl.hybrid.offload import OffloadOverlap
 from impl.hybrid.trainer_check import check_first_step, ieee_fp32, weight_tolerance
+from impl.presets import preset
 from impl.strategy_check import max_abs_diff
 from impl.timeline import Interval, Timeline
-from impl.workloads import Batch, GPTConfig, build_model, loss_fn, make_batch, preset
+from impl.workloads import Batch, GPTConfig, build_model, loss_fn, make_batch
 from tests.multirank import run_ranks
 
 ROOT = Path(__file__).parent.parent

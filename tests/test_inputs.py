@@ -10,9 +10,10 @@ import pytest
 import torch
 
 from impl.gradients import check_chunks
+from impl.presets import preset
 from impl.profiles import apply_profile, check_profile
 from impl.strategies import StrategyOptions, build_strategy, check_strategy
-from impl.workloads import Batch, build_model, make_batch, preset
+from impl.workloads import Batch, build_model, make_batch
 from suite.run import free_port
 
 CPU = torch.device("cpu")

@@ -23,8 +23,9 @@ from impl.memory import (
     own_bytes,
     plan_cell,
 )
+from impl.presets import preset
 from impl.strategies import StrategyOptions, build_strategy
-from impl.workloads import GPTConfig, build_model, make_batch, preset
+from impl.workloads import GPTConfig, build_model, make_batch
 
 META = torch.device("meta")
 # The K = 20 cell on 2 GPUs with every knob (chunked+layers cannot cut 12 layers into 20).

@@ -11,8 +11,9 @@ from impl import metrics
 from impl.costmodel import variant_plans
 from impl.costmodel.compute import ReadyProfile, bucket_ends, parameter_layout
 from impl.costmodel.schedule import Collective, Plan, simulate
+from impl.presets import preset
 from impl.strategies import StrategyOptions, build_strategy
-from impl.workloads import build_model, preset
+from impl.workloads import build_model
 
 
 def four_chunks(step_ms: float | None = None) -> ReadyProfile:

@@ -6,9 +6,10 @@ import pytest
 import torch
 
 from impl.gradients import chunk_bounds
+from impl.presets import preset
 from impl.strategies import StrategyOptions, build_strategy
 from impl.strategy_check import max_abs_diff, train
-from impl.workloads import build_model, preset
+from impl.workloads import build_model
 from tests.multirank import run_ranks
 
 SPANS = [(0, 100), (100, 1100), (1100, 1200), (1200, 5200)]

@@ -24,8 +24,9 @@ from impl.pipeline.schedule_check import (
     pipeline_weights,
     single_device_weights,
 )
+from impl.presets import preset
 from impl.strategy_check import max_abs_diff, weight_tolerance
-from impl.workloads import build_model, make_batch, preset
+from impl.workloads import build_model, make_batch
 from tests.multirank import run_ranks
 
 WORKLOAD = "mlp_tiny"

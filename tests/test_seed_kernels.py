@@ -12,9 +12,9 @@ import torch
 
 from impl import capabilities
 from impl.kernels import autograd, ops
+from impl.presets import preset
 from impl.strategies import StrategyOptions
 from impl.strategy_check import max_abs_diff, train
-from impl.workloads import preset
 
 CPU = torch.device("cpu")
 

@@ -15,6 +15,7 @@ from dataclasses import replace
 import pytest
 import torch
 
+from impl.presets import preset
 from impl.tensor_parallel import layers as tp
 from impl.tensor_parallel import metrics as tp_metrics
 from impl.tensor_parallel.schedules import (
@@ -28,7 +29,7 @@ from impl.tensor_parallel.schedules import (
 )
 from tests.multirank import run_ranks
 
-SP = tp.preset("tp_mlp_h32_t64_fp32")
+SP = preset("tp_mlp_h32_t64_fp32")
 CONFIGS = {
     "sp": SP,
     "ar": replace(SP, name="tp_mlp_ar_h32_t64_fp32", sequence_parallel=False),
@@ -251,8 +252,8 @@ def test_bad_choices_name_the_value_and_what_is_allowed():
         build_schedule("async", None, Gemm("torch", torch.float32), torch.device("cpu"))
     with pytest.raises(ValueError, match="GEMM backend 'v3' is not available to it"):
         build_schedule("fused", None, Gemm("v3", torch.float32), torch.device("cpu"))
-    with pytest.raises(ValueError, match="unknown tensor-parallel preset 'tp_x'"):
-        tp.preset("tp_x")
+    with pytest.raises(ValueError, match="unknown workload 'tp_x'; choose one of "):
+        preset("tp_x")
     with pytest.raises(ValueError, match="unknown scaling 'wide'"):
         SP.scaled(2, "wide")
     with pytest.raises(ValueError, match="gather_output needs replicated X"):

@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from impl import metrics
+from impl.presets import preset
 from impl.strategies import StrategyOptions, build_strategy
-from impl.workloads import build_model, make_batch, preset
+from impl.workloads import build_model, make_batch
 from tests.multirank import run_ranks
 
 

@@ -160,7 +160,7 @@ def earlier_cells(rows: Sequence[dict]) -> list[Cell]:
 def unreadable(cell: Cell) -> str | None:
     """Why the model cannot start from this cell's compute-only step, or None."""
     if not known_workload(cell.row["workload"]):
-        return (f"workload {cell.row['workload']!r} is not a preset of impl/workloads.py: its "
+        return (f"workload {cell.row['workload']!r} is not a model preset of impl/presets.py: its "
                 "parameter layout is unknown")
     try:
         compute_profile({**cell.compute, "chunks": cell.row["chunks"]})

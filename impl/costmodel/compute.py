@@ -94,27 +94,26 @@ def profile_from_timeline(timeline: dict, ends: list[int] | tuple[int, ...], ele
 
 
 def known_workload(workload: object) -> bool:
-    """Whether ``workload`` names a preset of impl/workloads.py (whose layout the model reads);
-    a results file may hold others (a newer suite's, or a renamed one)."""
-    from impl.workloads import PRESETS
+    """Whether ``workload`` names a model preset of impl/presets.py (whose layout the model
+    reads); a results file may hold others (a newer suite's, or a renamed one)."""
+    from impl.presets import MODELS
 
-    return isinstance(workload, str) and workload in PRESETS
+    return isinstance(workload, str) and workload in MODELS
 
 
 @lru_cache(maxsize=32)
 def parameter_layout(workload: str) -> tuple[tuple[tuple[int, int], ...], int]:
     """(element range of each parameter in the flat gradient buffer, bytes per element) of a
     preset, read from its model on the meta device (no memory): impl/gradients.py's order."""
-    from unittest import mock
-
     import torch
 
-    from impl.workloads import build_model, preset
+    from impl.presets import preset
+    from impl.workloads import build_model
 
-    # Shapes only: the first normal_ on the meta device loads its kernel for seconds (about 4
-    # on the 2-core machine), longer than the whole prediction should take; nothing is drawn.
-    with mock.patch("torch.nn.init.normal_", lambda tensor, *args, **kwargs: tensor):
-        model = build_model(preset(workload), torch.device("meta"))
+    # Shapes only, as the overlap benchmark reads them (suite/bench_overlap.py, cells): the
+    # first normal_ on the meta device imports torch._dynamo, once per process (2–4 s on the
+    # 2-core machine).
+    model = build_model(preset(workload), torch.device("meta"))
     params = [p for p in reversed(list(model.parameters())) if p.requires_grad]
     spans, offset = [], 0
     for param in params:

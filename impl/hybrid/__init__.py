@@ -20,8 +20,9 @@ from torch import nn
 from impl.hybrid.base import DeviceAdam, DeviceAdamForeach, HybridOptions, Loss, Trainer
 from impl.hybrid.offload import OffloadAfterBackward, OffloadOverlap, OffloadOverlapDelayed
 from impl.hybrid.trainer_check import TrainingCheck, TrainingCheckFailed, check_training
-from impl.metrics import Field
-from impl.workloads import MLPConfig, WorkloadConfig, build_model
+from impl.rows.declare import Field
+from impl.rows.kinds import HYBRID_STEP
+from impl.workloads import WorkloadConfig, build_model
 
 TRAINERS: dict[str, type[Trainer]] = {
     "device-adam": DeviceAdam,
@@ -31,50 +32,9 @@ TRAINERS: dict[str, type[Trainer]] = {
     "offload-overlap-dpu": OffloadOverlapDelayed,
 }
 
-HYBRID_FIELDS: tuple[Field, ...] = (
-    Field("step_ms", "ms", "Median time of one training step (forward, backward, Adam update, "
-          "and for the hybrids the copies and the host's work) over the timed rounds.", False),
-    Field("residual_imbalance", "", "imbalance = |t_gpu − t_cpu| / max(t_gpu, t_cpu) of the two "
-          "workers' forward-and-backward times per step after the shares were balanced "
-          "(median over rounds).", False),
-    Field("gradient_error", "", "Largest |g − g_ref| / max|g_ref| over the check's steps and "
-          "tensors: the trainer's gradients against a backward at the reference's weights, IEEE "
-          "fp32 for an fp32 model, rounded to the model's dtype for bf16/fp16 "
-          "(impl/hybrid/trainer_check.py).", False),
-    Field("weight_error", "", "Largest |w − w_ref| over the check's steps: the trainer's weights "
-          "against Adam (fp32) applied to the trainer's own gradients, update_delay steps "
-          "late (impl/hybrid/trainer_check.py).", False),
-    Field("hidden_host_fraction", "", "1 − exposed / total host work of the offload's step: host "
-          "work is the copies to and from the host and host Adam, exposed the part of it in the "
-          "step that no GPU compute covers (impl/hybrid/measure.py).", False),
-)
-
-
-def mlp_4096x8_b8192() -> MLPConfig:
-    """The offload comparison's GPU shape: 134M fp32 parameters. On one H200 its forward takes
-    about 44 ms and its backward 81 ms at batch 8192; host Adam moves 3.8 GB (32 ms at the
-    117 GB/s the fused update reached on that machine's cores, test_host_adam) and the copies
-    0.5 GB each way (about 10 ms at PCIe's 55 GB/s): less than backward, so an overlap can
-    hide all of it but the last layer's update."""
-    return MLPConfig("mlp_4096x8_b8192", width=4096, depth=8, batch=8192)
-
-
-def mlp_4096x24_b4096_bf16() -> MLPConfig:
-    """The family's bf16 MLP: 403M parameters, ZeRO-Offload's mixed-precision mode. Fused GPU
-    Adam's step is about 15 ms on one H100; host Adam alone on its fp32 master and state
-    (11.3 GB at 28 bytes a parameter) about 85 ms: the host bounds every offload here."""
-    return MLPConfig("mlp_4096x24_b4096_bf16", width=4096, depth=24, batch=4096, dtype="bf16")
-
-
-def mlp_8192x16_b2048_bf16() -> MLPConfig:
-    """The family's largest member (--suite-mode full): 1.07B bf16 parameters."""
-    return MLPConfig("mlp_8192x16_b2048_bf16", width=8192, depth=16, batch=2048, dtype="bf16")
-
-
-def mlp_256x8_b1024() -> MLPConfig:
-    """mlp_tiny at 16 times its batch: on two CPU workers of the 2-core machine its compute is
-    several times the gradient exchange, the split side of the coarse-grained crossover."""
-    return MLPConfig("mlp_256x8_b1024", width=256, depth=8, batch=1024)
+HYBRID_FIELDS: tuple[Field, ...] = HYBRID_STEP.fields_named(
+    "step_ms", "residual_imbalance", "gradient_error", "weight_error",
+    "hidden_host_fraction")  # defined with the hybrid row (impl/rows/kinds.py)
 
 
 def host_initialised_model(workload: WorkloadConfig, device: torch.device,
@@ -113,5 +73,4 @@ def loss_curves_match(candidate: Sequence[float], reference: Sequence[float],
 
 __all__ = ["HYBRID_FIELDS", "TRAINERS", "HybridOptions", "Trainer", "TrainingCheck",
            "TrainingCheckFailed", "build_trainer", "check_training", "host_initialised_model",
-           "loss_curves_match", "mlp_256x8_b1024", "mlp_4096x24_b4096_bf16", "mlp_4096x8_b8192",
-           "mlp_8192x16_b2048_bf16"]
+           "loss_curves_match"]

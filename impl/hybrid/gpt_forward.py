@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from impl import capabilities
+from impl.presets import gpt_study_w384_b2
 from impl.workloads import GPTConfig, build_model, make_batch
 
 # The study's table (its hardware: a GTX 1650 and a 16-core Intel i7), quoted by the report.
@@ -35,11 +36,6 @@ STUDY_TABLE = {
     "cuda": {"hardware": "NVIDIA GTX 1650", "first_ms": 655.0, "steady_ms": (60.0, 60.0),
              "text": "655 ms at first, then ≈60 ms"},
 }
-
-
-def gpt_study_w384_b2() -> GPTConfig:
-    return GPTConfig("gpt_study_w384_b2", layers=10, heads=1, width=384, context=1000, batch=2,
-                     vocab=10000, dropout=0.2)
 
 
 def forward_ms(config: GPTConfig, device: torch.device, iterations: int) -> list[float]:

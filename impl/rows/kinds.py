@@ -49,7 +49,7 @@ def _f(name: str, shape: object, unit: str = "", definition: str = "",
 
 # --- fields several kinds share -------------------------------------------------------------
 
-WORKLOAD = _f("workload", TEXT, "", "The workload preset (impl/workloads.py) the row measured.",
+WORKLOAD = _f("workload", TEXT, "", "The workload preset (impl/presets.py) the row measured.",
               required=True)
 WORLD_SIZE = _f("world_size", INT, "ranks", "Ranks that took part.", required=True)
 PROFILE = _f("profile", TEXT, "", "Interconnect profile (nvlink, shm, socket, gloo-tcp).",
@@ -412,8 +412,26 @@ HYBRID_RATES = _f("rates", "obj?", "", "Rates measured in the same run for the b
 HYBRID_STEP = RowKind(
     "hybrid_step", "One variant of a CPU–GPU hybrid study (fine- or coarse-grained).",
     ("name",),
-    (WORKLOAD, CONFIG, OPTIONS, STEP_MS, STEP_ESTIMATE, ROUND_MS, SAMPLES_PER_S, TOLERANCE,
+    (WORKLOAD, CONFIG, OPTIONS, STEP_ESTIMATE, ROUND_MS, SAMPLES_PER_S, TOLERANCE,
      STAGE_TIMELINES, FIELDS_LIST,
+     # The study's figures (impl/hybrid's HYBRID_FIELDS, quoted by the report).
+     Field("step_ms", "ms", "Median time of one training step (forward, backward, Adam update, "
+           "and for the hybrids the copies and the host's work) over the timed rounds.", False,
+           shape=NUM, required=True),
+     Field("residual_imbalance", "", "imbalance = |t_gpu − t_cpu| / max(t_gpu, t_cpu) of the "
+           "two workers' forward-and-backward times per step after the shares were balanced "
+           "(median over rounds).", False, shape="num?"),
+     Field("gradient_error", "", "Largest |g − g_ref| / max|g_ref| over the check's steps and "
+           "tensors: the trainer's gradients against a backward at the reference's weights, "
+           "IEEE fp32 for an fp32 model, rounded to the model's dtype for bf16/fp16 "
+           "(impl/hybrid/trainer_check.py).", False, shape="num?"),
+     Field("weight_error", "", "Largest |w − w_ref| over the check's steps: the trainer's "
+           "weights against Adam (fp32) applied to the trainer's own gradients, update_delay "
+           "steps late (impl/hybrid/trainer_check.py).", False, shape="num?"),
+     Field("hidden_host_fraction", "", "1 − exposed / total host work of the offload's step: "
+           "host work is the copies to and from the host and host Adam, exposed the part of it "
+           "in the step that no GPU compute covers (impl/hybrid/measure.py).", False,
+           shape=nullable(OPTIONAL_ESTIMATE)),
      _f("study", TEXT, "", "fine-grained or coarse-grained.", required=True),
      _f("variant", TEXT, "", "The variant.", required=True),
      _f("device", TEXT, "", "The device(s) it ran on.", required=True),
@@ -421,14 +439,11 @@ HYBRID_STEP = RowKind(
      _f("check", "obj?", "", "The correctness check against the reference."),
      _f("check_rows", "int?", "", "Batch rows of the correctness check."),
      _f("checks", [OBJ, "?"], "", "Per worker: the correctness checks (coarse)."),
-     _f("gradient_error", "num?", "", "Largest gradient error against the reference."),
-     _f("weight_error", "num?", "", "Largest weight error against the reference."),
      _f("max_abs_err_vs_reference", "num?", "", "Largest weight error (older runs).",
         written=False),
      _f("parameters", "int?", "", "Parameters of the model."),
      _f("host_adam_bytes", "int?", "B", "Bytes host Adam reads and writes per step."),
      *(_f(name, nullable(OPTIONAL_ESTIMATE), unit, definition) for name, unit, definition in (
-         ("hidden_host_fraction", "", "Host work hidden behind GPU compute / host work."),
          ("exposed_adam_ms", "ms", "Host Adam time not hidden."),
          ("exposed_copies_ms", "ms", "Copy time not hidden."),
          ("carried_ms", "ms", "Host work carried into the next step."),
@@ -437,7 +452,6 @@ HYBRID_STEP = RowKind(
          ("host_adam_gbps", "GB/s", "Host Adam's bytes / time."))),
      _f("shares", ["num", "?"], "", "Each worker's share of the batch (coarse)."),
      _f("balance", "obj?", "", "How the batch was split between the workers (coarse)."),
-     _f("residual_imbalance", "num?", "", "Median idle share of the faster worker."),
      _f("residual_imbalance_estimate", OPTIONAL_ESTIMATE, "", "It, with its interval."),
      _f("worker_compute_ms", [[NUM], "?"], "ms", "Each worker's compute per round, alone "
         "(coarse)."),

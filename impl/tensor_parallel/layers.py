@@ -90,31 +90,6 @@ def check_world(world_size: int) -> None:
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"world size {world_size!r}: choose an integer ≥ 1 (ranks)")
 
-PRESETS: dict[str, TpMlpConfig] = {c.name: c for c in (
-    # A transformer MLP block at hidden 8192 (4× expansion), 8192 tokens: GEMM-dominated.
-    TpMlpConfig("tp_mlp_h8192_t8192_bf16", 8192, 8192, 32768, "bf16", pieces_per_peer=4),
-    # The same tokens and hidden with a narrow ffn: as much communication, 1/32 of the GEMMs.
-    TpMlpConfig("tp_mlp_h8192_f1024_t8192_bf16", 8192, 8192, 1024, "bf16", pieces_per_peer=4),
-    TpMlpConfig("tp_mlp_ar_h8192_t8192_bf16", 8192, 8192, 32768, "bf16",
-                sequence_parallel=False, pieces_per_peer=4),
-    # fp32 on GPU: cuBLAS against this project's v3.
-    TpMlpConfig("tp_mlp_h4096_t4096_fp32", 4096, 4096, 16384, "fp32", pieces_per_peer=2),
-    # CPU sizes (gloo, one thread per rank): tens of milliseconds per step.
-    TpMlpConfig("tp_mlp_h256_t512_fp32", 512, 256, 1024, pieces_per_peer=2),
-    TpMlpConfig("tp_mlp_h512_f128_t1024_fp32", 1024, 512, 128, pieces_per_peer=2),
-    TpMlpConfig("tp_mlp_ar_h256_t512_fp32", 512, 256, 1024, sequence_parallel=False,
-                pieces_per_peer=2),
-    TpMlpConfig("tp_mlp_h32_t64_fp32", 64, 32, 128, pieces_per_peer=2),  # the tests' size
-)}
-
-
-def preset(name: str) -> TpMlpConfig:
-    if name not in PRESETS:
-        raise ValueError(f"unknown tensor-parallel preset {name!r}; choose one of "
-                         f"{', '.join(PRESETS)}")
-    return PRESETS[name]
-
-
 # --- the layers ---------------------------------------------------------------------------------
 
 

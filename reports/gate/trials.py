@@ -99,17 +99,14 @@ TARGETS = {
 
 
 def gate_mlp(device_type: str, extra_compute: float = 0.0):
-    """The gate workload's MLP (tests/gate_bench/gate_workload.py) for a device type: about
-    30 ms a step on one core of the 2-core CPU machine; on one GPU, large enough that a step's
-    GEMMs fill the chip (6.4 ms a step on the H200) and small enough that a block is mostly the
-    start of Python and CUDA (about 10 s a process there)."""
-    from impl.workloads import MLPConfig
+    """The gate workload's MLP (tests/gate_bench/gate_workload.py) for a device type, with
+    ``extra_compute``: impl/presets.py's gate presets."""
+    from dataclasses import replace
 
-    if device_type == "cuda":
-        return MLPConfig("gate_mlp_4096x8_bf16", width=4096, depth=8, batch=4096, dtype="bf16",
-                         extra_compute=extra_compute)
-    return MLPConfig("gate_mlp_512x8", width=512, depth=8, batch=128,
-                     extra_compute=extra_compute)
+    from impl.presets import gate_mlp_512x8, gate_mlp_4096x8_bf16
+
+    config = gate_mlp_4096x8_bf16() if device_type == "cuda" else gate_mlp_512x8()
+    return replace(config, extra_compute=extra_compute)
 
 
 def _env(extra: dict[str, str]) -> dict[str, str]:
@@ -163,7 +160,7 @@ def _mlp(target: Target, extra_compute: float):
         return gate_mlp(target.device, extra_compute)
     from dataclasses import replace
 
-    from impl.workloads import preset
+    from impl.presets import preset
 
     return replace(preset(target.workload), extra_compute=extra_compute)
 

@@ -17,7 +17,8 @@ moved by reports/layout.py). reports/context.py calls each in report order.
     prediction.py        prediction
     regression.py        regression
     environment.py       environment, topology
-    appendix.py          runs, before-interleaving, cells, tables (detail: reports/layout.py)
+    appendix.py          runs, before-interleaving, cells, tables (detail: reports/layout.py
+                         moves the tables whose Placement says so)
 
 Each takes the merged benchmark rows (reports/analysis.py) and the runs (reports/captions.py)
 and returns the partial's context: tables (reports/format.py), figures (reports/figures.py,

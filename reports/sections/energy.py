@@ -10,7 +10,15 @@ from collections.abc import Sequence
 from reports import analysis, cells
 from reports.captions import Run, how_text, in_machine_order, machine_text, make_figure
 from reports.figures import Image, _figure, _save, _styled, color
-from reports.format import Column, estimate_column, fmt, fmt_estimate, make_table, text_column
+from reports.format import (
+    Column,
+    Placement,
+    estimate_column,
+    fmt,
+    fmt_estimate,
+    make_table,
+    text_column,
+)
 from reports.sections import appendix, overlap
 
 
@@ -34,7 +42,8 @@ def section_energy(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
             f"{appendix.ENERGY_NOTE} In an interleaved cell the sampled power is one mean over "
             f"every variant's segments (the samples are not split by variant), so every row "
             f"shows the same power and a variant that draws less or more than the cell's mean "
-            f"moves its ratio too. {how}", columns, checked, note=lambda *_: None)}
+            f"moves its ratio too. {how}", columns, checked, note=lambda *_: None,
+            placement=Placement("energy per step against mean power × step time"))}
         series = analysis.nvml_series((cell.get("nvml") or {}).get("series"), "whole cell")
         if series:
             entry["figures"].append(make_figure(

@@ -11,7 +11,15 @@ from reports import analysis, cells, figures
 from reports.analysis import gemm_version_rank
 from reports.captions import Run, and_list, how_text, in_machine_order, machine_text, make_figure
 from reports.figures import Image, _figure, _save, _styled, version_color
-from reports.format import Column, Table, fmt, make_table, missing_value_note, text_column
+from reports.format import (
+    Column,
+    Placement,
+    Table,
+    fmt,
+    make_table,
+    missing_value_note,
+    text_column,
+)
 from reports.sections import appendix
 from reports.sections.gemm_sweep import NOT_COVERED, sweep_headline, sweep_tables
 
@@ -121,7 +129,8 @@ def ceiling_table(group: dict, runs: Sequence[Run]) -> Table:
         f"tensor-core rungs of the ladder: v4 (WMMA compiles to mma.sync) and v5 by the "
         f"mma.sync ceiling, v6 by the wgmma ceiling. {peak}; cuBLAS reached "
         f"{fmt(first['cublas_8192_tflops'])} TFLOP/s at 8192³ bf16 in the same process. "
-        f"{sustained_text}{how_text(found, runs)}", columns, found)
+        f"{sustained_text}{how_text(found, runs)}", columns, found,
+        placement=Placement("tensor-core ceilings per MMA family", always=True))
 
 
 def _versions_of(rows: Sequence[dict], dtype: str) -> str:
@@ -219,7 +228,9 @@ def section_gemm(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
         out["seed"] = make_table(
             "tab-seed", f"The course study's training step (y = xW, grad_w = xᵀ·grad_out, SGD; "
             f"1024×512 by 512×512, fp32), own kernels against torch ops, on "
-            f"{where}. {how_text(seeds, runs)}", SEED_COLUMNS, seeds)
+            f"{where}. {how_text(seeds, runs)}", SEED_COLUMNS, seeds,
+            placement=Placement("the course study's training step, own kernels against torch",
+                                always=True))
     out["empty"] = not (out["tables"] or out["ceilings"] or out["seed"] or out["sweep"])
     return out
 

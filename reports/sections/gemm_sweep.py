@@ -20,7 +20,7 @@ from pathlib import Path
 
 from reports import analysis
 from reports.captions import Run, how_text, in_machine_order, machine_text
-from reports.format import Column, Table, estimate_column, fmt, make_table, text_column
+from reports.format import Column, Placement, Table, estimate_column, fmt, make_table, text_column
 
 KIND = "gemm_sweep"
 KERNELS = ("v7", "v6")
@@ -149,7 +149,8 @@ def sweep_tables(rows: Sequence[dict], runs: Sequence[Run]) -> list[Table]:
             f"them so (fp32 partials summed by a second kernel, timed with it). Roofline: "
             f"the peaks table's dense tensor-core rate and HBM bandwidth "
             f"(impl/kernels/peaks.py); bound says which roof binds at the shape's arithmetic "
-            f"intensity. {how}", ROW_COLUMNS, mine))
+            f"intensity. {how}", ROW_COLUMNS, mine,
+            placement=Placement("every shape of the GEMM sweep")))
     return tables
 
 

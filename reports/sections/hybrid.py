@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from impl.hybrid.gpt_forward import STUDY_TABLE
 from reports import figures
 from reports.captions import how_text, is_gpu_machine, make_figure
-from reports.format import Column, fmt, make_table, text_column
+from reports.format import Column, Placement, fmt, make_table, text_column
 from reports.study_tables import comparison_table, interval_text, of_kind
 
 VARIANT_COLORS = {"cpu": "#7f7f7f", "gpu": "#1f77b4", "coarse-hybrid": "#ff7f0e",
@@ -292,7 +292,7 @@ def section_parts(rows: Sequence[dict], runs: Sequence) -> dict:
             "IEEE fp32 for an fp32 model, the weights rounded to the model's dtype for bf16) and "
             "its update against Adam (fp32) applied to the trainer's own gradients "
             "(impl/hybrid/trainer_check.py). " + how_text(steps, runs),
-            HYBRID_COLUMNS, steps)
+            HYBRID_COLUMNS, steps, placement=Placement("every hybrid step"))
     if family := family_rows(rows):
         out["hybrid_family_table"] = make_table(
             "tab-hybrid-family", "The offload family against fused GPU Adam "
@@ -333,13 +333,14 @@ def section_parts(rows: Sequence[dict], runs: Sequence) -> dict:
             "value): torch's fused, foreach and per-tensor CPU Adam, each "
             "with one worker spreading every piece over the intra-op threads or a pool of "
             "single-threaded workers (impl/hybrid/host_adam.py). " + how_text(adam, runs),
-            HOST_ADAM_COLUMNS, adam)
+            HOST_ADAM_COLUMNS, adam, placement=Placement("host Adam alone, every implementation"))
     if digits := digits_rows(rows):
         out["digits_table"] = make_table(
             "tab-digits", f"The study's MLP on handwritten digits ({digits[0].get('data')}; "
             "Adam, lr 1e-3, batch 100): final training loss and test accuracy; the hybrids' "
             "curves against the CPU curve (largest per-epoch loss difference in units of the "
-            "CPU's first-epoch loss). " + how_text(digits, runs), DIGITS_COLUMNS, digits)
+            "CPU's first-epoch loss). " + how_text(digits, runs), DIGITS_COLUMNS, digits,
+            placement=Placement("the digits MLP's final losses and accuracies"))
         # One machine's curves: the one that ran the most epochs, a GPU before the CPU. The
         # others' final values are in the table; their curves add pages, not answers.
         machines = list(dict.fromkeys(r["machine"] for r in digits))
@@ -359,5 +360,6 @@ def section_parts(rows: Sequence[dict], runs: Sequence) -> dict:
             "1 head, dropout 0.2; width 384 and batch 2 chosen here): time of each training "
             "forward (logits and loss, then a device sync) in a fresh process, the first "
             "iteration apart, beside the study's table. " + how_text(gpt, runs),
-            GPT_COLUMNS, gpt_rows(rows))
+            GPT_COLUMNS, gpt_rows(rows),
+            placement=Placement("the study's GPT forward, every iteration"))
     return out

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from reports import cells, figures
 from reports.captions import Run, how_text, in_machine_order, machine_text, make_figure
-from reports.format import Column, estimate_column, make_table, text_column
+from reports.format import Column, Placement, estimate_column, make_table, text_column
 
 INTERFERENCE_COLUMNS = (text_column("workload", "workload"), Column("world_size", "ranks"),
                         text_column("gemm", "GEMM", nowrap=True),
@@ -51,5 +51,6 @@ def section_interference(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
                 f"over rounds with its 95% interval), and beside each kind of traffic as a "
                 f"ratio to alone with its interval and verdict (slower only where the interval "
                 f"of the difference excludes 0). {how}", INTERFERENCE_COLUMNS, table_rows,
-                note=lambda *_: None)})
+                note=lambda *_: None,
+                placement=Placement("GEMM time alone and beside traffic"))})
     return {"empty": not machines, "machines": machines}

@@ -22,7 +22,15 @@ from reports.captions import (
     machine_text,
     make_figure,
 )
-from reports.format import Column, estimate_column, fmt_estimate, fmt_times, make_table, text_column
+from reports.format import (
+    Column,
+    Placement,
+    estimate_column,
+    fmt_estimate,
+    fmt_times,
+    make_table,
+    text_column,
+)
 
 PROFILE_ORDER = ("nvlink", "shm", "socket")
 CPU_CAVEAT = ("a CPU machine with 2 cores shared with other work: its intervals are wide and "
@@ -262,4 +270,5 @@ def world_one_table(found: Sequence[dict], runs: Sequence[Run]) -> object:
         "and compute-only run the same computation and must agree. The paired difference has "
         "its 95% interval; a verdict other than 'no significant difference' is a bias of the "
         f"measurement, not of a strategy. {how_text([f['cell'] for f in found], runs)}",
-        WORLD_ONE_COLUMNS, table_rows, note=lambda *_: None)
+        WORLD_ONE_COLUMNS, table_rows, note=lambda *_: None,
+        placement=Placement("one rank: sequential against compute-only"))

@@ -5,7 +5,7 @@ Analysis functions are pure (rows in, lists of dicts out); figures take their ou
 return images (matplotlib, Agg); ``section`` assembles the template's context. Rows are
 ``impl.rows.merge.benchmark_rows`` of the kinds in PIPELINE_KINDS (suite/bench_pipeline.py and
 suite/bench_hybrid.py write them); definitions are quoted from impl/pipeline/measure.py and
-impl/hybrid/__init__.py.
+impl/rows/kinds.py (the pipeline and hybrid_step rows).
 
     context = section(rows, runs)   # {"empty": bool, "pipeline_table": Table | None, ...}
 """
@@ -20,7 +20,7 @@ from impl.pipeline.measure import PIPELINE_FIELDS, bubble_theory
 from reports import figures
 from reports.analysis import PIPELINE_KINDS
 from reports.captions import how_text, make_figure
-from reports.format import Column, fmt, make_table, text_column
+from reports.format import Column, Placement, fmt, make_table, text_column
 from reports.sections import hybrid
 from reports.study_tables import comparison_table, interval_text, of_kind
 
@@ -132,7 +132,8 @@ def section(rows: Sequence[dict], runs: Sequence) -> dict:
             "slowest stage's median step; median over rounds with its 95% interval), bubble "
             "measured from every stage's timeline beside the theory, and the memory one step "
             "adds per stage; every variant was checked against single-device training first. "
-            + how_text(pipelined, runs), PIPELINE_COLUMNS, pipelined)
+            + how_text(pipelined, runs), PIPELINE_COLUMNS, pipelined,
+            placement=Placement("every pipeline schedule and setting"))
     if series := bubble_series(rows):
         out["bubble_figure"] = make_figure(
             "fig-pipeline-bubble", bubble_figure(series), "Measured bubble fraction against the "

@@ -18,7 +18,7 @@ from impl.costmodel import accuracy, heldout, scale
 from impl.costmodel.fabric_file import load_fabric
 from reports import cells, figures
 from reports.captions import make_figure
-from reports.format import Column, fmt, make_table, text_column
+from reports.format import Column, Placement, fmt, make_table, text_column
 
 # The fabric each GPU model's compute is predicted on: its HGX nodes over InfiniBand.
 FABRICS = {"NVIDIA H200": "ib400-h200x8", "NVIDIA H100 80GB HBM3": "ib400-h100x8"}
@@ -106,8 +106,14 @@ def prediction_table(table_id: str, source: scale.Source,
                       f"σ {source.spread_ms:.3g} ms. Band: the strategy's held-out error with "
                       "the compute-only step's interval (— where the loaded results hold no "
                       "held-out cell of it).", PREDICTION_COLUMNS, rows,
-                      note=lambda *_: None)
+                      note=lambda *_: None,
+                      placement=Placement("predicted figures per GPU count"))
 
+
+# The detail appendix's tables of the model on more cells; the interleaved and earlier ones
+# whatever their length: the body's held-out table already answers them for the GPUs.
+MORE_CELLS = Placement("the cost model's error on more cells")
+ALWAYS_MORE_CELLS = Placement(MORE_CELLS.name, always=True)
 
 VALIDATION_COLUMNS = (
     text_column("machine", "machine"), text_column("strategy", "strategy", nowrap=True),
@@ -133,15 +139,16 @@ CHECK_COLUMNS = (
 def validation_tables(checks: Sequence[accuracy.Check], gpu_labels: set[str]) -> list:
     """Summaries per machine and strategy: the interleaved cells of GPU machines' strategies
     (the body's); of CPU machines and of the GPU machines' knob variants (strategy+knob); and
-    the cells measured before interleaving (reports/layout.py moves the last two to the
-    detail appendix)."""
+    the cells measured before interleaving (the last two in the detail appendix)."""
     tables = []
-    for interleaved, shown, suffix, what in (
+    for interleaved, shown, suffix, what, placement in (
             (True, lambda m, n: m in gpu_labels and "+" not in n, "interleaved",
-             "interleaved cells of GPU machines"),
+             "interleaved cells of GPU machines", None),
             (True, lambda m, n: m not in gpu_labels or "+" in n, "interleaved-more",
-             "interleaved cells of CPU machines and the knob variants of GPU machines"),
-            (False, lambda m, n: True, "earlier", "cells measured before interleaving")):
+             "interleaved cells of CPU machines and the knob variants of GPU machines",
+             ALWAYS_MORE_CELLS),
+            (False, lambda m, n: True, "earlier", "cells measured before interleaving",
+             ALWAYS_MORE_CELLS)):
         summary = accuracy.by_strategy(checks, interleaved)
         rows = [{"machine": machine, "strategy": name, "cells": s["cells"],
                  "median": s["median_abs_error"], "max": s["max_abs_error"],
@@ -156,7 +163,8 @@ def validation_tables(checks: Sequence[accuracy.Check], gpu_labels: set[str]) ->
                 f"error = predicted / measured − 1, goal median |error| ≤ "
                 f"{accuracy.STEP_GOAL_MEDIAN:.0%}, max ≤ {accuracy.STEP_GOAL_MAX:.0%} and "
                 f"hidden fraction within {accuracy.HIDDEN_GOAL}; without interference: "
-                "compute unslowed.", VALIDATION_COLUMNS, rows, note=lambda *_: None))
+                "compute unslowed.", VALIDATION_COLUMNS, rows, note=lambda *_: None,
+                placement=placement))
     return tables
 
 
@@ -201,7 +209,8 @@ def fabric_table(fabric) -> object:
     return make_table(f"tab-fabric-{fabric.name}", f"Fabric file fabrics/{fabric.name}.toml: "
                       f"{fabric.description}. Every number with its source.", FABRIC_COLUMNS,
                       [{"field": field, "source": source} for field, source in fabric.sources],
-                      note=lambda *_: None)
+                      note=lambda *_: None,
+                      placement=Placement("a fabric file's numbers and their sources"))
 
 
 HELD_OUT_COLUMNS = (text_column("machine", "machine"),
@@ -294,7 +303,7 @@ def section(rows: Sequence[dict], runs: Sequence) -> dict:
         tables.append(make_table("tab-model-cells", "Every interleaved cell: the measured "
                                  "step (median of the rounds), the model's, and why a miss "
                                  "misses.", CHECK_COLUMNS, check_rows(checks),
-                                 note=lambda *_: None))
+                                 note=lambda *_: None, placement=MORE_CELLS))
     return {"empty": not devices and not checks, "devices": devices, "scaling": scaling,
             "held_out": held_out_table, "decisions": decisions,
             "notes": list(dict.fromkeys(notes)),

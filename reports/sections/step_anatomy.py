@@ -14,6 +14,7 @@ from reports import analysis, cells, figures, traces
 from reports.captions import Run, how_text, machine_text, make_figure
 from reports.format import (
     Column,
+    Placement,
     estimate_column,
     fmt,
     fmt_estimate,
@@ -175,7 +176,8 @@ def section_anatomy(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
             entry["table"] = make_table(
                 f"tab-lost-{index}", f"Lost time per strategy ({where}), ms per step, medians "
                 f"over rounds with 95% intervals. Sum vs gap: (sum of parts − gap) / gap. "
-                f"{how}", LOST_COLUMNS, lost_rows(cell), note=lambda *_: None)
+                f"{how}", LOST_COLUMNS, lost_rows(cell), note=lambda *_: None,
+                placement=Placement("lost time per strategy"))
             entry["finding"] = finding_text(cell)
         machines.append(entry)
     return {"empty": not machines, "machines": machines}
@@ -183,5 +185,5 @@ def section_anatomy(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
 
 def timelines(context: dict) -> list[dict]:
     """Every step timeline the report draws (anatomy and simulation), for the trace export."""
-    return ([t for m in context["anatomy"]["machines"] for t in m["timelines"]]
-            + context["study"]["timelines"])
+    return ([t for m in context["step_anatomy"]["machines"] for t in m["timelines"]]
+            + context["course_study"]["timelines"])

@@ -17,7 +17,7 @@ from impl.tensor_parallel.metrics import TP_FIELDS
 from reports import analysis, figures
 from reports.captions import how_text, machine_text, make_figure
 from reports.figures import Image, _figure, _save, _styled, version_color
-from reports.format import Table, fmt, make_table, text_column
+from reports.format import Placement, Table, fmt, make_table, text_column
 
 KIND = "tensor_parallel"
 SCHEDULE_STYLES = {"sync": "-", "overlapped": "--", "fused": ":"}
@@ -328,13 +328,14 @@ EFFICIENCY_COLUMNS = (
 )
 
 
-def variant_table(table_id: str, caption: str, rows: Sequence[dict]) -> Table:
+def variant_table(table_id: str, caption: str, rows: Sequence[dict],
+                  placement: Placement | None = None) -> Table:
     shown = [{**r, "world_size": str(r["world_size"]), "step": interval_text(r, "step_ms"),
               "tflops": interval_text(r, "tflops"), "comm": interval_text(r, "comm_fraction"),
               "efficiency": interval_text(r, "scaling_efficiency"),
               "max_rel_err": f"{fmt(r.get('max_rel_err'))} (≤ {fmt(r.get('tolerance'))})"}
              for r in rows]
-    return make_table(table_id, caption, VARIANT_COLUMNS, shown)
+    return make_table(table_id, caption, VARIANT_COLUMNS, shown, placement=placement)
 
 
 def section(all_rows: Sequence[dict], runs) -> dict:
@@ -405,6 +406,7 @@ def section(all_rows: Sequence[dict], runs) -> dict:
         entry["tables"].append(variant_table(
             f"tab-tp-{machine}", f"Every tensor-parallel variant on {where}: medians over rounds "
             f"with 95% bootstrap intervals; max rel. err is the check against the single-device "
-            f"block before timing, beside its tolerance. {how}", mine))
+            f"block before timing, beside its tolerance. {how}", mine,
+            Placement("every tensor-parallel variant")))
         out["machines"].append(entry)
     return out
