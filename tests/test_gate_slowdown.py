@@ -1,28 +1,29 @@
-"""The gate on real training steps: 10% more real compute is flagged, a rerun passes it.
+"""The gate on a real training step's rounds: the same rounds 10% slower are flagged, the same
+rounds again pass.
 
-Each run is a fresh process benchmarking tests/gate_bench/gate_workload.py (about 6 s on the
-2-core CPU machine). A pair is two runs made one after the other, so anything else running on
-the machine meanwhile (other test processes, a compile) can shift one run as a whole by more
-than the threshold, and no test on the rounds of one pair can tell that from a code change.
-Each check therefore gets up to ATTEMPTS fresh pairs and fails only when every one of them
-disagrees: a gate that always or never flags still fails here. This is the files-only gate,
-whose regressions are UNCONFIRMED (exit 3); tests/test_gate_confirm.py checks the interleaved
-re-run that removes the drift between runs, and reports/gate/trials.py measures the rates of
-both (results/cpu-2core/gate-trials*.json).
+tests/data/gate-step-baseline.json is one real run of tests/gate_bench/gate_workload.py (60
+rounds, the 2-core CPU machine). Two fresh runs cannot be a test: on that machine, quiet, a run
+with 10% more compute measured 17.9% faster than the run before it, and with two busy loops
+beside it the ratio's interval spanned 0.71–1.52. How often the gate flags a real slowdown
+between fresh runs, and how often it raises a false alarm, is measured, not asserted:
+reports/gate/trials.py (results/cpu-2core/gate-trials*.json), and the interleaved re-run that
+removes the drift between runs is checked in tests/test_gate_confirm.py.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from reports.gate.trials import ROOT
 
-from reports.gate.trials import ROOT, run_workload
-
-ATTEMPTS = 3
+BASELINE = ROOT / "tests" / "data" / "gate-step-baseline.json"
+TIME_STATS = ("min", "max", "mean", "stddev", "median", "iqr", "q1", "q3", "ld15iqr", "hd15iqr",
+              "total")
+TIME_FIELDS = ("step_ms", "compute_only_ms", "sequential_ms", "limit_ms")
 
 
 def gate(*args, summary: Path) -> subprocess.CompletedProcess:
@@ -32,29 +33,33 @@ def gate(*args, summary: Path) -> subprocess.CompletedProcess:
                           text=True, check=False)
 
 
-def gate_on_fresh_pairs(folder: Path, extra_compute: float,
-                        expected_exit: int) -> subprocess.CompletedProcess:
-    """The first of up to ATTEMPTS baseline/candidate pairs whose gate exits as expected."""
-    outputs = []
-    for attempt in range(ATTEMPTS):
-        baseline = run_workload(folder / f"baseline-{attempt}.json", 0.0)
-        candidate = run_workload(folder / f"candidate-{attempt}.json", extra_compute)
-        result = gate(baseline, candidate, summary=folder / f"summary-{attempt}.md")
-        if result.returncode == expected_exit:
-            return result
-        outputs.append(f"attempt {attempt + 1}: exit {result.returncode}\n{result.stdout}"
-                       f"{result.stderr}")
-    pytest.fail(f"extra_compute={extra_compute}: the gate never exited {expected_exit} in "
-                f"{ATTEMPTS} fresh pairs:\n" + "\n".join(outputs))
+def slower(path: Path, factor: float, out: Path) -> Path:
+    """The run at ``path`` with every round and time ``factor`` times as long."""
+    document = json.loads(path.read_text())
+    for benchmark in document["benchmarks"]:
+        stats, info = benchmark["stats"], benchmark["extra_info"]
+        stats["data"] = [t * factor for t in stats["data"]]
+        for key in TIME_STATS:
+            stats[key] *= factor
+        stats["ops"] /= factor
+        for key in TIME_FIELDS:
+            info[key] *= factor
+        info["samples_per_s"] /= factor
+    out.write_text(json.dumps(document))
+    return out
 
 
-def test_ten_percent_more_compute_regresses(tmp_path):
+def test_the_same_rounds_ten_percent_slower_regress(tmp_path):
     # Files only: the regression is shown, unconfirmed (exit 3); only a re-run fails the gate.
-    result = gate_on_fresh_pairs(tmp_path, 0.1, expected_exit=3)
+    result = gate(BASELINE, slower(BASELINE, 1.1, tmp_path / "candidate.json"),
+                  summary=tmp_path / "summary.md")
+    assert result.returncode == 3, result.stdout + result.stderr
     assert "regressed (unconfirmed: files only)" in result.stdout
     assert "Throughput gate: UNCONFIRMED (1 regressed" in result.stdout
+    assert "samples_per_s 4585 -> 4168; 9.1% slower (> 5%)" in result.stdout  # 1 / 1.1
 
 
-def test_rerun_of_the_same_code_passes(tmp_path):
-    result = gate_on_fresh_pairs(tmp_path, 0.0, expected_exit=0)
+def test_the_same_rounds_pass(tmp_path):
+    result = gate(BASELINE, BASELINE, summary=tmp_path / "summary.md")
+    assert result.returncode == 0, result.stdout + result.stderr
     assert "Throughput gate: PASS" in result.stdout

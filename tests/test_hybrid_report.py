@@ -46,9 +46,10 @@ def test_the_headline_quotes_the_family_not_one_cell():
     assert headline["offload-overlap-dpu"]["worst_workload"] == "b"
     assert headline["offload-overlap"]["geomean"] == pytest.approx(math.sqrt(36))
     text = hybrid.family_headline_text(rows, "h100x1")
-    assert text.startswith("offload-overlap-dpu 4.00× the time of fused GPU Adam (geometric mean "
-                           "of 2 workloads; worst 8.00×, b; 2 of 2 within their goal or 1.10× "
-                           "their bound)")
+    assert text == ("time against fused GPU Adam, geometric mean of 2 workloads: "
+                    "offload-overlap-dpu 4.00× (worst 8.00×, b; 2 of 2 within goal or 1.10× "
+                    "bound), offload-overlap 6.00× (worst 9.00×, b; 2 of 2 within goal or 1.10× "
+                    "bound)")
 
 
 def test_one_workload_is_no_family():

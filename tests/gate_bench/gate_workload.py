@@ -1,7 +1,8 @@
 """Real training steps for the gate's slowdown tests and trials (not part of the test run).
 
 Its name matches none of pytest's ``python_files`` patterns, so ``nox -s tests`` never collects
-it; tests/test_gate_slowdown.py and reports/gate/trials.py run it explicitly:
+it; reports/gate/trials.py runs it explicitly (tests/data/gate-step-baseline.json, the fixture of
+tests/test_gate_slowdown.py, is one run of it):
 
     GATE_EXTRA_COMPUTE=0.1 python -m pytest tests/gate_bench/gate_workload.py::test_gate_mlp_step \
         -o python_files=gate_workload.py --confcutdir=tests/gate_bench -p no:cacheprovider \
