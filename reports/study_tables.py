@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from reports.format import Column, fmt, make_table, text_column
+from reports.format import Column, Placement, fmt, make_table, text_column
 
 
 def of_kind(rows: Sequence[dict], kind: str) -> list[dict]:
@@ -49,7 +49,8 @@ COMPARISON_COLUMNS = (
 )
 
 
-def comparison_table(rows: Sequence[dict], kind: str, table_id: str, what: str):
+def comparison_table(rows: Sequence[dict], kind: str, table_id: str, what: str,
+                     placement: Placement | None = None):
     """The comparisons of ``kind`` as one table, or None when there are none."""
     compared = comparison_rows(rows, kind)
     if not compared:
@@ -57,4 +58,4 @@ def comparison_table(rows: Sequence[dict], kind: str, table_id: str, what: str):
     return make_table(table_id, f"{what}, measured in the same rounds: median paired "
                       "difference of step times and speedup (reference / candidate) with 95% "
                       "bootstrap intervals; a verdict only where the difference's interval "
-                      "excludes zero.", COMPARISON_COLUMNS, compared)
+                      "excludes zero.", COMPARISON_COLUMNS, compared, placement=placement)

@@ -165,24 +165,22 @@ def gemm_note(rows: Sequence[dict]):
     return note
 
 
-def seed_layer_text(rows: Sequence[dict], runs: Sequence[Run]) -> str | None:
+def seed_layer_text(rows: Sequence[dict]) -> str | None:
     """Where the course study's layer under the data-parallel strategies is shown (runs of
     seed_layer workloads measured before interleaving: the appendix)."""
     found = [r for r in cells.old_format_steps(rows) if r["workload"].startswith("seed_layer")]
     if not found:
         return None
-    where = and_list(sorted({f"{runs[r['run']].path} ({r['machine']})" for r in found}))
-    return (f"The course study's layer was also trained under the data-parallel strategies "
-            f"({', '.join(sorted({r['workload'] for r in found}))}) in {where}; those step "
-            f"rows were measured before interleaving and are in the appendix "
-            f"'{appendix.BEFORE_INTERLEAVING_TITLE}'.")
+    machines = and_list(sorted({r["machine"] for r in found}))
+    return (f"The course study's layer also ran under the data-parallel strategies on {machines}, "
+            f"measured before interleaving: appendix '{appendix.BEFORE_INTERLEAVING_TITLE}'.")
 
 
 def section_gemm(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
     groups = in_machine_order(analysis.gemm_ladder(rows), runs)
     out: dict = {"tables": [], "figures": [], "seed": None, "ceilings": [],
                  "v1c": V1C_TEXT, "superseded": superseded_text(rows, runs),
-                 "seed_layer": seed_layer_text(rows, runs),
+                 "seed_layer": seed_layer_text(rows),
                  "sweep": sweep_tables(rows, runs), "not_covered": NOT_COVERED,
                  "sweep_headline": sweep_headline(rows), "figures_left": None}
     labels = list(dict.fromkeys(g["machine"] for g in groups))

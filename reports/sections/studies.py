@@ -151,7 +151,7 @@ def hybrid_text(rows: Sequence[dict], machine: str) -> tuple[str, dict] | None:
         return f"{machine} ({reference['device']}): {family}", reference
     parts = []  # results files from before the family: their one workload
     for row in steps:
-        if row is reference or row["run"] != reference["run"] or (
+        if row["variant"] not in hybrid.HEADLINE_VARIANTS or row["run"] != reference["run"] or (
                 len(row["round_ms"]) != len(reference["round_ms"])):
             continue
         compared = versus(row["round_ms"], reference["round_ms"])
