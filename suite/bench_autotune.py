@@ -127,7 +127,9 @@ def test_autotune(benchmark, autotune_workload, dist_context, rounds):
         "kind": "autotune", "workload": workload.name, "world_size": world,
         "profile": context.profile, "backend": context.backend, "strategy": "chunked",
         "fabric": {"alpha_ms": fabric.alpha_ms, "beta_ms_per_byte": fabric.beta_ms_per_byte,
-                   "bandwidth_gbps": fabric.bandwidth_gbps,
+                   # null where the fit saw no per-byte cost (β = 0): JSON has no infinity
+                   "bandwidth_gbps": fabric.bandwidth_gbps if fabric.beta_ms_per_byte > 0
+                   else None,
                    "comm_only_ms": dict(zip(map(str, candidates), times)),
                    "total_bytes": total_bytes},
         "interference_rate": rate, "ready_profile": asdict(profile), "predictions": rows,
