@@ -54,29 +54,43 @@ END_WITH_PARENT_S = 1.0  # workers killed with their parent are gone in millisec
 # launched with it shows rank 0 only, as torchrun's --local-ranks-filter=0 does; the other
 # ranks' last lines are shown if the pass fails.
 TAG_OUTPUT = "--tag-output"
-RANK_TAG = re.compile(r"\[\d+,(\d+)\]<std(?:out|err|diag)>:")
+RANK_TAG = re.compile(r"\[\d+,(\d+)\]<(std(?:out|err|diag))>:")
 OTHER_RANKS_KEPT = 40
 
 
-def split_by_rank(line: str) -> list[tuple[int | None, str]]:
-    """(rank, text) pieces of one line of tagged output; None: mpirun's own, untagged."""
-    parts = RANK_TAG.split(line)  # [untagged, rank, text, rank, text, ...]
-    pieces = [(None, parts[0])] if parts[0] else []
-    return pieces + [(int(rank), text) for rank, text in zip(parts[1::2], parts[2::2])]
+def split_by_rank(line: str) -> list[tuple[int | None, str, str]]:
+    """(rank, stream, text) pieces of one line of tagged output; rank None: mpirun's own."""
+    parts = RANK_TAG.split(line)  # [untagged, rank, stream, text, rank, stream, text, ...]
+    pieces = [(None, "mpirun", parts[0])] if parts[0] else []
+    return pieces + [(int(rank), stream, text)
+                     for rank, stream, text in zip(parts[1::3], parts[2::3], parts[3::3])]
 
 
 def show_rank_zero(stream, others: deque) -> None:
     """Copies the tagged output of a pass to this process's stdout: rank 0's and mpirun's own
-    text, untagged; the other ranks' lines go to ``others`` (the last OTHER_RANKS_KEPT)."""
+    text, untagged; the other ranks' lines go to ``others`` (the last OTHER_RANKS_KEPT).
+
+    Open MPI forwards a rank's stdout and stderr as pieces, and a line of one stream can arrive
+    split around a piece of the other: each stream's pieces are joined into whole lines."""
+    pending: dict[tuple[int | None, str], str] = {}
+
+    def emit(rank: int | None, text: str) -> None:
+        if rank in (None, 0):
+            if text.strip("\n"):
+                sys.stdout.write(text if text.endswith("\n") else text + "\n")
+                sys.stdout.flush()
+        elif text.strip():
+            others.append(text.rstrip("\n"))
+
     for line in stream:
-        pieces = split_by_rank(line)
-        shown = "".join(text for rank, text in pieces if rank in (None, 0))
-        hidden = "".join(text for rank, text in pieces if rank not in (None, 0))
-        if shown.strip("\n"):
-            sys.stdout.write(shown if shown.endswith("\n") else shown + "\n")
-            sys.stdout.flush()
-        if hidden.strip():
-            others.append(hidden.rstrip("\n"))
+        for rank, name, text in split_by_rank(line):
+            whole, _, rest = (pending.pop((rank, name), "") + text).rpartition("\n")
+            if whole:
+                emit(rank, whole + "\n")
+            if rest:
+                pending[rank, name] = rest
+    for (rank, _), rest in pending.items():
+        emit(rank, rest)
 
 
 def colour_env() -> dict[str, str]:

@@ -20,9 +20,11 @@ RANKS_SAY = ("import os, sys; rank = os.environ['OMPI_COMM_WORLD_RANK']; "
 
 
 def test_tagged_pieces_are_split_by_rank():
-    assert split_by_rank("[1,0]<stdout>:a[1,0]<stdout>: b\n") == [(0, "a"), (0, " b\n")]
-    assert split_by_rank("mpirun noticed\n") == [(None, "mpirun noticed\n")]
-    assert split_by_rank("[1,1]<stderr>:x[1,0]<stdout>:y\n") == [(1, "x"), (0, "y\n")]
+    assert split_by_rank("[1,0]<stdout>:a[1,0]<stdout>: b\n") == [(0, "stdout", "a"),
+                                                                 (0, "stdout", " b\n")]
+    assert split_by_rank("mpirun noticed\n") == [(None, "mpirun", "mpirun noticed\n")]
+    assert split_by_rank("[1,1]<stderr>:x[1,0]<stdout>:y\n") == [(1, "stderr", "x"),
+                                                                (0, "stdout", "y\n")]
 
 
 def test_only_rank_zero_and_mpirun_are_shown(capsys):
@@ -31,6 +33,15 @@ def test_only_rank_zero_and_mpirun_are_shown(capsys):
                     "[1,12]<stderr>:twelve\n"], others)
     assert capsys.readouterr().out == "zero\nmpirun: done\n"
     assert list(others) == ["one", "twelve"]
+
+
+def test_a_line_split_around_the_other_stream_is_shown_whole(capsys):
+    """What a loaded machine gave: rank 0's stdout line arrived in two pieces with a stderr
+    line between them."""
+    show_rank_zero(["[1,0]<stdout>:colour on a terminal:[1,0]<stderr>:rank 0 warns\n",
+                    "[1,0]<stdout>: True 0\n", "[1,0]<stdout>:no newline at the end"], deque())
+    assert capsys.readouterr().out.splitlines() == [
+        "rank 0 warns", "colour on a terminal: True 0", "no newline at the end"]
 
 
 def test_the_mpirun_pass_prints_rank_zero_only(tmp_path, capfd):
