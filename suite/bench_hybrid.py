@@ -44,6 +44,7 @@ from impl.hybrid import (
     loss_curves_match,
 )
 from impl.hybrid.bounds import GOALS, measure_rates, meets, offload_bounds
+from impl.hybrid.buckets import bucket_layout
 from impl.hybrid.coarse import (
     CoarseHybrid,
     balance,
@@ -199,9 +200,14 @@ def parameter_count(workload) -> int:
     return sum(p.numel() for p in build_model(workload, torch.device("meta")).parameters())
 
 
-def last_gradient_count(workload) -> int:
-    """Elements of the parameter backward finishes last: the first one registered."""
-    return next(build_model(workload, torch.device("meta")).parameters()).numel()
+def last_bucket_count(workload, options: HybridOptions) -> int:
+    """Values of the bucket backward completes last (impl/hybrid/buckets.py): the one holding
+    the first parameter registered, whose host work the overlapped offload leaves after
+    backward."""
+    params = list(reversed(list(build_model(workload, torch.device("meta")).parameters())))
+    layout = bucket_layout([p.numel() for p in params], [p.dtype for p in params],
+                           options.bucket_elements)
+    return sum(params[i].numel() for i in layout[-1])
 
 
 def check_batch_rows(workload) -> int:
@@ -284,17 +290,22 @@ def measure_offload(workload, rounds) -> dict:
     finally:
         for trainer in trainers.values():
             trainer.close()
+    # What each offload paid in its last timed step: buckets, hooks, host Adam calls, copies.
+    calls = {name: dict(trainer.step_calls) for name, trainer in trainers.items()
+             if hasattr(trainer, "step_calls")}
     phases.done("rounds")
     rates = offload_rates()
     phases.done("rates")
     round_ms = {name: round_means(result, name) for name in variants}
     gpu_step = stats.median(round_ms["device-adam"]).value
-    bounds = (offload_bounds(gpu_step, parameters, last_gradient_count(workload),
+    bounds = (offload_bounds(gpu_step, parameters,
+                             last_bucket_count(workload, options["offload-overlap"]),
                              DTYPE_BYTES[workload.dtype], rates)
               if rates["to_host_gbps"] else {})
     return {"workload": workload, "device": device, "options": options, "checks": checks,
             "parameters": parameters, "measurement": result, "round_ms": round_ms,
-            "variants": variants, "rates": rates, "bounds": bounds, "phases_s": phases.seconds}
+            "variants": variants, "rates": rates, "bounds": bounds, "phases_s": phases.seconds,
+            "step_calls": calls}
 
 
 def round_means(result, name: str) -> list[float]:
@@ -375,6 +386,7 @@ def test_offload(benchmark, member, variant, dist_context, rounds, pytestconfig)
         "gradient_error": check["gradient_error"], "weight_error": check["weight_error"],
         "parameters": measured["parameters"], "dtype": workload.dtype,
         "host_adam_bytes": ADAM_BYTES_PER_PARAMETER * measured["parameters"],
+        "step_calls": measured["step_calls"].get(variant),
         **{key: median_of_rounds(extras, key) for key in HOST_WORK_FIGURES},
         **bound_figures(measured, variant), "rates": measured["rates"],
         "stage_timelines": [extras[-1]["timeline"]],
