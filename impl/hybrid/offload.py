@@ -10,7 +10,7 @@ copies, events and Adam calls of a model of many small tensors go.
 
 A post-accumulate-grad hook takes each gradient as backward produces it; when a bucket's last
 member is ready, an event is recorded on the compute stream and a side stream packs the
-members' gradients into one flat gradient (one kernel) and copies it into pinned host memory
+members' gradients into one flat gradient (one torch.cat) and copies it into pinned host memory
 piece by piece (host_adam.PIECE_ELEMENTS), one event per piece. Host Adam (host_adam.py)
 updates each piece as soon as its copy has landed, and the piece's new weights go back to the
 GPU on a second side stream straight from the pinned fp32 master, while the GPU goes on with
@@ -203,7 +203,7 @@ class OffloadOverlap(Trainer):
         start, events = self.recorder.mark(self.copy_out), []
         with torch.cuda.stream(self.copy_out):
             # Allocated on this stream, so freed after its last copy: the packed gradient (one
-            # kernel; a lone tensor is read in place), cast to fp32 here where the GPU casts.
+            # torch.cat; a lone tensor is read in place), cast to fp32 here where the GPU casts.
             values = grads[0] if len(grads) == 1 else torch.cat(grads)
             if self.cast_on_device and values.dtype != torch.float32:
                 values = values.float()
