@@ -26,9 +26,9 @@ from impl.hybrid.host_adam import PIECE_ELEMENTS, piece_spans
 # way, like one piece of a large tensor, so it runs at the rate the bounds measure over such
 # pieces (impl/hybrid/bounds.py: 99.5 GB/s for host Adam, 53 GB/s for pinned copies on one
 # H100). Larger buckets pay the fixed costs less often but lengthen the overlapped offload's
-# tail, the last bucket's host work after backward: 4M bf16 values cost 1.4 ms at those rates
-# (28 / 99.5 + 2 / 53.5 + 2 / 52.8 ns a value), 4% of gpt_small_bf16's 33.6 ms GPU step; 16M
-# would cost 17%.
+# tail, the last bucket's host work after backward: 4M bf16 values cost 1.5 ms at those rates
+# (28 / 99.5 + 2 / 53.5 + 2 / 52.8 ns a value), 4.5% of gpt_small_bf16's 33.6 ms GPU step; 16M
+# would cost 18%.
 BUCKET_ELEMENTS = PIECE_ELEMENTS
 
 
