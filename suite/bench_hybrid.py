@@ -44,6 +44,7 @@ from impl.hybrid import (
     loss_curves_match,
 )
 from impl.hybrid.bounds import GOALS, measure_rates, meets, offload_bounds
+from impl.hybrid.buckets import BUCKET_ELEMENTS, bucket_layout
 from impl.hybrid.coarse import (
     CoarseHybrid,
     balance,
@@ -74,6 +75,9 @@ from suite.study_rows import comparison, round_seconds
 OFFLOAD_VARIANTS = ("device-adam", "device-adam-foreach", "offload-after-backward",
                     "offload-overlap", "offload-overlap-dpu")
 CAST_VARIANTS = ("offload-overlap+gpu-cast", "offload-overlap-dpu+gpu-cast")
+# The offload as it was before its flat buckets (a bucket per tensor), in the same rounds, on
+# members with tensors small enough to share a bucket: what the buckets changed.
+PER_TENSOR_VARIANTS = ("offload-overlap+per-tensor", "offload-overlap-dpu+per-tensor")
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 HEAVY_PARAMETERS = 500_000_000
 HEAVY_CHECK_PARAMETERS = 200_000_000
@@ -140,19 +144,35 @@ OFFLOAD_FAMILY = ("mlp_4096x8_b8192", "mlp_4096x24_b4096_bf16", "gpt_small_bf16"
                   "mlp_8192x16_b2048_bf16", "mlp_tiny")
 
 
-def offload_variants(workload) -> dict[str, tuple[str, str]]:
-    """variant -> (trainer, cast side). Low-precision members also run the delayed and the
-    overlapped offload with the cast on the GPU (impl/hybrid/offload.py): both sides measured.
-    Members over HEAVY_PARAMETERS run the baseline and the two overlapped offloads alone: each
-    offload holds its fp32 master and state (16 bytes a parameter) on the host."""
+def offload_variants(workload) -> dict[str, tuple[str, dict]]:
+    """variant -> (trainer, HybridOptions it sets beyond the defaults). Low-precision members
+    also run the delayed and the overlapped offload with the cast on the GPU
+    (impl/hybrid/offload.py): both sides measured. Members whose buckets hold several tensors
+    also run those two a bucket per tensor (PER_TENSOR_VARIANTS). Members over
+    HEAVY_PARAMETERS run the baseline and the two overlapped offloads alone: each offload holds
+    its fp32 master and state (16 bytes a parameter) on the host."""
     names = OFFLOAD_VARIANTS
     if parameter_count(workload) > HEAVY_PARAMETERS:
         names = ("device-adam", "offload-overlap", "offload-overlap-dpu")
-    variants = {name: (name, "host") for name in names}
+    variants = {name: (name, {}) for name in names}
+    overlapped = ("offload-overlap", "offload-overlap-dpu")
     if workload.dtype != "fp32":
-        variants |= {f"{name}+gpu-cast": (name, "device")
-                     for name in ("offload-overlap", "offload-overlap-dpu")}
+        variants |= {f"{name}+gpu-cast": (name, {"cast": "device"}) for name in overlapped}
+    if len(layout(workload, BUCKET_ELEMENTS)) < len(layout(workload, 1)):
+        variants |= {f"{name}+per-tensor": (name, {"bucket_elements": 1})
+                     for name in overlapped}
     return variants
+
+
+def absent_reason(workload, variant: str) -> str:
+    """Why ``variant`` is not among ``workload``'s offload variants."""
+    if variant in CAST_VARIANTS and workload.dtype == "fp32":
+        return f"{variant}: an fp32 model has nothing to cast"
+    if variant in PER_TENSOR_VARIANTS:
+        return (f"{variant}: each of {workload.name}'s tensors is a bucket of its own, as it "
+                "would be per tensor")
+    return (f"{variant}: {workload.name} has over {HEAVY_PARAMETERS:,} parameters, and each "
+            "offload holds 16 bytes a parameter on the host")
 
 
 def measurement_key(item):
@@ -199,9 +219,14 @@ def parameter_count(workload) -> int:
     return sum(p.numel() for p in build_model(workload, torch.device("meta")).parameters())
 
 
-def last_gradient_count(workload) -> int:
-    """Elements of the parameter backward finishes last: the first one registered."""
-    return next(build_model(workload, torch.device("meta")).parameters()).numel()
+def layout(workload, bucket_elements: int) -> list[int]:
+    """Values per bucket of the offload's buckets (impl/hybrid/buckets.py), in the order backward
+    completes them: the last holds the first parameter registered, whose host work the
+    overlapped offload leaves after backward."""
+    params = list(reversed(list(build_model(workload, torch.device("meta")).parameters())))
+    buckets = bucket_layout([p.numel() for p in params], [p.dtype for p in params],
+                            bucket_elements)
+    return [sum(params[i].numel() for i in bucket) for bucket in buckets]
 
 
 def check_batch_rows(workload) -> int:
@@ -237,8 +262,8 @@ def measure_offload(workload, rounds) -> dict:
     device = main_device()
     loss = mlp_loss(workload)
     variants = offload_variants(workload)
-    options = {name: HybridOptions(cpu_threads=host_threads(), cast=cast)
-               for name, (_, cast) in variants.items()}
+    options = {name: HybridOptions(cpu_threads=host_threads(), **settings)
+               for name, (_, settings) in variants.items()}
     data = batches(workload, device, rank=0)
     rows = check_batch_rows(workload)
     check = [Batch(b.inputs[:rows], b.targets[:rows]) for b in data]
@@ -284,17 +309,22 @@ def measure_offload(workload, rounds) -> dict:
     finally:
         for trainer in trainers.values():
             trainer.close()
+    # What each offload paid in its last timed step: buckets, hooks, host Adam calls, copies.
+    calls = {name: dict(trainer.step_calls) for name, trainer in trainers.items()
+             if hasattr(trainer, "step_calls")}
     phases.done("rounds")
     rates = offload_rates()
     phases.done("rates")
     round_ms = {name: round_means(result, name) for name in variants}
     gpu_step = stats.median(round_ms["device-adam"]).value
-    bounds = (offload_bounds(gpu_step, parameters, last_gradient_count(workload),
+    bounds = (offload_bounds(gpu_step, parameters,
+                             layout(workload, BUCKET_ELEMENTS)[-1],
                              DTYPE_BYTES[workload.dtype], rates)
               if rates["to_host_gbps"] else {})
     return {"workload": workload, "device": device, "options": options, "checks": checks,
             "parameters": parameters, "measurement": result, "round_ms": round_ms,
-            "variants": variants, "rates": rates, "bounds": bounds, "phases_s": phases.seconds}
+            "variants": variants, "rates": rates, "bounds": bounds, "phases_s": phases.seconds,
+            "step_calls": calls}
 
 
 def round_means(result, name: str) -> list[float]:
@@ -341,9 +371,10 @@ def median_of_rounds(extras: list[dict], key: str) -> dict | None:
 
 def bound_figures(measured: dict, variant: str) -> dict:
     """The variant's bound, its ratio to fused GPU Adam, the goal and whether the step meets
-    max(goal, 1.10 × bound ratio) (impl/hybrid/bounds.py); None where no bound applies."""
-    trainer = measured["variants"][variant][0]
-    bound = measured["bounds"].get(trainer)
+    max(goal, 1.10 × bound ratio) (impl/hybrid/bounds.py); None where no bound applies (the
+    bounds count the default buckets: a bucket per tensor is the earlier design, timed beside)."""
+    trainer, settings = measured["variants"][variant]
+    bound = None if "bucket_elements" in settings else measured["bounds"].get(trainer)
     if bound is None:
         return {"bound_ms": None, "bound_ratio": None, "goal_ratio": None, "meets_goal": None}
     round_ms = measured["round_ms"]
@@ -353,12 +384,12 @@ def bound_figures(measured: dict, variant: str) -> dict:
             "meets_goal": meets(ratio, GOALS[trainer], bound / gpu_step)}
 
 
-@pytest.mark.parametrize("variant", OFFLOAD_VARIANTS + CAST_VARIANTS)
+@pytest.mark.parametrize("variant", OFFLOAD_VARIANTS + CAST_VARIANTS + PER_TENSOR_VARIANTS)
 @pytest.mark.parametrize("member", OFFLOAD_FAMILY)
 def test_offload(benchmark, member, variant, dist_context, rounds, pytestconfig):
     measured = offload_measured(dist_context, rounds, member, pytestconfig.option.suite_mode)
     if variant not in measured["variants"]:
-        pytest.skip(f"{variant}: an fp32 model has nothing to cast")
+        pytest.skip(absent_reason(measured["workload"], variant))
     result, workload = measured["measurement"], measured["workload"]
     round_ms, extras = measured["round_ms"][variant], result.extras[variant]
     step = stats.median(round_ms)
@@ -375,6 +406,7 @@ def test_offload(benchmark, member, variant, dist_context, rounds, pytestconfig)
         "gradient_error": check["gradient_error"], "weight_error": check["weight_error"],
         "parameters": measured["parameters"], "dtype": workload.dtype,
         "host_adam_bytes": ADAM_BYTES_PER_PARAMETER * measured["parameters"],
+        "step_calls": measured["step_calls"].get(variant),
         **{key: median_of_rounds(extras, key) for key in HOST_WORK_FIGURES},
         **bound_figures(measured, variant), "rates": measured["rates"],
         "stage_timelines": [extras[-1]["timeline"]],
@@ -403,11 +435,13 @@ def test_offload_comparison(benchmark, member, dist_context, rounds, pytestconfi
 
 def offload_pairs(variants: dict) -> list[tuple[str, str]]:
     """Every offload against fused GPU Adam, the foreach baseline too; overlap against after
-    backward and DPU against overlap; each GPU cast against the same trainer's host cast."""
+    backward and DPU against overlap (where the member runs both); each GPU cast or bucket per
+    tensor against the same trainer with the defaults."""
     pairs = [(name, "device-adam") for name in variants if name != "device-adam"]
-    pairs += [("offload-overlap", "offload-after-backward"),
-              ("offload-overlap-dpu", "offload-overlap")]
-    pairs += [(name, trainer) for name, (trainer, cast) in variants.items() if cast == "device"]
+    pairs += [(a, b) for a, b in (("offload-overlap", "offload-after-backward"),
+                                  ("offload-overlap-dpu", "offload-overlap"))
+              if a in variants and b in variants]
+    pairs += [(name, trainer) for name, (trainer, settings) in variants.items() if settings]
     return pairs
 
 

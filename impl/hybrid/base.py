@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from impl.hybrid.buckets import BUCKET_ELEMENTS, check_bucket_elements
 from impl.hybrid.host_adam import check_host_adam
 from impl.timeline import TimedSteps, Timeline, TimelineRecorder
 from impl.workloads import Batch
@@ -38,6 +39,9 @@ class HybridOptions:
     # Where the offload casts bf16/fp16 values to and from the fp32 master: host or device
     # (impl/hybrid/offload.py); fp32 models have nothing to cast.
     cast: str = "host"
+    # The offload's flat buckets (impl/hybrid/buckets.py): at most this many values of
+    # consecutive small tensors moved and updated as one; 1 moves every tensor on its own.
+    bucket_elements: int = BUCKET_ELEMENTS
 
     def __post_init__(self) -> None:
         # A NaN or negative lr would train every weight into garbage without an error.
@@ -51,6 +55,7 @@ class HybridOptions:
         check_host_adam(self.host_adam, self.host_layout, self.threads())
         if self.cast not in CAST_SIDES:
             raise ValueError(f"hybrid cast={self.cast!r}: choose one of {', '.join(CAST_SIDES)}")
+        check_bucket_elements(self.bucket_elements)
 
     def threads(self) -> int:
         return self.cpu_threads or os.cpu_count() or 1

@@ -5,8 +5,9 @@ Bytes per parameter, with b the weights' size (4 fp32, 2 bf16/fp16):
 
 - GPU-only (``device-adam``): weights b, gradients b, Adam's m and v 8; for low precision also
   the fp32 master 4 and its fp32 gradient 4: 16 fp32, 20 bf16;
-- the offload on the GPU: weights b and gradients b (each gradient is freed once copied, so
-  this is the most it holds);
+- the offload on the GPU: weights b and gradients b (each gradient is freed once its bucket is
+  packed and copied, so this is the most it holds; the largest model's layers are buckets of
+  their own, impl/hybrid/buckets.py);
 - the offload on the host: fp32 master, m and v 12, the gradients' landing buffer b and, for
   low precision, the staging of the cast weights b (``HybridOptions.cast`` "host"): 16 either way.
 

@@ -1,20 +1,30 @@
 """The fine-grained CPU–GPU hybrid (ZeRO-Offload style): the GPU computes, the CPU updates.
 
-Each parameter's gradient leaves the GPU the moment backward has produced it: a
-post-accumulate-grad hook records an event on the compute stream and a side stream copies the
-gradient into pinned host memory piece by piece (host_adam.PIECE_ELEMENTS), one event per
-piece. Host Adam (host_adam.py) updates each piece as soon as its copy has landed, and the
-piece's new weights go back to the GPU on a second side stream straight from the pinned fp32
-master, while the GPU goes on with the rest of backward. The step ends when every update has
-been issued; the compute stream then waits for the copies back, so the next forward reads the
-updated weights without a host-side sync. What cannot be hidden is the tail: the update of the
-last gradient backward produces (the first layer's), which the next forward needs first.
+The parameters are grouped into flat buckets (impl/hybrid/buckets.py): consecutive tensors in
+the order backward finishes their gradients, up to ``HybridOptions.bucket_elements`` values a
+bucket, a larger tensor in a bucket of its own. A bucket of several tensors keeps their
+weights in one flat device buffer (the parameters become views of it, as ZeRO-Offload's
+flattened parameters) and one flat fp32 master on the host, so its gradients leave in one
+copy, one host Adam call updates it and one copy brings its weights back: the per-tensor
+copies, events and Adam calls of a model of many small tensors go.
+
+A post-accumulate-grad hook takes each gradient as backward produces it; when a bucket's last
+member is ready, an event is recorded on the compute stream and a side stream packs the
+members' gradients into one flat gradient (one torch.cat) and copies it into pinned host memory
+piece by piece (host_adam.PIECE_ELEMENTS), one event per piece. Host Adam (host_adam.py)
+updates each piece as soon as its copy has landed, and the piece's new weights go back to the
+GPU on a second side stream straight from the pinned fp32 master, while the GPU goes on with
+the rest of backward. The step ends when every update has been issued; the compute stream
+then waits for the copies back, so the next forward reads the updated weights without a
+host-side sync. What cannot be hidden is the tail: the update of the last bucket backward
+completes (the one holding the first layer's weights), which the next forward needs first.
 
 ``OffloadOverlapDelayed`` is the one-step delayed parameter update (DPU, ZeRO-Offload §5):
 the update of step t's gradient is copied to the GPU during step t + 1's backward, once that
-step has last read the weight, so host Adam has a whole step to run and no tail is exposed.
-It is a different algorithm (the weights of step t + 1 do not hold step t's update), checked
-against the same training with every update applied one step late (``update_delay = 1``).
+step has last read the bucket's weights, so host Adam has a whole step to run and no tail is
+exposed. It is a different algorithm (the weights of step t + 1 do not hold step t's update),
+checked against the same training with every update applied one step late
+(``update_delay = 1``).
 
 Mixed precision (bf16 or fp16 weights and gradients on the GPU, ZeRO-Offload's mode): the
 master, m and v stay fp32 on the host and each value is cast once each way, on the side
@@ -22,17 +32,20 @@ master, m and v stay fp32 on the host and each value is cast once each way, on t
 values and host Adam's thread casts each gradient piece into a reused fp32 piece before the
 update and each updated piece into a pinned staging piece after it, spread over its intra-op
 threads (impl/hybrid/host_casts.py times these casts). On the device, the copy stream casts the
-gradient to fp32 before its copy, and the copy-back stream casts each fp32 master piece after
-it lands.
+packed gradient to fp32 before its copy, and the copy-back stream casts each fp32 master piece
+after it lands.
 
 ``OffloadAfterBackward`` is the overlapped one without overlap: the whole backward first, then
 the same copies and the same host Adam. On a CPU-only machine all of them run with the model
 on the CPU (host copies instead of device copies): the correctness tests' configuration.
+``step_calls`` counts what the last step paid per bucket and per tensor.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future
 
@@ -40,8 +53,26 @@ import torch
 from torch import nn
 
 from impl.hybrid.base import HybridOptions, Loss, Trainer
+from impl.hybrid.buckets import bucket_layout
 from impl.hybrid.host_adam import HostAdam
 from impl.workloads import Batch
+
+
+@torch.no_grad()
+def flatten(members: list[nn.Parameter]) -> torch.Tensor:
+    """One flat buffer holding ``members``' weights, each parameter made a view of its span
+    (so one copy writes them all); a single tensor is its own flat view."""
+    if len(members) == 1:
+        return members[0].detach().view(-1)
+    first = members[0]
+    flat = torch.empty(sum(p.numel() for p in members), dtype=first.dtype, device=first.device)
+    start = 0
+    for param in members:
+        end = start + param.numel()
+        flat[start:end].copy_(param.detach().view(-1))
+        param.data = flat[start:end].view_as(param)
+        start = end
+    return flat
 
 
 class OffloadOverlap(Trainer):
@@ -54,41 +85,76 @@ class OffloadOverlap(Trainer):
         super().__init__(model, loss, options)
         # Reverse registration order: the order backward finishes the gradients.
         self.params = [p for p in reversed(list(model.parameters())) if p.requires_grad]
-        self.index = {id(p): i for i, p in enumerate(self.params)}
+        self.buckets = [[self.params[i] for i in members] for members in bucket_layout(
+            [p.numel() for p in self.params], [p.dtype for p in self.params],
+            options.bucket_elements)]
+        self.flat = [flatten(members) for members in self.buckets]
+        # Per parameter: its bucket, its slot there and its [start, end) in the flat buffers.
+        self.place: dict[int, tuple[int, int, int, int]] = {}
+        for bucket, members in enumerate(self.buckets):
+            start = 0
+            for slot, param in enumerate(members):
+                self.place[id(param)] = (bucket, slot, start, start + param.numel())
+                start += param.numel()
         pin = self.cuda  # pinned memory needs CUDA; it is what lets the copies run async
         # Low-precision (bf16, fp16) parameters meet the fp32 master through a cast on one side
         # of the copies (``HybridOptions.cast``): on the host, in host Adam's threads, so the
         # copies carry 2 bytes a value; or on the GPU, so they carry 4.
         self.cast_on_device = self.cuda and options.cast == "device"
-        self.host_grads = [torch.empty(p.numel(), pin_memory=pin,
-                                       dtype=torch.float32 if self.cast_on_device else p.dtype)
-                           for p in self.params]
-        self.adam = HostAdam(self.params, options.lr, options.host_adam, options.host_layout,
+        self.host_grads = [torch.empty(flat.numel(), pin_memory=pin,
+                                       dtype=torch.float32 if self.cast_on_device else flat.dtype)
+                           for flat in self.flat]
+        self.adam = HostAdam(self.flat, options.lr, options.host_adam, options.host_layout,
                              options.threads(), pinned=pin)
-        # The updated weights in the parameter's dtype, cast from the master by host Adam's
+        # The updated weights in the parameters' dtype, cast from the master by host Adam's
         # thread right after each piece's update; None where the master itself is copied.
-        self.staging = [None if p.dtype == torch.float32 or self.cast_on_device else
-                        torch.empty(p.numel(), dtype=p.dtype, pin_memory=pin)
-                        for p in self.params]
+        self.staging = [None if flat.dtype == torch.float32 or self.cast_on_device else
+                        torch.empty(flat.numel(), dtype=flat.dtype, pin_memory=pin)
+                        for flat in self.flat]
         self.copy_out = torch.cuda.Stream(self.device) if self.cuda else None
         self.copy_in = torch.cuda.Stream(self.device) if self.cuda else None
         # Per piece, the copy back that last read its master: the next update must wait for it.
         self.copied_in: list[list[torch.cuda.Event | None]] = [
             [None] * len(spans) for spans in self.adam.spans]
+        # Per bucket, its members' gradients of this step, held until the last one is ready.
+        self.ready: list[list[torch.Tensor | None]] = [[None] * len(m) for m in self.buckets]
+        self.launched: set[int] = set()  # buckets launched this step
         self.hooks = [p.register_post_accumulate_grad_hook(self._gradient_ready)
                       for p in self.params] if self.overlap else []
-        self.pending: dict[int, list[Future]] = {}  # per parameter: updates not waited for
+        self.pending: dict[int, list[Future]] = {}  # per bucket: updates not waited for
+        self.step_calls: Counter[str] = Counter()  # what the last step paid (``_count``)
+        self.counting = threading.Lock()  # copies back may be issued by host Adam's threads
+
+    def _count(self, what: str, calls: int = 1) -> None:
+        with self.counting:
+            self.step_calls[what] += calls
 
     def _step(self, batch: Batch) -> torch.Tensor:
+        self.step_calls, self.launched = Counter(), set()
         loss = self._forward_backward(batch)
         if not self.overlap:
             for param in self.params:
-                self._gradient_ready(param)
+                if param.grad is not None:
+                    self._gradient_ready(param)
+        self._require_every_gradient()
         if not self.update_delay:
             self.drain()  # the host waits for Adam; errors of its threads surface here
         if self.cuda:
             torch.cuda.current_stream(self.device).wait_stream(self.copy_in)
         return loss
+
+    def _require_every_gradient(self) -> None:
+        """A bucket launches when its last member's gradient is ready: a parameter backward
+        did not reach would hold back its bucket's update without an error."""
+        if len(self.launched) == len(self.buckets):
+            return
+        absent = [tuple(p.shape) for bucket, members in enumerate(self.buckets)
+                  if bucket not in self.launched
+                  for p, grad in zip(members, self.ready[bucket]) if grad is None]
+        raise RuntimeError(f"{self.name}: step {self.steps_done} (counting from 0) left "
+                           f"{len(absent)} parameter(s) without a gradient (shapes "
+                           f"{absent[:3]}): the offload updates every trainable parameter each "
+                           "step; set requires_grad=False on parameters the loss does not use")
 
     def drain(self) -> None:
         for futures in self.pending.values():
@@ -96,38 +162,57 @@ class OffloadOverlap(Trainer):
                 future.result()
 
     def _gradient_ready(self, param: torch.Tensor) -> None:
-        index, grad = self.index[id(param)], param.grad.detach().reshape(-1)
+        bucket, slot, _, _ = self.place[id(param)]
+        self._count("gradient_hooks")
+        self.ready[bucket][slot] = param.grad.detach().reshape(-1)
+        param.grad = None  # held by the bucket until it is packed, then freed
+        if any(grad is None for grad in self.ready[bucket]):
+            return
+        grads = self.ready[bucket]
+        self.ready[bucket] = [None] * len(grads)
+        self._launch(bucket, grads)
+
+    def _launch(self, bucket: int, grads: list[torch.Tensor]) -> None:
+        """The bucket's last gradient is ready: its copy to the host and its host Adam."""
+        self.launched.add(bucket)
+        self._count("buckets")
         produced = None
         if self.cuda:
-            # Recorded after the kernels that produced this gradient and last read this weight.
+            # Recorded after the kernels that produced these gradients and last read these
+            # weights.
             produced = torch.cuda.Event()
             produced.record()
         if self.update_delay:
-            self._apply_previous_update(index, produced)
-        copied = self._copy_to_host(index, grad, produced)
-        param.grad = None  # the device copy of the gradient is not needed again
+            self._apply_previous_update(bucket, produced)
+        copied = self._copy_to_host(bucket, grads, produced)
         record = self.recorder.sink()  # this step's, even where its Adam ends in the next
-        self.pending[index] = [self.adam.submit(self._update, index, piece, event, produced,
-                                                record) for piece, event in enumerate(copied)]
+        self._count("host_adam_calls", len(copied))
+        self.pending[bucket] = [self.adam.submit(self._update, bucket, piece, event, produced,
+                                                 record) for piece, event in enumerate(copied)]
 
-    def _copy_to_host(self, index: int, grad: torch.Tensor,
+    def _copy_to_host(self, index: int, grads: list[torch.Tensor],
                       produced: torch.cuda.Event | None) -> list[torch.cuda.Event | None]:
-        """The gradient into pinned host memory, piece by piece; one event per piece."""
+        """The bucket's gradients packed into one flat gradient, into pinned host memory piece
+        by piece; one event per piece."""
         spans, host = self.adam.spans[index], self.host_grads[index]
+        self._count("copies_to_host", len(spans))
         if not self.cuda:
-            host.copy_(grad)
+            torch.cat(grads, out=host)
             return [None] * len(spans)
         self.copy_out.wait_event(produced)
         start, events = self.recorder.mark(self.copy_out), []
         with torch.cuda.stream(self.copy_out):
-            values = grad  # what the copies read: the gradient, or it cast to fp32 here
-            if self.cast_on_device and grad.dtype != torch.float32:
-                values = grad.float()  # allocated on this stream: freed after its last copy
+            # Allocated on this stream, so freed after its last copy: the packed gradient (one
+            # torch.cat; a lone tensor is read in place), cast to fp32 here where the GPU casts.
+            values = grads[0] if len(grads) == 1 else torch.cat(grads)
+            if self.cast_on_device and values.dtype != torch.float32:
+                values = values.float()
             for a, b in spans:
                 host[a:b].copy_(values[a:b], non_blocking=True)
                 events.append(self.recorder.mark(self.copy_out))
-        grad.record_stream(self.copy_out)  # freed by the caller, still read by the side stream
-        self.recorder.add("comm", f"to host p{index}", index, start, events[-1])
+        for grad in grads:
+            grad.record_stream(self.copy_out)  # freed by the caller, still read by the side stream
+        self.recorder.add("comm", f"to host b{index}", index, start, events[-1])
         return events
 
     @torch.no_grad()
@@ -142,12 +227,12 @@ class OffloadOverlap(Trainer):
         master = self.adam.update(index, piece, self.host_grads[index][start:end])
         if (staging := self.staging[index]) is not None:
             staging[start:end].copy_(master)  # the previous copy back has read it (above)
-        record("host", f"adam p{index}[{start}:{end}]", index, started, time.perf_counter())
+        record("host", f"adam b{index}[{start}:{end}]", index, started, time.perf_counter())
         if not self.update_delay:
             self._copy_to_device(index, piece, produced, record)
 
     def _apply_previous_update(self, index: int, produced: torch.cuda.Event | None) -> None:
-        """The delayed update: the previous step's Adam of this parameter, to the device."""
+        """The delayed update: the previous step's Adam of this bucket, to the device."""
         for future in self.pending.pop(index, []):
             future.result()
         if self.steps_done:  # step 0 has no previous gradient
@@ -156,14 +241,15 @@ class OffloadOverlap(Trainer):
 
     def _copy_to_device(self, index: int, piece: int, produced: torch.cuda.Event | None,
                         record: Callable | None = None) -> None:
+        self._count("copies_to_device")
         start, end = self.adam.spans[index][piece]
         staging = self.staging[index]
         source = self.adam.pieces[index][piece] if staging is None else staging[start:end]
-        target = self.params[index].detach().view(-1)[start:end]
+        target = self.flat[index][start:end]  # the bucket's weights, its parameters' storage
         if not self.cuda:
             target.copy_(source)
             return
-        self.copy_in.wait_event(produced)  # the weight's last reader in backward has run
+        self.copy_in.wait_event(produced)  # the weights' last reader in backward has run
         begin = self.recorder.mark(self.copy_in)
         with torch.cuda.stream(self.copy_in):
             if source.dtype == target.dtype:
@@ -171,23 +257,27 @@ class OffloadOverlap(Trainer):
             else:  # the fp32 master to the GPU, cast there (cast_on_device)
                 target.copy_(source.to(target.device, non_blocking=True))
         self.copied_in[index][piece] = done = self.recorder.mark(self.copy_in)
-        (record or self.recorder.add)("comm", f"to device p{index}[{start}:{end}]", index,
+        (record or self.recorder.add)("comm", f"to device b{index}[{start}:{end}]", index,
                                       begin, done)
 
-    def last_gradients(self) -> list[torch.Tensor]:
+    def _per_parameter(self, flats: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Each parameter's span of ``flats`` (one flat tensor per bucket), shaped as the
+        parameter, in ``model.parameters()`` order."""
         if self.cuda:
             torch.cuda.synchronize(self.device)
-        by_param = {id(p): self.host_grads[i] for i, p in enumerate(self.params)}
-        return [by_param[id(p)].view_as(p).to(torch.float32, copy=True)
-                for p in self.model.parameters()]
+        views = []
+        for param in self.model.parameters():
+            bucket, _, start, end = self.place[id(param)]
+            views.append(flats[bucket][start:end].view_as(param))
+        return views
+
+    def last_gradients(self) -> list[torch.Tensor]:
+        return [g.to(torch.float32, copy=True) for g in self._per_parameter(self.host_grads)]
 
     def checked_weights(self) -> list[torch.Tensor]:
         if self.update_delay:  # its master is a step ahead of the weights: check the weights
             return super().checked_weights()
-        if self.cuda:
-            torch.cuda.synchronize(self.device)
-        by_param = {id(p): self.adam.master[i] for i, p in enumerate(self.params)}
-        return [by_param[id(p)].view_as(p).clone() for p in self.model.parameters()]
+        return [w.clone() for w in self._per_parameter(self.adam.master)]
 
     def close(self) -> None:
         self.drain()

@@ -463,7 +463,10 @@ HYBRID_STEP = RowKind(
      _f("goal_ratio", "num?", "×", "The variant's goal against fused GPU Adam's step."),
      _f("meets_goal", "bool?", "", "ratio ≤ max(goal, 1.10 × bound_ratio)."),
      _f("measure_phases_s", "obj?", "s", "Seconds of the member's checks, builds, timed "
-        "rounds and rate measurement.")))
+        "rounds and rate measurement."),
+     _f("step_calls", "obj?", "", "What the offload paid in its last timed step: buckets "
+        "launched, gradient hooks, host Adam calls, copies to the host and to the device "
+        "(impl/hybrid/offload.py, impl/hybrid/buckets.py).")))
 
 
 HYBRID_COMPARISON = RowKind(

@@ -300,10 +300,12 @@ def section_parts(rows: Sequence[dict], runs: Sequence) -> dict:
             "interleaved in the same rounds: each variant's step time as a multiple of fused "
             "GPU Adam's (95% interval), beside its bound from measured host-Adam and copy "
             "rates (impl/hybrid/bounds.py: the delayed update max(GPU step, host Adam + "
-            "copies); the overlapped one the GPU step plus the host work of the last "
-            "gradient) and its goal (offload-overlap 1.10×, offload-overlap-dpu 1.03×). "
-            "+gpu-cast: bf16 values cast on the GPU, fp32 on the wire; without it the host "
-            "casts and the copies carry bf16.", FAMILY_COLUMNS, family)
+            "copies); the overlapped one max(GPU step + the host work of the last bucket, the "
+            "step's host work)) and its goal (offload-overlap 1.10×, offload-overlap-dpu "
+            "1.03×). +gpu-cast: bf16 values cast on the GPU, fp32 on the wire; without it the "
+            "host casts and the copies carry bf16. +per-tensor: a bucket per tensor, the "
+            "offload before its flat buckets (impl/hybrid/buckets.py), timed beside them.",
+            FAMILY_COLUMNS, family)
     if largest := only_offload_rows(rows):
         out["only_offload_table"] = make_table(
             "tab-hybrid-only-offload", "The model only the offload can train "

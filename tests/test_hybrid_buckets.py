@@ -1,0 +1,141 @@
+"""The offload's flat buckets (impl/hybrid/buckets.py): the layout, what a step pays per bucket
+instead of per tensor (counted, on the CPU), the check passing at every bucket size, and the
+bounds that count the last bucket's tail."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from torch import nn
+
+from impl.hybrid import HybridOptions, build_trainer, check_training, host_initialised_model
+from impl.hybrid.bounds import host_work_ms, offload_bounds
+from impl.hybrid.buckets import BUCKET_ELEMENTS, bucket_layout, calls_per_step
+from impl.presets import gpt_small_bf16, preset
+from impl.workloads import Batch, build_model, loss_fn, make_batch
+
+LR = 1e-3
+OFFLOADS = ("offload-after-backward", "offload-overlap", "offload-overlap-dpu")
+
+
+def backward_order(model: nn.Module) -> list[torch.Tensor]:
+    return list(reversed(list(model.parameters())))
+
+
+def layout_calls(model: nn.Module, cap: int) -> dict[str, int]:
+    """calls_per_step of the model's buckets at ``cap``."""
+    params = backward_order(model)
+    layout = bucket_layout([p.numel() for p in params], [p.dtype for p in params], cap)
+    return calls_per_step([sum(params[i].numel() for i in bucket) for bucket in layout])
+
+
+def test_consecutive_tensors_of_one_dtype_share_a_bucket_up_to_the_cap():
+    kinds = ["bf16"] * 4 + ["fp32"] * 2
+    assert bucket_layout([5, 3, 4, 10, 2, 2], kinds, 8) == [[0, 1], [2], [3], [4, 5]]
+    assert bucket_layout([5, 3, 4, 10, 2, 2], kinds, 1) == [[i] for i in range(6)]
+    assert calls_per_step([8, 4, 10]) == {"buckets": 3, "host_adam_calls": 3,
+                                          "copies_to_host": 3, "copies_to_device": 3}
+
+
+@pytest.mark.parametrize("value", [0, -4, 2.5, True, None])
+def test_a_bucket_size_that_is_not_a_positive_integer_is_one_line(value):
+    message = (f"hybrid bucket_elements={value!r}: choose an integer ≥ 1 (values a bucket holds; "
+               "1 moves every tensor on its own)")
+    with pytest.raises(ValueError) as error:
+        HybridOptions(bucket_elements=value)
+    assert str(error.value) == message
+    with pytest.raises(ValueError) as error:
+        bucket_layout([1, 2], ["bf16", "bf16"], value)
+    assert str(error.value) == message
+
+
+def test_gpt_small_bf16_moves_27_buckets_instead_of_149_tensors():
+    """The GPU member whose host Adam ran at 37 GB/s, per tensor: 149 tensors (the two of
+    7.68M values in two pieces each) paid 151 host Adam calls and as many copies each way; in
+    the default buckets, 29. Its last bucket, the overlapped offload's tail, is the token
+    embedding alone, as before."""
+    model = build_model(gpt_small_bf16(), torch.device("meta"))
+    assert len(list(model.parameters())) == 149
+    assert layout_calls(model, 1) == {"buckets": 149, "host_adam_calls": 151,
+                                      "copies_to_host": 151, "copies_to_device": 151}
+    assert layout_calls(model, BUCKET_ELEMENTS) == {"buckets": 27, "host_adam_calls": 29,
+                                                    "copies_to_host": 29, "copies_to_device": 29}
+    params = backward_order(model)
+    last = bucket_layout([p.numel() for p in params], [p.dtype for p in params],
+                         BUCKET_ELEMENTS)[-1]
+    assert [params[i].shape for i in last] == [torch.Size([10000, 768])]
+
+
+def test_the_fp32_mlp_member_keeps_a_bucket_per_layer():
+    """mlp_4096x8_b8192's layers of 16.8M values are each larger than a bucket: 8 buckets of 4
+    pieces, as the per-tensor offload paid."""
+    model = build_model(preset("mlp_4096x8_b8192"), torch.device("meta"))
+    assert layout_calls(model, BUCKET_ELEMENTS) == layout_calls(model, 1) == {
+        "buckets": 8, "host_adam_calls": 32, "copies_to_host": 32, "copies_to_device": 32}
+
+
+@pytest.mark.parametrize("bucket_elements", [1, 100_000, BUCKET_ELEMENTS])
+@pytest.mark.parametrize("name", OFFLOADS)
+def test_a_bf16_decoder_step_pays_per_bucket_and_passes_the_check(name, bucket_elements):
+    """gpt_tiny in bf16 (29 tensors) on the CPU: the check passes at every bucket size, and the
+    last step's counted calls are the layout's: one hook per tensor, the rest per bucket."""
+    workload = dataclasses.replace(preset("gpt_tiny"), dtype="bf16")
+    model = host_initialised_model(workload, torch.device("cpu"))
+    trainer = build_trainer(name, model, lambda o, t: loss_fn(workload, o, t),
+                            HybridOptions(lr=LR, cpu_threads=2, bucket_elements=bucket_elements))
+    data = [make_batch(workload, torch.device("cpu"), 0, 0, step) for step in range(3)]
+    try:
+        result = check_training(name, trainer, build_model(workload, torch.device("cpu")).float(),
+                                lambda o, t: loss_fn(workload, o, t), data,
+                                workload.batch * workload.context)
+    finally:
+        trainer.close()
+    assert result.failure is None, result.failure
+    expected = layout_calls(model, bucket_elements)
+    assert trainer.step_calls == {"gradient_hooks": 29, **expected}
+    assert expected["buckets"] == {1: 29, 100_000: 4, BUCKET_ELEMENTS: 1}[bucket_elements]
+    # A bucket of several tensors holds their weights in one flat buffer: they are its views.
+    for flat, members in zip(trainer.flat, trainer.buckets):
+        assert {p.untyped_storage().data_ptr() for p in members} == {
+            flat.untyped_storage().data_ptr()}
+
+
+class WithUnusedWeight(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.used = nn.Linear(4, 4)
+        self.unused = nn.Parameter(torch.zeros(3))
+
+    def forward(self, inputs):
+        return self.used(inputs)
+
+
+@pytest.mark.parametrize("name", OFFLOADS)
+def test_a_parameter_without_a_gradient_stops_the_step_in_one_line(name):
+    """A bucket launches when its last member's gradient is ready: one that never comes would
+    hold its bucket's update back without a word."""
+    trainer = build_trainer(name, WithUnusedWeight(), nn.functional.mse_loss,
+                            HybridOptions(lr=LR, cpu_threads=1))
+    try:
+        with pytest.raises(RuntimeError) as error:
+            trainer.step(Batch(torch.ones(2, 4), torch.zeros(2, 4)))
+    finally:
+        trainer.close()
+    assert str(error.value) == (
+        f"{name}: step 0 (counting from 0) left 1 parameter(s) without a gradient (shapes "
+        "[(3,)]): the offload updates every trainable parameter each step; set "
+        "requires_grad=False on parameters the loss does not use")
+
+
+def test_the_overlapped_bound_counts_the_last_bucket_and_the_whole_host_work():
+    # 1 ns a value of host Adam (28 B at 28 GB/s) and 1 ns each way (2 B at 2 GB/s): 3 ns.
+    rates = {"adam_gbps": 28.0, "to_host_gbps": 2.0, "to_device_gbps": 2.0}
+    assert host_work_ms(1_000_000, 2, rates) == pytest.approx(3.0)
+    gpu_bound = offload_bounds(10.0, 1_000_000, 100_000, 2, rates)
+    assert gpu_bound["offload-overlap"] == pytest.approx(10.3)  # GPU step + the last bucket
+    assert gpu_bound["offload-overlap-dpu"] == pytest.approx(10.0)
+    host_bound = offload_bounds(1.0, 1_000_000, 100_000, 2, rates)
+    assert host_bound["offload-overlap"] == pytest.approx(3.0)  # the step's whole host work
+    assert host_bound["offload-overlap-dpu"] == pytest.approx(3.0)
