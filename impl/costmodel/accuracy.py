@@ -314,8 +314,8 @@ UNMEASURED = {
                    "(the interference rows time the GEMMs, not the traffic)",
     "ddp": "DDP divides each bucket on the compute stream before its all-reduce, and its "
            "all-reduces run slower beside backward",
-    "update": "each chunk's update on the communication stream runs slower beside backward "
-              "and holds back the next all-reduce",
+    "update": "its update shares wait behind backward's GEMMs (impl/costmodel/lanes.py, read "
+              "off other workloads) and its all-reduces beside backward are slower than alone",
 }
 
 
