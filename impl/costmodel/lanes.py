@@ -44,8 +44,9 @@ from impl.costmodel.fabric import Fabric, fit_fabric
 # cut at layers too. Chunked's wait is what the per-step overhead fitted on the other cells
 # already carries: read as well, it put chunked's held-out error on 2× H200 from 0.2% / 0.8%
 # to 4.3% / 8.7%. The copy-engine's does not carry across K on the batch-8192 MLP (1.7 GEMMs
-# per collective at K = 5, 1.0 at K = 20) nor across workloads: read from either, it put
-# that cell at +13% to +15% and ordered 69 of 93 separated pairs right, against 76 without.
+# per collective at K = 5, 1.0 at K = 20) nor across workloads: read from the same
+# workload, the copy-engine's largest held-out error was 12% and 74 of 93 separated pairs
+# were ordered right; from the other workloads 15% and 69; left out, 76 (docs/costmodel.md).
 LANE_READ = ("threaded",)
 ALONE_READ = ("copy-engine",)  # no fabric file times its all-reduce (module docstring)
 
