@@ -95,6 +95,29 @@ def test_nvls_where_a_fabric_has_it_with_nccls_constants(tmp_path):
     assert load_fabric("pcie-l40sx8").nvls_algbw_gbps is None
 
 
+def test_collnet_across_nodes_where_a_fabric_has_it_with_nccls_constants(tmp_path):
+    """Hand-computed from NCCL's tuner (tuning.cc at b647562), 4 ranks on 2 nodes of 2 GPUs
+    and 2 NICs reaching 50 GB/s each with in-network reduction: B_c = min(2 · 50, 100)."""
+    # Direct: 2 · (3.7 + 1 · 0.4) + 31 µs; algbw 0.5 · 0.85 · 100 / ((2/2 + 1) / 2).
+    assert nccl.collnet_time_us(1e6, 4, 2, "collnet-direct", 50.0, 2, 100.0) == pytest.approx(
+        2 * (3.7 + 0.4) + 31 + 1e6 / (1e3 * 0.5 * 0.85 * 100))
+    # Chain: 2 · (2 − 1) · 2.8 + 30 µs; algbw 0.5 · 100. One NIC a node: Direct's f = 1.5.
+    assert nccl.collnet_time_us(1e6, 4, 2, "collnet-chain", 50.0, 2, 100.0) == pytest.approx(
+        2 * 2.8 + 30 + 1e6 / 50e3)
+    assert nccl.collnet_time_us(1e6, 4, 2, "collnet-direct", 50.0, 1, 100.0) == pytest.approx(
+        2 * (3.7 + 0.4) + 31 + 1e6 / (1e3 * 0.5 * 0.85 * 50 / 1.5))
+    with pytest.raises(ValueError, match="CollNet reduces in the network's switches: 1 node"):
+        nccl.collnet_time_us(1e6, 2, 1, "collnet-chain", 50.0, 2, 100.0)
+    sharp = load_fabric(write(tmp_path, GOOD + 'collnet_gbps = { value = 50, source = "t" }\n'))
+    # 1 GB on 2 nodes: Chain's 50 GB/s algbw beats the ring's 50 · 4/6 and the tree's 22.5.
+    choice = sharp.choice(1e9, 4)
+    assert (choice.algorithm, choice.protocol) == ("collnet-chain", "Simple")
+    assert choice.time_us == pytest.approx(2 * 2.8 + 30 + 1e9 / 50e3 + 10)
+    assert sharp.choice(1e9, 2).algorithm == "ring"  # one node: the switches see nothing
+    assert load_fabric("ib400-sharp-h200x8").collnet_gbps == 40
+    assert load_fabric("ib400-h200x8").collnet_gbps is None
+
+
 def test_nccls_model_fitted_to_a_sweep_recovers_its_numbers():
     sizes = [2**20 * 4**i for i in range(6)]
     times_ms = [nccl.all_reduce(b, 4, 1, 300.0, launch_us=5.0).time_us / 1e3 for b in sizes]

@@ -72,6 +72,16 @@ def test_update_inside_the_overlap_follows_each_collective():
         [4, 6, 8, 10], [1.5] * 4, 10.0, 1.0, update_in_overlap=True))
 
 
+def test_an_update_share_beside_backward_waits_and_holds_back_the_next_collective():
+    # c0 4–5.5, its share 5.5–6.25 (0.25 + 0.5 beside backward); c1 6.25–7.75, share
+    # 7.75–8.5; c2 8.5–10; backward is over: c2's share 10–10.25, c3 10.25–11.75, share 12.
+    outcome = simulate(four_chunks(), Plan(each(1.5), update_in_overlap=True,
+                                           update_beside_ms=0.5))
+    ends = [end for lane, _, _, _, end in outcome.intervals if lane == "comm"]
+    assert ends == pytest.approx([5.5, 7.75, 10.0, 11.75])
+    assert outcome.step_ms == pytest.approx(12.0)
+
+
 def test_a_host_hand_off_delays_every_launch():
     # c0 4.5–6, c1 6.5–8, c2 8.5–10, c3 10.5–12, update: 13.
     assert simulate(four_chunks(), Plan(each(1.5), handoff_ms=0.5)).step_ms == pytest.approx(13)
@@ -110,8 +120,9 @@ def test_without_interference_the_schedule_is_the_bound_on_random_steps():
 
 
 def test_slowdown_below_one_is_refused():
-    with pytest.raises(ValueError, match=r"slowdown=0.5, beside_ms=0.0: work beside other work "
-                                         r"cannot speed up; allowed slowdown ≥ 1, beside_ms ≥ 0"):
+    with pytest.raises(ValueError, match=r"slowdown=0.5, beside_ms=0.0, update_beside_ms=0.0: "
+                                         r"work beside other work cannot speed up; allowed "
+                                         r"slowdown ≥ 1, beside_ms and update_beside_ms ≥ 0"):
         simulate(four_chunks(), Plan(each(1.0), slowdown=0.5))
 
 

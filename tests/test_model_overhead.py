@@ -45,6 +45,21 @@ def test_the_overhead_is_the_median_residual_of_the_other_cells_of_the_machine()
     assert found["m", 5, "chunked"].predicted_efficiency == pytest.approx(3 / 11)
 
 
+def test_a_knob_variant_takes_its_strategys_overhead_and_none_is_negative():
+    """chunked+update's overhead is chunked's, fitted on chunked's other cells (the knob's
+    own cost is in the schedule: impl/costmodel/lanes.py); a model already pessimistic on
+    the other cells gets none, not a negative cost."""
+    checks = [*CHECKS, check("m", 20, "chunked+update", 80.0, 60.0),
+              check("m", 5, "threaded", 60.0, 61.0), check("m", 10, "threaded", 60.0, 62.0),
+              check("m", 20, "threaded", 60.0, 60.5)]
+    found = {(c.machine, c.chunks, c.variant): c for c in overhead.calibrated(checks, cell_of)}
+    # K = 20's other chunked cells: residuals 1 (K = 5) and 2 (K = 10); its own 20 never.
+    assert found["m", 20, "chunked+update"].overhead_ms == pytest.approx(1.5)
+    # threaded's other cells at K = 5: residuals −2 and −0.5: median −1.25, so none.
+    assert found["m", 5, "threaded"].overhead_ms == 0.0
+    assert found["m", 5, "threaded"].predicted_ms == 61.0
+
+
 def test_the_checked_cells_own_measurement_never_moves_its_overhead():
     moved = [replace(c, measured_ms=c.measured_ms + 50) if (c.chunks, c.machine) == (5, "m")
              else c for c in CHECKS]
@@ -55,8 +70,9 @@ def test_the_checked_cells_own_measurement_never_moves_its_overhead():
 
 def test_no_held_out_check_is_calibrated_on_its_own_cell():
     """On the committed H200 results: each check's overhead is the median of the residuals
-    of its variant in the other cells of its machine, computed here from the uncalibrated
+    of its strategy in the other cells of its machine, computed here from the uncalibrated
     checks, so the checked cell's own step never enters."""
+    from impl.costmodel import variant_plans
     from impl.costmodel.lanes import lane_effects
     from impl.rows.merge import merge_rows
 
@@ -73,7 +89,8 @@ def test_no_held_out_check_is_calibrated_on_its_own_cell():
         if plain.predicted_ms is None or plain.variant == "sequential":
             continue
         others = [c.measured_ms - c.predicted_ms for c in raw if c.predicted_ms is not None
-                  and c.machine == plain.machine and c.variant == plain.variant
+                  and c.machine == plain.machine
+                  and c.variant == variant_plans.variant(plain.variant)[0]
                   and cell_of(c) != cell_of(plain)]
         assert done.overhead_ms == pytest.approx(overhead.overhead_ms(others))
         assert done.predicted_ms == pytest.approx(plain.predicted_ms + done.overhead_ms)

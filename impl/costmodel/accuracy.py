@@ -22,7 +22,12 @@ from dataclasses import dataclass, replace
 
 from impl import metrics
 from impl.costmodel import variant_plans
-from impl.costmodel.compute import ReadyProfile, known_workload, parameter_layout
+from impl.costmodel.compute import (
+    ReadyProfile,
+    backward_kernel_ms,
+    known_workload,
+    parameter_layout,
+)
 from impl.costmodel.fabric import Fabric, MeasuredSweep
 from impl.costmodel.fabric_file import load_fabric
 from impl.costmodel.inputs import comm_fabrics, compute_profile, fabric_key, interference, value
@@ -240,8 +245,10 @@ def check_cell(cell: Cell, inputs: Inputs | str,
             unseen = f"no copy-engine bandwidth for {row.get('device')} in fabrics/"
         elif variant_plans.variant(name)[0] in variant_plans.MODELLED:
             lane = lanes(name) if lanes else LaneEffects()
-            plan = variant_plans.plan(name, profile, row["chunks"], spans, comm, copy, slowdown,
-                                      lane.launch_ms, lane.beside_ms)
+            kernel = backward_kernel_ms(profile, row["workload"])
+            plan = variant_plans.plan(name, profile, row["chunks"], spans, comm,
+                                      lane.alone or copy, slowdown, lane.launch_ms,
+                                      lane.beside_ms(kernel), lane.update_beside_ms(kernel))
             predicted = simulate(profile, plan)
             calm = simulate(profile, replace(plan, slowdown=1.0))
             efficiency = metrics.overlap_efficiency(sequential.step_ms, predicted.step_ms,
@@ -307,8 +314,8 @@ UNMEASURED = {
                    "(the interference rows time the GEMMs, not the traffic)",
     "ddp": "DDP divides each bucket on the compute stream before its all-reduce, and its "
            "all-reduces run slower beside backward",
-    "update": "each chunk's update on the communication stream runs slower beside backward "
-              "and holds back the next all-reduce",
+    "update": "its update shares wait behind backward's GEMMs (impl/costmodel/lanes.py, read "
+              "off other workloads) and its all-reduces beside backward are slower than alone",
 }
 
 

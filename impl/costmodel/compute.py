@@ -122,6 +122,25 @@ def parameter_layout(workload: str) -> tuple[tuple[tuple[int, int], ...], int]:
     return tuple(spans), params[0].element_size()
 
 
+@lru_cache(maxsize=32)
+def backward_kernels(workload: str) -> int:
+    """How many GEMMs a backward of preset ``workload`` runs: two per weight matrix (the
+    gradient of its input and of its weight), read from its model on the meta device."""
+    import torch
+
+    from impl.presets import preset
+    from impl.workloads import build_model
+
+    model = build_model(preset(workload), torch.device("meta"))
+    return 2 * sum(1 for p in model.parameters() if p.requires_grad and p.dim() >= 2)
+
+
+def backward_kernel_ms(profile: ReadyProfile, workload: str) -> float:
+    """The mean duration of one of backward's GEMMs in a compute-only step: the time a kernel
+    launched beside backward waits behind the one running (impl/costmodel/lanes.py)."""
+    return (profile.backward_end_ms - profile.backward_start_ms) / backward_kernels(workload)
+
+
 def chunk_ends(spans: tuple[tuple[int, int], ...], chunks: int, split: str = "bytes",
                first_chunk_elements: int | None = None) -> list[int]:
     """Where each of the K chunks ends: impl/gradients.py's ``chunk_bounds``."""

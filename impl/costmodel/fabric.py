@@ -17,7 +17,9 @@ Two forms, each with one formula:
   file's launch cost per call. busbw is nccl-tests' bus bandwidth (algbw · 2(n−1)/n), so a
   file's numbers are read off nccl-tests or the suite's all-reduce rows directly. Where the
   file gives NVLS's algbw (NVLink SHARP on an NVSwitch node), NVLS, or the NVLS tree across
-  nodes, joins the tuner's candidates (nccl.nvls_time_us).
+  nodes, joins the tuner's candidates (nccl.nvls_time_us); where it gives the bandwidth a
+  NIC reaches with in-network reduction (CollNet, SHARP), CollNet Direct and Chain join
+  them across nodes (nccl.collnet_time_us).
 
 The copy-engine strategy moves each chunk with peer copies (a reduce-scatter then an
 all-gather, each (n−1)/n · b per rank) inside one node only: t = launch + 2(n−1)/n · b /
@@ -125,6 +127,7 @@ class NodeFabric:
     nics_per_node: int | None = None  # None: one node only, no network
     nic_gbps: float | None = None
     nvls_algbw_gbps: float | None = None  # NVLink SHARP's algbw in a node; None: no NVLS
+    collnet_gbps: float | None = None  # per NIC with in-network reduction; None: no CollNet
     sources: tuple[tuple[str, str], ...] = ()  # (field, where its number comes from)
 
     @property
@@ -149,8 +152,10 @@ class NodeFabric:
         self.check_world(world)
         nodes = math.ceil(world / self.gpus_per_node)
         network = None if self.nics_per_node is None else self.nics_per_node * self.nic_gbps
+        collnet = None if self.collnet_gbps is None else (
+            self.collnet_gbps, self.nics_per_node, self.busbw_node_gbps)
         return nccl.all_reduce(size_bytes, world, nodes, self.bandwidth_gbps(world), self.intra,
-                               self.launch_us, self.nvls_algbw_gbps, network)
+                               self.launch_us, self.nvls_algbw_gbps, network, collnet)
 
     def all_reduce_ms(self, size_bytes: float, world: int) -> float:
         """One all-reduce of ``size_bytes`` per rank among ``world`` ranks (module docstring)."""

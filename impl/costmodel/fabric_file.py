@@ -10,6 +10,7 @@
     [network]                                          # optional: none means one node only
     nics = { value = 8, source = "one NIC per GPU" }
     nic_gbps = { value = 47, source = "NDR 400 Gb/s: 46-48 GB/s per NIC, nccl-tests #290" }
+    collnet_gbps = { value = 40, source = "..." }      # optional: SHARP in the switches
 
 ``load_fabric("ib400-h200x8")`` reads fabrics/ib400-h200x8.toml of this repository; a path to
 a ``.toml`` file works too. Anything wrong stops with one line naming the file, the value and
@@ -39,6 +40,8 @@ SPEC: dict[str, dict[str, tuple[bool, float, float, str, bool]]] = {
     "network": {
         "nics": (True, 1, 64, "NICs per node", True),
         "nic_gbps": (False, 1e-3, 1e4, "GB/s reached per NIC", True),
+        "collnet_gbps": (False, 1e-3, 1e4, "GB/s per NIC of an all-reduce reduced in the "
+                         "network's switches (CollNet, SHARP)", False),
     },
 }
 TOP_LEVEL = ("name", "description", "node", "network")
@@ -125,7 +128,8 @@ def parse_fabric(path: Path, document: dict, name: str) -> NodeFabric:
         gpus_per_node=values["node.gpus"], busbw_node_gbps=values["node.busbw_gbps"],
         launch_us=values["node.launch_us"], copy_gbps=values.get("node.copy_gbps"),
         nics_per_node=values.get("network.nics"), nic_gbps=values.get("network.nic_gbps"),
-        nvls_algbw_gbps=values.get("node.nvls_algbw_gbps"), sources=tuple(sources))
+        nvls_algbw_gbps=values.get("node.nvls_algbw_gbps"),
+        collnet_gbps=values.get("network.collnet_gbps"), sources=tuple(sources))
 
 
 def load_fabric(name_or_path: str) -> NodeFabric:

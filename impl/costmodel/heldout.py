@@ -34,12 +34,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from impl import stats
-from impl.costmodel import accuracy, overhead
+from impl.costmodel import accuracy, overhead, variant_plans
 from impl.costmodel.compute import known_workload, parameter_layout
 from impl.costmodel.fabric import Fabric, fit_fabric, measured_sweep
 from impl.costmodel.inputs import comm_fabrics, fabric_key, interference, value
-from impl.costmodel.lanes import LANE_READ, LaneEffects, lane_effects
-from impl.costmodel.scale import step_band
+from impl.costmodel.lanes import LaneEffects, lane_effects
+from impl.costmodel.scale import STRATEGIES, step_band
 
 SPLITS = ("other runs", "leave-one-K-out", "leave-one-workload-out", "in-cell")
 HEADLINE = "other runs"
@@ -503,15 +503,20 @@ def decision_lines(decided: Decisions) -> list[str]:
 def overheads(checks: Sequence[accuracy.Check],
               cells: Sequence[accuracy.Cell]) -> dict[tuple[str | None, str], float]:
     """Per (GPU model, variant), the overhead a prediction beyond the measured cells adds
-    (impl/costmodel/overhead.py): the median residual of the variant over every measured
+    (impl/costmodel/overhead.py): the median residual of its strategy over every measured
     cell of that GPU model, none of which is the predicted one."""
     device = {_cell_key(c.row): c.row.get("device") for c in cells}
+    predicted = [(device[_check_key(c)[:-1]], c) for c in checks
+                 if c.predicted_ms is not None and c.overhead_ms is not None]
     residuals: dict[tuple[str | None, str], list[float]] = {}
-    for check in checks:
-        if check.predicted_ms is not None and check.overhead_ms is not None:
-            residuals.setdefault((device[_check_key(check)[:-1]], check.variant), []).append(
+    for gpu, check in predicted:
+        if check.variant == variant_plans.variant(check.variant)[0]:
+            residuals.setdefault((gpu, check.variant), []).append(
                 check.measured_ms - check.predicted_ms + check.overhead_ms)
-    return {key: overhead.overhead_ms(found) for key, found in residuals.items()}
+    # A knob variant takes its strategy's (overhead.py says why).
+    return {(gpu, check.variant): overhead.overhead_ms(
+                residuals.get((gpu, variant_plans.variant(check.variant)[0]), []))
+            for gpu, check in predicted}
 
 
 @dataclass(frozen=True)
@@ -535,11 +540,11 @@ def validate_held_out(rows: Sequence[dict], merged: Sequence[dict]) -> HeldOut:
     by_split = checks_by_split(rows, cells)
     found = unreproduced(cells, rows)
     # At other GPU counts: each variant's lane over every measured cell of its GPU model and
-    # workload, any world size (assumed to hold at every count, as the overhead is).
+    # the other workloads, any world size (assumed to hold at every count, as the overhead is).
     lanes = {(device, workload, name): lane_effects(
-                 rows, {"device": device, "workload": workload}, name, ("device", "workload"))
+                 rows, {"device": device, "workload": workload}, name, ("device",))
              for device, workload in {(c.row.get("device"), c.row["workload"]) for c in cells}
-             for name in LANE_READ}
+             for name in STRATEGIES}
     return HeldOut(strategy_table(by_split, trivial_errors(cells), found),
                    unreproduced_lines(found, by_split[HEADLINE]),
                    decisions(by_split[HEADLINE], cells), overheads(by_split[HEADLINE], cells),

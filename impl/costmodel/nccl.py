@@ -32,8 +32,24 @@ the constants of a later tuning.cc (commit b647562, NCCL 2.19+), Simple protocol
 NCCL's tuner writes algbw = 5/6 · busBw with busBw its NVLS graph's channels × bandwidth,
 limited across nodes by the network's (halved beyond two nodes); A, the algbw inside a node,
 is the fabric file's (nccl-tests' measured one), and ``net`` the node's NICs' bandwidth, as
-for the ring. CollNet (in-network reduction in the switches of the network) is left out: no
-fabric file has it.
+for the ring.
+
+CollNet (in-network reduction in the network's switches, SHARP, through NCCL's CollNet
+plugin), across nodes where a fabric file gives the bandwidth a NIC reaches with it
+(``collnet_gbps``), with the same tuning.cc (b647562), Simple protocol only, p GPUs and q
+NICs per node:
+
+    CollNet Direct: latency = 2 · (min(1, p − 1) · 3.7 + (p − 1) · 0.4) + 31 µs,
+                    algbw = 0.5 · 0.85 · B_c / f,  f = (p/q + 1) / 2  (p ≤ 8, NVSwitch only)
+    CollNet Chain:  latency = 2 · (p − 1) · 2.8 + 30 µs,  algbw = 0.5 · B_c
+
+with B_c = min(q · collnet_gbps, the node's busbw): the channels' bandwidth through the NICs,
+which NVLink caps inside the node (an NCCL maintainer: with 8 NICs, NVLink limits CollNet to
+~110 GB/s algbw on A100, github.com/NVIDIA/nccl issue 320). 3.7 and 2.8 µs are hwLat
+[NVLink][CollNet Direct, Chain][Simple], 31 and 30 µs hwLat[net][...], 0.4 µs the arity
+serialisation per local GPU, 0.85 the Hopper correction (compute capability ≥ 9.0, as every
+file with CollNet); the latency does not grow with the node count: the switches reduce in
+one pass. Cited, not measured: no machine here has SHARP.
 
 ``launch_us`` is added to every all-reduce: what a call through torch.distributed costs
 beyond NCCL's own latency (the host's enqueue, the stream's event), which NCCL's tuner does
@@ -70,6 +86,10 @@ CHANNELS = 16  # NCCL's rings on an 8-GPU NVSwitch node (LL128's cap per channel
 NVLS_LAT_US = 23.0  # hwLat[NVLink][NVLS][Simple], and [NVLink][NVLSTree][Simple]
 NVLS_TREE_NET_LAT_US = 14.0  # hwLat[net][NVLSTree][Simple], per tree level, each way
 NVLS_ALGBW_RATIO = 5 / 6  # algbw / busBw of NVLS and NVLS tree
+COLLNET_LAT_US = {"collnet-direct": (3.7, 31.0), "collnet-chain": (2.8, 30.0)}  # NVLink, net
+COLLNET_ARITY_US = 0.4  # CollNet Direct: serialisation per local GPU
+COLLNET_DIRECT_HOPPER = 0.85  # busBw correction on compute capability ≥ 9.0
+COLLNET_DIRECT_MAX_LOCAL = 8  # CollNet Direct: at most 8 GPUs per node
 
 
 @dataclass(frozen=True)
@@ -134,12 +154,33 @@ def nvls_time_us(size_bytes: float, nodes: int, nvls_algbw_gbps: float,
     return latency + size_bytes / (1e3 * NVLS_ALGBW_RATIO * bus)
 
 
+def collnet_time_us(size_bytes: float, ranks: int, nodes: int, algorithm: str,
+                    collnet_gbps: float, nics: int, node_bus_gbps: float) -> float:
+    """CollNet Direct's or Chain's all-reduce time across ``nodes`` whose ``nics`` NICs each
+    reach ``collnet_gbps`` with in-network reduction, as NCCL's tuner models them (module
+    docstring)."""
+    if nodes < 2:
+        raise ValueError(f"CollNet reduces in the network's switches: {nodes} node has none")
+    per_node = ranks // nodes
+    intra, net = COLLNET_LAT_US[algorithm]
+    bus = min(nics * collnet_gbps, node_bus_gbps)
+    if algorithm == "collnet-direct":
+        latency = 2 * (min(1, per_node - 1) * intra + (per_node - 1) * COLLNET_ARITY_US) + net
+        gpus_per_nic = per_node / nics
+        bus *= COLLNET_DIRECT_HOPPER / (gpus_per_nic - (gpus_per_nic - 1) / 2)
+    else:
+        latency = 2 * (per_node - 1) * intra + net
+    return latency + size_bytes / (1e3 * 0.5 * bus)
+
+
 def all_reduce(size_bytes: float, ranks: int, nodes: int, bus_gbps: float,
                intra: str = "nvlink", launch_us: float = 0.0,
-               nvls_algbw_gbps: float | None = None, net_gbps: float | None = None) -> Choice:
+               nvls_algbw_gbps: float | None = None, net_gbps: float | None = None,
+               collnet: tuple[float, int, float] | None = None) -> Choice:
     """The fastest of ring and tree × LL, LL128, Simple (and NVLS, Simple, where
-    ``nvls_algbw_gbps`` is given), as NCCL's tuner picks, plus the call's launch cost; one
-    rank: no all-reduce, 0."""
+    ``nvls_algbw_gbps`` is given; CollNet Direct and Chain across nodes where ``collnet``,
+    (GB/s per NIC, NICs per node, the node's busbw), is), as NCCL's tuner picks, plus the
+    call's launch cost; one rank: no all-reduce, 0."""
     if ranks <= 1:
         return Choice(0.0, "none", "none")
     candidates = [Choice(time_us(size_bytes, ranks, nodes, bus_gbps, a, p, intra), a, p)
@@ -147,6 +188,12 @@ def all_reduce(size_bytes: float, ranks: int, nodes: int, bus_gbps: float,
     if nvls_algbw_gbps is not None:
         candidates.append(Choice(nvls_time_us(size_bytes, nodes, nvls_algbw_gbps, net_gbps),
                                  "nvls" if nodes == 1 else "nvls-tree", "Simple"))
+    if collnet is not None and nodes > 1:
+        algorithms = ["collnet-chain"]
+        if ranks // nodes <= COLLNET_DIRECT_MAX_LOCAL:
+            algorithms.append("collnet-direct")
+        candidates += [Choice(collnet_time_us(size_bytes, ranks, nodes, a, *collnet), a,
+                              "Simple") for a in algorithms]
     best = min(candidates, key=lambda c: c.time_us)
     return Choice(best.time_us + launch_us, best.algorithm, best.protocol)
 

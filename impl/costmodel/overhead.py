@@ -8,13 +8,19 @@ division on the compute stream (DDP at K = 1, one bucket, is 2–3 ms over seque
 GPT-small). The model is optimistic for every overlapped variant in every GPU cell by about
 1 ms before this term.
 
-Per variant and machine, the overhead is the median residual (measured − predicted step, ms)
-of that variant in the machine's *other* cells, added to the cell's predicted step; with no
-other cell, none. The checked cell never enters its own overhead (``calibrated``;
-tests/test_model_overhead.py pins it). Sequential is not calibrated: nothing overlaps, and
-it is the reference of the overlap efficiency. A per-collective term (constant + cost ·
-collectives, Theil–Sen) was tried and predicted the held-out cells worse: with 3 to 19
-other cells of 2 workloads its slope follows the workload, not the collective count.
+Per strategy and machine, the overhead is the median residual (measured − predicted step,
+ms) of that strategy in the machine's *other* cells, added to the cell's predicted step; with
+no other cell, none. A knob variant (chunked+update, copy-engine+update, chunked+first1mb)
+takes its strategy's: the host's launches and hooks are the strategy's, and what the knob
+changes is in the schedule (the update shares beside backward: impl/costmodel/lanes.py);
+fitted on the variant's own other cells instead (one, at K = 20 of the other workload), the
+overhead carried that workload's residual across, 2 to 5 ms off. The overhead is a cost: a
+median below zero (the model already pessimistic on the other cells) adds none. The checked
+cell never enters its own overhead (``calibrated``; tests/test_model_overhead.py pins it).
+Sequential is not calibrated: nothing overlaps, and it is the reference of the overlap
+efficiency. A per-collective term (constant + cost · collectives, Theil–Sen) was tried and
+predicted the held-out cells worse: with 3 to 19 other cells of 2 workloads its slope
+follows the workload, not the collective count.
 """
 
 from __future__ import annotations
@@ -24,17 +30,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from impl import metrics
+from impl.costmodel import variant_plans
 
 SEQUENTIAL = ("sequential", "mpi-sequential")  # not calibrated (module docstring)
 
 
 def overhead_ms(residuals: Sequence[float]) -> float:
-    """The overhead that the other cells' residuals (ms) give: their median, 0 without any."""
-    return statistics.median(residuals) if residuals else 0.0
+    """The overhead that the other cells' residuals (ms) give: their median, never below 0
+    (a cost beyond the schedule cannot make a step faster: where the model is already
+    pessimistic on the other cells, none is added); 0 without any."""
+    return max(0.0, statistics.median(residuals)) if residuals else 0.0
 
 
 def calibrated(checks: Sequence, cell_of: Callable[[object], tuple]) -> list:
-    """Every check (accuracy.Check) with its variant's overhead, fitted on the other cells of
+    """Every check (accuracy.Check) with its strategy's overhead, fitted on the other cells of
     its machine, added to its predicted step and to the model without interference, and its
     predicted efficiency recomputed against the cell's sequential prediction.
     ``cell_of(check)`` names a check's cell: a cell's checks never enter its own overhead."""
@@ -44,7 +53,8 @@ def calibrated(checks: Sequence, cell_of: Callable[[object], tuple]) -> list:
     adjusted = {}
     for check in usable:
         extra = overhead_ms([c.measured_ms - c.predicted_ms for c in usable
-                             if c.machine == check.machine and c.variant == check.variant
+                             if c.machine == check.machine
+                             and c.variant == variant_plans.variant(check.variant)[0]
                              and cell_of(c) != cell_of(check)])
         reference = sequential.get(cell_of(check))
         efficiency = check.predicted_efficiency

@@ -28,7 +28,12 @@ from scipy.stats import norm
 
 from impl import metrics
 from impl.costmodel import variant_plans
-from impl.costmodel.compute import ReadyProfile, known_workload, parameter_layout
+from impl.costmodel.compute import (
+    ReadyProfile,
+    backward_kernel_ms,
+    known_workload,
+    parameter_layout,
+)
 from impl.costmodel.fabric import NodeFabric
 from impl.costmodel.inputs import compute_profile, interference
 from impl.costmodel.lanes import NO_LANE, LaneEffects
@@ -167,8 +172,10 @@ def predict_one(source: Source, strategy: str, world: int, fabric: NodeFabric,
         return Prediction(source.workload, strategy, world, None, None, None, None, why)
     comm = fabric.at_world(world)
 
+    kernel = backward_kernel_ms(profile, source.workload)
     planned = variant_plans.plan(strategy, profile, chunks, spans, comm, copy, source.interference,
-                                 lane.launch_ms, lane.beside_ms)
+                                 lane.launch_ms, lane.beside_ms(kernel),
+                                 lane.update_beside_ms(kernel))
     reference = variant_plans.plan("sequential", profile, chunks, spans, comm)
     outcome, sequential = simulate(profile, planned), simulate(profile, reference)
     comm_only = sum(c.duration_ms for c in reference.collectives)
@@ -179,7 +186,7 @@ def predict_one(source: Source, strategy: str, world: int, fabric: NodeFabric,
     efficiency = None if base in variant_plans.AFTER_BACKWARD or not same_chunking else \
         metrics.overlap_efficiency(sequential.step_ms, outcome.step_ms + overhead_ms, limit)
     note = (f"its lane as read on the measured cells, taken to hold at every count: {lane.source}"
-            if base == "threaded" else None)
+            if base == "threaded" or lane.update_kernels else None)
     if not same_chunking:
         count = len(planned.collectives)
         note = (f"{count} bucket{'s' if count != 1 else ''}, not K = {chunks} chunks: no "

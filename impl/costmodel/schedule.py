@@ -11,9 +11,9 @@ may start, and what else it puts on the communication lane:
 - while a collective runs beside backward, backward runs ``slowdown`` times slower (the
   interference, impl/costmodel/interference.py): compute progress is integrated piecewise, so a
   slowed backward delays later chunks' readiness, and the collectives after them;
-- a collective launched while backward computes lasts ``beside_ms`` longer than alone
-  (impl/costmodel/lanes.py: peer copies and NCCL's kernels wait for the SMs that backward's
-  GEMMs hold), which delays the collectives after it;
+- a collective launched while backward computes lasts ``beside_ms`` longer than alone, an
+  update share ``update_beside_ms`` (impl/costmodel/lanes.py: the lane's kernels wait for
+  the SMs that backward's GEMM holds), which delays the collectives after it;
 - the update follows the last collective and backward, or, with the update inside the
   overlap, each chunk's share (update / K) follows its collective on the communication lane.
 
@@ -49,6 +49,7 @@ class Plan:
     slowdown: float = 1.0  # compute runs this many times slower beside a collective
     handoff_ms: float = 0.0  # host time from a chunk's readiness (or the previous end) to launch
     beside_ms: float = 0.0  # a collective launched beside backward lasts this much longer
+    update_beside_ms: float = 0.0  # and an update share on the communication lane
 
 
 @dataclass(frozen=True)
@@ -70,9 +71,11 @@ class Outcome:
 
 def simulate(profile: ReadyProfile, plan: Plan) -> Outcome:
     """The step ``plan`` makes of the compute-only step ``profile`` (module docstring)."""
-    if plan.slowdown < 1 or plan.beside_ms < 0:
-        raise ValueError(f"slowdown={plan.slowdown}, beside_ms={plan.beside_ms}: work beside "
-                         "other work cannot speed up; allowed slowdown ≥ 1, beside_ms ≥ 0")
+    if plan.slowdown < 1 or plan.beside_ms < 0 or plan.update_beside_ms < 0:
+        raise ValueError(f"slowdown={plan.slowdown}, beside_ms={plan.beside_ms}, "
+                         f"update_beside_ms={plan.update_beside_ms}: work beside other work "
+                         "cannot speed up; allowed slowdown ≥ 1, beside_ms and "
+                         "update_beside_ms ≥ 0")
     begin, backward_end = profile.backward_start_ms, profile.backward_end_ms
     jobs = plan.collectives
     releases = [backward_end if plan.after_backward else min(max(c.ready_ms, begin),
@@ -96,7 +99,9 @@ def simulate(profile: ReadyProfile, plan: Plan) -> Outcome:
         wait = None
         if running is None:
             if pending_update is not None:
-                running, pending_update = ("update", pending_update, share, t), None
+                running = ("update", pending_update,
+                           share + (plan.update_beside_ms if computing else 0.0), t)
+                pending_update = None
             elif following < len(released_at):
                 earliest = max(released_at[following], lane_free) + plan.handoff_ms
                 if t >= earliest - EPSILON_MS:

@@ -89,10 +89,12 @@ def collectives(profile: ReadyProfile, ends: list[int], fabric: Fabric,
 
 def plan(name: str, profile: ReadyProfile, chunks: int, spans: tuple[tuple[int, int], ...],
          comm: Fabric, copy: Fabric | None = None, interference: Interference = Interference(),
-         handoff_ms: float = 0.0, beside_ms: float = 0.0) -> Plan:
+         handoff_ms: float = 0.0, beside_ms: float = 0.0, update_beside_ms: float = 0.0
+         ) -> Plan:
     """The Plan of variant ``name`` at K = ``chunks``: ``comm`` times its all-reduces, ``copy``
     the copy-engine's, ``handoff_ms`` is the host's hand-off of the threaded strategy,
-    ``beside_ms`` what a collective launched beside backward adds (impl/costmodel/lanes.py)."""
+    ``beside_ms`` what a collective launched beside backward adds, ``update_beside_ms`` what
+    an update share does (impl/costmodel/lanes.py)."""
     strategy, options = variant(name)
     if strategy not in MODELLED:
         raise ValueError(f"strategy {strategy!r} has no model; modelled: "
@@ -109,4 +111,5 @@ def plan(name: str, profile: ReadyProfile, chunks: int, spans: tuple[tuple[int, 
                 update_in_overlap=bool(options.get("update_in_overlap")),
                 slowdown=interference.for_strategy(strategy),
                 handoff_ms=handoff_ms if strategy == "threaded" else 0.0,
-                beside_ms=0.0 if strategy in AFTER_BACKWARD else beside_ms)
+                beside_ms=0.0 if strategy in AFTER_BACKWARD else beside_ms,
+                update_beside_ms=update_beside_ms if options.get("update_in_overlap") else 0.0)

@@ -22,6 +22,8 @@ from reports.format import Column, Placement, fmt, make_table, text_column
 
 # The fabric each GPU model's compute is predicted on: its HGX nodes over InfiniBand.
 FABRICS = {"NVIDIA H200": "ib400-h200x8", "NVIDIA H100 80GB HBM3": "ib400-h100x8"}
+# The same nodes with in-network reduction (CollNet, cited, not measured): one line each.
+COLLNET_FABRICS = {"NVIDIA H200": "ib400-sharp-h200x8"}
 # Strategies figures.py has no colour for get their own here, so no two lines share one.
 COLORS = {**figures.STRATEGY_COLORS, "copy-engine": "#d62728", "chunked+update": "#e377c2"}
 PANELS = (("step_ms", "step (ms)"), ("exposed_comm_ms", "exposed communication (ms)"),
@@ -248,9 +250,9 @@ def held_out(rows: Sequence[dict]) -> tuple[object | None, list[str], dict[str, 
         heldout.relative_bands(table), (found.overheads, found.lanes)
 
 
-def assumed_fields(fabric) -> list[str]:
-    """The fabric file's numbers whose source says they are assumed."""
-    return [field for field, source in fabric.sources if source.lower().startswith("assumed")]
+def assumed_fields(fabric, kind: str = "assumed") -> list[str]:
+    """The fabric file's numbers whose source says they are ``kind`` (assumed, cited)."""
+    return [field for field, source in fabric.sources if source.lower().startswith(kind)]
 
 
 def weak_scaling_line(predictions: Sequence[scale.Prediction], fabric_name: str) -> str | None:
@@ -297,6 +299,14 @@ def section(rows: Sequence[dict], runs: Sequence) -> dict:
             notes.append(f"{fabric.name}: assumed, not measured or cited: {', '.join(assumed)}")
         if line := weak_scaling_line(predictions, fabric.name):
             scaling.append(line)
+        if device in COLLNET_FABRICS:
+            sharp = load_fabric(COLLNET_FABRICS[device])
+            line = weak_scaling_line(scale.predict(device_rows, sharp, held_out=bands,
+                                                   overheads=overheads, lanes=lanes)[1],
+                                     sharp.name)
+            if line:
+                scaling.append(f"{line} (in-network reduction; cited, not measured: "
+                               f"{', '.join(assumed_fields(sharp, 'cited'))})")
     checks = accuracy.validate(rows)
     interleaved = [c for c in checks if c.interleaved]
     if interleaved:
