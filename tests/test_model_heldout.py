@@ -201,6 +201,12 @@ def test_every_pair_ordered_the_wrong_way_is_listed_with_its_interval(every_run)
     copy = next(p for p in wrong if p.slower == "copy-engine" and p.faster == "chunked"
                 and p.cell == "h200x2 mlp_8192x12_b1024_bf16 K = 20")
     assert copy.measured_ms == pytest.approx(1.52, abs=0.01)
+    # Put 0.10 ms faster, within the two predictions' bands: the model cannot separate them.
+    assert copy.predicted_ms == pytest.approx(0.10, abs=0.01) and not copy.bands_apart
+    # Put 1.39 ms faster while measured 0.20 ms slower: a wrong order the bands stand behind.
+    sure = next(p for p in wrong if p.slower == "copy-engine+update" and p.faster == "threaded")
+    assert sure.bands_apart
+    assert (decided.pairs_right_apart, sum(p.bands_apart for p in wrong)) == (44, 6)
 
 
 def test_a_cell_that_does_not_reproduce_is_named_and_left_out(every_run):

@@ -321,6 +321,7 @@ class Decisions:
     efficiency_errors: list[float]
     misordered: tuple[Misordered, ...] = ()
     efficiency_unresolved: int = 0  # compared cells whose predicted band exceeds the goal
+    pairs_right_apart: int = 0  # ordered right, the two predictions' bands apart
 
 
 @dataclass(frozen=True)
@@ -337,6 +338,7 @@ class Misordered:
     high_ms: float
     relative: float  # measured_ms / the faster variant's measured step
     predicted_ms: float
+    bands_apart: bool  # the two predictions' bands do not overlap: a confident wrong order
 
 
 def efficiency_band(sequential_ms: float, step_ms: float, limit_ms: float,
@@ -377,7 +379,14 @@ def decisions(checks: Sequence[accuracy.Check], cells: Sequence[accuracy.Cell]) 
             by_cell.setdefault(_check_key(check)[:-1], []).append(check)
     rows = {_cell_key(c.row): c.row for c in cells}
     limit_band = _limit_bands(by_cell, rows)
-    separated = right = picks_right = unseparated = compared = within = unresolved = 0
+    separated = right = right_apart = picks_right = unseparated = compared = within = 0
+    unresolved = 0
+
+    def apart(a: accuracy.Check, b: accuracy.Check) -> bool:
+        """The predictions' bands (as the best pick's) do not overlap."""
+        low, high = sorted((a, b), key=lambda c: c.predicted_ms)
+        return low.predicted_ms * (1 + band[_check_key(low)]) < \
+            high.predicted_ms * (1 - band[_check_key(high)])
     wrong, efficiency_errors, misordered = [], [], []
     for key, group in by_cell.items():
         row = rows[key]
@@ -396,13 +405,14 @@ def decisions(checks: Sequence[accuracy.Check], cells: Sequence[accuracy.Cell]) 
                 slower[slow.variant].add(fast.variant)
                 if slow.predicted_ms > fast.predicted_ms:
                     right += 1
+                    right_apart += apart(slow, fast)
                     continue
                 sign = 1 if slow is a else -1
                 misordered.append(Misordered(
                     f"{row.get('machine')} {row['workload']} K = {row['chunks']}", slow.variant,
                     fast.variant, sign * diff.value, min(sign * diff.low, sign * diff.high),
                     max(sign * diff.low, sign * diff.high), sign * diff.value / fast.measured_ms,
-                    fast.predicted_ms - slow.predicted_ms))
+                    fast.predicted_ms - slow.predicted_ms, apart(slow, fast)))
         measured_best = {c.variant for c in group if not slower[c.variant]}
         best = min(group, key=lambda c: c.predicted_ms)
         high = best.predicted_ms * (1 + band[_check_key(best)])
@@ -432,7 +442,8 @@ def decisions(checks: Sequence[accuracy.Check], cells: Sequence[accuracy.Cell]) 
                 within += abs(efficiency_errors[-1]) <= EFFICIENCY_GOAL
     return Decisions(separated, right, len(by_cell), picks_right, unseparated, wrong, compared,
                      within, efficiency_errors,
-                     tuple(sorted(misordered, key=lambda m: (m.cell, -m.relative))), unresolved)
+                     tuple(sorted(misordered, key=lambda m: (m.cell, -m.relative))), unresolved,
+                     right_apart)
 
 
 def unreproduced_lines(found: dict[tuple, Unreproduced], checks: Sequence[accuracy.Check]
@@ -470,19 +481,28 @@ def markdown(table: dict, decided: Decisions, unreproducible: Sequence[str] = ()
     lines += ["", *(f"- {line}" for line in [*decision_lines(decided), *unreproducible])]
     if decided.misordered:
         lines += ["", "Pairs ordered the wrong way (measured: slower − faster, paired 95% "
-                      "interval; model: how much faster it put the slower one):", "",
-                  "| cell | measured slower | than | measured | model |", "|---|---|---|---|---|"]
+                      "interval; model: how much faster it put the slower one, and whether the "
+                      "two predictions' bands overlap):", "",
+                  "| cell | measured slower | than | measured | model | bands |",
+                  "|---|---|---|---|---|---|"]
         lines += [f"| {m.cell} | {m.slower} | {m.faster} | {m.measured_ms:+.2f} ms "
                   f"[{m.low_ms:+.2f}, {m.high_ms:+.2f}] ({m.relative:+.1%}) | "
-                  f"{m.predicted_ms:+.2f} ms |" for m in decided.misordered]
+                  f"{m.predicted_ms:+.2f} ms | {'apart' if m.bands_apart else 'overlap'} |"
+                  for m in decided.misordered]
     return lines
 
 
 def decision_lines(decided: Decisions) -> list[str]:
     """The decisions in words, one sentence each (the doc and the report's chapter)."""
     efficiency = decided.efficiency_errors
+    wrong_apart = sum(m.bands_apart for m in decided.misordered)
     lines = [f"Ranking: {decided.pairs_right} of {decided.pairs_separated} pairs that the "
-             "measurements separate (paired 95% interval) ordered right.",
+             "measurements separate (paired 95% interval) ordered right by the predicted "
+             "steps. With the predictions' bands (as for the best pick): "
+             f"{decided.pairs_right_apart} ordered right with bands apart, {wrong_apart} "
+             "ordered wrong with bands apart, "
+             f"{decided.pairs_separated - decided.pairs_right_apart - wrong_apart} within "
+             "overlapping bands (\"cannot separate\").",
              f"Best variant per cell: {decided.picks_right} right, "
              f"{decided.picks_unseparated} \"cannot separate\" (bands overlap), "
              f"{len(decided.picks_wrong)} wrong, of {decided.cells} interleaved cells."]
