@@ -10,6 +10,7 @@ the JSON the same way and look for it in the PDF's text.
 from __future__ import annotations
 
 import math
+import re
 import string
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +43,17 @@ def fmt(value: object, digits: int = 3) -> str:
     if magnitude >= digits - 1:
         return f"{rounded:,.0f}"
     return f"{rounded:.{digits - 1 - magnitude}f}"
+
+
+CPU_DEVICE = re.compile(r"cpu \((\d+) threads?\)")  # the hybrid rows' CPU (bench_hybrid)
+
+
+def device_words(device: str) -> str:
+    """A row's device as a reader reads it: "cpu (1 threads)" is "the CPU, 1 thread"."""
+    if found := CPU_DEVICE.fullmatch(device or ""):
+        threads = int(found[1])
+        return f"the CPU, {threads} thread{'' if threads == 1 else 's'}"
+    return device
 
 
 def fmt_pct(value: float | None) -> str:

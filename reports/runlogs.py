@@ -9,7 +9,7 @@ benchmarks)``. A run stopped from outside (a ``timeout``) shows torchrun's ``Rec
 signal`` instead of a summary. The report reads them to say why a study has no GPU result.
 
     log = read_log(text, "results/h200x2/logs/20261123T0957-pipeline-bench-hung.log")
-    log.ended      # "stopped by signal 15 (timeout 250 s) during test_pipeline[...]"
+    log.ended      # "stopped by signal 15 (timeout 250 s) during the pipeline benchmark ..."
     selects(log.selection, "bench_pipeline.py", "test_pipeline")   # True
 """
 
@@ -58,7 +58,7 @@ class BenchLog:
     @property
     def ended(self) -> str:
         """How the run ended, in words: "finished", "stopped by signal 15 (timeout 250 s)
-        during test_x[...]", "3 benchmark(s) failed, first test_x[...]", ..."""
+        during the x benchmark ...", "3 benchmark(s) failed, first the x benchmark ...", ..."""
         if self.finished:
             return "finished"
         last = self.last_test
@@ -69,7 +69,7 @@ class BenchLog:
             limit = f" (timeout {self.timeout_s} s)" if self.timeout_s else ""
             return f"stopped by signal {self.signal}{limit}{where}"
         if self.failed:
-            return (f"{len(self.failed)} benchmark(s) failed, the first "
+            return (f"{len(self.failed)} benchmark(s) failed, first "
                     f"{short_id(self.failed[0])}")
         if self.partial:
             return "wrote a partial results file"
@@ -77,8 +77,14 @@ class BenchLog:
 
 
 def short_id(test_id: str) -> str:
-    """``suite/bench_pipeline.py::test_pipeline[a-b]`` -> ``test_pipeline[a-b]``."""
-    return test_id.split("::")[-1]
+    """A benchmark in words: ``suite/bench_pipeline.py::test_pipeline[a-b]`` -> "the pipeline
+    benchmark a-b" (its parameters as pytest names them, so `-k a-b` finds it)."""
+    name = test_id.split("::")[-1]
+    found = re.fullmatch(r"test_(\w+?)(?:\[(.*)\])?", name)
+    if found is None:
+        return name
+    study = f"the {found[1].replace('_', ' ')} benchmark"
+    return f"{study} {found[2]}" if found[2] else study
 
 
 def selection_of(command: str) -> str | None:

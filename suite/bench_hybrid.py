@@ -112,7 +112,8 @@ def main_device() -> torch.device:
 def device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    return f"cpu ({torch.get_num_threads()} threads)"
+    threads = torch.get_num_threads()
+    return f"cpu ({threads} thread{'' if threads == 1 else 's'})"  # reports.format reads it
 
 
 def mlp_loss(workload):

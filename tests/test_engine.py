@@ -59,3 +59,18 @@ def test_weights_equal_sequential_on_every_rank(trained, workload, strategy, chu
         for got, want in zip(weights, reference):
             torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6,
                                        msg=f"rank {rank} {strategy} K={chunks} world={world}")
+
+
+def test_every_strategy_and_variant_says_what_it_does_in_one_line():
+    from impl.strategies import STRATEGIES, summary
+    from impl.strategies.knobs import VARIANTS
+
+    assert summary("chunked") == ("each chunk's all-reduce starts asynchronously the moment "
+                                  "its last gradient is ready")
+    # A class's own docstring before its module's: the MPI reference shares mpi's module.
+    assert summary("mpi-sequential") == ("every Iallreduce starts after the whole backward "
+                                         "(no overlap)")
+    assert summary("chunked+update") == "chunked with update_in_overlap=True"
+    assert all(summary(name) and "\n" not in summary(name) for name in [*STRATEGIES, *VARIANTS])
+    with pytest.raises(ValueError, match="unknown strategy 'pipelined'; choose one of"):
+        summary("pipelined")

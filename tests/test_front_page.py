@@ -171,7 +171,7 @@ def test_page_one_says_which_studies_have_no_gpu_result_and_why(report):
             assert not line.startswith("no GPU result")
             continue
         assert line.startswith("no GPU result: on h200x2 the run stopped by signal 15 "
-                               "(timeout 250 s) during test_pipeline[")
+                               "(timeout 250 s) during the pipeline benchmark ")
         assert "(from its console log)" in line and "results/" not in line
         assert squeeze(line[:60]) in report["page_one"]
     assert len(lines) == 6
@@ -225,6 +225,11 @@ def test_page_one_holds_the_whole_abstract_and_splits_no_word(report):
     assert squeeze("Run to run:") in report["page_one"]
     assert squeeze("Newest run:") in report["page_one"]
     assert squeeze("(hidden communication fraction) and saves") in report["page_one"]
+    # Each strategy the answers name is said in words, from the strategy registry.
+    assert squeeze("Strategies: ddp: torch DistributedDataParallel, the peer users would pick; "
+                   "copy-engine: each chunk all-reduced through symmetric memory, the bytes "
+                   "moved by copy engines; chunked+priority: chunked with "
+                   "comm_priority='high'.") in report["page_one"]
     _, height, words = report["pages"][0]
     title = next(w for w in words if w.text == "Hiding")  # the kicker above is letter-spaced
     footer = height - 19 / 25.4 * 72  # the bottom margin holds "page 1 of N"

@@ -38,8 +38,8 @@ def test_a_hung_run_names_the_benchmark_it_hung_in_and_the_timeout():
     assert log.timeout_s == 250 and log.signal == 15
     assert log.wrote is None and log.summary is None and not log.finished
     assert log.last_test == "suite/bench_pipeline.py::test_pipeline[mlp_8192x12_bf16-p2-m1-gpipe]"
-    assert log.ended == ("stopped by signal 15 (timeout 250 s) during "
-                         "test_pipeline[mlp_8192x12_bf16-p2-m1-gpipe]")
+    assert log.ended == ("stopped by signal 15 (timeout 250 s) during the pipeline benchmark "
+                         "mlp_8192x12_bf16-p2-m1-gpipe")
     # It meant to measure the pipeline and the hybrid, not tensor parallelism.
     assert targets(log, *PIPELINE) and targets(log, *HYBRID)
     assert not targets(log, *TENSOR_PARALLEL)
@@ -61,8 +61,8 @@ def test_failed_benchmarks_and_a_partial_file():
     log = log_of(FAILED)
     assert log.partial and not log.finished
     assert len(log.failed) == 13
-    assert log.ended == ("13 benchmark(s) failed, the first "
-                         "test_overlap[mlp_8192x12_b1024_bf16-compute-only-K20-w2-nvlink]")
+    assert log.ended == ("13 benchmark(s) failed, first the overlap benchmark "
+                         "mlp_8192x12_b1024_bf16-compute-only-K20-w2-nvlink")
     # The pipeline did not exist in that run's collection: it did not mean to measure it.
     assert "bench_pipeline" not in log.modules and not targets(log, *PIPELINE)
 

@@ -100,7 +100,7 @@ def test_pipeline_line_says_there_is_no_gpu_result_and_why_from_the_hung_log(fol
     rows, runs, found = loaded(folders)
     line = studies.study_line("pipeline", rows, runs, found)
     assert line.startswith("no GPU result: on h200x2 the run stopped by signal 15 (timeout "
-                           "250 s) during test_pipeline[mlp_8192x12_bf16-p2-m1-gpipe] "
+                           "250 s) during the pipeline benchmark mlp_8192x12_bf16-p2-m1-gpipe "
                            "(from its console log); CPU check of the method: cpu-2core "
                            "(mlp_tiny, p = 2, m = 8): bubble gpipe ")
     at = {i["variant"]: i for i in infos(CPU_STUDIES, "pipeline")
@@ -119,9 +119,9 @@ def test_hybrid_line_without_gpu_rows_names_the_run_that_never_reached_it(folder
     rows, runs, found = loaded(folders)
     line = studies.study_line("hybrid", rows, runs, found)
     assert line.startswith("no GPU result: on h200x2 the run stopped by signal 15 (timeout "
-                           "250 s) during test_pipeline[mlp_8192x12_bf16-p2-m1-gpipe], before "
-                           "any bench_hybrid benchmark started (")
-    assert "CPU check of the method: cpu-2core (mlp_tiny, cpu (1 threads)), speed against " \
+                           "250 s) during the pipeline benchmark mlp_8192x12_bf16-p2-m1-gpipe, "
+                           "before any bench_hybrid benchmark started (")
+    assert "CPU check of the method: cpu-2core (mlp_tiny, the CPU, 1 thread), speed against " \
            "device-adam: " in line
 
 
@@ -179,3 +179,12 @@ def test_gate_line_gives_each_machines_current_trials_with_intervals():
         "*/gate-trials.json")))
     assert line.endswith(f"; {others} more trials file(s) of earlier gate settings.")
     assert studies.gate_line(archive.Archive()).startswith("no gate trials")
+
+
+def test_a_cpu_device_reads_in_words():
+    from reports.format import device_words
+
+    assert device_words("cpu (1 threads)") == "the CPU, 1 thread"  # rows written before
+    assert device_words("cpu (1 thread)") == "the CPU, 1 thread"
+    assert device_words("cpu (16 threads)") == "the CPU, 16 threads"
+    assert device_words("NVIDIA H100 80GB HBM3") == "NVIDIA H100 80GB HBM3"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import torch.distributed as dist
 from torch import nn
 
@@ -9,6 +11,7 @@ from impl.strategies.base import OVERLAPPING, REFERENCE, SIMULATION, Strategy
 from impl.strategies.chunked import ChunkedStrategy
 from impl.strategies.copy_engine import CopyEngineStrategy
 from impl.strategies.ddp import DDPStrategy
+from impl.strategies.knobs import VARIANTS
 from impl.strategies.mpi import MPISequentialStrategy, MPIStrategy
 from impl.strategies.options import StrategyOptions
 from impl.strategies.sequential import SequentialStrategy
@@ -49,10 +52,23 @@ def check_strategy(name: str) -> str:
     return name
 
 
+def summary(name: str) -> str:
+    """What ``name``, a strategy or a named variant, does, in one line for a reader: the
+    first line of its class's own docstring, else of its module's ("Chunked: each chunk's
+    all-reduce starts ..."), after the name; a variant is its strategy and options."""
+    strategy, fields = VARIANTS.get(name, (name, {}))
+    cls = STRATEGIES[check_strategy(strategy)]
+    doc = cls.__dict__.get("__doc__") or sys.modules[cls.__module__].__doc__
+    text = doc.strip().split("\n")[0].split(": ", 1)[-1].rstrip(".")
+    options = ", ".join(f"{key}={value!r}" for key, value in fields.items()
+                        if key != "check_finite")
+    return f"{strategy} with {options}" if options else text
+
+
 def build_strategy(name: str, model: nn.Module, workload: WorkloadConfig,
                    group: dist.ProcessGroup | None, options: StrategyOptions) -> Strategy:
     return STRATEGIES[check_strategy(name)](model, workload, group, options)
 
 
 __all__ = ["STRATEGIES", "REAL_STRATEGIES", "Strategy", "StrategyOptions", "build_strategy",
-           "check_strategy", "measured_by_default", "overlapping"]
+           "check_strategy", "measured_by_default", "overlapping", "summary"]

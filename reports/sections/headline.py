@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from impl.strategies import summary
 from reports import cells, figures
 from reports.archive import ROOT, Archive
 from reports.captions import Run, is_gpu_machine, machine_text, make_figure
@@ -175,10 +176,10 @@ def table(entries: Sequence[dict]) -> Table:
             Cell(run_text(entry["run"]), mark=mark(entry["marks"]))])
     return Table("tab-headline", f"The best strategy at K = {cells.ANSWER_CHUNKS} (fixed before "
                  "the data were seen) per machine and workload: speedup over sequential and "
-                 "overlap efficiency (sequential − step)/(sequential − max(compute-only, "
-                 "comm-only)), 95% intervals below; vs DDP (buckets of gradient bytes / K, and "
-                 "25 MB): faster or slower where the interval of the difference excludes 0, "
-                 "else n.s.; the appendix on runs lists each run with its file.", HEADERS, body,
+                 "overlap efficiency (defined above), 95% intervals below; vs DDP (buckets of "
+                 "gradient bytes / K, and 25 MB): faster or slower where the interval of the "
+                 "difference excludes 0, else n.s.; the appendix on runs lists each run with "
+                 "its file.", HEADERS, body,
                  [(m, t) for t, m in notes.items()],
                  [True, False, False, False, True, True, False, False])
 
@@ -329,4 +330,11 @@ def section(rows: Sequence[dict], runs: Sequence[Run], archive: Archive) -> dict
                         "Headline speedups and efficiencies with intervals")
     return {"table": table(entries), "figure": image, "findings": findings(entries),
             "absent": absent_text(rows, runs, entries, cpus_left_out), "count": len(entries),
-            "answers": hidden.sentences(entries, runs), "definitions": hidden.DEFINITIONS}
+            "answers": hidden.sentences(entries, runs),
+            "definitions": f"{hidden.DEFINITIONS} {strategies_line(entries)}"}
+
+
+def strategies_line(entries: Sequence[dict]) -> str:
+    """What each strategy page 1 names does, from the strategy registry."""
+    named = dict.fromkeys(e["best"] for e in entries)
+    return "Strategies: " + "; ".join(f"{name}: {summary(name)}" for name in named) + "."

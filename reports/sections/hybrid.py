@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from impl.hybrid.gpt_forward import STUDY_TABLE
 from reports import figures
 from reports.captions import how_text, is_gpu_machine, make_figure
-from reports.format import Column, Placement, fmt, make_table, text_column
+from reports.format import Column, Placement, device_words, fmt, make_table, text_column
 from reports.study_tables import comparison_table, interval_text, of_kind
 
 VARIANT_COLORS = {"cpu": "#7f7f7f", "gpu": "#1f77b4", "coarse-hybrid": "#ff7f0e",
@@ -206,7 +206,7 @@ def curves_figure(curves: Sequence[dict]) -> figures.Image:
         curve = row["curve"]
         epochs = range(1, len(curve["train_loss"]) + 1)
         style = {"color": VARIANT_COLORS.get(row["variant"]), "linewidth": 1,
-                 "label": f"{row['variant']} ({row['device']})"}
+                 "label": f"{row['variant']} ({device_words(row['device'])})"}
         loss_ax.plot(epochs, curve["train_loss"], **style)
         accuracy_ax.plot(epochs, [a * 100 for a in curve["test_accuracy"]], **style)
     loss_ax.set_yscale("log")

@@ -21,7 +21,16 @@ from collections.abc import Callable, Iterable, Sequence
 from impl.rows.files import ResultsFile
 from impl.rows.merge import benchmark_rows
 from reports import cells
-from reports.format import Cell, Table, fmt, fmt_estimate, fmt_pct, make_table, text_column
+from reports.format import (
+    Cell,
+    Table,
+    device_words,
+    fmt,
+    fmt_estimate,
+    fmt_pct,
+    make_table,
+    text_column,
+)
 
 RUN_LABEL_CHARS = 16  # "20261123T194800Z": a run's file name up to its time stamp
 
@@ -93,7 +102,7 @@ def _pipeline_figures(row: dict) -> list[tuple[str, str, dict]]:
 
 
 def _hybrid_figures(row: dict) -> list[tuple[str, str, dict]]:
-    where = f"{row['study']}, {row['workload']}, {row['device']}"
+    where = f"{row['study']}, {row['workload']}, {device_words(row['device'])}"
     step = row.get("step_ms_estimate")
     return [(where, f"{row['variant']}: step (ms)", step)] if step else []
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from reports import analysis
 from reports.archive import Archive
 from reports.captions import Run, and_list, is_gpu_machine
-from reports.format import NA, fmt, fmt_estimate, fmt_pct, fmt_times
+from reports.format import NA, device_words, fmt, fmt_estimate, fmt_pct, fmt_times
 from reports.gate import trial_rates
 from reports.runlogs import pass_targets, targets, unfinished
 from reports.sections import gemm_sweep, hybrid, tensor_parallel
@@ -59,7 +59,7 @@ def verdict(text: str | None) -> str:
 
 
 def attempts(archive: Archive, module: str, functions: tuple[str, ...]) -> list[str]:
-    """"on h200x2 the run stopped by signal 15 (timeout 250 s) during test_pipeline[...]
+    """"on h200x2 the run stopped by signal 15 (timeout 250 s) during the pipeline benchmark ...
     (LOG)", per run that selected ``module`` and did not finish it: from its log, else from
     its results file's failed passes (suite.failed_passes) that selected the module."""
     found, covered = [], set()
@@ -148,7 +148,7 @@ def hybrid_text(rows: Sequence[dict], machine: str) -> tuple[str, dict] | None:
     if reference is None:
         return None
     if family := hybrid.family_headline_text(rows, machine):  # the family, not one cell
-        return f"{machine} ({reference['device']}): {family}", reference
+        return f"{machine} ({device_words(reference['device'])}): {family}", reference
     parts = []  # results files from before the family: their one workload
     for row in steps:
         if row["variant"] not in hybrid.HEADLINE_VARIANTS or row["run"] != reference["run"] or (
@@ -159,7 +159,8 @@ def hybrid_text(rows: Sequence[dict], machine: str) -> tuple[str, dict] | None:
                      f"({verdict(compared['verdict'])})")
     if not parts:
         return None
-    return (f"{machine} ({reference['workload']}, {reference['device']}), speed against "
+    return (f"{machine} ({reference['workload']}, {device_words(reference['device'])}), "
+            f"speed against "
             f"{GPU_ONLY}: {and_list(parts)}", reference)
 
 
