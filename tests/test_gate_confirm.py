@@ -38,6 +38,7 @@ from reports.gate.confirm import (
     run_block,
     schedule,
 )
+from tests.test_gate_slowdown import slower
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK_CPU = ROOT / "results" / "cpu-2core" / "20261121T232934Z.json"
@@ -376,16 +377,19 @@ def test_a_slowed_candidate_is_confirmed_by_the_interleaved_re_run(tiny_repo, ca
 
 @pytest.mark.slow
 def test_a_candidate_file_that_only_drifted_is_cleared_by_the_re_run(tiny_repo, capsys):
-    """The candidate file is slow (made while the machine was busy, as it were), but its code
-    is the baseline's: the files say regressed, the interleaved re-run clears it."""
+    """The candidate file is slow (the baseline's own rounds, twice as long: a file made while
+    the machine was busy, as it were), but its code is the baseline's: the files say
+    regressed, the interleaved re-run of the same code clears it. (A fresh run with twice the
+    work is no such file: with two busy loops beside it, one measured less than 25% slower.)
+    The re-run compares one code with itself; how often that still reads as a regression on
+    a loaded machine is the gate trials' false-alarm rate (reports/gate/trials.py)."""
     baseline = tiny_run(tiny_repo, tiny_repo.parent / "base.json", work=1)
-    candidate = tiny_run(tiny_repo, tiny_repo.parent / "cand.json", work=2)
+    candidate = slower(baseline, 2.0, tiny_repo.parent / "cand.json")
     code, out, err, verdicts = confirm_gate(capsys, tiny_repo, baseline, candidate)
     assert code == 0, out + err
     (row,) = verdicts["rows"]
     assert row["files_verdict"] == "regressed"
     assert row["verdict_text"] == "unchanged (re-run; files: regressed)"
-    assert 0.75 < row["confirmation"]["ratio"]["value"] < 1.33
     assert "Throughput gate: PASS" in out
     log = (tiny_repo.parent / "confirm.log").read_text()
     assert log.count("### block ") == 8 and "bench_tiny.py::test_tiny" in log

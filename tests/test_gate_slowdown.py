@@ -43,8 +43,10 @@ def slower(path: Path, factor: float, out: Path) -> Path:
             stats[key] *= factor
         stats["ops"] /= factor
         for key in TIME_FIELDS:
-            info[key] *= factor
-        info["samples_per_s"] /= factor
+            if key in info:  # a training step's fields; a bare benchmark has none
+                info[key] *= factor
+        if "samples_per_s" in info:
+            info["samples_per_s"] /= factor
     out.write_text(json.dumps(document))
     return out
 

@@ -18,7 +18,7 @@ import pytest
 
 from impl.rows.files import load_results
 from reports import build, cells
-from reports.format import fmt_estimate, fmt_pct
+from reports.format import device_words, fmt_estimate, fmt_pct
 from reports.sections import reproducibility
 
 RESULTS = Path(__file__).parent.parent / "results" / "cpu-2core"
@@ -80,7 +80,7 @@ def estimates_of(path: Path) -> dict[tuple, dict]:
             found["tensor parallel", where, f"{info['schedule']}: step (ms)"] = (
                 info["estimates"]["step_ms"])
         else:
-            where = f"{info['study']}, {info['workload']}, {info['device']}"
+            where = f"{info['study']}, {info['workload']}, {device_words(info['device'])}"
             found["hybrid", where, f"{info['variant']}: step (ms)"] = info["step_ms_estimate"]
     return found
 
