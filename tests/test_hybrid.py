@@ -592,11 +592,12 @@ def test_device_adam_keeps_a_master_only_for_low_precision_weights():
     assert bf16.mixed and all(m.dtype == torch.float32 for m in bf16.masters)
 
 
-@pytest.mark.parametrize("name", ["device-adam", "offload-overlap", "offload-overlap-dpu"])
-def test_a_bf16_decoder_trains_through_every_trainer(name):
+def check_bf16_decoder(name: str, options: HybridOptions):
+    """gpt_tiny in bf16, three steps of trainer ``name`` on the CPU checked against the
+    reference: (its model, the trainer, closed, and the check's result)."""
     workload = dataclasses.replace(preset("gpt_tiny"), dtype="bf16")
-    trainer = build_trainer(name, host_initialised_model(workload, torch.device("cpu")),
-                            lambda o, t: loss_fn(workload, o, t), HybridOptions(lr=LR))
+    model = host_initialised_model(workload, torch.device("cpu"))
+    trainer = build_trainer(name, model, lambda o, t: loss_fn(workload, o, t), options)
     data = [make_batch(workload, torch.device("cpu"), 0, 0, step) for step in range(3)]
     try:
         result = check_training(name, trainer, build_model(workload, torch.device("cpu")).float(),
@@ -604,6 +605,12 @@ def test_a_bf16_decoder_trains_through_every_trainer(name):
                                 workload.batch * workload.context)
     finally:
         trainer.close()
+    return model, trainer, result
+
+
+@pytest.mark.parametrize("name", ["device-adam", "offload-overlap", "offload-overlap-dpu"])
+def test_a_bf16_decoder_trains_through_every_trainer(name):
+    _, _, result = check_bf16_decoder(name, HybridOptions(lr=LR))
     assert result.failure is None
 
 

@@ -4,19 +4,17 @@ bounds that count the last bucket's tail."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 import torch
 from torch import nn
 
-from impl.hybrid import HybridOptions, build_trainer, check_training, host_initialised_model
+from impl.hybrid import HybridOptions, build_trainer
 from impl.hybrid.bounds import host_work_ms, offload_bounds
 from impl.hybrid.buckets import BUCKET_ELEMENTS, bucket_layout, calls_per_step
 from impl.presets import gpt_small_bf16, preset
-from impl.workloads import Batch, build_model, loss_fn, make_batch
+from impl.workloads import Batch, build_model
+from tests.test_hybrid import LR, check_bf16_decoder
 
-LR = 1e-3
 OFFLOADS = ("offload-after-backward", "offload-overlap", "offload-overlap-dpu")
 
 
@@ -81,17 +79,8 @@ def test_the_fp32_mlp_member_keeps_a_bucket_per_layer():
 def test_a_bf16_decoder_step_pays_per_bucket_and_passes_the_check(name, bucket_elements):
     """gpt_tiny in bf16 (29 tensors) on the CPU: the check passes at every bucket size, and the
     last step's counted calls are the layout's: one hook per tensor, the rest per bucket."""
-    workload = dataclasses.replace(preset("gpt_tiny"), dtype="bf16")
-    model = host_initialised_model(workload, torch.device("cpu"))
-    trainer = build_trainer(name, model, lambda o, t: loss_fn(workload, o, t),
-                            HybridOptions(lr=LR, cpu_threads=2, bucket_elements=bucket_elements))
-    data = [make_batch(workload, torch.device("cpu"), 0, 0, step) for step in range(3)]
-    try:
-        result = check_training(name, trainer, build_model(workload, torch.device("cpu")).float(),
-                                lambda o, t: loss_fn(workload, o, t), data,
-                                workload.batch * workload.context)
-    finally:
-        trainer.close()
+    model, trainer, result = check_bf16_decoder(
+        name, HybridOptions(lr=LR, cpu_threads=2, bucket_elements=bucket_elements))
     assert result.failure is None, result.failure
     expected = layout_calls(model, bucket_elements)
     assert trainer.step_calls == {"gradient_hooks": 29, **expected}
