@@ -124,10 +124,16 @@ def init_distributed(timeout_s: int | None = None) -> DistContext:
         dist.init_process_group(backend, rank=rank, world_size=world_size,
                                 timeout=timedelta(seconds=timeout_s), **kwargs)
     context = DistContext(rank, world_size, local_rank, backend, device, profile, timeout_s)
-    # new_group is collective over all ranks: create every subgroup once, in the same order.
+    # new_group is collective over all ranks: create every subgroup once, in the same order,
+    # and with NCCL the named variants' groups with options too (a cell in a subgroup runs on
+    # its members only and could not make them; impl/strategies/knobs.py).
     for size in group_sizes(world_size):
         group = dist.group.WORLD if size == world_size else dist.new_group(list(range(size)))
         context._groups[size] = group if rank < size else None
+    if backend == "nccl":
+        from impl.strategies.knobs import make_variant_groups
+
+        make_variant_groups(group_sizes(world_size))
     return context
 
 

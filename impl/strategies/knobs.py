@@ -10,13 +10,19 @@
   (``torch._C._set_sm_carveout_experimental``), for communication kernels to run on.
 
 Each knob only exists with NCCL on a GPU; asking for one elsewhere is an error naming it.
-Process groups with options are collective to create: only the group's members call
-``new_group`` (``use_local_synchronization``), in the same order on every member.
+
+A process group with options is a group of its own, and making one is collective over the
+whole launched world, members or not: with a bound device NCCL splits the new communicator
+from the world's, and every rank of the world must take part in the split. A cell of w ranks
+inside a larger world runs on its members only while the others wait in a barrier, so the
+groups the named variants need are made once per world size, on every rank, before any cell
+runs (``make_variant_groups``, called by impl/dist.py), and a strategy only looks them up.
 """
 
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -60,18 +66,81 @@ def communication_stream(device: torch.device, options) -> torch.cuda.Stream | N
     return torch.cuda.Stream(device, priority=priority)
 
 
+@dataclass(frozen=True)
+class GroupOptions:
+    """The NCCL options that give a strategy's collectives a process group of their own."""
+
+    high_priority: bool = False
+    max_ctas: int | None = None
+
+    @classmethod
+    def of(cls, options) -> GroupOptions | None:
+        """The options ``StrategyOptions`` asks for, or None where the plain group serves."""
+        if options.comm_priority != "high" and options.nccl_max_ctas is None:
+            return None
+        return cls(options.comm_priority == "high", options.nccl_max_ctas)
+
+    def nccl(self):
+        nccl_options = dist.ProcessGroupNCCL.Options()
+        nccl_options.is_high_priority_stream = self.high_priority
+        if self.max_ctas is not None:
+            nccl_options.config.max_ctas = self.max_ctas
+        return nccl_options
+
+
+# Groups with options, by (ranks, options). Made on every rank in the same order.
+_GROUPS: dict[tuple[tuple[int, ...], GroupOptions], dist.ProcessGroup | None] = {}
+
+
+def make_group(ranks: list[int], options: GroupOptions) -> dist.ProcessGroup | None:
+    """The group of ``ranks`` with ``options``, made now if it is not made yet. Every rank of
+    the launched world must call this, in the same order (None on ranks outside ``ranks``).
+    NCCL takes the options; gloo makes a plain group (the knobs are refused there before any
+    strategy asks), so the same path runs on the CPU."""
+    key = (tuple(ranks), options)
+    if key not in _GROUPS:
+        backend = dist.get_backend()
+        pg_options = options.nccl() if backend == "nccl" else None
+        _GROUPS[key] = dist.new_group(list(ranks), backend=backend, pg_options=pg_options)
+    return _GROUPS[key]
+
+
+def variant_group_options() -> tuple[GroupOptions, ...]:
+    """The options of every named variant that needs a group of its own (VARIANTS)."""
+    found = (GroupOptions.of(variant_strategy(name, 1)[1]) for name in VARIANTS)
+    return tuple(dict.fromkeys(options for options in found if options is not None))
+
+
+def make_variant_groups(sizes: list[int]) -> None:
+    """The groups of ranks [0, size) with every named variant's options, for every size: on
+    every rank, before any cell runs (impl/dist.py)."""
+    for size in sizes:
+        for options in variant_group_options():
+            make_group(list(range(size)), options)
+
+
+def options_group(group: dist.ProcessGroup, options: GroupOptions) -> dist.ProcessGroup:
+    """``group``'s ranks with ``options``: the group made before the cells, or one made now
+    when ``group`` spans the whole world (every rank is here to take part). A subgroup whose
+    options were not made up front is an error, not a wait for ranks that will never come."""
+    ranks = dist.get_process_group_ranks(group)
+    if (made := _GROUPS.get((tuple(ranks), options))) is not None:
+        return made
+    if len(ranks) == dist.get_world_size():
+        return make_group(ranks, options)
+    raise ValueError(f"{options} for ranks {ranks} of a world of {dist.get_world_size()}: "
+                     "a subgroup with NCCL options must be made on every rank before the "
+                     "cells run (impl.strategies.knobs.make_group)")
+
+
 def communication_group(group: dist.ProcessGroup | None, options) -> dist.ProcessGroup | None:
-    """``group`` itself, or a copy of it with the NCCL options the knobs ask for."""
+    """``group`` itself, or the group of its ranks with the NCCL options the knobs ask for."""
     backend = dist.get_backend(group) if group is not None else None
     check_nccl_knobs(options, backend)
-    if group is None or (options.nccl_max_ctas is None and options.comm_priority != "high"):
+    wanted = GroupOptions.of(options)
+    if group is None or wanted is None:
         return group
-    nccl_options = dist.ProcessGroupNCCL.Options()
-    nccl_options.is_high_priority_stream = options.comm_priority == "high"
-    if options.nccl_max_ctas is not None:
-        nccl_options.config.max_ctas = options.nccl_max_ctas
-    return dist.new_group(dist.get_process_group_ranks(group), backend="nccl",
-                          pg_options=nccl_options, use_local_synchronization=True)
+    return options_group(group, wanted)
 
 
 @contextlib.contextmanager
