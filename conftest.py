@@ -16,6 +16,7 @@ import math
 import os
 import signal
 import sys
+import time
 
 import pytest
 
@@ -90,6 +91,13 @@ def pytest_collection_modifyitems(config, items):
     config.suite_deadlines = plan_deadlines(items, config.option.suite_mode,
                                             choices["deadline_multiple"],
                                             choices["deadline_floor_s"])
+    if config.suite_deadlines and not config.option.collectonly and config.suite_rank == 0:
+        from impl.capabilities import gpu_count
+        from suite import budget
+
+        config.suite_timing = budget.PassTiming(
+            config.suite_deadlines, budget.machine_class(gpu_count()), budget.load_rates(),
+            say=lambda line: uncaptured(config, line))
     if config.suite_deadlines and not config.option.collectonly:
         capture = config.pluginmanager.getplugin("capturemanager")
         config.suite_watchdog = Watchdog(
@@ -116,10 +124,13 @@ def pytest_runtest_protocol(item, nextitem):
         yield
         return
     watchdog.arm(item.nodeid, deadline)
+    started = time.monotonic()
     try:
         yield
     finally:
         watchdog.disarm()
+    if timing := getattr(item.config, "suite_timing", None):  # rank 0
+        timing.finished(item.nodeid, time.monotonic() - started)
 
 
 @pytest.fixture(scope="session")
@@ -202,6 +213,7 @@ def pytest_benchmark_update_json(config, benchmarks, output_json):
         "profile": output_json["machine_info"]["overlap"]["profile"],
         "mode": config.option.suite_mode,
         "hangs": getattr(config, "_suite_hangs", []),
+        "timing": timing.to_json() if (timing := getattr(config, "suite_timing", None)) else None,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
 

@@ -51,6 +51,8 @@ from suite.harness import (
     rounds_for,
 )
 
+STUDY = "data parallel"  # what the run's plan counts its benchmarks under (suite/budget.py)
+
 COMPARE = "compare"
 
 
@@ -127,7 +129,9 @@ def cells(axes: dict, world: int, mpi: bool) -> list[Cell]:
                           or "copy-engine" in runnable)
             for k in chunks if size > 1 else chunks[:1]:
                 measured = ()
-                if size > 1 and k == axes["knob_chunks"] and not mpi:
+                knob_workloads = axes.get("knob_workloads") or (workload.name,)
+                if (size > 1 and k == axes["knob_chunks"] and not mpi
+                        and workload.name in knob_workloads):
                     # A variant whose chunking cannot cut this model (equal layers with fewer
                     # layers than K) is left out, not failed.
                     measured = tuple(v for v in knobs

@@ -32,9 +32,11 @@ from impl.presets import preset
 from impl.rows.write import write_row
 from impl.strategy_check import weight_tolerance
 from impl.workloads import DTYPES, MLPConfig, build_model, describe
-from suite.conftest import suite_axes
+from suite.conftest import launched_world, suite_axes
 from suite.harness import Variant, batches, measure_interleaved, record_round_times, rounds_for
 from suite.study_rows import comparison, round_seconds
+
+STUDY = "pipeline"  # what the run's plan counts its benchmarks under (suite/budget.py)
 
 VARIANTS = ("gpipe", "gpipe+recompute", "1f1b", "torch-gpipe", "torch-1f1b")
 PEERS = (("gpipe", "torch-gpipe"), ("1f1b", "torch-1f1b"), ("gpipe+recompute", "gpipe"))
@@ -42,7 +44,7 @@ WORKLOADS = {False: "mlp_tiny", True: "mlp_8192x12_bf16"}  # gpu? -> preset
 MICROBATCHES = {  # (gpu?, mode) -> m values; the CPU default stays well under a minute
     (False, "quick"): (1, 4), (False, "default"): (1, 2, 4, 8),
     (False, "full"): MICROBATCH_COUNTS, (True, "quick"): (4, 16),
-    (True, "default"): MICROBATCH_COUNTS, (True, "full"): MICROBATCH_COUNTS,
+    (True, "default"): (2, 8, 32), (True, "full"): MICROBATCH_COUNTS,
 }
 
 
@@ -64,6 +66,10 @@ def settings(config) -> list[Setting]:
     workloads = [w for w in map(preset, config.suite_choices["workloads"] or [WORKLOADS[gpu]])
                  if w.kind == "mlp"]
     stages = [p for p in axes["world_sizes"] if p >= 2] or [2]
+    if gpu and config.option.suite_mode == "default":
+        # The default run's budget: the deepest pipeline this launch can run (one stage per
+        # GPU), where the bubble matters most; --full runs every depth.
+        stages = [max((p for p in stages if p <= launched_world()), default=stages[0])]
     return [Setting(w, p, m) for w in workloads for p in stages
             for m in MICROBATCHES[gpu, config.option.suite_mode]]
 

@@ -55,6 +55,8 @@ from suite.conftest import launched_world, suite_axes
 from suite.harness import Measurement, Variant, measure_interleaved, record_round_times
 from suite.study_rows import round_seconds
 
+STUDY = "tensor parallel"  # what the run's plan counts its benchmarks under (suite/budget.py)
+
 DEFAULT_PRESETS = {
     # (gpu?, mode) -> presets
     (False, "quick"): ["tp_mlp_h256_t512_fp32"],
@@ -68,6 +70,9 @@ DEFAULT_PRESETS = {
                      "tp_mlp_h4096_t4096_fp32", "tp_mlp_ar_h8192_t8192_bf16"],
 }
 BACKENDS_BY_DTYPE = {"fp32": ("torch", "v3"), "bf16": ("torch", "v5", "v6")}
+# The GPU default run's budget: cuBLAS (through torch) alone; the hand-written GEMM backends in
+# --full (suite/bench_gemm.py times them against cuBLAS in every mode).
+DEFAULT_GPU_BACKENDS = ("torch",)
 SCALINGS = ("strong", "weak")
 
 
@@ -98,10 +103,12 @@ def pytest_generate_tests(metafunc):
         return
     worlds = world_sizes(metafunc.config)
     gpu = capabilities.gpu_count() > 0
+    mode = metafunc.config.option.suite_mode
     # A backend this machine lacks gets one row, skipped with the reason, not one per variant.
     rows = [Row(config, backend, variant)
-            for config in map(preset, DEFAULT_PRESETS[gpu, metafunc.config.option.suite_mode])
+            for config in map(preset, DEFAULT_PRESETS[gpu, mode])
             for backend in BACKENDS_BY_DTYPE[config.dtype]
+            if not (gpu and mode == "default") or backend in DEFAULT_GPU_BACKENDS
             for variant in [*(cell_variants(worlds)
                               if missing_gemm_backend(backend) is None else []), None]]
     metafunc.parametrize("tp_row", rows, ids=[r.id for r in rows])

@@ -72,7 +72,7 @@ from impl.fingerprint import machine_label
 from impl.profiles import ALWAYS, PROFILE_ENV, PROFILES, recorded_profile
 from impl.settings import check_environment, selected_backend
 from impl.suite_options import SUITE_OPTIONS, check_suite_options
-from suite import hangs
+from suite import budget, hangs
 from suite.conftest import COLLECT_MPI_ENV, COLLECT_WORLD_ENV
 from suite.launch import TAG_OUTPUT, Launcher
 from suite.pass_watch import END_MARGIN_S, START_MARGIN_S, PassWatch, pass_deadline_s
@@ -113,6 +113,8 @@ class Pass:
     # The sum of its benchmarks' deadlines, from that collection (suite/pass_watch.py): the
     # pass's own deadline adds its start and end margins. None: the pass has none.
     deadlines_s: float | None = None
+    plan: budget.PassPlan | None = None  # what it is expected to take (suite/budget.py)
+    wall_s: float | None = None  # what it took
 
 
 def free_port() -> int:
@@ -205,9 +207,9 @@ def run_pass(step: Pass, base_env: dict[str, str], launcher: Launcher,
               f"{END_MARGIN_S:g} s to end)", flush=True)
     started = time.monotonic()
     code = launcher.run(step.command, {**base_env, **step.env}, watch)
+    step.wall_s = time.monotonic() - started
     killed = f" (killed by {signal.Signals(-code).name})" if code is not None and code < 0 else ""
-    print(f"[suite] {step.name} finished with exit {code}{killed} in "
-          f"{time.monotonic() - started:.0f} s",
+    print(f"[suite] {step.name} finished with exit {code}{killed} in {step.wall_s:.0f} s",
           flush=True)
     return code
 
@@ -223,7 +225,7 @@ def resumed_pass(step: Pass, arguments: list[str], attempt: int) -> Pass:
         del command[at:at + 2]
     name = step.name.removesuffix(" (resumed)")
     return Pass(f"{name} (resumed)", [*command, *arguments], step.env, output,
-                deadlines_s=step.deadlines_s)
+                deadlines_s=step.deadlines_s, plan=step.plan)
 
 
 def run_passes(passes: list[Pass], env: dict[str, str],
@@ -276,14 +278,18 @@ def merge(passes: list[Pass], codes: list[int | None], command: str, label: str,
     incomplete = {s.name for s, doc in documents if doc.get("suite", {}).get("partial")}
     failed = [s.name for s, code in zip(passes, codes)
               if code not in (0, 5) or (code is not None and s.name in incomplete)]
+    timing = {step.name: doc.get("suite", {}).get("timing") for step, doc in documents}
     merged["suite"] = {
-        **documents[0][1].get("suite", {}), "label": label, "command": command,
+        **{k: v for k, v in documents[0][1].get("suite", {}).items() if k != "timing"},
+        "label": label, "command": command,
         "partial": (bool(failed) or stop_signal is not None
                     or any(doc.get("suite", {}).get("partial") for _, doc in documents)),
         "failed_passes": failed,
         "stopped_by": stop_signal,
         "passes": [{"name": s.name, "command": shlex.join(s.command), "env": s.env,
-                    "exit": code} for s, code in zip(passes, codes)],
+                    "exit": code, "wall_s": s.wall_s and round(s.wall_s, 1),
+                    "planned_s": s.plan and round(s.plan.total_s, 1),
+                    "timing": timing.get(s.name)} for s, code in zip(passes, codes)],
     }
     return merged
 
@@ -391,32 +397,37 @@ def environment(overrides: dict[str, str]):
                 os.environ[name] = value
 
 
-class DeadlineSum:
-    """A pytest plugin: the sum of the collected benchmarks' deadlines (conftest.py plans
-    them while collecting)."""
+class Deadlines:
+    """A pytest plugin: the collected benchmarks' deadlines (conftest.py plans them while
+    collecting)."""
 
-    seconds: float | None = None
+    planned: dict = {}
 
     def pytest_collection_finish(self, session) -> None:
-        deadlines = getattr(session.config, "suite_deadlines", {})
-        self.seconds = sum(d.seconds for d in deadlines.values())
+        self.planned = getattr(session.config, "suite_deadlines", {})
 
 
-def collect(step: Pass) -> tuple[int, str]:
+def collect(step: Pass, machine: str, rates: budget.Rates) -> tuple[int, str]:
     """pytest's exit status and output for collecting ``step``'s benchmarks here, as the
     pass's launch will see them (its world size, mpirun or not, its profile); the sum of their
-    deadlines goes to ``step.deadlines_s``."""
+    deadlines goes to ``step.deadlines_s``, what they are expected to take to ``step.plan``.
+    A benchmark planned longer than its mode's whole budget is refused (InputError)."""
     import pytest
 
-    output, deadlines = io.StringIO(), DeadlineSum()
+    output, deadlines = io.StringIO(), Deadlines()
     with (environment({**step.env, **step.collect_env}), contextlib.redirect_stdout(output),
           contextlib.redirect_stderr(output)):
         code = pytest.main([*step.pytest_args, "--collect-only", "-q"], plugins=[deadlines])
-    step.deadlines_s = deadlines.seconds
+    step.deadlines_s = sum(d.seconds for d in deadlines.planned.values())
+    step.plan = budget.pass_plan(step.name, machine, deadlines.planned.values(), rates)
+    mode = step.pytest_args[step.pytest_args.index("--suite-mode") + 1]
+    if problem := budget.over_budget(deadlines.planned, machine, mode, rates):
+        raise InputError(problem)
     return code, output.getvalue()
 
 
-def check_pytest_args(passes: list[Pass], pytest_args: list[str]) -> dict[str, float | None]:
+def check_pytest_args(passes: list[Pass], pytest_args: list[str],
+                      machine: str | None = None) -> dict[str, Pass]:
     """Let pytest read the arguments and collect every pass here, before anything launches.
 
     --collect-only runs no benchmark and writes nothing, but pytest parses every option and
@@ -425,18 +436,19 @@ def check_pytest_args(passes: list[Pass], pytest_args: list[str]) -> dict[str, f
     instead of failing in every rank of every pass. Each pass is collected for the launch it
     will have, so a -k naming two-rank benchmarks finds them; the arguments are refused when
     no pass selects anything. Returns the passes that select something, by name, with the sum
-    of their benchmarks' deadlines: a pass that selects nothing is not launched (its ranks
-    would all exit "no tests collected", which torchrun reports as a failure).
+    of their benchmarks' deadlines and their plan: a pass that selects nothing is not launched
+    (its ranks would all exit "no tests collected", which torchrun reports as a failure).
     """
     import pytest
 
-    selected = {}
+    selected, rates = {}, budget.load_rates()
+    machine = machine or budget.machine_class(capabilities.gpu_count())
     for step in passes:
-        code, output = collect(step)
+        code, output = collect(step, machine, rates)
         if code not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
             raise InputError(f"pytest: {pytest_complaint(output)}")
         if code == pytest.ExitCode.OK:
-            selected[step.name] = step.deadlines_s
+            selected[step.name] = step
     if not selected and any(arg.startswith("--resume-after") for arg in pytest_args):
         raise NothingLeft("nothing left to run: --resume-after names the last benchmark the "
                           "pytest arguments select")
@@ -461,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
         workdir = check_results_folder(args.results_dir, label)
         selecting = {} if args.recover else check_pytest_args(
             plan(mode, profiles, gpus, workdir, pytest_args, args.skip_mpi, args.ranks,
-                 quiet=True), pytest_args)
+                 quiet=True), pytest_args, budget.machine_class(gpus))
     except (InputError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -498,7 +510,13 @@ def main(argv: list[str] | None = None) -> int:
                           "of its benchmarks", flush=True)
             passes = [step for step in passes if step.name in selecting]
             for step in passes:
-                step.deadlines_s = selecting[step.name]
+                step.deadlines_s = selecting[step.name].deadlines_s
+                step.plan = selecting[step.name].plan
+            where = (f"{args.ranks or gpus} of {gpus} GPUs" if gpus
+                     else f"the CPU, {args.ranks or CPU_RANKS} gloo ranks")
+            for line in budget.plan_lines([step.plan for step in passes], mode, where,
+                                          budget.load_rates()):
+                print(line, flush=True)
             passes, codes, hung = run_passes(passes, env, launcher)
             stopped = launcher.stop_signal.name if launcher.stop_signal else None
             merged = merge(passes, codes, command, label, stopped)
@@ -520,6 +538,8 @@ def main(argv: list[str] | None = None) -> int:
                 print("[suite] no benchmark finished; nothing written", file=sys.stderr)
             return status or 1
         print("\n" + summary_table(merged))
+        for line in outcome_lines(passes, time.monotonic() - started):
+            print(line)
         if target is None:  # the merged file could not be written; each pass's file is kept
             return status or 1
         state = "PARTIAL " if merged["suite"]["partial"] else ""
@@ -539,6 +559,14 @@ def recovered(documents: list[tuple[Path, dict]], name: str) -> dict:
                    suite.get("label") or "unknown", stop_signal="its launcher ended")
     merged["suite"]["recovered_as"] = name
     return merged
+
+
+def outcome_lines(passes: list[Pass], wall_s: float) -> list[str]:
+    """Expected against actual time, per pass that ran and for the whole run."""
+    ran = [step for step in passes if step.plan is not None and step.wall_s is not None]
+    lines = [budget.outcome_line(step.name, step.plan.total_s, step.wall_s) for step in ran]
+    planned = sum(step.plan.total_s for step in ran if "(resumed)" not in step.name)
+    return [*lines, budget.outcome_line("the whole run", planned, wall_s)]
 
 
 def exit_status(code: int) -> int:

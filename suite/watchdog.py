@@ -54,6 +54,10 @@ class Deadline:
     expected_s: float
     measured_with: tuple[str, ...] = ()  # later benchmarks measured together with it
     remaining: int = 0  # benchmarks after it and those
+    # What this benchmark adds to the run: its measurement's expected time on the first row
+    # of a measurement, nothing on the rows that read it (suite/budget.py sums these).
+    own_s: float = 0.0
+    study: str = ""  # its module's STUDY (suite/budget.py)
 
 
 def plan_deadlines(items: Sequence, mode: str, multiple: float,
@@ -67,7 +71,7 @@ def plan_deadlines(items: Sequence, mode: str, multiple: float,
     for item in benchmarks:
         key = getattr(item.module, "measurement_key", None)
         keys[item.nodeid] = (item.module.__name__, key(item)) if key else item.nodeid
-    planned = {}
+    planned, measured = {}, set()
     for index, item in enumerate(items):
         if item.nodeid not in keys:
             continue
@@ -77,9 +81,18 @@ def plan_deadlines(items: Sequence, mode: str, multiple: float,
             expected = deadline.default_expected_s(mode, device)
         later = [i.nodeid for i in items[index + 1:]]
         together = tuple(n for n in later if keys.get(n) == keys[item.nodeid])
+        first = keys[item.nodeid] not in measured
+        measured.add(keys[item.nodeid])
         planned[item.nodeid] = Deadline(deadline.deadline_s(expected, multiple, floor_s),
-                                        expected, together, len(later) - len(together))
+                                        expected, together, len(later) - len(together),
+                                        own_s=expected if first else 0.0,
+                                        study=study_of(item.module))
     return planned
+
+
+def study_of(module) -> str:
+    """The study a benchmark module measures (its ``STUDY``), for the run's plan."""
+    return getattr(module, "STUDY", module.__name__.rsplit(".", 1)[-1])
 
 
 def pg_timeout_s(deadlines: dict[str, Deadline],
