@@ -43,6 +43,9 @@ DEFAULT_CHUNKS = {
 # The cell at this K also measures the named variants (the knobs, impl/strategies/knobs.py);
 # the quick mode measures none.
 KNOB_CHUNKS = {"quick": None, "default": (5, 20), "full": (5, 20)}  # (CPU, GPU)
+# The GPU default run measures them on the balanced workload alone (compute and communication
+# of the same order: where a knob can move the step), within its budget; --full on every one.
+KNOB_WORKLOADS = {(True, "default"): ("mlp_8192x12_b1024_bf16",)}
 
 
 # suite/run.py collects each pass in its own process before launching it; these tell the
@@ -75,6 +78,7 @@ def suite_axes(config) -> dict:
              and (backend == "nccl" or name not in GPU_VARIANTS)]
     return {
         "knobs": knobs, "knob_chunks": knob_chunks, "backend": backend,
+        "knob_workloads": KNOB_WORKLOADS.get((gpu, mode)),  # None: every workload
         "profile": recorded_profile(backend),  # part of every benchmark id: runs merge safely
         "strategies": choices["strategies"] or measured_by_default(),
         # resolved here once: every benchmark's cells hold the config (impl/presets.py)

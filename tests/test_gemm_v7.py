@@ -154,7 +154,20 @@ def test_sweep_covers_every_family_with_unique_names() -> None:
     assert {s.family for s in shapes} == set(sweep.FAMILIES)
     assert len(sweep.transformer_shapes()) == 3 * 3 * 4
     assert [s.name for s in sweep.shapes_for("quick")] == list(sweep.QUICK_SHAPES)
-    assert sweep.shapes_for("default") == sweep.shapes_for("full") == shapes
+    assert sweep.shapes_for("full") == shapes
+
+
+def test_the_default_sweep_is_the_held_out_families_and_two_of_every_other() -> None:
+    chosen = sweep.shapes_for("default")
+    assert chosen == sweep.shapes_for("default")  # the same draw every time
+    by_family = {family: [s for s in chosen if s.family == family] for family in sweep.FAMILIES}
+    every = sweep.sweep_shapes()
+    for family in sweep.HELD_OUT_FAMILIES:
+        assert by_family[family] == [s for s in every if s.family == family]
+    for family in set(sweep.FAMILIES) - set(sweep.HELD_OUT_FAMILIES):
+        assert len(by_family[family]) == 2, family
+    assert len(chosen) == 8 + 8 + 2 * 6
+    assert [s for s in every if s in chosen] == list(chosen)  # in sweep order
 
 
 def test_sweep_families_are_what_they_say() -> None:

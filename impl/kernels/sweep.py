@@ -17,12 +17,15 @@ Families (docs/gemm.md says why each is there):
   padding changes were fixed (commit 91227f0's tiles.py), so the first held-out family,
   which those changes were looked at on, no longer counts as unseen.
 
-The default and full modes run every shape (about 20 s per dtype on one H100, after the
-kernel build), full with more rounds; quick runs ``QUICK_SHAPES``.
+The full mode runs every shape (about 20 s per dtype on one H100, after the kernel build);
+the default mode the held-out families whole and a seeded sample of two shapes of every other
+family (``default_sample``), which keeps the run within its budget (docs/budget.md); quick
+runs ``QUICK_SHAPES``.
 """
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
 FAMILIES = ("square", "transformer", "small_k", "skinny_m", "ragged", "unaligned", "held_out",
@@ -103,12 +106,33 @@ def sweep_shapes() -> tuple[SweepShape, ...]:
 
 #: The quick mode's subset: the smallest and the largest squares a layer has.
 QUICK_SHAPES = ("square_2048", "square_8192")
+#: The default mode's sample: every shape of the held-out families (drawn at random, never
+#: tuned on) and this many of every other family, drawn with a seed of their own.
+HELD_OUT_FAMILIES = ("held_out", "held_out_2")
+DEFAULT_PER_FAMILY = 2
+DEFAULT_SEED = "overlap-suite:gemm-default-sample"
+
+
+def default_sample(every: tuple[SweepShape, ...]) -> tuple[SweepShape, ...]:
+    """The held-out families whole, and a seeded sample of the others, in sweep order."""
+    draw = random.Random(DEFAULT_SEED)
+    chosen = set()
+    for family in FAMILIES:
+        members = [shape.name for shape in every if shape.family == family]
+        if family in HELD_OUT_FAMILIES:
+            chosen.update(members)
+        else:
+            chosen.update(draw.sample(members, min(DEFAULT_PER_FAMILY, len(members))))
+    return tuple(shape for shape in every if shape.name in chosen)
 
 
 def shapes_for(mode: str) -> tuple[SweepShape, ...]:
-    """The shapes ``--suite-mode mode`` runs: every one, or ``QUICK_SHAPES`` in quick."""
+    """The shapes ``--suite-mode mode`` runs: every one in full, the default sample in the
+    default mode, ``QUICK_SHAPES`` in quick."""
     every = sweep_shapes()
-    if mode != "quick":
+    if mode == "full":
         return every
+    if mode == "default":
+        return default_sample(every)
     by_name = {shape.name: shape for shape in every}
     return tuple(by_name[name] for name in QUICK_SHAPES)
