@@ -96,7 +96,7 @@ def pytest_collection_modifyitems(config, items):
         from suite import budget
 
         config.suite_timing = budget.PassTiming(
-            config.suite_deadlines, budget.machine_class(gpu_count()), budget.load_rates(),
+            config.suite_deadlines, gpu_count(), budget.load_rates(),
             say=lambda line: uncaptured(config, line))
     if config.suite_deadlines and not config.option.collectonly:
         capture = config.pluginmanager.getplugin("capturemanager")
@@ -150,12 +150,23 @@ def dist_context(pytestconfig):
 
 @pytest.fixture(autouse=True)
 def _all_ranks_meet(request):
-    """After every suite test all ranks meet, so skipped subgroup ranks wait for members."""
-    yield
-    if "dist_context" in request.fixturenames:
-        from impl.dist import barrier
+    """After every suite test all ranks meet, so skipped subgroup ranks wait for members.
 
-        barrier(request.getfixturevalue("dist_context"))
+    A study of one device (marker ``one_device``: the GEMM ladder, the offload family) in a
+    launch of several ranks runs on rank 0 alone, as on one GPU: every rank running it at once
+    would share the host's cores and memory bandwidth, and its rows would measure that. The
+    other ranks meet rank 0 here, before they skip, in the barrier rank 0 reaches after it."""
+    from impl.dist import barrier
+
+    if "dist_context" not in request.fixturenames:
+        yield
+        return
+    context = request.getfixturevalue("dist_context")
+    if request.node.get_closest_marker("one_device") and context.rank != 0:
+        barrier(context)
+        pytest.skip("a study of one device: rank 0 measures it alone")
+    yield
+    barrier(context)
 
 
 @pytest.fixture(scope="session")

@@ -38,7 +38,8 @@ from suite.harness import Rounds, Variant, measure_interleaved, record_round_tim
 STUDY = "GEMM"  # what the run's plan counts its benchmarks under (suite/budget.py)
 
 SKIP = missing_gpu() or missing_nvcc()  # the kernels are built with nvcc on first use
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(SKIP is not None, reason=str(SKIP))]
+pytestmark = [pytest.mark.gpu, pytest.mark.one_device,
+              pytest.mark.skipif(SKIP is not None, reason=str(SKIP))]
 
 ROUNDS = 5
 WARMUP_ROUNDS = 1
@@ -140,9 +141,10 @@ def built_kernels(dist_context):
     """Build before any timing, so the JIT compile never lands inside a measurement.
 
     dist_context first: it makes this rank's GPU the current device ("cuda" below), and
-    with it every row ends in the all-ranks barrier of the root conftest.
+    with it every row ends in the all-ranks barrier of the root conftest. Rank 0 alone measures
+    this module (``one_device``): the other ranks build nothing.
     """
-    return load()
+    return load() if dist_context.rank == 0 else None
 
 
 @pytest.fixture(scope="module")

@@ -68,7 +68,9 @@ from impl.presets import (
     preset,
 )
 from impl.rows.write import write_row
+from impl.settings import selected_backend
 from impl.workloads import Batch, build_model, describe, loss_fn
+from suite.conftest import launched_world
 from suite.harness import Variant, batches, measure_interleaved, record_round_times, rounds_for
 from suite.study_rows import comparison, round_seconds
 
@@ -185,10 +187,21 @@ def measurement_key(item):
     return item.nodeid
 
 
+SKIPPED_S = 0.1  # what a benchmark skipped at once costs
+
+
+def coarse(item) -> bool:
+    """A benchmark of the coarse-grained hybrid (two processes over gloo)."""
+    return (item.originalname in ("test_coarse", "test_coarse_comparison")
+            or item.name == "test_digits[coarse-hybrid]")
+
+
 def expected_seconds(item, mode: str) -> float | None:
     """An offload member's whole measurement (its first row makes it): every variant's check
     against its fp32 reference, its warm-up and timed rounds at the slower of the GPU's step
     and host Adam, and its model builds (impl/deadline.py). Other rows: the mode's default."""
+    if coarse(item) and (selected_backend() != "gloo" or launched_world() < 2):
+        return SKIPPED_S  # skipped at once: the coarse-grained hybrid's pass runs it
     if measurement_key(item) == item.nodeid:
         return None
     family = offload_family()
@@ -387,6 +400,7 @@ def bound_figures(measured: dict, variant: str) -> dict:
             "meets_goal": meets(ratio, GOALS[trainer], bound / gpu_step)}
 
 
+@pytest.mark.one_device
 @pytest.mark.parametrize("variant", OFFLOAD_VARIANTS + CAST_VARIANTS + PER_TENSOR_VARIANTS)
 @pytest.mark.parametrize("member", OFFLOAD_FAMILY)
 def test_offload(benchmark, member, variant, dist_context, rounds, pytestconfig):
@@ -418,6 +432,7 @@ def test_offload(benchmark, member, variant, dist_context, rounds, pytestconfig)
     })
 
 
+@pytest.mark.one_device
 @pytest.mark.parametrize("member", OFFLOAD_FAMILY)
 def test_offload_comparison(benchmark, member, dist_context, rounds, pytestconfig):
     measured = offload_measured(dist_context, rounds, member, pytestconfig.option.suite_mode)
@@ -454,6 +469,7 @@ def offload_pairs(variants: dict) -> list[tuple[str, str]]:
 ONLY_OFFLOAD_STEPS = 3  # host-bound steps of 1-2 s each; the first after the check is untimed
 
 
+@pytest.mark.one_device
 def test_offload_only(benchmark, dist_context, pytestconfig):
     if dist_context.rank != 0:
         pytest.skip("the fine-grained hybrid is one process: it runs on rank 0")
@@ -516,6 +532,7 @@ def measure_host_adam(rounds):
     return {"parameters": parameters, "threads": threads, "measurement": result}
 
 
+@pytest.mark.one_device
 @pytest.mark.parametrize("variant", [f"{i}-{layout}" for i, layout in HOST_ADAM_VARIANTS])
 def test_host_adam(benchmark, variant, dist_context, rounds):
     if dist_context.rank != 0:
@@ -723,7 +740,10 @@ def digits_curve(variant: str, context, data, config: DigitsConfig, epochs: int)
     return {**result, "threads": threads}
 
 
-@pytest.mark.parametrize("variant", DIGITS_VARIANTS)
+@pytest.mark.parametrize("variant", [
+    # The coarse-grained hybrid is the one that needs two ranks (its own pass, suite/run.py).
+    pytest.param(v, marks=[] if v == "coarse-hybrid" else [pytest.mark.one_device])
+    for v in DIGITS_VARIANTS])
 def test_digits(benchmark, variant, dist_context, pytestconfig):
     context = dist_context
     if reason := capabilities.missing_sklearn():
@@ -760,6 +780,7 @@ def test_digits(benchmark, variant, dist_context, pytestconfig):
     })
 
 
+@pytest.mark.one_device
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_gpt_forward(benchmark, device, dist_context, pytestconfig):
     if dist_context.rank != 0:
