@@ -23,6 +23,7 @@ import torch
 from impl.workloads import DTYPES, WorkloadConfig, build_model
 
 DEFAULT_MULTIPLE = 4.0
+MPI_STAGED = "mpi-staged"  # the all-reduce rate of the mpi strategy on GPUs
 DEFAULT_FLOOR_S = 60.0
 # Benchmarks whose module has no estimate of its own: (GPU run?, mode) -> expected seconds.
 # Outside the overlap and pipeline cells the slowest default-mode benchmark of the 2-core CPU
@@ -38,6 +39,9 @@ GPU_SHARE_OF_PEAK = 0.3  # of impl/kernels/peaks.py's dense peak for the workloa
 UNKNOWN_GPU_FLOPS = 10e12  # a GPU without a peaks row
 ALL_REDUCE_BYTES_PER_S = {  # by recorded profile (impl/profiles.py); ANCHORS.md has 3-330 GB/s
     "gloo-tcp": 0.3e9, "nvlink": 50e9, "shm": 10e9, "socket": 2e9,
+    # mpi4py on GPUs stages every chunk through host memory: gpt_small_bf16's 0.25 GB of
+    # gradients took 0.49 s a step on 2 H200 (2026-11-27, results/h200x2).
+    MPI_STAGED: 0.2e9,
 }
 BUILD_S_PER_BYTE = {"cpu": 1 / 0.2e9, "cuda": 1 / 2e9}  # initialising a model's weights
 
@@ -105,10 +109,12 @@ def expected_step_s(workload: WorkloadConfig, device: torch.device, world_size: 
 
 
 def expected_s(workload: WorkloadConfig, steps: int, builds: int, world_size: int,
-               device: torch.device) -> float:
-    """``steps`` training steps and ``builds`` model builds of ``workload`` in this run."""
+               device: torch.device, profile: str | None = None) -> float:
+    """``steps`` training steps and ``builds`` model builds of ``workload`` in this run, its
+    all-reduces at ``profile``'s rate (default: the run's recorded profile)."""
     from impl.profiles import recorded_profile
     from impl.settings import selected_backend
 
-    step = expected_step_s(workload, device, world_size, recorded_profile(selected_backend()))
+    profile = profile or recorded_profile(selected_backend())
+    step = expected_step_s(workload, device, world_size, profile)
     return steps * step + builds * weight_bytes(workload) * BUILD_S_PER_BYTE[device.type]
