@@ -30,7 +30,7 @@ from suite.bench_interference import Interference, dominant_gemm
 from suite.conftest import launched_world, suite_axes
 from suite.harness import Variant, batches, measure_interleaved, record_round_times
 
-STUDY = "communication"  # what the run's plan counts its benchmarks under (suite/budget.py)
+STUDY = "autotune"  # what the run's plan counts its benchmarks under (suite/budget.py)
 
 CANDIDATES = (1, 2, 5, 10, 20, 50)
 PROFILE_STEPS = 5

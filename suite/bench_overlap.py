@@ -127,7 +127,9 @@ def cells(axes: dict, world: int, mpi: bool) -> list[Cell]:
                                                                      axes["profile"], size))
             knobs = tuple(v for v in axes["knobs"] if not v.startswith("copy-engine")
                           or "copy-engine" in runnable)
-            for k in chunks if size > 1 else chunks[:1]:
+            if not in_budget(axes.get("narrowed", {}).get(workload.name, {}), size, world):
+                continue
+            for k in narrowed_chunks(axes, workload.name, chunks, size, world):
                 measured = ()
                 knob_workloads = axes.get("knob_workloads") or (workload.name,)
                 if (size > 1 and k == axes["knob_chunks"] and not mpi
@@ -139,6 +141,28 @@ def cells(axes: dict, world: int, mpi: bool) -> list[Cell]:
                 found.append(Cell(workload, k, size, axes["profile"], runnable, mpi=mpi,
                                   knobs=measured))
     return found
+
+
+def in_budget(narrowed: dict, size: int, world: int) -> bool:
+    """Whether the default run's budget keeps a workload's cells at world size ``size``
+    (suite/conftest.py, NARROWED_CELLS): "middle" sizes lie between 2 and the launched world,
+    "two" is the 2-rank size below a larger launched world."""
+    if size == 1 or size == world:
+        return True
+    if size == 2:
+        return narrowed.get("two", True)
+    return narrowed.get("middle", True)
+
+
+def narrowed_chunks(axes: dict, workload: str, chunks: list[int], size: int,
+                    world: int) -> list[int]:
+    """The K a cell of this size runs: one K without communication, else the budget's."""
+    if size == 1:
+        return chunks[:1]
+    narrowed = axes.get("narrowed", {}).get(workload, {})
+    wanted = narrowed.get("middle_chunks") if 2 < size < world else None
+    wanted = wanted or narrowed.get("chunks") or chunks
+    return [k for k in chunks if k in wanted] or chunks
 
 
 def pytest_generate_tests(metafunc):
@@ -170,8 +194,9 @@ def expected_seconds(item, mode: str) -> float:
     checks = (len(cell.compared) + 1) * rounds.check_steps
     timed = (rounds.warmup + rounds.rounds) * rounds.steps_per_round * len(cell.variants)
     builds = len(cell.compared) + len(cell.variants) + 2
+    staged = deadline.MPI_STAGED if cell.mpi and device.type == "cuda" else None
     return deadline.expected_s(cell.workload, checks + timed, builds, cell.world_size,
-                               device)
+                               device, staged)
 
 
 def skip_reason(cell: Cell) -> str | None:

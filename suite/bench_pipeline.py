@@ -48,6 +48,9 @@ MICROBATCHES = {  # (gpu?, mode) -> m values; the CPU default stays well under a
 }
 
 
+SKIPPED_S = 0.1  # what a setting this launch cannot run costs: its skip
+
+
 @dataclass(frozen=True)
 class Setting:
     workload: MLPConfig
@@ -91,6 +94,8 @@ def expected_seconds(item, mode: str) -> float:
     variant's check and its warm-up and timed rounds, one pipeline step costing a whole
     model's step (impl/deadline.py)."""
     setting = measurement_key(item)
+    if capabilities.missing_world(setting.stages, launched_world()):
+        return SKIPPED_S  # skipped at once: more stages than ranks
     device = deadline.suite_device()
     rounds = rounds_for(mode, device)
     per_variant = rounds.check_steps + (rounds.warmup + rounds.rounds) * rounds.steps_per_round

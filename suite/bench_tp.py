@@ -64,8 +64,8 @@ DEFAULT_PRESETS = {
     (False, "full"): ["tp_mlp_h256_t512_fp32", "tp_mlp_h512_f128_t1024_fp32",
                       "tp_mlp_ar_h256_t512_fp32"],
     (True, "quick"): ["tp_mlp_h8192_f1024_t8192_bf16"],
-    (True, "default"): ["tp_mlp_h8192_t8192_bf16", "tp_mlp_h8192_f1024_t8192_bf16",
-                        "tp_mlp_h4096_t4096_fp32"],
+    # The default run's budget: the bf16 layers users train with; fp32 in --full.
+    (True, "default"): ["tp_mlp_h8192_t8192_bf16", "tp_mlp_h8192_f1024_t8192_bf16"],
     (True, "full"): ["tp_mlp_h8192_t8192_bf16", "tp_mlp_h8192_f1024_t8192_bf16",
                      "tp_mlp_h4096_t4096_fp32", "tp_mlp_ar_h8192_t8192_bf16"],
 }

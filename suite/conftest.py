@@ -46,6 +46,15 @@ KNOB_CHUNKS = {"quick": None, "default": (5, 20), "full": (5, 20)}  # (CPU, GPU)
 # The GPU default run measures them on the balanced workload alone (compute and communication
 # of the same order: where a knob can move the step), within its budget; --full on every one.
 KNOB_WORKLOADS = {(True, "default"): ("mlp_8192x12_b1024_bf16",)}
+# The GPU default run's budget at world sizes above 1 (docs/budget.md): the reference MLP,
+# whose communication is 9% of its step, at K = 20 alone; the transformer (3-5%) at K = 20 on
+# the whole launched world alone; the balanced MLP at every K, and alone at K = 20 between 2
+# ranks and the launched world (w = 4 inside 8). --full keeps every cell.
+NARROWED_CELLS = {(True, "default"): {
+    "mlp_8192x12_bf16": {"chunks": (20,), "middle": False},
+    "gpt_small_bf16": {"chunks": (20,), "middle": False, "two": False},
+    "mlp_8192x12_b1024_bf16": {"middle_chunks": (20,)},
+}}
 
 
 # suite/run.py collects each pass in its own process before launching it; these tell the
@@ -79,6 +88,7 @@ def suite_axes(config) -> dict:
     return {
         "knobs": knobs, "knob_chunks": knob_chunks, "backend": backend,
         "knob_workloads": KNOB_WORKLOADS.get((gpu, mode)),  # None: every workload
+        "narrowed": NARROWED_CELLS.get((gpu, mode), {}),
         "profile": recorded_profile(backend),  # part of every benchmark id: runs merge safely
         "strategies": choices["strategies"] or measured_by_default(),
         # resolved here once: every benchmark's cells hold the config (impl/presets.py)
