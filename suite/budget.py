@@ -7,9 +7,10 @@ starts, the progress line with an ETA while a pass runs, and expected against ac
 ``expected_s`` is the time a benchmark's deadline is made from (impl/deadline.py): its work at
 deliberately low rates, counted once per measurement (the first row of a cell; suite/watchdog.py
 ``Deadline.own_s``). ``rate`` scales it to what runs took: for each machine class (``gpu`` or
-``cpu``) and study, Σ duration / Σ expected over the committed runs that recorded their
-benchmarks' durations (``suite.passes[].timing`` in their files); ``start_s`` is what a pass
-took beyond its benchmarks (launch, imports, process groups), the median over those runs.
+``cpu``) and study, Σ duration / Σ expected over the committed whole runs (no -k, no
+narrowed axis) that recorded their benchmarks' durations (``suite.passes[].timing`` in their
+files); ``start_s`` is what a pass took beyond its benchmarks (launch, imports, process
+groups), the median over those runs.
 ``python -m suite.budget --calibrate`` fits them into suite/budget_rates.json;
 ``python -m suite.budget --check`` predicts each committed run from the others only and prints
 the error (docs/budget.md).
@@ -22,8 +23,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
+import shlex
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -34,6 +40,7 @@ from pathlib import Path
 # mode's budget is refused before anything launches.
 MODE_BUDGET_S = {"quick": 300.0, "default": 600.0, "full": 4 * 3600.0}
 RATES_FILE = Path(__file__).with_name("budget_rates.json")
+ROOT = Path(__file__).resolve().parent.parent
 UNFITTED_START_S = 30.0  # a pass no committed run has timed: torchrun, imports, groups
 PROGRESS_EVERY_S = 20.0  # a pass's progress line at most this often (and after the last)
 
@@ -160,11 +167,12 @@ class PassTiming:
     (the results file keeps it: ``suite.timing``), and a progress line with an ETA at most
     every PROGRESS_EVERY_S and after the last benchmark."""
 
-    def __init__(self, deadlines: Mapping[str, object], machine: str, rates: Rates, say,
+    def __init__(self, deadlines: Mapping[str, object], gpus: int, rates: Rates, say,
                  clock=time.monotonic):
-        self.machine, self.say, self.clock = machine, say, clock
+        self.gpus, self.machine = gpus, machine_class(gpus)
+        self.say, self.clock = say, clock
         self.deadlines = deadlines
-        self.planned = {nodeid: rates.benchmark_s(machine, d.study, d.own_s)
+        self.planned = {nodeid: rates.benchmark_s(self.machine, d.study, d.own_s)
                         for nodeid, d in deadlines.items()}
         self.planned_total = sum(self.planned.values())
         self.started = self.last_line = clock()
@@ -184,11 +192,45 @@ class PassTiming:
                                    self.planned_done, self.planned_total))
 
     def to_json(self) -> dict:
-        return {"machine": self.machine, "benchmarks": {
+        return {"machine": self.machine, "gpus": self.gpus, "benchmarks": {
             nodeid: {"study": self.deadlines[nodeid].study,
                      "expected_s": round(self.deadlines[nodeid].own_s, 3),
                      "duration_s": round(seconds, 3)}
             for nodeid, seconds in self.durations.items()}}
+
+
+# --- what the current code expects of a pass, collected here --------------------------------
+
+PLAN_DUMP_ENV = "OVERLAP_DUMP_PLAN"  # where pytest_collection_finish below writes the plan
+
+
+def pytest_collection_finish(session) -> None:
+    """As a pytest plugin (``-p suite.budget``): the collected benchmarks' study and expected
+    seconds, by node id, into the file OVERLAP_DUMP_PLAN names."""
+    if target := os.environ.get(PLAN_DUMP_ENV):
+        planned = getattr(session.config, "suite_deadlines", {})
+        Path(target).write_text(json.dumps({nodeid: [d.study, d.own_s]
+                                            for nodeid, d in planned.items()}))
+
+
+def collected(pytest_args: list[str], env: Mapping[str, str], gpus: int,
+              scratch: Path) -> dict[str, tuple[str, float]]:
+    """{node id: (study, expected seconds it adds)} of a pass with ``pytest_args``, as the
+    current code plans it for a machine of ``gpus`` GPUs (shown to torch on a CPU machine:
+    suite/shown_gpus.py), in a process of its own."""
+    dump = scratch / f"plan-{len(list(scratch.iterdir()))}.json"
+    shown = ["-p", "suite.shown_gpus"] if gpus else []
+    environment = {**os.environ, "OVERLAP_BACKEND": "nccl" if gpus else "gloo", **env,
+                   "OVERLAP_SHOWN_GPUS": str(gpus), PLAN_DUMP_ENV: str(dump),
+                   "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    quiet = [arg for arg in pytest_args if arg != "-v"]
+    out = subprocess.run([sys.executable, "-m", "pytest", *shown, "-p", "suite.budget",
+                          "--collect-only", "-q", *quiet], env=environment, cwd=ROOT,
+                         capture_output=True, text=True, check=False)
+    if not dump.exists():
+        raise RuntimeError(f"collecting {shlex.join(quiet)} failed: {out.stdout[-1500:]}"
+                           f"{out.stderr[-1500:]}")
+    return {nodeid: (study, own) for nodeid, (study, own) in json.loads(dump.read_text()).items()}
 
 
 # --- fitting and checking on committed runs -----------------------------------------------
@@ -203,18 +245,100 @@ class TimedPass:
     machine: str
     wall_s: float
     benchmarks: tuple[tuple[str, float, float], ...]  # (study, expected_s, duration_s)
+    superseded_s: float = 0.0  # the durations SUPERSEDED leaves out, on both sides of a check
 
 
-def timed_passes(path: Path, document: dict) -> list[TimedPass]:
+# Options of a whole run: what the plan is made for. A run narrowed by anything else (-k,
+# --workloads, another deadline floor...) measured other work than it, and is not fitted on.
+WHOLE_RUN_OPTIONS = {"--quick": 0, "--full": 0, "--skip-mpi": 0, "--results-dir": 1,
+                     "--ranks": 1}
+
+
+def whole_run(command: str | None) -> bool:
+    """Whether ``suite.command`` (``python -m suite.run ...``) ran a whole mode."""
+    try:
+        words = shlex.split(command or "")
+    except ValueError:  # not a command line this launcher wrote
+        return False
+    if words[:3] != ["python", "-m", "suite.run"]:
+        return False
+    at = 3
+    while at < len(words):
+        if words[at] not in WHOLE_RUN_OPTIONS:
+            return False
+        at += 1 + WHOLE_RUN_OPTIONS[words[at]]
+    return True
+
+
+# Durations a later change of the code made unrepresentative: (run file, study) -> why. They
+# stay in the files; the fit leaves them out.
+SUPERSEDED = {
+    (run, study): "measured on every rank at once, before a study of one device ran on rank 0 "
+                  "alone (the one_device marker): the ranks shared the host's cores"
+    for run in ("20261127T135955Z-7im9itx9.json",) for study in ("GEMM", "hybrid")
+}
+
+
+def machine_gpus(document: dict, timing: dict) -> int:
+    """The GPUs of the machine a run was made on: recorded with its timing, else read off its
+    label (``h200x2``: 2; ``cpu-2core``: none)."""
+    if "gpus" in timing:
+        return timing["gpus"]
+    label = document.get("suite", {}).get("label", "")
+    match = re.search(r"x(\d+)$", label)
+    return int(match[1]) if match and timing["machine"] == "gpu" else 0
+
+
+def pass_collection(command: str, env: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
+    """The pytest arguments of a recorded pass command, and the environment that collects them
+    as its launch saw them (its world size, mpirun or not)."""
+    from suite.conftest import COLLECT_MPI_ENV, COLLECT_WORLD_ENV
+
+    words = shlex.split(command)
+    arguments = words[words.index("pytest") + 1:]
+    if "--results-json" in arguments:
+        at = arguments.index("--results-json")
+        del arguments[at:at + 2]
+    world = next((w.split("=", 1)[1] for w in words if w.startswith("--nproc-per-node=")),
+                 None)
+    collect_env = {**env}
+    if world is None and "-n" in words:  # mpirun -n N
+        world = words[words.index("-n") + 1]
+        collect_env[COLLECT_MPI_ENV] = "1"
+    collect_env[COLLECT_WORLD_ENV] = world or "1"
+    return arguments, collect_env
+
+
+def timed_passes(path: Path, document: dict, scratch: Path,
+                 plans: dict | None = None) -> list[TimedPass]:
+    """The passes of a whole run that ended well and recorded their benchmarks' durations,
+    each benchmark with the expected seconds the current code gives it (collected again here:
+    an estimate changed since the run does not leave stale figures in the fit). Benchmarks the
+    current code no longer plans drop out. ``plans`` caches collections across runs."""
+    if not whole_run(document.get("suite", {}).get("command")):
+        return []
+    plans = {} if plans is None else plans
     found = []
     for entry in document.get("suite", {}).get("passes", []):
         timing = entry.get("timing")
         if not timing or entry.get("wall_s") is None or entry.get("exit") not in (0, 5):
             continue
-        rows = tuple((b["study"], b["expected_s"], b["duration_s"])
-                     for b in timing["benchmarks"].values())
+        arguments, env = pass_collection(entry["command"], entry.get("env") or {})
+        gpus = machine_gpus(document, timing)
+        key = (tuple(arguments), tuple(sorted(env.items())), gpus)
+        if key not in plans:
+            plans[key] = collected(arguments, env, gpus, scratch)
+        now = plans[key]
+        rows, superseded = [], 0.0
+        for nodeid, recorded in timing["benchmarks"].items():
+            if (path.name, recorded["study"]) in SUPERSEDED:
+                superseded += recorded["duration_s"]
+            elif nodeid in now:
+                rows.append((*now[nodeid], recorded["duration_s"]))
+            else:  # no longer planned: its time stays out of both sides
+                superseded += recorded["duration_s"]
         found.append(TimedPass(str(path), base_pass(entry["name"]), timing["machine"],
-                               entry["wall_s"], rows))
+                               entry["wall_s"], tuple(rows), superseded))
     return found
 
 
@@ -229,7 +353,7 @@ def fit(passes: list[TimedPass]) -> Rates:
                 sums[key][0] += duration
                 sums[key][1] += expected
         starts[timed.machine, timed.name].append(
-            timed.wall_s - sum(duration for _, _, duration in timed.benchmarks))
+            timed.wall_s - timed.superseded_s - sum(d for _, _, d in timed.benchmarks))
     rate = defaultdict(dict)
     for (machine, study), (duration, expected) in sums.items():
         if expected > 0:
@@ -242,7 +366,8 @@ def fit(passes: list[TimedPass]) -> Rates:
 
 
 def predicted_s(timed: TimedPass, rates: Rates) -> float:
-    return rates.pass_start_s(timed.machine, timed.name) + sum(
+    """The pass's plan from ``rates``; what SUPERSEDED leaves out counts as it was measured."""
+    return timed.superseded_s + rates.pass_start_s(timed.machine, timed.name) + sum(
         rates.benchmark_s(timed.machine, study, expected)
         for study, expected, _ in timed.benchmarks)
 
@@ -263,14 +388,15 @@ def load_passes(paths: list[str]) -> list[TimedPass]:
     files = []
     for given in map(Path, paths):
         files.extend(sorted(given.rglob("*.json")) if given.is_dir() else [given])
-    passes = []
-    for path in files:
-        try:
-            document = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(document, dict):
-            passes.extend(timed_passes(path, document))
+    passes, plans = [], {}
+    with tempfile.TemporaryDirectory() as scratch:
+        for path in files:
+            try:
+                document = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if isinstance(document, dict):
+                passes.extend(timed_passes(path, document, Path(scratch), plans))
     return passes
 
 

@@ -1,6 +1,6 @@
 """The default run on 1, 2, 4 and 8 GPUs: what it plans and how long it is expected to take.
 
-Collected on the CPU with torch shown H100s (tests/plugins/shown_h100s.py), as suite/run.py
+Collected on the CPU with torch shown H100s (suite/shown_gpus.py), as suite/run.py
 collects each pass before launching it: every study keeps the cells that answer its question
 (docs/budget.md), and the planned total stays within the default mode's budget. A planning
 check, not a timed one: the plan's own error is measured on committed runs
@@ -9,46 +9,25 @@ check, not a timed one: the plan's own error is measured on committed runs
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from suite import budget, run
 
-ROOT = Path(__file__).resolve().parents[1]
 GPU_COUNTS = (1, 2, 4, 8)
-DUMP = """
-import json, os
-def pytest_collection_finish(session):
-    planned = getattr(session.config, "suite_deadlines", {})
-    with open(os.environ["OVERLAP_DUMP_PLAN"], "w") as out:
-        json.dump({k: [d.study, d.own_s] for k, d in planned.items()}, out)
-"""
+ABOUT = 1.2
 
 
 def planned(gpus: int, tmp_path: Path) -> dict[str, dict[str, tuple[str, float]]]:
     """Pass name -> {benchmark node id: (study, expected seconds it adds)}."""
-    (tmp_path / "dump_plan.py").write_text(DUMP)
-    passes = {}
-    for step in run.plan("default", ["nvlink"], gpus, tmp_path, [], quiet=True, skip_mpi=True):
-        dump = tmp_path / f"{gpus}-{step.name.replace(' ', '_')}.json"
-        env = {**os.environ, **step.env, **step.collect_env, "OVERLAP_BACKEND": "nccl",
-               "OVERLAP_SHOWN_GPUS": str(gpus), "OVERLAP_DUMP_PLAN": str(dump),
-               "PYTHONPATH": os.pathsep.join([str(ROOT / "tests/plugins"), str(tmp_path),
-                                              str(ROOT)])}
-        if "OVERLAP_BACKEND" in step.env:  # the pass's own backend (the hybrid's gloo)
-            env["OVERLAP_BACKEND"] = step.env["OVERLAP_BACKEND"]
-        quiet = [arg for arg in step.pytest_args if arg != "-v"]
-        out = subprocess.run([sys.executable, "-m", "pytest", "-p", "shown_h100s", "-p",
-                              "dump_plan", "--collect-only", "-q", *quiet], env=env, cwd=ROOT,
-                             capture_output=True, text=True, check=False)
-        assert out.returncode == 0, f"{step.name}: {out.stdout[-2000:]}{out.stderr[-2000:]}"
-        passes[step.name] = {k: tuple(v) for k, v in json.loads(dump.read_text()).items()}
-    return passes
+    with pytest.MonkeyPatch.context() as patch:  # a GPU node with Open MPI: its mpirun pass too
+        patch.setattr(run.capabilities, "missing_mpi", lambda: None)
+        patch.setattr(run.capabilities, "mpi_launcher", lambda: "mpirun")
+        patch.setattr(run, "is_open_mpi", lambda launcher: True)
+        steps = run.plan("default", ["nvlink"], gpus, tmp_path, [], quiet=True)
+    return {step.name: budget.collected(step.pytest_args, {**step.env, **step.collect_env},
+                                        gpus, tmp_path) for step in steps}
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +42,13 @@ def names(plan: dict) -> set[str]:
 @pytest.mark.parametrize("gpus", GPU_COUNTS)
 def test_every_study_keeps_the_cells_that_answer_its_question(plans, gpus):
     ran = names(plans[gpus])
+    k_of_the_whole_world = 5 if gpus == 1 else 20  # one K without communication
+    for workload in ("mlp_8192x12_bf16", "gpt_small_bf16"):
+        assert (f"test_overlap[{workload}-sequential-K{k_of_the_whole_world}-w{gpus}-nvlink]"
+                in ran)
     for size in (w for w in (1, 2, 4, 8) if w <= gpus):
-        for chunks in ((5,) if size == 1 else (5, 20)):
+        middle = 2 < size < gpus  # w = 4 inside 8: K = 20 alone (docs/budget.md)
+        for chunks in ((5,) if size == 1 else (20,) if middle else (5, 20)):
             assert f"test_overlap[mlp_8192x12_b1024_bf16-sequential-K{chunks}-w{size}-nvlink]" \
                 in ran
         if size > 1:
@@ -86,9 +70,10 @@ def test_every_study_keeps_the_cells_that_answer_its_question(plans, gpus):
 @pytest.mark.parametrize("gpus", GPU_COUNTS)
 def test_the_planned_run_fits_the_default_budget(plans, gpus):
     rates = budget.load_rates()
-    if not rates.rate.get("gpu"):
-        pytest.skip("no committed GPU run has recorded durations yet (suite/budget_rates.json)")
+    assert rates.rate["gpu"], "suite/budget_rates.json has no GPU rates"
     total = sum(rates.pass_start_s("gpu", name) + sum(
         rates.benchmark_s("gpu", study, own) for study, own in benchmarks.values())
         for name, benchmarks in plans[gpus].items())
-    assert total <= budget.MODE_BUDGET_S["default"], f"{gpus} GPUs: {total:.0f} s planned"
+    assert set(plans[gpus]) == {"torchrun nvlink", "torchrun hybrid", "mpirun"}
+    # "About 10 minutes": the budget, with the 20% the acceptance of a run allows (12 min).
+    assert total <= ABOUT * budget.MODE_BUDGET_S["default"], f"{gpus} GPUs: {total:.0f} s"

@@ -2,7 +2,10 @@
 as many as OVERLAP_SHOWN_GPUS says (default 1).
 
 No benchmark can run under it; it lets a CPU machine see which benchmarks a run on a GPU node
-plans, and how long the plan expects it to take.
+plans and what the plan expects them to take (suite/budget.py, tests/test_gpu_plan.py):
+
+    OVERLAP_SHOWN_GPUS=4 OVERLAP_BACKEND=nccl OVERLAP_COLLECT_WORLD=4 \
+        python -m pytest -p suite.shown_gpus --collect-only -q suite/
 """
 
 import os
