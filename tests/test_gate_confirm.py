@@ -38,12 +38,13 @@ from reports.gate.confirm import (
     run_block,
     schedule,
 )
+from tests.committed import RESULTS
 from tests.test_gate_slowdown import slower
 
 ROOT = Path(__file__).resolve().parent.parent
-QUICK_CPU = ROOT / "results" / "cpu-2core" / "20261121T232934Z.json"
-DEFAULT_GPU = ROOT / "results" / "h200x4" / "20261122T001808Z.json"
-DEFAULT_CPU = ROOT / "results" / "cpu-2core" / "20261123T102810Z-dp9q3287.json"
+QUICK_CPU = RESULTS / "cpu-2core" / "20261121T232934Z.json"
+DEFAULT_GPU = RESULTS / "h200x4" / "20261122T001808Z.json"
+DEFAULT_CPU = RESULTS / "cpu-2core" / "20261123T102810Z-dp9q3287.json"
 
 
 @pytest.fixture(autouse=True)

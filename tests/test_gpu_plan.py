@@ -15,9 +15,10 @@ import pytest
 
 from impl import capabilities
 from suite import run
+from tests.committed import RESULTS
 
 ROOT = Path(__file__).resolve().parents[1]
-COMMITTED = ROOT / "results/h100x1/20261125T185111Z-e7j9h2iw.json"  # a78c277, default mode
+COMMITTED = RESULTS / "h100x1" / "20261125T185111Z-e7j9h2iw.json"  # a78c277, default mode
 
 
 def planned(tmp_path: Path) -> set[str]:

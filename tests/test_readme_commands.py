@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from impl import capabilities
+from tests.committed import ROOT_COPY
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ("README.md", *sorted(page.relative_to(ROOT).as_posix()
@@ -41,6 +42,9 @@ WHOLE_SUITE = "python -m suite.run"  # exactly this: every benchmark, minutes to
 # committed result, are marked slow.
 SLOW = ("OVERLAP_BACKEND=gloo torchrun", "torchrun --standalone", "mpirun",
         "python -m impl.costmodel", "python -m impl.hybrid", "python -m pytest suite/")
+# Commands that read results/, by default or by name: they run in the copy of the committed
+# results (tests/committed.py), never in results/ as a user's own runs have left it.
+READS_RESULTS = ("python -m impl.costmodel",)
 
 
 def commands(page: str) -> list[str]:
@@ -109,7 +113,8 @@ def test_each_command_runs_as_written(page, command, tmp_path):
     if reason := reason_not_run(command):
         pytest.skip(reason)
     words, env = as_run_here(command, tmp_path)
-    result = subprocess.run(words, cwd=ROOT, env=env, capture_output=True, text=True,
+    cwd = ROOT_COPY if command.startswith(READS_RESULTS) or "results/" in command else ROOT
+    result = subprocess.run(words, cwd=cwd, env=env, capture_output=True, text=True,
                             timeout=300, check=False)
     assert result.returncode == 0, f"{page}: {command}\n{result.stdout[-2000:]}{result.stderr}"
     if "--results-json" in command:
