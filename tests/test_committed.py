@@ -146,7 +146,7 @@ def test_a_users_run_left_in_results_changes_no_test(tmp_path):
              "tests/test_committed.py::test_a_users_run_left_in_results_changes_no_test"],
             ["tests/test_readme_commands.py", "-k", "costmodel"]]
     for args in runs:
-        done = subprocess.run([sys.executable, "-m", "pytest", "-q",
+        done = subprocess.run([sys.executable, "-m", "pytest", "--all", "-q",
                                "-p", "no:cacheprovider", *args], cwd=clone, env=env,
                               capture_output=True, text=True, timeout=1200, check=False)
         assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
