@@ -3,7 +3,7 @@ test reads instead of results/ (tests/committed.py).
 
     python -m pytest                      # the fast tier (nox -s tests)
     python -m pytest --all                # both tiers (nox -s tests -- --all; .ci/run)
-    python -m pytest -m slow --all        # the slow tier alone
+    python -m pytest -m slow              # the slow tier alone
 """
 
 from __future__ import annotations
