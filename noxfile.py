@@ -55,7 +55,8 @@ def _install(session: nox.Session, extras: str = "") -> None:
 
 @nox.session(**VENV)
 def tests(session: nox.Session) -> None:
-    """The test suite (CPU; GPU tests skip with a reason): nox -s tests [-- pytest args]."""
+    """The fast tier of the tests (CPU; GPU tests skip with a reason): nox -s tests [-- pytest
+    args]; both tiers, as CI runs them: nox -s tests -- --all (tests/tiers.py)."""
     _install(session, "[test]")
     session.run("python", "-m", "pytest", *session.posargs)
 

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 
 from suite import budget
 from suite.watchdog import Deadline
+from tests.committed import RESULTS
 
-ROOT = Path(__file__).resolve().parents[1]
-COMMITTED_TWO_GPU_RUN = ROOT / "results/h200x2/20261127T135955Z-7im9itx9.json"
+COMMITTED_TWO_GPU_RUN = RESULTS / "h200x2" / "20261127T135955Z-7im9itx9.json"
 
 
 def timed(run: str, name: str, wall: float, rows) -> budget.TimedPass:

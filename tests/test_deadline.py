@@ -64,7 +64,6 @@ def run_logged(passes: list[Pass], log: Path) -> tuple[list[Pass], list, list[di
     return passes, codes, hung, log.read_text()
 
 
-@pytest.mark.slow
 def test_each_stuck_benchmark_ends_at_its_deadline_and_the_rest_runs(stopped):
     passes, codes, hung, log, _ = stopped
     assert [hang["benchmark"] for hang in hung] == [
@@ -78,7 +77,6 @@ def test_each_stuck_benchmark_ends_at_its_deadline_and_the_rest_runs(stopped):
     assert merged["suite"]["partial"] is True  # two passes did not finish
 
 
-@pytest.mark.slow
 def test_every_rank_names_its_frame_and_leaves_its_stacks_in_the_log(stopped):
     _, _, hung, log, _ = stopped
     collective, point_to_point = hung
@@ -98,7 +96,6 @@ def test_every_rank_names_its_frame_and_leaves_its_stacks_in_the_log(stopped):
     assert f"[deadline] rank 0: {STUCK}::test_stuck_collective has run" in log
 
 
-@pytest.mark.slow
 def test_the_hung_pass_leaves_a_whole_file_that_names_the_hang(stopped):
     passes, _, hung, _, files = stopped
     first = files[passes[0].name]  # rank 0 rewrote it before its exit
@@ -109,7 +106,6 @@ def test_the_hung_pass_leaves_a_whole_file_that_names_the_hang(stopped):
     assert sorted(hang["ranks"]) == ["0", "1"]
 
 
-@pytest.mark.slow
 def test_a_stuck_benchmark_costs_its_deadline(stopped, tmp_path):
     """Each rank's record says how long the benchmark ran: the deadline, plus at most the
     watchdog's polling (a rank that sees another's record stops too)."""
@@ -229,7 +225,6 @@ def test_resuming_after_the_last_benchmark_leaves_nothing_to_run(tmp_path, capsy
 GIL = "tests/hang_bench/gil_benchmarks.py"
 
 
-@pytest.mark.slow
 def test_a_rank_holding_the_gil_is_named_with_its_stack(tmp_path):
     """Rank 1 spins in C holding the GIL while rank 0 waits in an all-reduce: rank 1's stack
     comes from faulthandler's C-level dump at its deadline, the hang names rank 1 (the one

@@ -77,7 +77,6 @@ def stress(context) -> dict:
     return errors
 
 
-@pytest.mark.slow
 def test_stress_changing_chunk_counts_keeps_sequential_weights():
     for rank, errors in enumerate(run_ranks(stress, 2)):
         for name, error in errors.items():

@@ -1,6 +1,7 @@
-"""Page 1 of the report built from the committed results (python -m reports.build, as a reader
-runs it): the headline table and every study's line, each number checked against the JSON it
-names; provenance marks; the body's length; and the PDF's pages looked at with poppler for
+"""Page 1 of the report built from the committed results (python -m reports.build with its
+default inputs, as a reader runs it, in a copy of the committed results: tests/committed.py):
+the headline table and every study's line, each number checked against the JSON it names;
+provenance marks; the body's length; and the PDF's pages looked at with poppler for
 half-blank pages, text drawn over text and figures drawn empty.
 
 One build (about a minute) is shared by the module. The checks read what the results hold,
@@ -23,10 +24,10 @@ from reports import cells
 from reports.format import fmt
 from reports.sections import headline
 from tests import pdf_pages
+from tests.committed import RESULTS
 from tests.report.helpers import blank_fraction, chapter_ends, run_build, section_html, text_of
 
 ROOT = Path(__file__).parent.parent
-RESULTS = ROOT / "results"
 BODY_PAGES = 25
 pytestmark = pytest.mark.skipif(shutil.which("pdftotext") is None,
                                 reason="pdftotext (poppler-utils) missing")

@@ -12,7 +12,6 @@ import json
 import math
 from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -107,7 +106,6 @@ def test_gate_exits_cleanly(tmp_path, text, capsys):
         assert capsys.readouterr().err.count("\n") == 1  # one line, no traceback
 
 
-@pytest.mark.slow
 @settings(max_examples=60, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=st.one_of(documents, truncated, hostile))
@@ -136,7 +134,6 @@ cell_documents = st.builds(
     st.sampled_from(CELL_PATHS), st.sampled_from(["drop", "replace", "rename"]), ODD_VALUES)
 
 
-@pytest.mark.slow
 @settings(max_examples=20, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=cell_documents)

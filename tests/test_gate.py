@@ -26,6 +26,7 @@ from reports.gate.spread import (
     noise_aware_threshold,
 )
 from reports.results import newest_per_machine
+from tests.committed import RESULTS
 
 CPU_MACHINE = {"machine_label": "cpu-2core", "gpu_names": [], "gpu_uuids": [], "driver": None,
                "cuda": None, "nccl": None, "torch": "2.13.0+cpu", "world_size": 2,
@@ -458,7 +459,7 @@ def test_labels_and_newest_per_machine(tmp_path):
 
 # --- noise-aware thresholds ---------------------------------------------------------------
 
-QUICK_H200 = [Path(__file__).resolve().parent.parent / "results" / "h200x4" / name
+QUICK_H200 = [RESULTS / "h200x4" / name
               for name in ("20261121T224707Z.json", "20261121T231222Z.json")]
 
 

@@ -38,12 +38,13 @@ from reports.gate.confirm import (
     run_block,
     schedule,
 )
+from tests.committed import RESULTS
 from tests.test_gate_slowdown import slower
 
 ROOT = Path(__file__).resolve().parent.parent
-QUICK_CPU = ROOT / "results" / "cpu-2core" / "20261121T232934Z.json"
-DEFAULT_GPU = ROOT / "results" / "h200x4" / "20261122T001808Z.json"
-DEFAULT_CPU = ROOT / "results" / "cpu-2core" / "20261123T102810Z-dp9q3287.json"
+QUICK_CPU = RESULTS / "cpu-2core" / "20261121T232934Z.json"
+DEFAULT_GPU = RESULTS / "h200x4" / "20261122T001808Z.json"
+DEFAULT_CPU = RESULTS / "cpu-2core" / "20261123T102810Z-dp9q3287.json"
 
 
 @pytest.fixture(autouse=True)
@@ -281,7 +282,6 @@ def test_names_pytest_k_cannot_express_are_refused():
         recipe_for({"suite": {"launcher_command": "torchrun -m pytest"}}, "f")
 
 
-@pytest.mark.slow
 def test_a_launcher_block_runs_exactly_the_named_id(tmp_path):
     """One real block through python -m suite.run on CPU: -k selects the one id asked for."""
     name = "suite/bench_overlap.py::test_overlap[mlp_tiny-sequential-K1-w1-gloo-tcp]"
@@ -355,7 +355,6 @@ def confirm_gate(capsys, repo: Path, baseline: Path, candidate: Path, *extra: st
     return code, out, err, json.loads((repo.parent / "gate.json").read_text())
 
 
-@pytest.mark.slow
 def test_a_slowed_candidate_is_confirmed_by_the_interleaved_re_run(tiny_repo, capsys):
     """Four times the work: four block pairs on a busy 2-core machine spread a 2x slowdown's
     paired interval across the 25% threshold now and then; a 4x one stays far above it."""
@@ -375,7 +374,6 @@ def test_a_slowed_candidate_is_confirmed_by_the_interleaved_re_run(tiny_repo, ca
     assert git(tiny_repo, "worktree", "list").count("\n") == 1  # the checkout is gone
 
 
-@pytest.mark.slow
 def test_a_candidate_file_that_only_drifted_is_cleared_by_the_re_run(tiny_repo, capsys):
     """The candidate file is slow (the baseline's own rounds, twice as long: a file made while
     the machine was busy, as it were), but its code is the baseline's: the files say

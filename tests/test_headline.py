@@ -17,11 +17,12 @@ from impl.rows.merge import benchmark_rows, merge_rows
 from reports import archive, cells, loading
 from reports.results import newest_per_machine
 from reports.sections import headline
+from tests.committed import RESULTS
 from tests.report.helpers import INTERLEAVED, REGIMES
 
 ROOT = Path(__file__).parent.parent
-TP_RUN = ROOT / "results" / "h200x2" / "20261123T100132Z.json"
-OVERLAP_RUN = ROOT / "results" / "h200x2" / "20261123T094012Z.json"
+TP_RUN = RESULTS / "h200x2" / "20261123T100132Z.json"
+OVERLAP_RUN = RESULTS / "h200x2" / "20261123T094012Z.json"
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.committed import ROOT_COPY
+
 DATA = Path(__file__).with_name("data")
 SOURCE = json.loads((DATA / "cpu-2core-trimmed.json").read_text())
 PIPELINE = json.loads((DATA / "pipeline-cpu-2core.json").read_text())
@@ -97,7 +99,7 @@ CASES = {
 def _run(module: str, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
-                          cwd=ROOT, env=env, timeout=300)
+                          cwd=ROOT_COPY, env=env, timeout=300)
 
 
 def _one_line_exit_2(result: subprocess.CompletedProcess, *expected: str) -> str:
@@ -165,7 +167,8 @@ def test_report_on_a_full_disk_is_one_line(tmp_path):
     out = tmp_path / "out"
     result = subprocess.run([sys.executable, "-c", prelude, str(DATA / "cpu-2core-trimmed.json"),
                              "--out", str(out), "--html-only"], capture_output=True, text=True,
-                            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+                            cwd=ROOT_COPY, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            timeout=300)
     line = _one_line_exit_2(result)
     assert line == (f"error: --out={out}: cannot write the report: [Errno 28] No space left on "
                     f"device: '{out / 'report.html'}'")

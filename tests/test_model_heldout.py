@@ -14,9 +14,9 @@ from impl.costmodel import accuracy, heldout, predict, validate
 from impl.costmodel.fabric import MeasuredSweep, measured_sweep
 from impl.costmodel.inputs import interference
 from impl.costmodel.scale import expected_max_of_normals
+from tests.committed import RESULTS
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "results"
 H200 = [str(RESULTS / "h200x2"), str(RESULTS / "h200x4"), str(RESULTS / "h200x1")]
 
 

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from impl.costmodel.compute import backward_kernels
 from impl.costmodel.lanes import LaneEffects, lane_effects, timeline_effects
+from tests.committed import RESULTS
 
-RESULTS = Path(__file__).resolve().parent.parent / "results"
 WORKLOAD, OTHER = "mlp_tiny", "mlp_1024x8"  # presets: their layouts are known
 
 

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import functools
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
 from impl.costmodel import accuracy, heldout, overhead, validate
-
-RESULTS = Path(__file__).resolve().parent.parent / "results"
+from tests.committed import RESULTS
 
 
 def check(machine: str, chunks: int, variant: str, measured: float, predicted: float,

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from impl.costmodel import accuracy, predict, variant_plans
 from impl.costmodel.compute import parameter_layout
 from impl.costmodel.validate import load_rows
 from reports.sections import prediction
+from tests.committed import RESULTS
 
-RESULTS = Path(__file__).resolve().parent.parent / "results"
 H200X2 = str(RESULTS / "h200x2" / "20261123T094012Z.json")
 CPU = str(RESULTS / "cpu-2core" / "20261123T194800Z-_d1slign.json")
 

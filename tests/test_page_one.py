@@ -8,7 +8,6 @@ import json
 import shutil
 import subprocess
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -18,9 +17,10 @@ from reports.format import fmt_estimate
 from reports.results import load_results, newest_per_machine
 from reports.sections import headline, hidden
 from reports.sections.overlap import saved_pct
+from tests.committed import RESULTS
 from tests.report.helpers import INTERLEAVED
 
-GPU_RUN = Path(__file__).parent.parent / "results" / "h200x2" / "20261123T094012Z.json"
+GPU_RUN = RESULTS / "h200x2" / "20261123T094012Z.json"
 
 
 def page_one(runs_made, newest: str) -> dict:

@@ -42,7 +42,6 @@ def stalled(request, tmp_path_factory):
     return passes, codes, hung, log
 
 
-@pytest.mark.slow
 def test_a_rank_stopped_inside_a_benchmark_is_named_with_its_stack(stalled):
     passes, codes, hung, log = stalled
     inside, after = hung
@@ -63,7 +62,6 @@ def test_a_rank_stopped_inside_a_benchmark_is_named_with_its_stack(stalled):
     assert rows == ["test_before", "test_last"]
 
 
-@pytest.mark.slow
 def test_a_rank_stopped_after_the_last_benchmark_ends_the_pass(stalled):
     passes, _, hung, log = stalled
     after = hung[1]

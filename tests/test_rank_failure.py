@@ -49,7 +49,6 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["gloo", "nccl"])
 def test_killed_rank_ends_run_with_its_name(backend, tmp_path):
     if backend == "nccl" and (reason := capabilities.missing_gpu(2)):

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from impl import capabilities
+from tests.committed import ROOT_COPY
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ("README.md", *sorted(page.relative_to(ROOT).as_posix()
@@ -37,10 +38,11 @@ NOT_RUN = {
     "python -m pytest tests/": "tests of the project's own suite: `nox -s tests` runs them",
 }
 WHOLE_SUITE = "python -m suite.run"  # exactly this: every benchmark, minutes to hours
-# The rest run: --help in seconds; the launches and the cost model's commands, which read every
-# committed result, are marked slow.
-SLOW = ("OVERLAP_BACKEND=gloo torchrun", "torchrun --standalone", "mpirun",
-        "python -m impl.costmodel", "python -m impl.hybrid", "python -m pytest suite/")
+# The rest run: --help in seconds, the launches and the cost model's commands for longer (their
+# tier comes from their recorded durations: tests/tiers.py).
+# Commands that read results/, by default or by name: they run in the copy of the committed
+# results (tests/committed.py), never in results/ as a user's own runs have left it.
+READS_RESULTS = ("python -m impl.costmodel",)
 
 
 def commands(page: str) -> list[str]:
@@ -63,9 +65,7 @@ def prose_modules(page: str) -> set[str]:
 PAGES_WITH_PROSE = ("README.md", *sorted(page.relative_to(ROOT).as_posix()
                                          for page in (ROOT / "docs").glob("*.md")))
 EVERY = [(page, command) for page in PAGES for command in commands(page)]
-CASES = [pytest.param(page, command, id=command[:60],
-                      marks=[pytest.mark.slow] if command.startswith(SLOW) else [])
-         for page, command in EVERY]
+CASES = [pytest.param(page, command, id=command[:60]) for page, command in EVERY]
 
 
 def reason_not_run(command: str) -> str | None:
@@ -109,7 +109,8 @@ def test_each_command_runs_as_written(page, command, tmp_path):
     if reason := reason_not_run(command):
         pytest.skip(reason)
     words, env = as_run_here(command, tmp_path)
-    result = subprocess.run(words, cwd=ROOT, env=env, capture_output=True, text=True,
+    cwd = ROOT_COPY if command.startswith(READS_RESULTS) or "results/" in command else ROOT
+    result = subprocess.run(words, cwd=cwd, env=env, capture_output=True, text=True,
                             timeout=300, check=False)
     assert result.returncode == 0, f"{page}: {command}\n{result.stdout[-2000:]}{result.stderr}"
     if "--results-json" in command:

@@ -10,8 +10,9 @@ from reports import archive, loading
 from reports.results import load_results
 from reports.sections import appendix, studies
 from reports.sections.hangs import hang_text
+from tests.committed import RESULTS
 
-TP_RUN = Path(__file__).parent.parent / "results" / "h200x2" / "20261123T100132Z.json"
+TP_RUN = RESULTS / "h200x2" / "20261123T100132Z.json"
 TP_TEST = "suite/bench_tp.py::test_tp[tp2-overlapped-nvlink]"
 HANG = {"pass": "torchrun nvlink", "benchmark": TP_TEST, "deadline_s": 60.0,
         "expected_s": 12.0, "measured_with": [], "remaining": 3, "stuck": [1],

@@ -20,8 +20,9 @@ from impl.rows.files import load_results
 from reports import build, cells
 from reports.format import device_words, fmt_estimate, fmt_pct
 from reports.sections import reproducibility
+from tests.committed import RESULTS as COMMITTED
 
-RESULTS = Path(__file__).parent.parent / "results" / "cpu-2core"
+RESULTS = COMMITTED / "cpu-2core"
 RUNS = (RESULTS / "20261123T104838Z-unyma_9t.json", RESULTS / "20261123T194800Z-_d1slign.json")
 KEPT = ("comparison", "hybrid_step", "tensor_parallel")
 

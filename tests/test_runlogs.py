@@ -17,8 +17,9 @@ from reports.runlogs import (
     targets,
     unfinished,
 )
+from tests.committed import RESULTS
 
-LOGS = Path(__file__).parent.parent / "results" / "h200x2" / "logs"
+LOGS = RESULTS / "h200x2" / "logs"
 HUNG = LOGS / "20261123T0957-pipeline-bench-hung.log"
 TP = LOGS / "20261123T100132Z-tp-bench.log"
 FAILED = LOGS / "20261123T091135Z-bench.log"

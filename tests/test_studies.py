@@ -24,10 +24,11 @@ from reports import archive, loading
 from reports.format import fmt, fmt_estimate, fmt_times
 from reports.gate import trial_rates as regression
 from reports.sections import studies
+from tests.committed import RESULTS
 
 ROOT = Path(__file__).parent.parent
-HUNG_LOG = ROOT / "results" / "h200x2" / "logs" / "20261123T0957-pipeline-bench-hung.log"
-TP_RUN = ROOT / "results" / "h200x2" / "20261123T100132Z.json"
+HUNG_LOG = RESULTS / "h200x2" / "logs" / "20261123T0957-pipeline-bench-hung.log"
+TP_RUN = RESULTS / "h200x2" / "20261123T100132Z.json"
 CPU_STUDIES = Path(__file__).parent / "data" / "pipeline-cpu-2core.json"
 VERDICT = {"no significant difference": "n.s."}
 
@@ -163,9 +164,9 @@ def test_a_partial_results_file_without_a_log_is_named(folders, tmp_path):
 
 
 def test_gate_line_gives_each_machines_current_trials_with_intervals():
-    found = archive.Archive(trials=regression.load_trials(regression.find_trials())[0])
+    found = archive.Archive(trials=regression.load_trials(regression.find_trials(RESULTS))[0])
     line = studies.gate_line(found)
-    for path in sorted((ROOT / "results").glob("*/gate-trials.json")):
+    for path in sorted(RESULTS.glob("*/gate-trials.json")):
         pairs = json.loads(path.read_text())["pairs"]
         unchanged = [p for p in pairs if p["kind"] == "unchanged"]
         slowed = [p for p in pairs if p["kind"] == "slowed"]
@@ -175,7 +176,7 @@ def test_gate_line_gives_each_machines_current_trials_with_intervals():
                 f"{regression.rate_text(alarms, len(unchanged))}, detections "
                 f"{regression.rate_text(detected, len(slowed))}") in line
     assert "results/" not in line  # paths go to the regression chapter
-    others = len(regression.find_trials()) - len(list((ROOT / "results").glob(
+    others = len(regression.find_trials(RESULTS)) - len(list(RESULTS.glob(
         "*/gate-trials.json")))
     assert line.endswith(f"; {others} more trials file(s) of earlier gate settings.")
     assert studies.gate_line(archive.Archive()).startswith("no gate trials")

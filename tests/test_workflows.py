@@ -129,7 +129,8 @@ def test_ci_run_is_executable_strict_bash():
     assert os.access(CI_RUN, os.X_OK), ".ci/run must be executable"
     text = CI_RUN.read_text()
     assert text.startswith("#!/usr/bin/env bash\n") and "set -euo pipefail" in text
-    assert "nox -s tests" in text and "torch==2.13.0" in text and "python3 -m venv .venv" in text
+    assert "nox -s tests -- --all" in text  # both tiers
+    assert "torch==2.13.0" in text and "python3 -m venv .venv" in text
     result = subprocess.run(["bash", "-n", str(CI_RUN)], capture_output=True, text=True,
                             check=False)
     assert result.returncode == 0, result.stderr

@@ -17,7 +17,9 @@ from pathlib import Path
 
 from impl import stats
 
-RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"
+# results/ of the folder the command runs in, as the report's other default inputs
+# (reports/loading.py, reports/archive.py): the folder a test's copy of the committed runs is
+RESULTS_DIR = Path("results")
 # gate-trials.json, or gate-trials-<what differs>.json beside it for trials of another gate
 # setting on the same machine (reports/results.py skips them all)
 TRIALS_PATTERN = "gate-trials*.json"
@@ -25,7 +27,7 @@ KINDS = ("unchanged", "slowed")
 
 
 def find_trials(results_dir: Path | None = None) -> list[Path]:
-    """The committed trials files (default: the repository's results/), by machine folder."""
+    """The trials files of ``results_dir``'s machine folders (default: results/), by folder."""
     return sorted((results_dir or RESULTS_DIR).glob(f"*/{TRIALS_PATTERN}"))
 
 

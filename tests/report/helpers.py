@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html as html_text
 import json
+import os
 import re
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 
 from reports import cells
 from reports.format import fmt
+from tests.committed import ROOT_COPY
 
 DATA = Path(__file__).parent.parent / "data"
 GPU_FIXTURE = DATA / "h200x4-trimmed.json"  # 4× H200, before interleaving
@@ -26,8 +28,12 @@ CHROMIUM = "/usr/bin/chromium"
 
 
 def run_build(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "reports.build", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300, check=False)
+    """``python -m reports.build ARGS`` with this checkout's code, run in the copy of the
+    committed results (tests/committed.py): what it reads by default, results/ and its gate
+    trials, is what the repository ships, never a user's own runs."""
+    return subprocess.run([sys.executable, "-m", "reports.build", *args], cwd=ROOT_COPY,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                          text=True, timeout=300, check=False)
 
 
 def infos(path: Path, kind: str) -> list[dict]:

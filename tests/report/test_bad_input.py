@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from reports import render
+from tests.committed import ROOT_COPY
 from tests.report.helpers import (
     CPU_FIXTURE,
     GPU_FIXTURE,
@@ -89,7 +90,7 @@ def test_missing_pango_is_one_clear_line_and_the_html_is_still_written(tmp_path)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
     out = tmp_path / "out"
     result = subprocess.run([sys.executable, "-m", "reports.build", str(CPU_FIXTURE), "--out",
-                             str(out)], cwd=ROOT, env=env, capture_output=True, text=True,
+                             str(out)], cwd=ROOT_COPY, env=env, capture_output=True, text=True,
                             timeout=120, check=False)
     assert result.returncode == 2
     assert result.stderr.startswith(f"error: {render.PANGO_HINT}"), result.stderr

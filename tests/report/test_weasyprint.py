@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from reports import build, render
+from tests.committed import ROOT_COPY
 from tests.report.helpers import (
     CPU_FIXTURE,
     ROOT,
@@ -149,9 +150,10 @@ def cjk_built(tmp_path_factory) -> dict:
     path = folder / "cpu-2core.json"
     path.write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
     out = root / "out"
-    env = {**os.environ, "FONTCONFIG_FILE": str(dejavu_only_fontconfig(root))}
+    env = {**os.environ, "FONTCONFIG_FILE": str(dejavu_only_fontconfig(root)),
+           "PYTHONPATH": str(ROOT)}
     result = subprocess.run([sys.executable, "-m", "reports.build", str(path), "--out", str(out)],
-                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+                            cwd=ROOT_COPY, env=env, capture_output=True, text=True, timeout=300,
                             check=False)
     return {"result": result, "out": out, "path": path}
 
