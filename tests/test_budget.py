@@ -8,21 +8,21 @@ import math
 
 import pytest
 
-from suite import budget
+from suite import budget, calibrate
 from suite.watchdog import Deadline
 from tests.committed import RESULTS
 
 COMMITTED_TWO_GPU_RUN = RESULTS / "h200x2" / "20261127T135955Z-7im9itx9.json"
 
 
-def timed(run: str, name: str, wall: float, rows) -> budget.TimedPass:
-    return budget.TimedPass(run, name, "gpu", wall, tuple(rows))
+def timed(run: str, name: str, wall: float, rows) -> calibrate.TimedPass:
+    return calibrate.TimedPass(run, name, "gpu", wall, tuple(rows))
 
 
 def test_rates_are_duration_over_expected_per_study_and_the_start_is_the_rest():
     passes = [timed("a", "torchrun nvlink", 100.0, [("dp", 40.0, 20.0), ("gemm", 60.0, 30.0)]),
               timed("b", "torchrun nvlink", 70.0, [("dp", 40.0, 40.0)])]
-    rates = budget.fit(passes)
+    rates = calibrate.fit(passes)
     assert rates.rate["gpu"] == {"dp": 60.0 / 80.0, "gemm": 0.5, "*": 90.0 / 140.0}
     assert rates.start_s["gpu"]["torchrun nvlink"] == statistics_median(100 - 50, 70 - 40)
     assert rates.benchmark_s("gpu", "dp", 10.0) == 7.5
@@ -38,7 +38,7 @@ def statistics_median(a: float, b: float) -> float:
 def test_each_run_is_predicted_from_the_other_runs_only():
     passes = [timed("a", "p", 30.0, [("dp", 10.0, 20.0)]),
               timed("b", "p", 50.0, [("dp", 10.0, 40.0)])]
-    (run_a, predicted_a, actual_a), (run_b, predicted_b, actual_b) = budget.held_out(passes)
+    (run_a, predicted_a, actual_a), (run_b, predicted_b, actual_b) = calibrate.held_out(passes)
     assert (run_a, actual_a, run_b, actual_b) == ("a", 30.0, "b", 50.0)
     assert predicted_a == 10.0 + 10.0 * 4.0  # b's start and rate
     assert predicted_b == 10.0 + 10.0 * 2.0  # a's
@@ -55,17 +55,17 @@ def test_each_run_is_predicted_from_the_other_runs_only():
     (None, False),
 ])
 def test_only_whole_runs_are_fitted_on(command, whole):
-    assert budget.whole_run(command) is whole
+    assert calibrate.whole_run(command) is whole
 
 
 def test_a_recorded_pass_is_collected_as_its_launch_saw_it():
-    arguments, env = budget.pass_collection(
+    arguments, env = calibrate.pass_collection(
         "/usr/bin/mpirun --allow-run-as-root -n 2 python -m pytest suite/bench_overlap.py "
         "--suite-mode quick -v --results-json /tmp/x.json --chunks 10", {"A": "1"})
     assert arguments == ["suite/bench_overlap.py", "--suite-mode", "quick", "-v", "--chunks",
                          "10"]
     assert env == {"A": "1", "OVERLAP_COLLECT_MPI": "1", "OVERLAP_COLLECT_WORLD": "2"}
-    _, env = budget.pass_collection("python -m torch.distributed.run --standalone "
+    _, env = calibrate.pass_collection("python -m torch.distributed.run --standalone "
                                     "--nproc-per-node=4 -m pytest suite/", {})
     assert env == {"OVERLAP_COLLECT_WORLD": "4"}
 
@@ -112,7 +112,7 @@ def test_the_plan_says_each_pass_and_study_against_the_budget():
     assert plan.total_s == 62.0
     assert budget.plan_lines([plan], "default", "2 of 2 GPUs", rates) == [
         "[suite] plan: default mode on 2 of 2 GPUs, 1.0 min expected against a budget of "
-        "10.0 min (rates fitted on 2 committed runs (python -m suite.budget --check gives "
+        "10.0 min (rates fitted on 2 committed runs (python -m suite.calibrate --check gives "
         "their held-out error))",
         "[suite]   mpirun: 2 benchmarks, 1.0 min (start 12 s)",
         "[suite]     dp                  2 benchmarks    0.8 min"]
@@ -120,7 +120,7 @@ def test_the_plan_says_each_pass_and_study_against_the_budget():
 
 def test_the_committed_two_gpu_run_is_fitted_on_its_whole_passes_only(tmp_path):
     document = json.loads(COMMITTED_TWO_GPU_RUN.read_text())
-    passes = budget.timed_passes(COMMITTED_TWO_GPU_RUN, document, tmp_path)
+    passes = calibrate.timed_passes(COMMITTED_TWO_GPU_RUN, document, tmp_path)
     # Its mpirun pass stopped at its deadline (exit 86): only the two passes that ended well.
     assert [p.name for p in passes] == ["torchrun nvlink", "torchrun hybrid"]
     main = passes[0]
@@ -131,3 +131,10 @@ def test_the_committed_two_gpu_run_is_fitted_on_its_whole_passes_only(tmp_path):
     assert math.isclose(main.superseded_s + sum(d for _, _, d in main.benchmarks),
                         sum(b["duration_s"] for b in
                             document["suite"]["passes"][0]["timing"]["benchmarks"].values()))
+
+
+def test_the_docs_table_of_measured_runs_is_generated_from_the_committed_runs():
+    text = calibrate.DOC.read_text()
+    assert calibrate.with_runs_table(text, calibrate.runs_table([str(RESULTS)])) == text, (
+        "docs/budget.md's runs table is stale: python -m suite.calibrate --runs results")
+    assert "| h200x2/20261127T135955Z-7im9itx9.json | 2 | 9d074ca |" in text

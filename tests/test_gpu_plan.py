@@ -4,7 +4,7 @@ Collected on the CPU with torch shown H100s (suite/shown_gpus.py), as suite/run.
 collects each pass before launching it: every study keeps the cells that answer its question
 (docs/budget.md), and the planned total stays within the default mode's budget. A planning
 check, not a timed one: the plan's own error is measured on committed runs
-(python -m suite.budget --check).
+(python -m suite.calibrate --check).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from suite import budget, run
+from suite import budget, calibrate, run
 
 GPU_COUNTS = (1, 2, 4, 8)
 ABOUT = 1.2
@@ -26,7 +26,7 @@ def planned(gpus: int, tmp_path: Path) -> dict[str, dict[str, tuple[str, float]]
         patch.setattr(run.capabilities, "mpi_launcher", lambda: "mpirun")
         patch.setattr(run, "is_open_mpi", lambda launcher: True)
         steps = run.plan("default", ["nvlink"], gpus, tmp_path, [], quiet=True)
-    return {step.name: budget.collected(step.pytest_args, {**step.env, **step.collect_env},
+    return {step.name: calibrate.collected(step.pytest_args, {**step.env, **step.collect_env},
                                         gpus, tmp_path) for step in steps}
 
 
