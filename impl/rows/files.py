@@ -154,6 +154,8 @@ def _check_benchmark(path: Path, index: int, benchmark: object) -> None:
             raise ResultsError(path, f"benchmark {name!r} has stats.data = {data!r}; "
                                      "expected a non-empty list of round times")
         for round_index, value in enumerate(data):
+            if type(value) is float and low <= value <= high:  # the common case, first
+                continue
             if not is_number(value) or not low <= value <= high:
                 raise ResultsError(path, f"benchmark {name!r} has stats.data[{round_index}] = "
                                          f"{value!r}; round times must be from {low:g} to "
