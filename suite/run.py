@@ -72,7 +72,7 @@ from impl.fingerprint import machine_label
 from impl.profiles import ALWAYS, PROFILE_ENV, PROFILES, recorded_profile
 from impl.settings import check_environment, selected_backend
 from impl.suite_options import SUITE_OPTIONS, check_suite_options
-from suite import hangs
+from suite import exit_codes, hangs
 from suite.conftest import COLLECT_MPI_ENV, COLLECT_WORLD_ENV
 from suite.launch import TAG_OUTPUT, Launcher
 from suite.pass_watch import END_MARGIN_S, START_MARGIN_S, PassWatch, pass_deadline_s
@@ -113,6 +113,7 @@ class Pass:
     # The sum of its benchmarks' deadlines, from that collection (suite/pass_watch.py): the
     # pass's own deadline adds its start and end margins. None: the pass has none.
     deadlines_s: float | None = None
+    stalled: str | None = None  # why the launcher ended it as stalled, if it did
 
 
 def free_port() -> int:
@@ -206,6 +207,8 @@ def run_pass(step: Pass, base_env: dict[str, str], launcher: Launcher,
     started = time.monotonic()
     code = launcher.run(step.command, {**base_env, **step.env}, watch)
     killed = f" (killed by {signal.Signals(-code).name})" if code is not None and code < 0 else ""
+    if launcher.stalled is not None:
+        killed += " (the launcher ended it: it stalled)"
     print(f"[suite] {step.name} finished with exit {code}{killed} in "
           f"{time.monotonic() - started:.0f} s",
           flush=True)
@@ -240,6 +243,7 @@ def run_passes(passes: list[Pass], env: dict[str, str],
         watch = PassWatch(math.inf if no_deadline else pass_deadline_s(step.deadlines_s),
                           step.output)
         codes.append(run_pass(step, env, launcher, watch))
+        step.stalled = launcher.stalled
         done.append(step)
         # A rank the launcher continued to take its stack went on from where it was stopped:
         # its dump says where that was, a record it wrote after that would not.
@@ -507,10 +511,8 @@ def main(argv: list[str] | None = None) -> int:
             target = write_merged(workdir / f"{folders.name}.json", merged)
         finally:
             folders.finish([step.output for step in passes], written=target is not None)
-        incomplete = 1 if merged and merged["suite"]["failed_passes"] else 0
-        failed = next((exit_status(code) for code in codes if code not in (0, 5, None)),
-                      incomplete)
-        status = 128 + launcher.stop_signal if launcher.stop_signal else failed
+        incomplete = bool(merged and merged["suite"]["failed_passes"])
+        status = run_exit_status(passes, codes, hung, launcher.stop_signal, incomplete)
         elsewhere = kept_elsewhere([step.output for step in passes])
         if elsewhere:  # the results folder had no room for them (conftest.py)
             print(f"[suite] the results folder {workdir} had no room for every pass's results; "
@@ -541,9 +543,14 @@ def recovered(documents: list[tuple[Path, dict]], name: str) -> dict:
     return merged
 
 
-def exit_status(code: int) -> int:
-    """A pass's exit status as a shell reports it: 128 + N for a pass killed by signal N."""
-    return 128 - code if code < 0 else code
+def run_exit_status(passes: list[Pass], codes: list[int | None], hung: list[dict],
+                    stop_signal: int | None, incomplete: bool) -> int:
+    """The run's exit status (suite/exit_codes.py's table): a pass with a hang, or one the
+    launcher ended as stalled, is a hang whatever torchrun or mpirun returned for it."""
+    hung_passes = {hang["pass"] for hang in hung}
+    statuses = [exit_codes.pass_status(code, step.name in hung_passes or step.stalled is not None)
+                for step, code in zip(passes, codes)]
+    return exit_codes.run_status(statuses, stop_signal, incomplete)
 
 
 if __name__ == "__main__":

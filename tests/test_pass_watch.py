@@ -13,7 +13,7 @@ import pytest
 
 from impl import capabilities
 from suite import hangs, pass_watch
-from suite.run import Pass, free_port, is_open_mpi
+from suite.run import Pass, free_port, is_open_mpi, run_exit_status
 from tests.test_deadline import DEADLINE_S, run_logged, stuck_pass
 
 STOPPED = "tests/hang_bench/stopped_benchmarks.py"
@@ -65,7 +65,7 @@ def test_a_rank_stopped_inside_a_benchmark_is_named_with_its_stack(stalled):
 
 @pytest.mark.slow
 def test_a_rank_stopped_after_the_last_benchmark_ends_the_pass(stalled):
-    passes, _, hung, log = stalled
+    passes, codes, hung, log = stalled
     after = hung[1]
     assert after["pass"] == passes[1].name
     assert after["benchmark"] == f"after {STOPPED}::test_last"
@@ -78,6 +78,9 @@ def test_a_rank_stopped_after_the_last_benchmark_ends_the_pass(stalled):
     document = json.loads(passes[1].output.read_text())
     assert [b["name"] for b in document["benchmarks"]] == ["test_last"]
     assert document["suite"]["partial"] is False  # rank 0 finished the pass
+    # The launcher ended it with SIGKILL: a hang (3), never the 137 of an out-of-memory kill.
+    assert codes[1] == -9 and passes[1].stalled == after["stalled"]
+    assert run_exit_status(passes, codes, hung, None, True) == 3
 
 
 def test_the_pass_deadline_is_its_benchmarks_plus_the_margins():
