@@ -16,24 +16,24 @@ from suite.watchdog import HANG_EXIT
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "failures.md"
 
 
-def documented_table() -> list[tuple[int, str]]:
+def documented_table() -> list[tuple[str, str]]:
     """The rows of the table under docs/failures.md's "Exit status" heading."""
     section = DOCS.read_text().split("## Exit status", 1)[1].split("\n## ", 1)[0]
-    return [(int(status), meaning.strip())
-            for status, meaning in re.findall(r"^\| (\d+) \| (.+) \|$", section, re.MULTILINE)]
+    return [(status, meaning.strip()) for status, meaning in
+            re.findall(r"^\| (\d+(?: \+ N)?) \| (.+) \|$", section, re.MULTILINE)]
 
 
 def test_the_documented_table_is_the_launchers():
     assert documented_table() == list(exit_codes.TABLE)
-    assert [status for status, _ in exit_codes.TABLE] == [0, 1, 2, 3, 130, 143, 129]
+    assert [status for status, _ in exit_codes.TABLE] == [
+        "0", "1", "2", "3", "130", "143", "129", "128 + N"]
     assert (exit_codes.ALL_RAN, exit_codes.BENCHMARK_FAILED, exit_codes.BAD_INPUT,
             exit_codes.HANG) == (0, 1, 2, 3)
 
 
 def test_the_module_docstring_quotes_the_table():
-    lines = [line.split(None, 1) for line in exit_codes.__doc__.splitlines()
-             if re.match(r"^    \d+ ", line)]
-    assert [int(status) for status, _ in lines] == [s for s, _ in exit_codes.TABLE]
+    lines = re.findall(r"^    (\d+(?: \+ N)?)  +\S", exit_codes.__doc__, re.MULTILINE)
+    assert lines == [status for status, _ in exit_codes.TABLE]
 
 
 @pytest.mark.parametrize(("code", "hung", "expected"), [
@@ -42,7 +42,8 @@ def test_the_module_docstring_quotes_the_table():
     (None, False, 0),  # never started: a stop signal came first (the signal decides)
     (1, False, 1),  # torchrun: a rank failed
     (2, False, 1),  # pytest interrupted in a rank, under mpirun
-    (-signal.SIGKILL, False, 1),  # killed from outside (the out-of-memory killer)
+    (-signal.SIGKILL, False, 137),  # killed from outside (the out-of-memory killer)
+    (-signal.SIGSEGV, False, 139),
     (1, True, 3),  # torchrun after a rank's watchdog stopped it
     (HANG_EXIT, False, 3),  # mpirun passes the watchdog's 86 on
     (-signal.SIGKILL, True, 3),  # the launcher ended a stalled pass: not 137
@@ -56,6 +57,8 @@ def test_the_run_takes_a_signal_first_then_a_hang_then_a_failure():
     assert exit_codes.run_status([1, 0]) == 1
     assert exit_codes.run_status([0, 0]) == 0
     assert exit_codes.run_status([0], incomplete=True) == 1
+    assert exit_codes.run_status([1, 137, 0]) == 137
+    assert exit_codes.run_status([137, 3]) == 3
     assert exit_codes.run_status([3], stop_signal=signal.SIGINT) == 130
     assert exit_codes.run_status([], stop_signal=signal.SIGTERM) == 143
 
@@ -71,4 +74,5 @@ def test_a_stall_the_launcher_ended_is_a_hang_not_137():
     assert run_exit_status(passes, [1, 0], hung, None, True) == 3
     assert run_exit_status(passes, [0, HANG_EXIT], [], None, True) == 3
     assert run_exit_status(passes, [0, 1], [], None, True) == 1
+    assert run_exit_status(passes, [0, -signal.SIGKILL], [], None, True) == 137  # not ours
     assert run_exit_status(passes, [0, 1], hung, signal.SIGTERM, True) == 143
