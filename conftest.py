@@ -95,7 +95,8 @@ def pytest_collection_modifyitems(config, items):
         config.suite_watchdog = Watchdog(
             config.suite_rank, launched_world(), config.option.results_json,
             on_stop=lambda records: _write_hang(config, records),
-            uncapture=lambda: capture and capture.suspend_global_capture(in_=False))
+            uncapture=lambda: capture and capture.suspend_global_capture(in_=False),
+            say=lambda line: uncaptured(config, line))
 
 
 def _write_hang(config, records: list[dict]) -> None:
@@ -106,6 +107,7 @@ def _write_hang(config, records: list[dict]) -> None:
     dumps = backstop_dumps(config.option.results_json)
     config._suite_hangs = [summary(records, dumps)]
     write_results(config, partial=True)
+    keep_elsewhere(config, partial=True)  # the process ends next: no session finish
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -277,18 +279,25 @@ def pytest_sessionfinish(session, exitstatus):
     config = session.config
     partial = exitstatus not in (0, 5)
     write_results(config, partial)
-    if error := getattr(config, "_suite_write_error", None):
-        # What the disk could not take goes to the temporary folder (often another disk). The
-        # exit status stays: the checkpoint left is marked partial, which is what the launcher
-        # reads (and torchrun would print a page for a failing worker).
-        where = f"{config.option.results_json} holds its last whole checkpoint, marked partial"
-        from impl.atomic import write_json_atomic
-        from suite.run_files import fallback_path
+    # The exit status stays: the checkpoint left is marked partial, which is what the launcher
+    # reads (and torchrun would print a page for a failing worker).
+    keep_elsewhere(config, partial)
 
-        fallback = fallback_path(config.option.results_json)
-        with contextlib.suppress(OSError):
 
-            write_json_atomic(fallback, results_document(config, partial))
-            where = f"all of them are in {fallback} instead ({where})"
-        uncaptured(config, f"[suite] rank 0: the results of this pass could not all be "
-                   f"written ({error}); {where}")
+def keep_elsewhere(config, partial: bool) -> None:
+    """Rank 0, at the pass's end (or its watchdog's stop): where its results could not all be
+    written, the whole pass goes to the temporary folder (often another disk), in one line."""
+    if (error := getattr(config, "_suite_write_error", None)) is None:
+        return
+    from impl.atomic import write_json_atomic
+    from suite.run_files import fallback_path
+
+    path = config.option.results_json
+    where = (f"{path} holds its last whole checkpoint, marked partial" if os.path.exists(path)
+             else f"no checkpoint of it could be written as {path}")
+    fallback = fallback_path(path)
+    with contextlib.suppress(OSError):
+        write_json_atomic(fallback, results_document(config, partial))
+        where = f"all of them are in {fallback} instead ({where})"
+    uncaptured(config, f"[suite] rank 0: the results of this pass could not all be "
+               f"written ({error}); {where}")

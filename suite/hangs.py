@@ -5,6 +5,9 @@ when a benchmark passes its deadline, and what the launcher makes of them.
     <results>.stacks-rank<r>.txt  faulthandler's own dump, where no Python thread could run
     <results>.asked-rank<r>.txt   its dump on STACKS_SIGNAL, which the launcher reads at once
 
+A record that its folder has no room for (a full disk) is written beside the pass's fallback
+results file in the temporary folder instead (suite/run_files.py), and read from there too.
+
 The results file names every hang under ``suite.hangs``, one entry per hung benchmark:
 
     {"benchmark": "suite/bench_pipeline.py::test_pipeline[mlp_tiny-p2-m1-gpipe]",
@@ -33,6 +36,7 @@ import time
 from pathlib import Path
 
 from impl.atomic import write_json_atomic
+from suite.run_files import fallback_path
 
 STACKS_HEADER = "benchmark: "
 AFTER = "after "  # a stacks file's position between benchmarks: "benchmark: after <id>"
@@ -56,19 +60,36 @@ def asked_path(base: str | os.PathLike, rank: int) -> Path:
     return Path(f"{base}.asked-rank{rank}.txt")
 
 
-def write_record(base: str | os.PathLike, record: dict) -> None:
-    write_json_atomic(record_path(base, record["rank"]), record)
+def write_record(base: str | os.PathLike, record: dict) -> Path:
+    """The rank's record beside ``base``; where that folder has no room (a full disk), beside
+    the pass's results in the temporary folder (run_files.fallback_path), where
+    ``read_records`` finds it too. OSError only when neither could be written."""
+    try:
+        return write_json_atomic(record_path(base, record["rank"]), record)
+    except OSError:
+        return write_json_atomic(record_path(fallback_path(base), record["rank"]), record)
+
+
+def record_files(base: str | os.PathLike) -> list[Path]:
+    """Every rank's record file of ``base``: beside it, and beside its fallback."""
+    found = []
+    for beside in (Path(base), fallback_path(base)):
+        found += beside.parent.glob(f"{beside.name}.hang-rank*.json")
+    return found
 
 
 def read_records(base: str | os.PathLike, since: float = 0.0) -> list[dict]:
-    """Every rank's record beside ``base``, by rank; files older than ``since`` (an earlier
-    run's) are ignored."""
-    base = Path(base)
-    records = []
-    for path in base.parent.glob(f"{base.name}.hang-rank*.json"):
-        if path.stat().st_mtime >= since:
-            records.append(json.loads(path.read_text()))
-    return sorted(records, key=lambda r: r["rank"])
+    """Every rank's record of ``base`` (``record_files``), by rank; files older than
+    ``since`` (an earlier run's) are ignored."""
+    records = {}
+    for path in record_files(base):
+        try:
+            if path.stat().st_mtime >= since:
+                record = json.loads(path.read_text())
+                records.setdefault(record["rank"], record)
+        except FileNotFoundError:  # removed meanwhile (the end of its run)
+            continue
+    return [records[rank] for rank in sorted(records)]
 
 
 def backstop_dumps(base: str | os.PathLike,
