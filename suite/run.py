@@ -72,7 +72,7 @@ from impl.fingerprint import machine_label
 from impl.profiles import ALWAYS, PROFILE_ENV, PROFILES, recorded_profile
 from impl.settings import check_environment, selected_backend
 from impl.suite_options import SUITE_OPTIONS, check_suite_options
-from suite import exit_codes, hangs
+from suite import exit_codes, hangs, pipes
 from suite.conftest import COLLECT_MPI_ENV, COLLECT_WORLD_ENV
 from suite.launch import TAG_OUTPUT, Launcher
 from suite.pass_watch import END_MARGIN_S, START_MARGIN_S, PassWatch, pass_deadline_s
@@ -525,8 +525,9 @@ def main(argv: list[str] | None = None) -> int:
         if target is None:  # the merged file could not be written; each pass's file is kept
             return status or 1
         state = "PARTIAL " if merged["suite"]["partial"] else ""
-        print(f"\n[suite] wrote {state}{target} ({len(merged['benchmarks'])} benchmarks) in "
-              f"{time.monotonic() - started:.0f} s")
+        print()
+        pipes.last_line(f"[suite] wrote {state}{target} ({len(merged['benchmarks'])} "
+                        f"benchmarks) in {time.monotonic() - started:.0f} s")
         for hang in hung:
             print(f"[suite] hung, stopped at its deadline and left out: {hang['benchmark']}")
         return status
@@ -554,4 +555,5 @@ def run_exit_status(passes: list[Pass], codes: list[int | None], hung: list[dict
 
 
 if __name__ == "__main__":
+    pipes.guard()  # `... | head`: the run goes on quietly (suite/pipes.py)
     sys.exit(main())
