@@ -19,11 +19,17 @@ import sys
 
 import pytest
 
-from impl.lifetime import end_with_parent
-from impl.profiles import recorded_profile
-from impl.settings import check_environment, selected_backend
-from impl.suite_options import SUITE_OPTIONS, check_suite_options
-from suite.conftest import launched_world
+from suite import rank_start
+
+# A rank ends with its launcher: a killed torchrun agent or mpirun takes its ranks along
+# instead of leaving them to run the pass to its end (impl/lifetime.py). Armed before the
+# imports below (torch's takes seconds), where the pass did not load suite.rank_start first.
+rank_start.arm()
+
+from impl.profiles import recorded_profile  # noqa: E402
+from impl.settings import check_environment, selected_backend  # noqa: E402
+from impl.suite_options import SUITE_OPTIONS, check_suite_options  # noqa: E402
+from suite.conftest import launched_world  # noqa: E402
 
 
 def pytest_addoption(parser):
@@ -40,10 +46,6 @@ def pytest_addoption(parser):
                          "fresh pass after a hang)")
 
 
-# Set in the ranks' environment by torchrun and by MPI launchers (Open MPI, PMI).
-LAUNCHED_BY = ("TORCHELASTIC_RUN_ID", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
-
-
 def _rank() -> int:
     return int(os.environ.get("RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
 
@@ -58,10 +60,6 @@ def pytest_configure(config):
         raise pytest.UsageError("--resume-after: give a benchmark's node id (the launcher "
                                 "prints the one a hang stopped at)")
     config.suite_rank = _rank()
-    if any(name in os.environ for name in LAUNCHED_BY) and not config.option.collectonly:
-        # A rank ends with its launcher: a killed torchrun agent or mpirun takes its ranks
-        # along instead of leaving them to run the pass to its end (impl/lifetime.py).
-        end_with_parent()
     if launched_world() > 1 and not config.option.collectonly:  # not suite/run.py's check
         # Ctrl-C ends a rank at once, as SIGTERM does. pytest's KeyboardInterrupt would run
         # the teardown barriers while other ranks are dead or inside a collective (a hang until

@@ -45,6 +45,7 @@ from pathlib import Path
 from impl.lifetime import adopt_orphans, end_with_parent
 from suite import pipes
 from suite.pass_watch import PassWatch
+from suite.rank_start import LAUNCHER_ENV
 
 GRACE_S = 5.0  # between SIGTERM and SIGKILL: workers end in well under a second on SIGTERM
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -214,6 +215,8 @@ class Launcher:
         adopt_orphans()
         self._sent, self.stalled, self.stuck, self._ending_at = None, None, [], None
         tagged = TAG_OUTPUT in command
+        # Who launched the pass: a rank whose launcher is gone when it starts ends at once.
+        env = {**env, LAUNCHER_ENV: f"{os.getpid()} {_stat(os.getpid())[1]}"}
         # Where the launcher writes into a pipe, the pass writes into pipes of its own, which
         # the launcher copies: no rank meets the user's pipe closed (suite/pipes.py).
         copied = {fd: not tagged and pipes.is_pipe(fd) for fd in (1, 2)}

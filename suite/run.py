@@ -137,7 +137,9 @@ def plan(mode: str, profiles: list[str], gpus: int, scratch: Path, pytest_args: 
     ``quiet``: no note of skipped passes (the pre-launch check plans the run too)."""
     say = (lambda line: None) if quiet else (lambda line: print(line, flush=True))
     ranks = ranks or gpus or CPU_RANKS
-    common = ["-p", "no:cacheprovider", "--suite-mode", mode, "-v", *pytest_args]
+    # suite.rank_start first: a rank ends with its launcher from its first second.
+    common = ["-p", "suite.rank_start", "-p", "no:cacheprovider", "--suite-mode", mode, "-v",
+              *pytest_args]
     passes = []
     for profile in profiles:
         files = suite_files(gpus)
