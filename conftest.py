@@ -282,6 +282,13 @@ def pytest_sessionfinish(session, exitstatus):
     keep_elsewhere(config, partial)
 
 
+def pytest_unconfigure(config):
+    """The rank's session is over, its results written: the launcher may count it as ended
+    even while it waits to exit (MPI's finalize waits for every rank; suite/pass_watch.py)."""
+    if (watchdog := getattr(config, "suite_watchdog", None)) is not None:
+        watchdog.finish()
+
+
 def keep_elsewhere(config, partial: bool) -> None:
     """Rank 0, at the pass's end (or its watchdog's stop): where its results could not all be
     written, the whole pass goes to the temporary folder (often another disk), in one line."""

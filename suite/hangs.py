@@ -4,6 +4,7 @@ when a benchmark passes its deadline, and what the launcher makes of them.
     <results>.hang-rank<r>.json   rank r's record: benchmark, deadline, frames, stacks
     <results>.stacks-rank<r>.txt  faulthandler's own dump, where no Python thread could run
     <results>.asked-rank<r>.txt   its dump on STACKS_SIGNAL, which the launcher reads at once
+    <results>.done-rank<r>        empty: rank r's session is over (it may still wait to exit)
 
 A record that its folder has no room for (a full disk) is written beside the pass's fallback
 results file in the temporary folder instead (suite/run_files.py), and read from there too.
@@ -58,6 +59,13 @@ def asked_path(base: str | os.PathLike, rank: int) -> Path:
     """Where rank ``rank`` dumps its stacks on STACKS_SIGNAL: a file of its own, which the
     rank never rewrites (it may go on right after the dump, suite/pass_watch.py)."""
     return Path(f"{base}.asked-rank{rank}.txt")
+
+
+def done_path(base: str | os.PathLike, rank: int) -> Path:
+    """An empty file: rank ``rank``'s pytest session is over (rank 0's results are written).
+    It stays after the rank exits, so that the launcher knows a rank that finished from one
+    that did not (suite/pass_watch.py), whichever it saw last."""
+    return Path(f"{base}.done-rank{rank}")
 
 
 def write_record(base: str | os.PathLike, record: dict) -> Path:
@@ -187,6 +195,15 @@ def log_text(hang: dict, records: list[dict], dumps: dict[int, tuple[str, str]])
         if rank not in {r["rank"] for r in records}:
             lines += [f"[suite] rank {rank}, faulthandler's dump:", dump.rstrip()]
     return "\n".join(lines)
+
+
+def outcome_line(hang: dict) -> str:
+    """The launcher's closing line for one hang: a hung benchmark was left out; a stall after
+    a benchmark left nothing out (it had finished)."""
+    if hang["benchmark"].startswith(AFTER):
+        return (f"[suite] stalled {hang['benchmark']}, ended by the launcher: every benchmark "
+                "before it is kept")
+    return f"[suite] hung, stopped at its deadline and left out: {hang['benchmark']}"
 
 
 def resume_arguments(hang: dict) -> list[str] | None:

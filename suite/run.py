@@ -531,7 +531,7 @@ def main(argv: list[str] | None = None) -> int:
         pipes.last_line(f"[suite] wrote {state}{target} ({len(merged['benchmarks'])} "
                         f"benchmarks) in {time.monotonic() - started:.0f} s")
         for hang in hung:
-            print(f"[suite] hung, stopped at its deadline and left out: {hang['benchmark']}")
+            print(hangs.outcome_line(hang))
         return status
 
 

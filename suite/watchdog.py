@@ -167,6 +167,7 @@ class Watchdog:
             for path in hangs.record_files(self.base):  # an earlier run's
                 if path.name.endswith(f".hang-rank{rank}.json"):
                     path.unlink(missing_ok=True)
+            hangs.done_path(self.base, rank).unlink(missing_ok=True)
             try:
                 # Unbuffered: a header that a full disk refused leaves nothing pending.
                 stacks = hangs.stacks_path(self.base, rank)
@@ -214,6 +215,18 @@ class Watchdog:
                 self._stacks_file.write(f"{hangs.STACKS_HEADER}{position}\n".encode())
             except OSError as error:
                 self._cannot_write(hangs.stacks_path(self.base, self.rank), error)
+
+    def finish(self) -> None:
+        """The rank's session is over: no deadline left, and ``hangs.done_path`` says so to
+        the launcher, for which a rank that then waits to exit (MPI's finalize waits for
+        every rank) has ended its part; a rank that has not is stuck (suite/pass_watch.py)."""
+        self.disarm()
+        if self.base is not None:
+            path = hangs.done_path(self.base, self.rank)
+            try:
+                path.touch()  # empty: a full disk has room for it where it has an inode
+            except OSError as error:
+                self._cannot_write(path, error)
 
     def close(self) -> None:
         """End of the process: no timer left, no stacks file beside the results (the
