@@ -20,11 +20,17 @@ import time
 
 import pytest
 
-from impl.lifetime import end_with_parent
-from impl.profiles import recorded_profile
-from impl.settings import check_environment, selected_backend
-from impl.suite_options import SUITE_OPTIONS, check_suite_options
-from suite.conftest import launched_world
+from suite import rank_start
+
+# A rank ends with its launcher: a killed torchrun agent or mpirun takes its ranks along
+# instead of leaving them to run the pass to its end (impl/lifetime.py). Armed before the
+# imports below (torch's takes seconds), where the pass did not load suite.rank_start first.
+rank_start.arm()
+
+from impl.profiles import recorded_profile  # noqa: E402
+from impl.settings import check_environment, selected_backend  # noqa: E402
+from impl.suite_options import SUITE_OPTIONS, check_suite_options  # noqa: E402
+from suite.conftest import launched_world  # noqa: E402
 
 
 def pytest_addoption(parser):
@@ -41,10 +47,6 @@ def pytest_addoption(parser):
                          "fresh pass after a hang)")
 
 
-# Set in the ranks' environment by torchrun and by MPI launchers (Open MPI, PMI).
-LAUNCHED_BY = ("TORCHELASTIC_RUN_ID", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
-
-
 def _rank() -> int:
     return int(os.environ.get("RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
 
@@ -59,10 +61,6 @@ def pytest_configure(config):
         raise pytest.UsageError("--resume-after: give a benchmark's node id (the launcher "
                                 "prints the one a hang stopped at)")
     config.suite_rank = _rank()
-    if any(name in os.environ for name in LAUNCHED_BY) and not config.option.collectonly:
-        # A rank ends with its launcher: a killed torchrun agent or mpirun takes its ranks
-        # along instead of leaving them to run the pass to its end (impl/lifetime.py).
-        end_with_parent()
     if launched_world() > 1 and not config.option.collectonly:  # not suite/run.py's check
         # Ctrl-C ends a rank at once, as SIGTERM does. pytest's KeyboardInterrupt would run
         # the teardown barriers while other ranks are dead or inside a collective (a hang until
@@ -103,7 +101,8 @@ def pytest_collection_modifyitems(config, items):
         config.suite_watchdog = Watchdog(
             config.suite_rank, launched_world(), config.option.results_json,
             on_stop=lambda records: _write_hang(config, records),
-            uncapture=lambda: capture and capture.suspend_global_capture(in_=False))
+            uncapture=lambda: capture and capture.suspend_global_capture(in_=False),
+            say=lambda line: uncaptured(config, line))
 
 
 def _write_hang(config, records: list[dict]) -> None:
@@ -114,6 +113,7 @@ def _write_hang(config, records: list[dict]) -> None:
     dumps = backstop_dumps(config.option.results_json)
     config._suite_hangs = [summary(records, dumps)]
     write_results(config, partial=True)
+    keep_elsewhere(config, partial=True)  # the process ends next: no session finish
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -300,18 +300,32 @@ def pytest_sessionfinish(session, exitstatus):
     config = session.config
     partial = exitstatus not in (0, 5)
     write_results(config, partial)
-    if error := getattr(config, "_suite_write_error", None):
-        # What the disk could not take goes to the temporary folder (often another disk). The
-        # exit status stays: the checkpoint left is marked partial, which is what the launcher
-        # reads (and torchrun would print a page for a failing worker).
-        where = f"{config.option.results_json} holds its last whole checkpoint, marked partial"
-        from impl.atomic import write_json_atomic
-        from suite.run_files import fallback_path
+    # The exit status stays: the checkpoint left is marked partial, which is what the launcher
+    # reads (and torchrun would print a page for a failing worker).
+    keep_elsewhere(config, partial)
 
-        fallback = fallback_path(config.option.results_json)
-        with contextlib.suppress(OSError):
 
-            write_json_atomic(fallback, results_document(config, partial))
-            where = f"all of them are in {fallback} instead ({where})"
-        uncaptured(config, f"[suite] rank 0: the results of this pass could not all be "
-                   f"written ({error}); {where}")
+def pytest_unconfigure(config):
+    """The rank's session is over, its results written: the launcher may count it as ended
+    even while it waits to exit (MPI's finalize waits for every rank; suite/pass_watch.py)."""
+    if (watchdog := getattr(config, "suite_watchdog", None)) is not None:
+        watchdog.finish()
+
+
+def keep_elsewhere(config, partial: bool) -> None:
+    """Rank 0, at the pass's end (or its watchdog's stop): where its results could not all be
+    written, the whole pass goes to the temporary folder (often another disk), in one line."""
+    if (error := getattr(config, "_suite_write_error", None)) is None:
+        return
+    from impl.atomic import write_json_atomic
+    from suite.run_files import fallback_path
+
+    path = config.option.results_json
+    where = (f"{path} holds its last whole checkpoint, marked partial" if os.path.exists(path)
+             else f"no checkpoint of it could be written as {path}")
+    fallback = fallback_path(path)
+    with contextlib.suppress(OSError):
+        write_json_atomic(fallback, results_document(config, partial))
+        where = f"all of them are in {fallback} instead ({where})"
+    uncaptured(config, f"[suite] rank 0: the results of this pass could not all be "
+               f"written ({error}); {where}")

@@ -4,6 +4,10 @@ when a benchmark passes its deadline, and what the launcher makes of them.
     <results>.hang-rank<r>.json   rank r's record: benchmark, deadline, frames, stacks
     <results>.stacks-rank<r>.txt  faulthandler's own dump, where no Python thread could run
     <results>.asked-rank<r>.txt   its dump on STACKS_SIGNAL, which the launcher reads at once
+    <results>.done-rank<r>        empty: rank r's session is over (it may still wait to exit)
+
+A record that its folder has no room for (a full disk) is written beside the pass's fallback
+results file in the temporary folder instead (suite/run_files.py), and read from there too.
 
 The results file names every hang under ``suite.hangs``, one entry per hung benchmark:
 
@@ -33,6 +37,7 @@ import time
 from pathlib import Path
 
 from impl.atomic import write_json_atomic
+from suite.run_files import fallback_path
 
 STACKS_HEADER = "benchmark: "
 AFTER = "after "  # a stacks file's position between benchmarks: "benchmark: after <id>"
@@ -56,19 +61,43 @@ def asked_path(base: str | os.PathLike, rank: int) -> Path:
     return Path(f"{base}.asked-rank{rank}.txt")
 
 
-def write_record(base: str | os.PathLike, record: dict) -> None:
-    write_json_atomic(record_path(base, record["rank"]), record)
+def done_path(base: str | os.PathLike, rank: int) -> Path:
+    """An empty file: rank ``rank``'s pytest session is over (rank 0's results are written).
+    It stays after the rank exits, so that the launcher knows a rank that finished from one
+    that did not (suite/pass_watch.py), whichever it saw last."""
+    return Path(f"{base}.done-rank{rank}")
+
+
+def write_record(base: str | os.PathLike, record: dict) -> Path:
+    """The rank's record beside ``base``; where that folder has no room (a full disk), beside
+    the pass's results in the temporary folder (run_files.fallback_path), where
+    ``read_records`` finds it too. OSError only when neither could be written."""
+    try:
+        return write_json_atomic(record_path(base, record["rank"]), record)
+    except OSError:
+        return write_json_atomic(record_path(fallback_path(base), record["rank"]), record)
+
+
+def record_files(base: str | os.PathLike) -> list[Path]:
+    """Every rank's record file of ``base``: beside it, and beside its fallback."""
+    found = []
+    for beside in (Path(base), fallback_path(base)):
+        found += beside.parent.glob(f"{beside.name}.hang-rank*.json")
+    return found
 
 
 def read_records(base: str | os.PathLike, since: float = 0.0) -> list[dict]:
-    """Every rank's record beside ``base``, by rank; files older than ``since`` (an earlier
-    run's) are ignored."""
-    base = Path(base)
-    records = []
-    for path in base.parent.glob(f"{base.name}.hang-rank*.json"):
-        if path.stat().st_mtime >= since:
-            records.append(json.loads(path.read_text()))
-    return sorted(records, key=lambda r: r["rank"])
+    """Every rank's record of ``base`` (``record_files``), by rank; files older than
+    ``since`` (an earlier run's) are ignored."""
+    records = {}
+    for path in record_files(base):
+        try:
+            if path.stat().st_mtime >= since:
+                record = json.loads(path.read_text())
+                records.setdefault(record["rank"], record)
+        except FileNotFoundError:  # removed meanwhile (the end of its run)
+            continue
+    return [records[rank] for rank in sorted(records)]
 
 
 def backstop_dumps(base: str | os.PathLike,
@@ -166,6 +195,15 @@ def log_text(hang: dict, records: list[dict], dumps: dict[int, tuple[str, str]])
         if rank not in {r["rank"] for r in records}:
             lines += [f"[suite] rank {rank}, faulthandler's dump:", dump.rstrip()]
     return "\n".join(lines)
+
+
+def outcome_line(hang: dict) -> str:
+    """The launcher's closing line for one hang: a hung benchmark was left out; a stall after
+    a benchmark left nothing out (it had finished)."""
+    if hang["benchmark"].startswith(AFTER):
+        return (f"[suite] stalled {hang['benchmark']}, ended by the launcher: every benchmark "
+                "before it is kept")
+    return f"[suite] hung, stopped at its deadline and left out: {hang['benchmark']}"
 
 
 def resume_arguments(hang: dict) -> list[str] | None:

@@ -43,7 +43,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from impl.lifetime import adopt_orphans, end_with_parent
+from suite import pipes
 from suite.pass_watch import PassWatch
+from suite.rank_start import LAUNCHER_ENV
 
 GRACE_S = 5.0  # between SIGTERM and SIGKILL: workers end in well under a second on SIGTERM
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -213,16 +215,27 @@ class Launcher:
         adopt_orphans()
         self._sent, self.stalled, self.stuck, self._ending_at = None, None, [], None
         tagged = TAG_OUTPUT in command
+        # Who launched the pass: a rank whose launcher is gone when it starts ends at once.
+        env = {**env, LAUNCHER_ENV: f"{os.getpid()} {_stat(os.getpid())[1]}"}
+        # Where the launcher writes into a pipe, the pass writes into pipes of its own, which
+        # the launcher copies: no rank meets the user's pipe closed (suite/pipes.py).
+        copied = {fd: not tagged and pipes.is_pipe(fd) for fd in (1, 2)}
         # The pass's own process ends with the launcher, and its ranks with it (conftest.py).
         self._current = subprocess.Popen(
             command, env={**env, **colour_env()} if tagged else env, start_new_session=True,
-            preexec_fn=end_with_parent, stdout=subprocess.PIPE if tagged else None,
-            stderr=subprocess.STDOUT if tagged else None, text=tagged or None,
-            errors="replace" if tagged else None)
+            preexec_fn=end_with_parent,
+            stdout=subprocess.PIPE if tagged or copied[1] else None,
+            stderr=subprocess.STDOUT if tagged else subprocess.PIPE if copied[2] else None,
+            text=tagged or copied[1] or copied[2] or None,
+            errors="replace" if tagged or copied[1] or copied[2] else None)
         others: deque = deque(maxlen=OTHER_RANKS_KEPT)
-        reader = threading.Thread(target=show_rank_zero, args=(self._current.stdout, others),
-                                  daemon=True) if tagged else None
-        if reader:
+        readers = ([threading.Thread(target=show_rank_zero, args=(self._current.stdout, others),
+                                     daemon=True)] if tagged else
+                   [threading.Thread(target=pipes.copy_lines, args=(stream, name), daemon=True)
+                    for stream, name in ((self._current.stdout, "stdout"),
+                                         (self._current.stderr, "stderr"))
+                    if stream is not None])
+        for reader in readers:
             reader.start()
         try:
             while True:
@@ -236,8 +249,8 @@ class Launcher:
         finally:
             self._current = None
             self._sweep()
-            if reader:
-                reader.join(timeout=GRACE_S)  # the pipe closes when the pass's last process ends
+            for reader in readers:  # a pipe closes when the pass's last process ends
+                reader.join(timeout=GRACE_S)
         if others and code != 0:
             print(f"[suite] the other ranks' last {len(others)} lines:", *others, sep="\n",
                   flush=True)

@@ -17,7 +17,15 @@ benchmark). A pass has stalled when
   it can never answer, so waiting out the watchdogs' grace for it gains nothing);
 - or one of its ranks has ended and another is still running END_MARGIN_S later
   (HANG_END_MARGIN_S where a rank's watchdog has left a hang record: the watchdogs have had
-  their grace for the other ranks' records by then, so a rank still there is stuck).
+  their grace for the other ranks' records by then, so a rank still there is stuck;
+  SESSION_END_MARGIN_S where rank 0 has finished its session and the rank still there has
+  not, or is stopped: rank 0 is the last to finish, after writing the results).
+
+A rank has ended when its process is gone or its session is over (hangs.done_path): under
+mpirun a rank that has finished waits in MPI's finalize for the others, so its process stays;
+it is not stuck, the rank it waits for is. The ranks named are those whose session is not
+over; where every rank still running has finished its session but does not exit, the stopped
+ones, else all of them.
 
 ``take_stacks`` then has each stuck rank dump every thread's stack into its stacks file
 (hangs.STACKS_SIGNAL, the watchdog's C-level handler): a stopped rank is continued so that it
@@ -43,6 +51,9 @@ from suite import hangs
 START_MARGIN_S = 120.0  # 2 ranks of the loaded 2-core machine took 20-40 s to start a pass
 END_MARGIN_S = 15.0  # rank 0 writes the results file after the others may have ended
 HANG_END_MARGIN_S = 3.0  # torchrun and mpirun end the other ranks at once on a failure
+# Every rank leaves the last benchmark's barrier together; rank 0 then writes the results and
+# is the last to finish its session. A rank not done this long after it is stuck.
+SESSION_END_MARGIN_S = 5.0
 DUMP_S = 2.0  # for a rank's stack dump: faulthandler writes it in milliseconds
 RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
 
@@ -114,10 +125,14 @@ class PassWatch:
         now = time.monotonic()
         running = ranks_in(processes)
         self.seen.update(running)
+        over = {rank for rank in self.seen if self.results is not None
+                and hangs.done_path(self.results, rank).exists()}
+        unfinished = {rank: pid for rank, pid in running.items() if rank not in over}
         if now - self.started > self.deadline_s:
             return (f"the pass has run {now - self.started:.0f} s, past its deadline of "
                     f"{self.deadline_s:.0f} s (its benchmarks' deadlines plus "
-                    f"{START_MARGIN_S:g} s to start and {END_MARGIN_S:g} s to end)", running)
+                    f"{START_MARGIN_S:g} s to start and {END_MARGIN_S:g} s to end)",
+                    unfinished or running)
         records = hangs.read_records(self.results) if self.results is not None else []
         answered = {record["rank"] for record in records}
         silent = {rank: pid for rank, pid in running.items()
@@ -125,15 +140,25 @@ class PassWatch:
         if records and silent:
             return (f"rank(s) {', '.join(str(r['rank']) for r in records)} passed a deadline "
                     f"and {describe(silent)} cannot answer", silent)
-        ended = sorted(set(self.seen) - set(running))
-        if not ended or not running:
+        halted = {rank: pid for rank, pid in running.items() if stopped(pid)}
+        stuck = unfinished or halted or running
+        ended = sorted((set(self.seen) - set(running) | over) - set(stuck))
+        if not ended or not stuck:
             return None
         self.first_end = self.first_end or now
-        margin = HANG_END_MARGIN_S if records else END_MARGIN_S
+        # Rank 0 done, and the others not done or stopped (not merely slow to exit): stuck.
+        clear_cut = 0 in over and 0 not in stuck and bool(unfinished or halted)
+        margin = (HANG_END_MARGIN_S if records else SESSION_END_MARGIN_S if clear_cut
+                  else END_MARGIN_S)
         if now - self.first_end <= margin:
             return None
-        return (f"rank(s) {', '.join(map(str, ended))} ended {now - self.first_end:.0f} s ago "
-                f"and {describe(running)} did not", running)
+        gone = [rank for rank in ended if rank not in running]
+        waiting = [rank for rank in ended if rank in running]  # sessions over: MPI's finalize
+        what = ", ".join([*([f"rank(s) {', '.join(map(str, gone))} ended"] if gone else []),
+                          *([f"rank(s) {', '.join(map(str, waiting))} finished (waiting to "
+                             "exit)"] if waiting else [])])
+        return (f"{what} {now - self.first_end:.0f} s ago and {describe(stuck)} did not",
+                stuck)
 
     def take_stacks(self, ranks: dict[int, int]) -> None:
         """Each rank's stack (module docstring), with where it was (its stacks file's first

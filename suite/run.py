@@ -72,7 +72,7 @@ from impl.fingerprint import machine_label
 from impl.profiles import ALWAYS, PROFILE_ENV, PROFILES, recorded_profile
 from impl.settings import check_environment, selected_backend
 from impl.suite_options import SUITE_OPTIONS, check_suite_options
-from suite import budget, hangs
+from suite import budget, exit_codes, hangs, pipes
 from suite.conftest import COLLECT_MPI_ENV, COLLECT_WORLD_ENV
 from suite.launch import TAG_OUTPUT, Launcher
 from suite.pass_watch import END_MARGIN_S, START_MARGIN_S, PassWatch, pass_deadline_s
@@ -115,6 +115,7 @@ class Pass:
     deadlines_s: float | None = None
     plan: budget.PassPlan | None = None  # what it is expected to take (suite/budget.py)
     wall_s: float | None = None  # what it took
+    stalled: str | None = None  # why the launcher ended it as stalled, if it did
 
 
 def free_port() -> int:
@@ -138,7 +139,9 @@ def plan(mode: str, profiles: list[str], gpus: int, scratch: Path, pytest_args: 
     ``quiet``: no note of skipped passes (the pre-launch check plans the run too)."""
     say = (lambda line: None) if quiet else (lambda line: print(line, flush=True))
     ranks = ranks or gpus or CPU_RANKS
-    common = ["-p", "no:cacheprovider", "--suite-mode", mode, "-v", *pytest_args]
+    # suite.rank_start first: a rank ends with its launcher from its first second.
+    common = ["-p", "suite.rank_start", "-p", "no:cacheprovider", "--suite-mode", mode, "-v",
+              *pytest_args]
     passes = []
     for profile in profiles:
         files = suite_files(gpus)
@@ -214,6 +217,8 @@ def run_pass(step: Pass, base_env: dict[str, str], launcher: Launcher,
     code = launcher.run(step.command, {**base_env, **step.env}, watch)
     step.wall_s = time.monotonic() - started
     killed = f" (killed by {signal.Signals(-code).name})" if code is not None and code < 0 else ""
+    if launcher.stalled is not None:
+        killed += " (the launcher ended it: it stalled)"
     print(f"[suite] {step.name} finished with exit {code}{killed} in {step.wall_s:.0f} s",
           flush=True)
     return code
@@ -247,6 +252,7 @@ def run_passes(passes: list[Pass], env: dict[str, str],
         watch = PassWatch(math.inf if no_deadline else pass_deadline_s(step.deadlines_s),
                           step.output)
         codes.append(run_pass(step, env, launcher, watch))
+        step.stalled = launcher.stalled
         done.append(step)
         # A rank the launcher continued to take its stack went on from where it was stopped:
         # its dump says where that was, a record it wrote after that would not.
@@ -530,10 +536,8 @@ def main(argv: list[str] | None = None) -> int:
             target = write_merged(workdir / f"{folders.name}.json", merged)
         finally:
             folders.finish([step.output for step in passes], written=target is not None)
-        incomplete = 1 if merged and merged["suite"]["failed_passes"] else 0
-        failed = next((exit_status(code) for code in codes if code not in (0, 5, None)),
-                      incomplete)
-        status = 128 + launcher.stop_signal if launcher.stop_signal else failed
+        incomplete = bool(merged and merged["suite"]["failed_passes"])
+        status = run_exit_status(passes, codes, hung, launcher.stop_signal, incomplete)
         elsewhere = kept_elsewhere([step.output for step in passes])
         if elsewhere:  # the results folder had no room for them (conftest.py)
             print(f"[suite] the results folder {workdir} had no room for every pass's results; "
@@ -548,10 +552,11 @@ def main(argv: list[str] | None = None) -> int:
         if target is None:  # the merged file could not be written; each pass's file is kept
             return status or 1
         state = "PARTIAL " if merged["suite"]["partial"] else ""
-        print(f"\n[suite] wrote {state}{target} ({len(merged['benchmarks'])} benchmarks) in "
-              f"{time.monotonic() - started:.0f} s")
+        print()
+        pipes.last_line(f"[suite] wrote {state}{target} ({len(merged['benchmarks'])} "
+                        f"benchmarks) in {time.monotonic() - started:.0f} s")
         for hang in hung:
-            print(f"[suite] hung, stopped at its deadline and left out: {hang['benchmark']}")
+            print(hangs.outcome_line(hang))
         return status
 
 
@@ -574,10 +579,16 @@ def outcome_lines(passes: list[Pass], wall_s: float) -> list[str]:
     return [*lines, budget.outcome_line("the whole run", planned, wall_s)]
 
 
-def exit_status(code: int) -> int:
-    """A pass's exit status as a shell reports it: 128 + N for a pass killed by signal N."""
-    return 128 - code if code < 0 else code
+def run_exit_status(passes: list[Pass], codes: list[int | None], hung: list[dict],
+                    stop_signal: int | None, incomplete: bool) -> int:
+    """The run's exit status (suite/exit_codes.py's table): a pass with a hang, or one the
+    launcher ended as stalled, is a hang whatever torchrun or mpirun returned for it."""
+    hung_passes = {hang["pass"] for hang in hung}
+    statuses = [exit_codes.pass_status(code, step.name in hung_passes or step.stalled is not None)
+                for step, code in zip(passes, codes)]
+    return exit_codes.run_status(statuses, stop_signal, incomplete)
 
 
 if __name__ == "__main__":
+    pipes.guard()  # `... | head`: the run goes on quietly (suite/pipes.py)
     sys.exit(main())

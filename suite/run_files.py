@@ -49,7 +49,7 @@ class RunFolders:
         workdir.mkdir(parents=True, exist_ok=True)
         name, scratch = run_name(workdir)
         # Whose folder this is: one whose launcher has ended is a leftover (``leftovers``).
-        (scratch / LAUNCHER_FILE).write_text(f"{os.getpid()} {process_start(os.getpid())}")
+        mark_owner(scratch / LAUNCHER_FILE, f"{os.getpid()} {process_start(os.getpid())}")
         return cls(workdir, name, scratch, made)
 
     def finish(self, outputs: list[Path | None], written: bool) -> None:
@@ -57,10 +57,40 @@ class RunFolders:
         written; then the folders this run made, if they stayed empty."""
         if not written:
             keep_pass_files(outputs, self.workdir, self.name)
+        for output in filter(None, outputs):  # hang records a full disk sent elsewhere
+            kept = fallback_path(output)
+            for record in kept.parent.glob(f"{kept.name}.hang-rank*.json"):
+                record.unlink(missing_ok=True)
         shutil.rmtree(self.scratch, ignore_errors=True)
         for folder in self.made:
             with contextlib.suppress(OSError):  # not empty, or already gone
                 folder.rmdir()
+
+
+def mark_owner(path: Path, owner: str) -> None:
+    """``owner`` ("<pid> <start time>") in ``path``; on a full disk, as the target of a
+    symbolic link there (a short target needs no data block on tmpfs or ext4). Where neither
+    can be made, one line: the run goes on without it."""
+    try:
+        path.write_text(owner)
+        return
+    except OSError as error:
+        path.unlink(missing_ok=True)  # the empty file the failed write left
+        problem = error
+    try:
+        os.symlink(owner, path)
+    except OSError:
+        print(f"[suite] cannot write {path}: {problem}; the run goes on (a run started in "
+              "this folder before it ends may take its scratch folder for a killed run's)",
+              file=sys.stderr, flush=True)
+
+
+def read_owner(path: Path) -> str:
+    """What ``mark_owner`` wrote, "" when there is nothing to read."""
+    try:
+        return os.readlink(path) if path.is_symlink() else path.read_text()
+    except OSError:
+        return ""
 
 
 def fallback_path(results_json: str | Path) -> Path:
@@ -126,8 +156,7 @@ def leftovers(workdir: Path) -> list[Path]:
     lost machine): its process is gone, or the folder does not say whose it is."""
     found = []
     for scratch in sorted(workdir.glob(".*.run")):
-        owner = (scratch / LAUNCHER_FILE)
-        pid, _, started = (owner.read_text().partition(" ") if owner.exists() else ("", "", ""))
+        pid, _, started = read_owner(scratch / LAUNCHER_FILE).partition(" ")
         if not (pid.isdigit() and started and process_start(int(pid)) == started):
             found.append(scratch)
     return found
@@ -154,7 +183,12 @@ def recover(workdir: Path, merge) -> list[str]:
             shutil.rmtree(scratch, ignore_errors=True)
             lines.append(f"[suite] removed {scratch}: an earlier run's, with no results in it")
             continue
-        target = write_json_atomic(workdir / f"{name}.json", merge(documents, name))
+        try:
+            target = write_json_atomic(workdir / f"{name}.json", merge(documents, name))
+        except OSError as error:  # a full disk: the pass files stay where they are
+            lines.append(f"[suite] cannot recover {scratch}: cannot write {name}.json: "
+                         f"{error}; left as it is")
+            continue
         shutil.rmtree(scratch, ignore_errors=True)
         count = sum(len(document["benchmarks"]) for _, document in documents)
         lines.append(f"[suite] recovered {count} benchmarks that an earlier run finished and "

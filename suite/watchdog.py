@@ -5,7 +5,7 @@ and disarms it after. When the deadline (impl/deadline.py) passes, the watchdog 
 
 1. writes every thread's Python stack (faulthandler) to stderr, under one line naming the
    benchmark, its deadline and its expected time;
-2. writes this rank's hang record beside the results file (``hangs.record_path``): the
+2. writes this rank's hang record beside the results file (``hangs.write_record``): the
    benchmark's id, the innermost frame of the main thread and the innermost one in this
    suite's code, the stacks as text (torchrun shows only rank 0's stderr), and the benchmarks
    measured together with it (its cell's other rows), which the next pass leaves out too;
@@ -164,24 +164,47 @@ class Watchdog:
 
     def __init__(self, rank: int, world_size: int, results_json: str | None,
                  on_stop: Callable[[list[dict]], None] | None = None,
-                 uncapture: Callable[[], None] | None = None):
+                 uncapture: Callable[[], None] | None = None,
+                 say: Callable[[str], None] | None = None):
         self.rank, self.world_size = rank, world_size
         self.on_stop, self.uncapture = on_stop, uncapture
+        # One line to the log (conftest.py's ``uncaptured``: pytest captures a test's output).
+        self.say = say or (lambda line: print(line, file=sys.stderr, flush=True))
         self.base = Path(results_json) if results_json else None
         self.started = time.time()
         self._armed: Armed | None = None
         self._changed = threading.Condition()
         self._stacks_file = self._asked_file = None
+        self._unwritable: set[Path] = set()  # files a write failed in, each said once
         if self.base is not None:
-            hangs.record_path(self.base, rank).unlink(missing_ok=True)  # an earlier run's
-            self._stacks_file = open(hangs.stacks_path(self.base, rank), "w")  # noqa: SIM115
-            self._asked_file = open(hangs.asked_path(self.base, rank), "w")  # noqa: SIM115
-            # A C-level handler: it dumps even while the main thread holds the GIL.
-            faulthandler.register(hangs.STACKS_SIGNAL, file=self._asked_file, all_threads=True)
-            # Until the process ends, not the session: a rank can stall after its last
-            # benchmark too (the launcher then asks for its stack, suite/pass_watch.py).
-            atexit.register(self.close)
+            for path in hangs.record_files(self.base):  # an earlier run's
+                if path.name.endswith(f".hang-rank{rank}.json"):
+                    path.unlink(missing_ok=True)
+            hangs.done_path(self.base, rank).unlink(missing_ok=True)
+            try:
+                # Unbuffered: a header that a full disk refused leaves nothing pending.
+                stacks = hangs.stacks_path(self.base, rank)
+                self._stacks_file = open(stacks, "wb", buffering=0)  # noqa: SIM115
+                self._asked_file = open(hangs.asked_path(self.base, rank), "w")  # noqa: SIM115
+            except OSError as error:
+                self._cannot_write(hangs.stacks_path(self.base, rank), error)
+                self._stacks_file = self._asked_file = None
+            else:
+                # A C-level handler: it dumps even while the main thread holds the GIL.
+                faulthandler.register(hangs.STACKS_SIGNAL, file=self._asked_file,
+                                      all_threads=True)
+                # Until the process ends, not the session: a rank can stall after its last
+                # benchmark too (the launcher then asks for its stack, suite/pass_watch.py).
+                atexit.register(self.close)
         threading.Thread(target=self._watch, name="overlap-deadline", daemon=True).start()
+
+    def _cannot_write(self, path: Path, error: OSError) -> None:
+        """A write beside the results failed (a full disk): one line the first time; the
+        benchmarks go on, since none of these files is a measurement."""
+        if path not in self._unwritable:
+            self._unwritable.add(path)
+            self.say(f"[deadline] rank {self.rank}: cannot write {path}: {error}; the "
+                     "benchmarks go on (at a deadline every stack still goes to the log)")
 
     def arm(self, benchmark: str, deadline: Deadline) -> None:
         armed = Armed(benchmark, deadline.seconds, deadline.expected_s, time.monotonic(),
@@ -199,10 +222,24 @@ class Watchdog:
     def _where(self, position: str) -> None:
         """The stacks file's first line: where the rank is (a dump goes below it)."""
         if self._stacks_file is not None:
-            self._stacks_file.seek(0)
-            self._stacks_file.truncate()
-            self._stacks_file.write(f"{hangs.STACKS_HEADER}{position}\n")
-            self._stacks_file.flush()
+            try:
+                self._stacks_file.seek(0)
+                self._stacks_file.truncate()
+                self._stacks_file.write(f"{hangs.STACKS_HEADER}{position}\n".encode())
+            except OSError as error:
+                self._cannot_write(hangs.stacks_path(self.base, self.rank), error)
+
+    def finish(self) -> None:
+        """The rank's session is over: no deadline left, and ``hangs.done_path`` says so to
+        the launcher, for which a rank that then waits to exit (MPI's finalize waits for
+        every rank) has ended its part; a rank that has not is stuck (suite/pass_watch.py)."""
+        self.disarm()
+        if self.base is not None:
+            path = hangs.done_path(self.base, self.rank)
+            try:
+                path.touch()  # empty: a full disk has room for it where it has an inode
+            except OSError as error:
+                self._cannot_write(path, error)
 
     def close(self) -> None:
         """End of the process: no timer left, no stacks file beside the results (the
@@ -255,7 +292,12 @@ class Watchdog:
                   "measured_with": list(armed.measured_with),
                   "remaining": armed.remaining, "stacks": all_stacks()}
         if self.base is not None:
-            hangs.write_record(self.base, record)
+            try:
+                hangs.write_record(self.base, record)
+            except OSError as error:  # the stacks are in the log above all the same
+                print(f"[deadline] rank {self.rank}: cannot write its hang record beside "
+                      f"{self.base} nor in the temporary folder: {error}", file=sys.stderr,
+                      flush=True)
             self.close()  # the record holds the stacks: no stacks file
             records = self._wait_for_ranks()
             if self.rank == 0 and self.on_stop is not None:

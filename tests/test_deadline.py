@@ -17,7 +17,16 @@ from impl.presets import preset
 from impl.suite_options import check_suite_options
 from suite import hangs
 from suite.launch import Launcher
-from suite.run import InputError, Pass, check_pytest_args, main, merge, resumed_pass, run_passes
+from suite.run import (
+    InputError,
+    Pass,
+    check_pytest_args,
+    main,
+    merge,
+    resumed_pass,
+    run_exit_status,
+    run_passes,
+)
 from suite.watchdog import BACKSTOP_S, GRACE_S, HANG_EXIT, POLL_S, Deadline, pg_timeout_s
 
 STUCK = "tests/hang_bench/stuck_benchmarks.py"
@@ -72,6 +81,8 @@ def test_each_stuck_benchmark_ends_at_its_deadline_and_the_rest_runs(stopped):
                                               "torchrun gloo-tcp (resumed)"]
     assert codes[0] != 0 and codes[1] != 0 and codes[2] == 0, codes
     assert f"exitcode  : {HANG_EXIT}" in log
+    # torchrun's 1 for a rank its watchdog stopped is the launcher's 3 (suite/exit_codes.py)
+    assert run_exit_status(passes, codes, hung, None, True) == 3
     merged = merge(passes, codes, "python -m suite.run", "test")
     assert [b["name"] for b in merged["benchmarks"]] == ["test_before", "test_after"]
     assert merged["suite"]["partial"] is True  # two passes did not finish

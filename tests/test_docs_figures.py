@@ -50,6 +50,7 @@ def test_the_deadlines_the_failures_page_states_are_the_codes():
         f"exits {watchdog.HANG_EXIT}",
         f"still running {pass_watch.END_MARGIN_S:g} s later ({pass_watch.HANG_END_MARGIN_S:g} s "
         f"where a hang record exists)",
+        f"or {pass_watch.SESSION_END_MARGIN_S:g} s later where rank 0",
         f"SIGKILL after {launch.GRACE_S:g} s",
         f"SIGKILL to any left after {launch.GRACE_S:g} s",
     ):

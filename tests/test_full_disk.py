@@ -2,18 +2,24 @@
 
 The disk fills in two places: while a pass checkpoints its results file after every benchmark
 (conftest.py), and when the launcher merges the passes' files (suite/run.py). Both are
-simulated with ENOSPC from impl.atomic, the one place results are written; on a machine where
-the tests run as root, `mount -t tmpfs -o size=1m tmpfs DIR` as --results-dir shows the same
-(docs/failures.md).
+simulated with ENOSPC from impl.atomic, the one place results are written. Where the tests
+run as root and may mount, a real full filesystem (a 1 MiB tmpfs filled before the run) is
+the results folder, so that every write the run makes meets it: the launcher's own files,
+each rank's stacks file and hang record, the checkpoints and the merged file
+(docs/failures.md); elsewhere those tests skip with the reason.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
@@ -150,3 +156,104 @@ def test_a_disk_full_from_the_start_names_where_the_results_are(tmp_path):
     assert run.stderr.strip().splitlines()[-1] == (
         f"[suite] the results folder {tmp_path / 'results' / 'full-disk'} had no room for "
         f"every pass's results; they are kept whole in {kept}")
+
+
+# --- a real full filesystem ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def full_tmpfs(tmp_path):
+    """A 1 MiB tmpfs, mounted and filled to the last byte before the run (root only)."""
+    folder = tmp_path / "full"
+    folder.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root (run as root, or see docs/failures.md)")
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)],
+                             capture_output=True, text=True, check=False)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        with open(folder / "fill", "wb", buffering=0) as fill, contextlib.suppress(OSError):
+            while True:
+                fill.write(b"\0" * 4096)
+        assert os.statvfs(folder).f_bavail == 0
+        yield folder
+    finally:
+        subprocess.run(["umount", "--lazy", str(folder)], check=False)
+
+
+def run_suite(results: Path, spare: Path, *pytest_args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OVERLAP_MACHINE_LABEL": "full-disk",
+           "TMPDIR": str(spare)}
+    return subprocess.run([sys.executable, "-m", "suite.run", "--quick", "--skip-mpi",
+                           "--results-dir", str(results), "--", *pytest_args], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_a_disk_full_from_the_start_measures_everything(full_tmpfs, tmp_path):
+    """No write beside the results can stop a benchmark: each refused one is a line, every
+    benchmark runs, and the whole pass is kept in the temporary folder, which the last line
+    names (exit 1: not all could be written where asked)."""
+    spare = tmp_path / "spare"
+    spare.mkdir()
+    run = run_suite(full_tmpfs, spare, "-k", "test_allreduce")
+    output = run.stdout + run.stderr
+    assert run.returncode == 1, output[-3000:]
+    assert "Traceback" not in output, output[-3000:]
+    passed = re.findall(r"::(test_allreduce\S*) PASSED", run.stdout)
+    assert passed, run.stdout[-3000:]
+    (kept,) = spare.glob("overlap-results-*-gloo-tcp.json")
+    document = json.loads(kept.read_text())
+    assert [b["name"] for b in document["benchmarks"]] == passed
+    assert document["suite"]["partial"] is False
+    folder = full_tmpfs / "full-disk"
+    scratch = next(iter(re.findall(rf"{re.escape(str(folder))}/(\.[^/]+\.run)/", run.stdout)))
+    pass_file = folder / scratch / "gloo-tcp.json.tmp"
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert lines == [
+        f"[deadline] rank 0: cannot write {pass_file}.stacks-rank0.txt: [Errno 28] No space "
+        "left on device; the benchmarks go on (at a deadline every stack still goes to the log)",
+        f"[suite] rank 0: cannot write {pass_file}: [Errno 28] No space left on device; the "
+        "run goes on and writes it again after the next benchmark (the last whole checkpoint "
+        "stays)",
+        "[suite] rank 0: the results of this pass could not all be written ([Errno 28] No "
+        f"space left on device); all of them are in {kept} instead (no checkpoint of it could "
+        f"be written as {pass_file})",
+        f"[suite] the results folder {folder} had no room for every pass's results; they are "
+        f"kept whole in {kept}"]
+    assert sorted(p.name for p in full_tmpfs.iterdir()) == ["fill"]  # no scratch folder left
+
+
+STUCK = "tests/hang_bench/stuck_benchmarks.py"
+
+
+@pytest.mark.slow
+def test_a_hang_on_a_full_disk_is_stopped_and_the_rest_runs(full_tmpfs, tmp_path):
+    """The hang records go to the temporary folder: the launcher still names the hang and
+    goes on after it in a fresh pass; what finished before it is kept (exit 3, a hang)."""
+    spare = tmp_path / "spare"
+    spare.mkdir()
+    run = run_suite(full_tmpfs, spare, STUCK, "-o", f"python_files={Path(STUCK).name}",
+                    "-k", "stuck_benchmarks and (before or collective or after)",
+                    "--deadline-floor-s", "10", "--deadline-multiple", "0")
+    output = run.stdout + run.stderr
+    assert run.returncode == 3, output[-3000:]
+    # Each refused write is one line; the one traceback is torchrun's report of the rank its
+    # watchdog stopped (ChildFailedError, as in every hang under torchrun).
+    assert all(line.startswith(("[suite] ", "[deadline] ")) for line in output.splitlines()
+               if "No space left" in line), output[-3000:]
+    assert output.count("Traceback") == output.count("ChildFailedError:") == 1, output[-3000:]
+    assert f"[suite] {STUCK}::test_stuck_collective passed its deadline of 10 s" in run.stdout
+    assert "[suite] the other ranks waited for rank(s) 0, 1" in run.stdout  # both in torch
+    hung, resumed = sorted(spare.glob("overlap-results-*.json"))
+    assert hung.name.endswith("-gloo-tcp.json") and resumed.name.endswith("-gloo-tcp.resume1.json")
+    first = json.loads(hung.read_text())
+    assert [b["name"] for b in first["benchmarks"]] == ["test_before"]
+    assert first["suite"]["partial"] is True
+    assert first["suite"]["hangs"][0]["benchmark"] == f"{STUCK}::test_stuck_collective"
+    assert [b["name"] for b in json.loads(resumed.read_text())["benchmarks"]] == ["test_after"]
+    assert not list(spare.glob("*.hang-rank*.json"))  # the records went with the run
+    assert run.stderr.strip().splitlines()[-1] == (
+        f"[suite] the results folder {full_tmpfs / 'full-disk'} had no room for every pass's "
+        f"results; they are kept whole in {hung}, {resumed}")

@@ -17,7 +17,7 @@ from reports.gate import cli as gate
 from reports.gate.comparison import compare
 from reports.gate.loading import machine_mismatches, merge_benchmarks
 from reports.gate.render import COLUMNS
-from reports.gate.rules import Rule, decide, threshold_for
+from reports.gate.rules import MAX_ROUNDS, Rule, decide, rounds_read, threshold_for
 from reports.gate.spread import (
     SPREAD_KEY,
     GroupSpread,
@@ -147,6 +147,39 @@ def test_fewer_rounds_than_the_minimum_are_never_decided(base, cand):
 
 def test_all_rounds_tied_is_unchanged():
     assert decide([0.01] * 10, [0.01] * 10).verdict == "unchanged"
+
+
+def test_the_rule_reads_at_most_max_rounds_a_side():
+    """Every k-th round of a long side, k = ceil(rounds / MAX_ROUNDS), the first one kept."""
+    times = list(range(12_345))
+    read = rounds_read(times)
+    assert MAX_ROUNDS == 5000 and read == times[::3] and len(read) == 4115
+    assert rounds_read(times[:MAX_ROUNDS]) == times[:MAX_ROUNDS]  # no more: all of them
+
+
+def test_a_long_run_is_subsampled_and_still_decided():
+    slower = decide(round_times(40, seed=1), round_times(20_000, 0.022, seed=2))
+    assert slower.verdict == "regressed"
+    assert slower.reason.endswith("; read every 4th of the candidate's 20,000 rounds (the gate "
+                                  "reads at most 5,000 a side)")
+
+
+@pytest.mark.slow
+def test_a_file_of_two_million_rounds_is_gated_in_seconds(tmp_path, capsys):
+    """The gate's cost is bounded in rounds: a benchmark of 2,000,000 rounds (a 40 MB file)
+    was still being gated after 240 s; subsampled, it takes seconds."""
+    import time
+
+    rounds = round_times(2_000_000, seed=3)
+    path = write_results(tmp_path / "long.json", [benchmark("test_long", rounds)],
+                         CPU_MACHINE)
+    started = time.monotonic()
+    code, out, err = run_gate(capsys, path, path, "--summary", tmp_path / "s.md")
+    elapsed = time.monotonic() - started
+    assert code == 0 and err == "", err
+    assert "read every 400th of the baseline's 2,000,000 rounds and every 400th of the " \
+           "candidate's 2,000,000 rounds" in " ".join(out.split())
+    assert elapsed < 30, elapsed  # 2.5 s on the idle 2-core machine
 
 
 def test_group_threshold_first_match_wins():

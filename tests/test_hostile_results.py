@@ -38,6 +38,14 @@ def _first_step_index() -> int:
 
 
 STEP = _first_step_index()
+HANG = {"pass": "torchrun gloo-tcp", "benchmark": "suite/bench_allreduce.py::test_allreduce[x]",
+        "deadline_s": 60.0, "expected_s": 12.0, "measured_with": [], "remaining": 0, "stuck": [1],
+        "ranks": {"0": {"frame": "impl/dist.py:9 in barrier", "innermost": "x"}}}
+
+
+def _hung(**changed: object) -> dict:
+    """The CPU run as if a benchmark of it had hung, the hang entry's fields ``changed``."""
+    return _set(SOURCE, ("suite", "hangs"), [{**HANG, **changed}])
 
 # case -> (file text, what the one line must contain)
 CASES = {
@@ -93,6 +101,33 @@ CASES = {
     "autotune-k-zero": (json.dumps(_set(SOURCE, ("benchmarks", STEP, "extra_info", "candidates"),
                                         [1, 0, 5])),
                         "extra_info.candidates[1] = 0; expected an integer >= 1"),
+    # The run's own record (impl/rows/suite_record.py): the report printed a hang's deadline
+    # with :.0f and ended in "Unknown format code 'f'" on a string.
+    "hang-deadline-string": (json.dumps(_hung(deadline_s="ten")),
+                             "suite.hangs[0].deadline_s = 'ten'; expected a number from 0 to "
+                             "1e+06 or null"),
+    "hang-deadline-nan": (json.dumps(_hung(deadline_s=float("nan"))),
+                          "suite.hangs[0].deadline_s = nan; expected a finite number"),
+    "hang-deadline-negative": (json.dumps(_hung(deadline_s=-5)),
+                               "suite.hangs[0].deadline_s = -5; expected a number from 0 to "
+                               "1e+06 or null"),
+    "hang-rank-400-digits": (json.dumps(_hung(stuck=[12345])).replace("12345", "9" * 400),
+                             "suite.hangs[0].stuck[0] = an integer of 400 digits; expected a "
+                             "finite number"),
+    "hang-rank-string": (json.dumps(_hung(stuck=["1"])),
+                         "suite.hangs[0].stuck[0] = '1'; expected an integer from 0 to "
+                         "1.04858e+06"),
+    "hang-ranks-list": (json.dumps(_hung(ranks=[0, 1])),
+                        "suite.hangs[0].ranks is list; expected an object"),
+    "pass-exit-string": (json.dumps(_set(SOURCE, ("suite", "passes"),
+                                         [{"name": "torchrun gloo-tcp", "exit": "1"}])),
+                         "suite.passes[0].exit = '1'; expected an integer from -255 to 255 or "
+                         "null"),
+    "pass-env-string": (json.dumps(_set(SOURCE, ("suite", "passes"),
+                                        [{"name": "torchrun gloo-tcp", "env": "x"}])),
+                        "suite.passes[0].env is str; expected an object"),
+    "failed-passes-number": (json.dumps(_set(SOURCE, ("suite", "failed_passes"), [1])),
+                             "suite.failed_passes[0] = 1; expected str"),
 }
 
 
@@ -189,3 +224,48 @@ def test_gate_outputs_never_replace_a_file_it_did_not_write(tmp_path):
         result = _run("reports.gate", good, good, "--summary", str(tmp_path / "s.md"),
                       "--json", str(tmp_path / "g.json"))
         assert result.returncode == 0, result.stderr
+
+
+# The cost model reads a fabric file (TOML) beside the results: each number of it hostile.
+GPU_RUN = ROOT / "results" / "h200x2" / "20261123T091135Z.json"
+FABRIC = (ROOT / "fabrics" / "ib400-h200x8.toml").read_text()
+FABRIC_CASES = {
+    # 400 digits overflowed math.isfinite: "OverflowError: int too large to convert to float"
+    "400-digit-integer": (("gpus = { value = 8", "gpus = { value = " + "9" * 400),
+                          "node.gpus = an integer of 400 digits: allowed an integer from 1 to "
+                          "1024 (GPUs per node)"),
+    # past Python's 4300 digits, tomllib's int() itself refuses it (a ValueError)
+    "5000-digit-integer": (("nics = { value = 8", "nics = { value = " + "7" * 5000),
+                           "network.nics = an integer of 5000 digits: allowed an integer from 1 "
+                           "to 64 (NICs per node)"),
+    "nan": (("nic_gbps = { value = 47", "nic_gbps = { value = nan"),
+            "network.nic_gbps = nan: allowed a number from 0.001 to 10000 (GB/s reached per "
+            "NIC)"),
+    "1e400": (("busbw_gbps = { value = 348.7", "busbw_gbps = { value = 1e400"),
+              "node.busbw_gbps = inf: allowed a number from 0.001 to 10000"),
+    "string": (("launch_us = { value = 1.3", 'launch_us = { value = "1.3"'),
+               "node.launch_us = '1.3': allowed a number from 0 to 1e+06"),
+}
+
+
+@pytest.mark.parametrize("case", list(FABRIC_CASES))
+def test_the_cost_model_names_the_fabric_file_and_field(tmp_path, case):
+    (old, new), expected = FABRIC_CASES[case]
+    assert old in FABRIC
+    bad = tmp_path / f"{case}.toml"
+    bad.write_text(FABRIC.replace(old, new, 1))
+    line = _one_line_exit_2(_run("impl.costmodel.predict", str(GPU_RUN), "--fabric", str(bad)))
+    assert line.startswith(f"error: {bad}: {expected}"), line
+
+
+def test_the_cost_model_refuses_a_hostile_hang_entry(tmp_path):
+    """The cost model reads result files through the same declaration as the report."""
+    document = json.loads(GPU_RUN.read_text())
+    document["suite"]["hangs"] = [{**HANG, "deadline_s": "ten"}]
+    bad = tmp_path / "hang.json"
+    bad.write_text(json.dumps(document))
+    expected = (f"error: {bad}: suite.hangs[0].deadline_s = 'ten'; expected a number from 0 to "
+                "1e+06 or null")
+    for module, args in (("impl.costmodel.predict", ["--fabric", "ib400-h200x8"]),
+                         ("impl.costmodel.validate", [])):
+        assert _one_line_exit_2(_run(module, str(bad), *args)) == expected

@@ -14,6 +14,7 @@ import pytest
 
 from impl import capabilities
 from suite.launch import process_tree
+from suite.pass_watch import ranks_in
 from suite.run import main
 from suite.run_files import run_name
 
@@ -241,6 +242,40 @@ def test_a_killed_launcher_leaves_nothing_running(tmp_path):
     run.wait(timeout=30)
     _wait_for(lambda: not _alive(tree), 10, "the pass to end with its launcher")
     assert json.loads(checkpoint.read_text())["benchmarks"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(capabilities.missing_mpi() is not None,
+                    reason=str(capabilities.missing_mpi()))
+def test_mpi_ranks_end_within_5_s_of_a_launcher_killed_as_they_start(tmp_path):
+    """SIGKILL to the launcher the moment mpirun has started both ranks, before they have
+    imported torch: mpirun ends with the launcher, and the ranks with mpirun within 5 s
+    (they arm that first thing, suite/rank_start.py, not after torch's import)."""
+    results = tmp_path / "results"
+    run = _suite_run(results, "--quick", "--", "--workloads", "mlp_tiny", "--chunks", "1",
+                     "--strategies", "mpi", stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL)
+    ranks = _wait_for(lambda: len(found := ranks_in(process_tree(run.pid))) == 2 and found,
+                      240, "both MPI ranks")
+    tree = process_tree(run.pid)
+    run.kill()
+    killed = time.monotonic()
+    run.wait(timeout=30)
+    _wait_for(lambda: not _alive(tree), 30, "the ranks to end with their launcher")
+    took = time.monotonic() - killed
+    print(f"MPI ranks ended {took:.1f} s after their launcher was killed")
+    assert took < 5, f"MPI ranks {sorted(ranks.values())} lived {took:.1f} s after the launcher"
+
+
+def test_a_rank_knows_its_launcher_gone_from_its_pid_and_start_time():
+    from suite.launch import _stat
+    from suite.rank_start import LAUNCHER_ENV, launcher_gone
+
+    me = f"{os.getpid()} {_stat(os.getpid())[1]}"
+    assert not launcher_gone({LAUNCHER_ENV: me})
+    assert launcher_gone({LAUNCHER_ENV: f"{os.getpid()} 1"})  # the pid, reused by another
+    assert launcher_gone({LAUNCHER_ENV: "999999999 1"})
+    assert not launcher_gone({})  # launched by hand: no suite launcher to end with
 
 
 def leftover(results: Path, stamp: str, launcher: str | None, text: str) -> Path:

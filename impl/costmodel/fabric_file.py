@@ -21,6 +21,7 @@ and impl/costmodel/nccl.py's (whose latencies per step are NCCL's tuner constant
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 from impl.costmodel.fabric import NodeFabric
@@ -78,6 +79,13 @@ def _allowed(integer: bool, low: float, high: float, unit: str) -> str:
     return f"{kind} from {low:g} to {high:g} ({unit})"
 
 
+def _shown(value: object) -> str:
+    """A value as the one line shows it: an integer too long to read by its length."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**20:
+        return f"an integer of {len(str(abs(value)))} digits"  # TOML: at most 4300
+    return f"{value!r:.40}"
+
+
 def _number(path: Path, table: str, key: str, entry: object) -> tuple[float, str]:
     integer, low, high, unit, _ = SPEC[table][key]
     where, allowed = f"{table}.{key}", _allowed(integer, low, high, unit)
@@ -87,10 +95,12 @@ def _number(path: Path, table: str, key: str, entry: object) -> tuple[float, str
     value, source = entry.get("value"), entry.get("source")
     if value is None:
         raise FabricError(path, f"{where} has no value: allowed {allowed}")
+    # TOML integers have no size limit: compared as they are (math.isfinite would convert a
+    # 400-digit one to a float and overflow), and named by their length, not printed.
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (
-            integer and not isinstance(value, int)) or not math.isfinite(value) \
-            or not low <= value <= high:
-        raise FabricError(path, f"{where} = {value!r:.40}: allowed {allowed}")
+            integer and not isinstance(value, int)) or (
+            isinstance(value, float) and not math.isfinite(value)) or not low <= value <= high:
+        raise FabricError(path, f"{where} = {_shown(value)}: allowed {allowed}")
     if not isinstance(source, str) or not source.strip():
         raise FabricError(path, f"{where} has no source: every number says where it comes "
                           "from (source = \"a measurement, a datasheet, or 'assumed: why'\")")
@@ -132,6 +142,19 @@ def parse_fabric(path: Path, document: dict, name: str) -> NodeFabric:
         collnet_gbps=values.get("network.collnet_gbps"), sources=tuple(sources))
 
 
+def _long_integer(text: str) -> tuple[str, int]:
+    """Where a TOML text holds an integer too long for int(), and its digits: ("node.gpus",
+    5000) (the key of its line, under the table above it)."""
+    table = ""
+    for number, line in enumerate(text.splitlines(), 1):
+        if header := re.match(r"\s*\[([^\]]*)\]", line):
+            table = f"{header[1].strip()}."
+        if digits := re.search(r"\d{1000,}", line):
+            key = re.match(r"\s*([\w\"'.-]+)\s*=", line)
+            return (f"{table}{key[1]}" if key else f"line {number}"), len(digits[0])
+    return "a value", 0
+
+
 def load_fabric(name_or_path: str) -> NodeFabric:
     """The fabric named ``name_or_path`` (fabrics/<name>.toml) or the file at that path."""
     path = fabric_path(name_or_path)
@@ -140,9 +163,19 @@ def load_fabric(name_or_path: str) -> NodeFabric:
     except ModuleNotFoundError:  # Python 3.10
         raise FabricError(path, "reading TOML needs Python 3.11 or later (tomllib)") from None
     try:
-        document = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        document = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise FabricError(path, f"not a TOML file: {error}") from None
+    except OSError as error:
+        raise FabricError(path, f"cannot read: {error}") from None
+    except ValueError:  # int() of more digits than Python converts (sys.int_info)
+        where, digits = _long_integer(text)
+        table, _, key = where.partition(".")
+        spec = SPEC.get(table, {}).get(key)
+        allowed = _allowed(*spec[:4]) if spec else "the numbers of SPEC (fabric_file.py)"
+        raise FabricError(path, f"{where} = an integer of {digits} digits: allowed "
+                          f"{allowed}") from None
     except RecursionError:  # tomllib parses nested arrays and tables recursively
         raise FabricError(path, "nested too deeply to be a fabric file (a fabric file has two "
                           "levels: [node] and [network] of { value, source })") from None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from impl.rows.shapes import is_number, shape_error
+from impl.rows.shapes import Range, is_number, shape_error
 
 
 @dataclass(frozen=True)
@@ -102,6 +102,8 @@ class RowKind:
 
 
 def _nullable(shape: object) -> bool:
+    if isinstance(shape, Range):
+        return shape.base.endswith("?")
     return (shape.endswith("?") if isinstance(shape, str) else
             shape[1:] == ["?"] if isinstance(shape, list) else bool(shape.get("?")))
 
@@ -113,6 +115,8 @@ _TYPES = {"num": (int, float), "int": (int, float), "str": str, "bool": bool, "o
 def _of_type(value: object, shape: object) -> bool:
     """Whether ``value`` is of the JSON type of ``shape``'s outer level (a finer problem is
     shape_error's to name)."""
+    if isinstance(shape, Range):
+        shape = shape.base
     base = shape.rstrip("?") if isinstance(shape, str) else "list" if isinstance(
         shape, list) else "obj"
     if base in ("num", "int") and isinstance(value, bool):
@@ -125,6 +129,8 @@ _WORDS = {"num": "a number", "int": "a number", "str": "a string", "bool": "true
 
 
 def _in_words(shape: object) -> str:
+    if isinstance(shape, Range):
+        return shape.words()
     base = shape.rstrip("?") if isinstance(shape, str) else "list" if isinstance(
         shape, list) else "obj"
     return _WORDS[base] + (" or null" if _nullable(shape) else "")

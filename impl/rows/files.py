@@ -5,7 +5,8 @@ with the same message. A result file is what ``pytest --benchmark-json=PATH
 --benchmark-save-data`` writes (each benchmark's ``stats.data`` holds its raw per-round times
 in seconds), plus:
 
-- top-level ``suite``: ``{"schema": 1, "label", "partial", "command", "profile", "created"}``
+- top-level ``suite``: the run's record, declared in impl/rows/suite_record.py (schema, label,
+  partial, command, profile, created, the passes and their hangs)
 - ``machine_info["overlap"]``: the environment fingerprint (impl/fingerprint.py)
 - each benchmark's ``extra_info``: a row of a kind declared in impl/rows/kinds.py, checked
   against its declaration (rows of kinds this version does not declare are kept unchecked)
@@ -33,6 +34,7 @@ from pathlib import Path
 from impl.rows.json_values import first_bad_value, parse_int, with_benchmark_name
 from impl.rows.kinds import KINDS
 from impl.rows.shapes import TEXT, is_number, shape_error
+from impl.rows.suite_record import SUITE_SHAPE
 
 SCHEMAS = (1,)  # values of suite.schema this loader reads
 BASELINES_DIR = "baselines"  # results/baselines/<label>.json: the gate's references, not runs
@@ -152,6 +154,8 @@ def _check_benchmark(path: Path, index: int, benchmark: object) -> None:
             raise ResultsError(path, f"benchmark {name!r} has stats.data = {data!r}; "
                                      "expected a non-empty list of round times")
         for round_index, value in enumerate(data):
+            if type(value) is float and low <= value <= high:  # the common case, first
+                continue
             if not is_number(value) or not low <= value <= high:
                 raise ResultsError(path, f"benchmark {name!r} has stats.data[{round_index}] = "
                                          f"{value!r}; round times must be from {low:g} to "
@@ -270,6 +274,8 @@ def load_results(path: str | Path) -> ResultsFile:
             raise ResultsError(path, f"suite.partial = {partial!r}; expected true or false")
         if "created" in suite:
             created = _parse_time(path, "suite.created", suite["created"])
+        if error := shape_error(suite, SUITE_SHAPE, "suite"):
+            raise ResultsError(path, error)
     if created is None and "datetime" in data:  # pytest-benchmark's own time stamp of the run
         created = _parse_time(path, "datetime", data["datetime"])
     if error := shape_error(overlap or {}, FINGERPRINT_SHAPE, "machine_info.overlap"):

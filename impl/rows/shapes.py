@@ -4,6 +4,8 @@ A shape is a string, a list or a dict:
 
 - "num" a finite number, "int" an integer, "str" text, "bool" true or false, "any" any JSON
   value, "obj" any JSON object, "list" any JSON list; a trailing "?" allows null;
+- Range("num" or "int", low, high): a number or an integer from low to high (a trailing "?"
+  on the base allows null), for values whose bounds the readers rely on;
 - [shape] a list whose every element has the shape ([shape, "?"] lets the list be null);
 - {key: shape} an object with those keys (extra keys allowed); a key ending in "?" may be
   absent, "*" gives the shape of every value, and "?": True lets the object be null.
@@ -12,6 +14,7 @@ A shape is a string, a list or a dict:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 NUM, INT, TEXT, BOOL, ANY, OBJ, LIST = "num", "int", "str", "bool", "any", "obj", "list"
 
@@ -31,8 +34,36 @@ _SCALARS = {
 }
 
 
+@dataclass(frozen=True)
+class Range:
+    """A number ("num") or an integer ("int") from ``low`` to ``high``; "num?" or "int?"
+    also allows null."""
+
+    base: str
+    low: float
+    high: float
+
+    def words(self) -> str:
+        kind = "an integer" if self.base.rstrip("?") == INT else "a number"
+        return (f"{kind} from {self.low:g} to {self.high:g}"
+                + (" or null" if self.base.endswith("?") else ""))
+
+    def problem(self, value: object) -> str | None:
+        """Why ``value`` is not in the range ("expected ..."), or None."""
+        if value is None and self.base.endswith("?"):
+            return None
+        if (not _SCALARS[self.base.rstrip("?")](value)
+                or (isinstance(value, float) and not math.isfinite(value))
+                or not self.low <= value <= self.high):
+            return f"expected {self.words()}"
+        return None
+
+
 def shape_error(value: object, shape: object, where: str) -> str | None:
     """Why ``value`` does not have ``shape``, or None when it does."""
+    if isinstance(shape, Range):
+        problem = shape.problem(value)
+        return None if problem is None else f"{where} = {value!r:.60}; {problem}"
     if isinstance(shape, str):
         if shape.endswith("?"):
             return None if value is None else shape_error(value, shape[:-1], where)
@@ -68,6 +99,9 @@ def shape_error(value: object, shape: object, where: str) -> str | None:
 
 def nullable(shape: object) -> object:
     """``shape`` that also allows null."""
+    if isinstance(shape, Range):
+        return shape if shape.base.endswith("?") else Range(f"{shape.base}?", shape.low,
+                                                             shape.high)
     if isinstance(shape, str):
         return shape if shape.endswith("?") else f"{shape}?"
     if isinstance(shape, list):

@@ -26,13 +26,18 @@ Per benchmark, on the raw per-round times ``stats.data``:
   ``--benchmark-save-data``.
 - Effect size: the 95% bootstrap interval of r (impl/stats.py, scipy; each side resampled on
   its own). It is reported, not used to decide.
+- Its cost is bounded: of a side with more than MAX_ROUNDS rounds the rule reads an evenly
+  spaced MAX_ROUNDS (every k-th round, in the order they ran), and the reason says so. The
+  rank test and the bootstrap grow with the rounds they read (2,000,000 rounds took minutes);
+  the committed runs save at most 100 rounds a benchmark.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.stats import mannwhitneyu
@@ -41,6 +46,9 @@ from impl import stats
 
 VERDICTS = ("regressed", "improved", "unchanged")
 CI_LEVEL = stats.CONFIDENCE
+
+
+MAX_ROUNDS = 5000  # per side and benchmark: what the rule reads at most (module docstring)
 
 
 @dataclass(frozen=True)
@@ -90,9 +98,32 @@ def _one_sided_p(candidate_rate: np.ndarray, baseline_rate: np.ndarray, alternat
     return 1.0 if np.isnan(p) else float(p)  # all rounds tied: no evidence either way
 
 
+def rounds_read(times: Sequence[float]) -> Sequence[float]:
+    """``times``, or an evenly spaced MAX_ROUNDS of them where there are more: every k-th
+    round from the first, k = ceil(rounds / MAX_ROUNDS)."""
+    return times if len(times) <= MAX_ROUNDS else times[::math.ceil(len(times) / MAX_ROUNDS)]
+
+
+def sampled_note(baseline: Sequence[float], candidate: Sequence[float]) -> str:
+    """"; read every 400th of 2,000,000 rounds (...)" for each side the rule subsamples."""
+    notes = [f"every {math.ceil(len(times) / MAX_ROUNDS)}th of the {side}'s {len(times):,} "
+             "rounds" for side, times in (("baseline", baseline), ("candidate", candidate))
+             if len(times) > MAX_ROUNDS]
+    return (f"; read {' and '.join(notes)} (the gate reads at most {MAX_ROUNDS:,} a side)"
+            if notes else "")
+
+
 def decide(baseline: Sequence[float], candidate: Sequence[float], rule: Rule = Rule()) -> Decision:
     """The files-only verdict for one benchmark from its per-round times (seconds) on each
-    side; ``rule.threshold`` is the benchmark's threshold (noise-aware where one is known)."""
+    side; ``rule.threshold`` is the benchmark's threshold (noise-aware where one is known).
+    At most MAX_ROUNDS rounds of each side are read (``rounds_read``)."""
+    sampled = sampled_note(baseline, candidate)
+    baseline, candidate = rounds_read(baseline), rounds_read(candidate)
+    decision = _decide(baseline, candidate, rule)
+    return replace(decision, reason=decision.reason + sampled) if sampled else decision
+
+
+def _decide(baseline: Sequence[float], candidate: Sequence[float], rule: Rule) -> Decision:
     ratio = throughput_ratio(baseline, candidate)
     change = ratio - 1
     if min(len(baseline), len(candidate)) < rule.min_rounds:
