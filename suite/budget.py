@@ -128,8 +128,9 @@ def over_budget(deadlines: Mapping[str, object], machine: str, mode: str,
     for name, deadline in deadlines.items():
         planned = rates.benchmark_s(machine, deadline.study, deadline.own_s)
         if planned > budget:
+            full = " or run --full" if planned <= MODE_BUDGET_S["full"] else ""
             return (f"{name} is expected to take {planned:.0f} s, more than the {mode} mode's "
-                    f"budget of {budget:.0f} s: narrow it (--workloads, -k) or run --full")
+                    f"budget of {budget:.0f} s: narrow it (--workloads, -k){full}")
     return None
 
 

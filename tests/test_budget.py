@@ -76,6 +76,10 @@ def test_a_benchmark_longer_than_its_modes_budget_is_refused_in_one_line():
                  "b": Deadline(9e6, 2e6, own_s=2e6, study="data parallel")}
     assert budget.over_budget(deadlines, "cpu", "default", rates) == (
         "b is expected to take 1000000 s, more than the default mode's budget of 600 s: "
+        "narrow it (--workloads, -k)")
+    deadlines["b"] = Deadline(9e6, 2000.0, own_s=2000.0, study="data parallel")
+    assert budget.over_budget(deadlines, "cpu", "default", rates) == (
+        "b is expected to take 1000 s, more than the default mode's budget of 600 s: "
         "narrow it (--workloads, -k) or run --full")
     assert budget.over_budget({"a": deadlines["a"]}, "cpu", "quick", rates) is None
 
