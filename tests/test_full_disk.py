@@ -211,6 +211,10 @@ def test_a_disk_full_from_the_start_measures_everything(full_tmpfs, tmp_path):
     scratch = next(iter(re.findall(rf"{re.escape(str(folder))}/(\.[^/]+\.run)/", run.stdout)))
     pass_file = folder / scratch / "gloo-tcp.json.tmp"
     lines = [line for line in run.stderr.splitlines() if line.strip()]
+    progress = [line for line in lines if line.startswith("[suite] progress: ")]
+    assert progress == [
+        "[suite] progress: 3/3 benchmarks, 0.0 min elapsed (plan 0.0 min), ETA 0.0 min"]
+    lines = [line for line in lines if line not in progress]
     assert lines == [
         f"[deadline] rank 0: cannot write {pass_file}.stacks-rank0.txt: [Errno 28] No space "
         "left on device; the benchmarks go on (at a deadline every stack still goes to the log)",

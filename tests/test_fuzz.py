@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from impl.rows.files import ResultsError, load_results
 from reports import build
 from reports.gate import cli as gate
+from tests.committed import RESULTS
 
 DATA = Path(__file__).with_name("data")
 SOURCE = json.loads((DATA / "h200x4-trimmed.json").read_text())
@@ -176,11 +177,11 @@ def committed_run(path: Path, keep: int = 4) -> dict:
 
 
 COMMITTED = {path.parent.name: committed_run(path) for path in sorted(
-    max(folder.glob("2*.json")) for folder in (ROOT / "results").iterdir()
+    max(folder.glob("2*.json")) for folder in RESULTS.iterdir()
     if folder.is_dir() and any(folder.glob("2*.json")))}
 # The cost model's input: a committed GPU run with a compute-only timeline, that row first
 # (paths() indexes the first elements of each list).
-GPU_RUN = json.loads((ROOT / "results" / "h200x2" / "20261123T091135Z.json").read_text())
+GPU_RUN = json.loads((RESULTS / "h200x2" / "20261123T091135Z.json").read_text())
 GPU_RUN["benchmarks"] = [GPU_RUN["benchmarks"][8], *GPU_RUN["benchmarks"][:2]]
 GPU_RUN["suite"]["hangs"] = [HANG]
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.committed import ROOT_COPY
+from tests.committed import RESULTS, ROOT_COPY
 
 DATA = Path(__file__).with_name("data")
 SOURCE = json.loads((DATA / "cpu-2core-trimmed.json").read_text())
@@ -227,7 +227,7 @@ def test_gate_outputs_never_replace_a_file_it_did_not_write(tmp_path):
 
 
 # The cost model reads a fabric file (TOML) beside the results: each number of it hostile.
-GPU_RUN = ROOT / "results" / "h200x2" / "20261123T091135Z.json"
+GPU_RUN = RESULTS / "h200x2" / "20261123T091135Z.json"
 FABRIC = (ROOT / "fabrics" / "ib400-h200x8.toml").read_text()
 FABRIC_CASES = {
     # 400 digits overflowed math.isfinite: "OverflowError: int too large to convert to float"
