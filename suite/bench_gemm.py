@@ -6,10 +6,11 @@ Single-GPU work. On one GPU, from the repository root:
     python -m pytest suite/bench_gemm.py -q --benchmark-json=gemm.json
     python -m pytest suite/bench_gemm.py -q -k sweep --suite-mode full   # the sweep alone
 
-`python -m suite.run` runs it under torchrun with the rest of the suite: every rank runs
-the same rows on its own GPU (dist_context selects it) in step with the others, and rank 0
-reports. About 1 minute for the one-off kernel build on first use, then about 1-2 minutes
-for the ladder and 40 s (default mode) to 60 s (full) for the sweep's 140 rows on an H100.
+`python -m suite.run` runs it under torchrun with the rest of the suite: rank 0 measures
+its rows alone, as on one GPU (marker ``one_device``, conftest.py), while the other ranks
+wait. About 25 s for the one-off kernel build on first use, then, in the default mode, 38 s
+for the ladder's two shapes and the sweep's sample on one H200 (2026-11-27, with the kernels
+built; docs/budget.md); --full runs every ladder shape and the sweep's 156 rows.
 Ladder rows time `launches` back-to-back launches between two CUDA events per round (fixed
 rounds after warmup rounds, never calibrated) and report the median per launch. Sweep rows
 run cuBLAS, v6 and v7 interleaved in shuffled order per round, each round one CUDA graph
