@@ -8,9 +8,9 @@ Single-GPU work. On one GPU, from the repository root:
 
 `python -m suite.run` runs it under torchrun with the rest of the suite: rank 0 measures
 its rows alone, as on one GPU (marker ``one_device``, conftest.py), while the other ranks
-wait. About 25 s for the one-off kernel build on first use, then, in the default mode, 38 s
-for the ladder's two shapes and the sweep's sample on one H200 (2026-11-27, with the kernels
-built; docs/budget.md); --full runs every ladder shape and the sweep's 156 rows.
+wait. The first row builds the kernels (24 s on 2 H200, 2026-11-27); in the default mode the
+ladder's two shapes and the sweep's sample took 38 s in all on one H200 with the kernels
+already built (results/h200x1); --full runs every ladder shape and the sweep's 156 rows.
 Ladder rows time `launches` back-to-back launches between two CUDA events per round (fixed
 rounds after warmup rounds, never calibrated) and report the median per launch. Sweep rows
 run cuBLAS, v6 and v7 interleaved in shuffled order per round, each round one CUDA graph
