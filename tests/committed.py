@@ -7,9 +7,10 @@ reads ``RESULTS``, a copy of the files git tracks under results/, made once a te
 (``ROOT_COPY`` holds it as ``results/``, for a command that reads its default ``results``
 from the folder it runs in). A user's files, untracked, are not in the copy.
 
-Without git, or in a copy of the source that is no git checkout, the list of files is
-tests/data/committed-results.txt; tests/test_committed.py keeps it equal to git's. After
-committing a run, rewrite it:
+The files are those tests/data/committed-results.txt lists: the fixture set the tests' figures
+were written against, every one of them tracked by git (tests/test_committed.py checks it). A
+run committed later (a GPU session's) changes no test until it joins the set on purpose, with
+the figures of the tests that read it; rewrite the list from git then:
 
     python -m tests.committed
 """
@@ -47,9 +48,8 @@ def manifest() -> list[str]:
 
 
 def tracked() -> list[str]:
-    """git's list where git answers, else the manifest's."""
-    found = git_tracked()
-    return manifest() if found is None else found
+    """The fixture set: the manifest's list."""
+    return manifest()
 
 
 def make_copy(target: Path, names: list[str], root: Path = ROOT) -> Path:
@@ -86,6 +86,7 @@ def __getattr__(name: str) -> Path:
 
 
 def main() -> int:
+    """The manifest rewritten from git: every committed result joins the fixture set."""
     found = git_tracked()
     if found is None:
         print(f"error: git ls-files found no checkout at {ROOT}: the list is written from git")
