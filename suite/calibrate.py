@@ -50,7 +50,10 @@ def collected(pytest_args: list[str], env: Mapping[str, str], gpus: int,
     """{node id: (study, expected seconds it adds)} of a pass with ``pytest_args``, as the
     current code plans it for a machine of ``gpus`` GPUs (shown to torch on a CPU machine:
     suite/shown_gpus.py), in a process of its own."""
-    dump = scratch / f"plan-{len(list(scratch.iterdir()))}.json"
+    handle, name = tempfile.mkstemp(prefix="plan-", suffix=".json", dir=scratch)
+    os.close(handle)
+    dump = Path(name)
+    dump.unlink()  # written by the collection: its absence afterwards means it failed
     shown = ["-p", "suite.shown_gpus"] if gpus else []
     environment = {**os.environ, "OVERLAP_BACKEND": "nccl" if gpus else "gloo", **env,
                    "OVERLAP_SHOWN_GPUS": str(gpus), PLAN_DUMP_ENV: str(dump),

@@ -412,7 +412,8 @@ class Deadlines:
     """A pytest plugin: the collected benchmarks' deadlines (conftest.py plans them while
     collecting)."""
 
-    planned: dict = {}
+    def __init__(self):
+        self.planned: dict = {}
 
     def pytest_collection_finish(self, session) -> None:
         self.planned = getattr(session.config, "suite_deadlines", {})

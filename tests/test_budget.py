@@ -25,15 +25,11 @@ def test_rates_are_duration_over_expected_per_study_and_the_start_is_the_rest():
               timed("b", "torchrun nvlink", 70.0, [("dp", 40.0, 40.0)])]
     rates = calibrate.fit(passes)
     assert rates.rate["gpu"] == {"dp": 60.0 / 80.0, "gemm": 0.5, "*": 90.0 / 140.0}
-    assert rates.start_s["gpu"]["torchrun nvlink"] == statistics_median(100 - 50, 70 - 40)
+    assert rates.start_s["gpu"]["torchrun nvlink"] == (100 - 50 + 70 - 40) / 2  # the median of two
     assert rates.benchmark_s("gpu", "dp", 10.0) == 7.5
     assert rates.benchmark_s("gpu", "never timed", 10.0) == 10.0 * 90.0 / 140.0
     assert rates.benchmark_s("cpu", "dp", 10.0) == 10.0  # nothing fitted: the estimate itself
     assert rates.pass_start_s("cpu", "mpirun") == budget.UNFITTED_START_S
-
-
-def statistics_median(a: float, b: float) -> float:
-    return (a + b) / 2
 
 
 def test_each_run_is_predicted_from_the_other_runs_only():
