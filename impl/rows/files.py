@@ -38,9 +38,10 @@ from impl.rows.suite_record import SUITE_SHAPE
 
 SCHEMAS = (1,)  # values of suite.schema this loader reads
 BASELINES_DIR = "baselines"  # results/baselines/<label>.json: the gate's references, not runs
-# Folders of a results tree that hold no runs: the gate's references, and the consoles and
-# side outputs (the gate's --json, trial blocks) kept beside a machine's runs.
-NOT_RUN_FOLDERS = (BASELINES_DIR, "logs")
+PREDICTIONS_DIR = "predictions"  # results/predictions/: the cost model's frozen predictions
+# Folders of a results tree that hold no runs: the gate's references, the frozen predictions,
+# and the consoles and side outputs (the gate's --json, trial blocks) kept beside a machine's runs.
+NOT_RUN_FOLDERS = (BASELINES_DIR, PREDICTIONS_DIR, "logs")
 # Files that live beside the results but are not pytest-benchmark output: the gate's trials
 # (reports/gate/trials.py), gate-trials.json and gate-trials-<what differs>.json.
 SIDE_FILE_PREFIXES = ("gate-trials",)

@@ -1,0 +1,111 @@
+"""Predictions frozen before the runs they predict are measured.
+
+    python -m impl.costmodel.freeze --device H200 --worlds 2 4 --chunks 5 20 \\
+        --out results/predictions/<name>.json   # a folder no results reader takes for runs
+
+The present model, as ``python -m impl.costmodel.predict`` applies it, fitted only on the
+committed results (``results/``, or the paths given): each workload's compute-only step from
+the newest run on the named GPU model, the all-reduce from the fabric file for that model, the
+held-out bands, overheads and lanes of every committed GPU cell (validate.held_out_model).
+Every strategy of every such workload, at each world size and K, goes into one JSON file with
+the commit that made it; a later run is scored against it, never the other way round.
+
+Exit status: 0 written; 2 unusable input (one line naming the value and what is allowed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict
+
+from impl.atomic import write_bytes_atomic
+from impl.costmodel import scale
+from impl.costmodel.fabric_file import FabricError, available, load_fabric
+from impl.costmodel.predict import chunk_count, fits_device
+from impl.costmodel.validate import RESULTS, held_out_model, load_rows
+from impl.rows.files import ResultsError
+
+FIELDS = ("workload", "strategy", "world_size", "step_ms", "band", "exposed_comm_ms",
+          "overlap_efficiency", "overhead_ms", "straggler_ms", "note")
+
+
+def on_device(rows: Sequence[dict], device: str) -> list[dict]:
+    """The rows of the newest run per workload measured on GPU model ``device`` (a part of
+    the device name, any case): what the model takes its compute side from."""
+    wanted = device.lower().replace(" ", "")
+    return [r for r in rows if isinstance(r.get("device"), str)
+            and wanted in r["device"].lower().replace(" ", "")]
+
+
+def frozen(rows: Sequence[dict], fabric_name: str, worlds: Sequence[int],
+           chunks: Sequence[int], model: tuple[dict, dict, dict]) -> list[dict]:
+    """Every prediction, each with its K and its band's low and high step."""
+    fabric = load_fabric(fabric_name)
+    bands, overheads, lanes = model
+    found = []
+    for k in chunks:
+        sources, predictions = scale.predict(rows, fabric, worlds=worlds, chunks=k,
+                                             held_out=bands, overheads=overheads, lanes=lanes)
+        about = {s.workload: s.about for s in sources}
+        for p in predictions:
+            record = {field: asdict(p)[field] for field in FIELDS}
+            low, high = p.step_range or (None, None)
+            found.append({**record, "chunks": k, "low_ms": low, "high_ms": high,
+                          "compute_from": about[p.workload]})
+    return found
+
+
+def git(*args: str) -> str | None:
+    try:
+        return subprocess.run(["git", *args], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m impl.costmodel.freeze", description=(
+        "Freeze the present model's predictions for runs not measured yet."))
+    parser.add_argument("paths", nargs="*", default=[RESULTS],
+                        help=f"the results the model is fitted on (default: {RESULTS}/)")
+    parser.add_argument("--device", required=True, help="the GPU model to predict (H100, H200)")
+    parser.add_argument("--worlds", type=int, nargs="+", required=True,
+                        help="world sizes (within the fabric's node)")
+    parser.add_argument("--chunks", type=chunk_count, nargs="+", default=[scale.DEFAULT_CHUNKS])
+    parser.add_argument("--fabric", help=f"a fabric name ({', '.join(available())}; default: "
+                        "the NVLink node file for the device)")
+    parser.add_argument("--out", required=True, help="the JSON file to write")
+    args = parser.parse_args(argv)
+    try:
+        rows = on_device(load_rows(args.paths), args.device)
+        fabric_name = args.fabric or next(
+            (n for n in available() if n.startswith("nvlink") and fits_device(n, args.device)),
+            None)
+        if not rows:
+            raise ValueError(f"--device {args.device!r}: no row of {', '.join(args.paths)} "
+                             "was measured on it")
+        if fabric_name is None:
+            raise FabricError(f"--device {args.device!r}: no node fabric file for it; pass "
+                              f"--fabric ({', '.join(available())})")
+        predictions = frozen(rows, fabric_name, args.worlds, args.chunks,
+                             held_out_model(args.paths))
+    except (ResultsError, FabricError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    document = {"frozen": {"commit": git("rev-parse", "HEAD"),
+                           "command": "python -m impl.costmodel.freeze " + " ".join(
+                               argv if argv is not None else sys.argv[1:]),
+                           "fitted_on": list(args.paths), "device": args.device,
+                           "fabric": fabric_name},
+                "predictions": predictions}
+    write_bytes_atomic(args.out, (json.dumps(document, indent=1) + "\n").encode())
+    print(f"{len(predictions)} predictions frozen in {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
