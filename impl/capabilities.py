@@ -132,6 +132,19 @@ def missing_copy_engine(backend: str, profile: str, world_size: int) -> str | No
     return missing_peer_access(world_size)
 
 
+def missing_whole_world(world_size: int, launched_world: int) -> str | None:
+    """Symmetric memory (the copy-engine's buffer, the fused TP ops' workspace) only on the
+    whole launched world. PyTorch numbers each rendezvous's store exchange per process, not per
+    group: a rendezvous in a subgroup advances its members' count alone, and the next one in
+    the whole world then waits forever for keys the other ranks number differently (seen on
+    4 H200: every rank in ``rendezvous`` at w = 4 after w = 2 had used it)."""
+    if world_size == 1 or world_size >= launched_world:  # one rank exchanges nothing
+        return None
+    return (f"symmetric memory runs on the whole launch only (a rendezvous in {world_size} of "
+            f"{launched_world} ranks would leave the others' exchange count behind): launch "
+            f"{world_size} ranks to measure it at w = {world_size}")
+
+
 def missing_peer_access(world_size: int) -> str | None:
     """Every pair of the first ``world_size`` GPUs reaches each other's memory directly."""
     blocked = [(a, b) for a in range(world_size) for b in range(world_size)

@@ -121,10 +121,12 @@ def cells(axes: dict, world: int, mpi: bool) -> list[Cell]:
             if mpi and size != world:
                 continue  # MPI runs over all launched ranks
             # Without communication K changes nothing: one cell at the smallest K.
-            # Strategies that can never run here are not generated (copy-engine off NVLink).
+            # Strategies that can never run here are not generated (copy-engine off NVLink,
+            # or in a subgroup: its symmetric memory runs on the whole launch only).
             runnable = tuple(s for s in axes["strategies"] if not s.startswith("copy-engine")
-                             or not capabilities.missing_copy_engine(axes["backend"],
-                                                                     axes["profile"], size))
+                             or not (capabilities.missing_copy_engine(axes["backend"],
+                                                                      axes["profile"], size)
+                                     or capabilities.missing_whole_world(size, world)))
             knobs = tuple(v for v in axes["knobs"] if not v.startswith("copy-engine")
                           or "copy-engine" in runnable)
             if not in_budget(axes.get("narrowed", {}).get(workload.name, {}), size, world):

@@ -127,7 +127,8 @@ def skip_reason(row: Row, context) -> str | None:
             return FUSED_FORM_ONLY
         if row.backend != "torch":
             return "fused runs cuBLAS inside PyTorch's ops: measured in the torch-backend cell"
-        return capabilities.missing_fused_tp(variant.world_size, context.backend)
+        return (capabilities.missing_fused_tp(variant.world_size, context.backend)
+                or capabilities.missing_whole_world(variant.world_size, context.world_size))
     return None
 
 

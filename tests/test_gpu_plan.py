@@ -77,3 +77,12 @@ def test_the_planned_run_fits_the_default_budget(plans, gpus):
     assert set(plans[gpus]) == {"torchrun nvlink", "torchrun hybrid", "mpirun"}
     # "About 10 minutes": the budget, with the 20% the acceptance of a run allows (12 min).
     assert total <= ABOUT * budget.MODE_BUDGET_S["default"], f"{gpus} GPUs: {total:.0f} s"
+
+
+@pytest.mark.parametrize("gpus", (2, 4, 8))
+def test_symmetric_memory_cells_run_on_the_whole_launch_alone(plans, gpus):
+    # A copy-engine cell in a subgroup would hang the next one of the whole world
+    # (impl/capabilities.py: missing_whole_world); at one rank nothing is exchanged.
+    copy_engine = {n for n in names(plans[gpus]) if "-copy-engine" in n}
+    assert f"test_overlap[mlp_8192x12_b1024_bf16-copy-engine-K20-w{gpus}-nvlink]" in copy_engine
+    assert {n for n in copy_engine if f"-w{gpus}-" not in n and "-w1-" not in n} == set()

@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from impl.capabilities import gpu_count, missing_copy_engine, missing_gpu
+from impl.capabilities import gpu_count, missing_copy_engine, missing_gpu, missing_whole_world
 from impl.dist import barrier, group_sizes
 from impl.presets import preset
 from impl.strategies import STRATEGIES
@@ -105,7 +105,8 @@ def test_nccl_only_variants_are_refused_on_gloo_in_one_line(ranks):
                                           "runs gloo"
     assert refused["chunked+ctas8"] == "nccl_max_ctas is an NCCL knob; this group runs gloo"
     assert refused["chunked+carveout32"].startswith("cublas_sm_carveout is a GPU knob")
-    assert refused["copy-engine"] == missing_copy_engine("gloo", "gloo-tcp", 2)
+    assert refused["copy-engine"] == ("copy-engine at 2 ranks: "
+                                      + missing_copy_engine("gloo", "gloo-tcp", 2))
     assert set(refused) == {"chunked+priority", "chunked+ctas8", "chunked+carveout32",
                             "copy-engine", "copy-engine+update"}
 
@@ -172,3 +173,11 @@ def test_knob_variants_run_in_half_the_gpus_while_the_others_wait():
         assert set(ranks[0][size]) == set(KNOB_VARIANTS)
         assert all(error <= tolerance for error in ranks[0][size].values()), ranks[0][size]
     assert world // 2 not in ranks[-1]
+
+
+def test_symmetric_memory_runs_on_the_whole_launch_only():
+    assert missing_whole_world(1, 4) is None
+    assert missing_whole_world(4, 4) is None
+    assert missing_whole_world(2, 4) == (
+        "symmetric memory runs on the whole launch only (a rendezvous in 2 of 4 ranks would "
+        "leave the others' exchange count behind): launch 2 ranks to measure it at w = 2")

@@ -48,8 +48,9 @@ class CopyEngineStrategy(ChunkedGradientStrategy):
         backend = dist.get_backend(group) if group is not None else "none"
         world = dist.get_world_size(group) if group is not None else 1
         profile = recorded_profile(backend)
-        if world > 1 and (reason := capabilities.missing_copy_engine(backend, profile, world)):
-            raise ValueError(reason)
+        if world > 1 and (reason := capabilities.missing_copy_engine(backend, profile, world)
+                          or capabilities.missing_whole_world(world, dist.get_world_size())):
+            raise ValueError(f"copy-engine at {world} ranks: {reason}")
         super().__init__(model, workload, group, options)
         self.comm_stream = communication_stream(self.device, options)
         if not self.communicates:

@@ -346,7 +346,9 @@ class FusedSchedule(Schedule):
             raise ValueError(f"fused runs cuBLAS inside PyTorch's ops; GEMM backend "
                              f"{gemm.backend!r} is not available to it (use 'torch')")
         if fused_ops is None and self.world > 1:
-            if reason := capabilities.missing_fused_tp(self.world, dist.get_backend(group)):
+            if reason := (capabilities.missing_fused_tp(self.world, dist.get_backend(group))
+                          or capabilities.missing_whole_world(self.world,
+                                                              dist.get_world_size())):
                 raise RuntimeError(f"fused schedule: {reason}")
             import torch.distributed._symmetric_memory as symm_mem
 
