@@ -156,17 +156,18 @@ def _all_ranks_meet(request):
     launch of several ranks runs on rank 0 alone, as on one GPU: every rank running it at once
     would share the host's cores and memory bandwidth, and its rows would measure that. The
     other ranks meet rank 0 here, before they skip, in the barrier rank 0 reaches after it."""
-    from impl.dist import barrier
+    from impl.dist import barrier, idle_barrier
 
     if "dist_context" not in request.fixturenames:
         yield
         return
     context = request.getfixturevalue("dist_context")
-    if request.node.get_closest_marker("one_device") and context.rank != 0:
-        barrier(context)
+    alone = request.node.get_closest_marker("one_device") is not None
+    if alone and context.rank != 0:
+        idle_barrier(context)  # asleep: rank 0's threads get every core (impl/dist.py)
         pytest.skip("a study of one device: rank 0 measures it alone")
     yield
-    barrier(context)
+    (idle_barrier if alone else barrier)(context)
 
 
 @pytest.fixture(scope="session")
