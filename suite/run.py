@@ -76,7 +76,14 @@ from suite import budget, exit_codes, hangs, pipes
 from suite.conftest import COLLECT_MPI_ENV, COLLECT_WORLD_ENV
 from suite.launch import TAG_OUTPUT, Launcher
 from suite.pass_watch import END_MARGIN_S, START_MARGIN_S, PassWatch, pass_deadline_s
-from suite.run_files import RunFolders, kept_elsewhere, recover, write_merged
+from suite.run_files import (
+    RunFolders,
+    kept_elsewhere,
+    read_pass_record,
+    recover,
+    write_merged,
+    write_pass_record,
+)
 from suite.summary import summary_table
 
 SUITE_FILES = ("suite/bench_overlap.py", "suite/bench_allreduce.py", "suite/bench_synthetic.py",
@@ -213,9 +220,15 @@ def run_pass(step: Pass, base_env: dict[str, str], launcher: Launcher,
         print(f"[suite] {step.name}: deadline {watch.deadline_s:.0f} s (its benchmarks' "
               f"{step.deadlines_s:.0f} s, plus {START_MARGIN_S:g} s to start and "
               f"{END_MARGIN_S:g} s to end)", flush=True)
+    record = {"name": step.name, "command": step.command, "env": step.env,
+              "planned_s": step.plan and round(step.plan.total_s, 1)}
+    if step.output is not None:
+        write_pass_record(step.output, record)
     started = time.monotonic()
     code = launcher.run(step.command, {**base_env, **step.env}, watch)
     step.wall_s = time.monotonic() - started
+    if step.output is not None:
+        write_pass_record(step.output, {**record, "exit": code, "wall_s": round(step.wall_s, 1)})
     killed = f" (killed by {signal.Signals(-code).name})" if code is not None and code < 0 else ""
     if launcher.stalled is not None:
         killed += " (the launcher ended it: it stalled)"
@@ -563,10 +576,19 @@ def main(argv: list[str] | None = None) -> int:
 
 def recovered(documents: list[tuple[Path, dict]], name: str) -> dict:
     """The results document of a run whose launcher ended before merging its passes' files
-    (suite/run_files.py's ``recover``): merged as a stopped run's, marked partial."""
-    passes = [Pass(path.name.removesuffix(".json.tmp"), [], output=path) for path, _ in documents]
+    (suite/run_files.py's ``recover``): merged as a stopped run's, marked partial; each pass
+    with its command, exit and wall time where its record beside the file kept them (the plan
+    as one number: a PassPlan of its total)."""
+    records = [read_pass_record(path) for path, _ in documents]
+    passes = [Pass(record.get("name") or path.name.removesuffix(".json.tmp"),
+                   record.get("command") or [], record.get("env") or {}, output=path,
+                   wall_s=record.get("wall_s"),
+                   plan=budget.PassPlan(record["name"], "", start_s=record["planned_s"])
+                   if record.get("planned_s") is not None else None)
+              for (path, _), record in zip(documents, records)]
     suite = documents[0][1].get("suite", {})
-    merged = merge(passes, [None] * len(passes), suite.get("launcher_command") or "unknown",
+    merged = merge(passes, [record.get("exit") for record in records],
+                   suite.get("launcher_command") or "unknown",
                    suite.get("label") or "unknown", stop_signal="its launcher ended")
     merged["suite"]["recovered_as"] = name
     return merged

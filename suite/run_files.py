@@ -162,6 +162,25 @@ def leftovers(workdir: Path) -> list[Path]:
     return found
 
 
+def pass_record_path(output: Path) -> Path:
+    """Beside a pass's results file (``nvlink.json.tmp``), what launched it and how it ended
+    (``nvlink.pass.json``): a run recovered after its launcher ended keeps both."""
+    return output.with_name(output.name.removesuffix(".json.tmp") + ".pass.json")
+
+
+def write_pass_record(output: Path, record: dict) -> None:
+    # A full disk: the run goes on; a recovery then lacks the record.
+    with contextlib.suppress(OSError):
+        write_json_atomic(pass_record_path(output), record)
+
+
+def read_pass_record(output: Path) -> dict:
+    try:
+        return json.loads(pass_record_path(output).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
 def recover(workdir: Path, merge) -> list[str]:
     """Each leftover scratch folder's pass files merged into ``<its run's name>.json``
     (``merge(documents, name)`` builds the document, marked partial), the folder removed; a

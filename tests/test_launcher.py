@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -313,3 +314,26 @@ def test_recover_merges_what_a_killed_launcher_left_and_names_what_it_cannot(
     assert not dead.exists() and broken.exists() and alive.exists()
     assert main(["--recover", "--results-dir", str(results)]) == 0  # nothing new
     assert capsys.readouterr().out.splitlines() == out[1:]
+
+
+def test_a_recovered_pass_keeps_the_command_exit_and_wall_time_its_record_kept(
+        tmp_path, monkeypatch):
+    from suite.run_files import pass_record_path, write_pass_record
+
+    monkeypatch.setenv("OVERLAP_MACHINE_LABEL", LABEL)
+    results = tmp_path / "results"
+    document = (ROOT / "tests" / "data" / "cpu-2core-trimmed.json").read_text()
+    scratch = leftover(results, "20261125T100000Z", "999999999 1", document)
+    output = scratch / "gloo-tcp.json.tmp"
+    assert pass_record_path(output) == scratch / "gloo-tcp.pass.json"
+    command = ["python", "-m", "torch.distributed.run", "-m", "pytest", "suite/bench_overlap.py"]
+    write_pass_record(output, {"name": "torchrun gloo-tcp", "command": command,
+                               "env": {"OVERLAP_PROFILE": "gloo-tcp"}, "planned_s": 300.0,
+                               "exit": 0, "wall_s": 340.5})
+    assert main(["--recover", "--results-dir", str(results)]) == 0
+    written = json.loads((results / LABEL / "20261125T100000Z-x1y2.json").read_text())
+    assert written["suite"]["passes"] == [{
+        "name": "torchrun gloo-tcp", "command": shlex.join(command),
+        "env": {"OVERLAP_PROFILE": "gloo-tcp"}, "exit": 0, "wall_s": 340.5,
+        "planned_s": 300.0, "timing": None}]
+    assert written["suite"]["failed_passes"] == []
