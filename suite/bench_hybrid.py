@@ -667,6 +667,12 @@ def coarse_measured(context, rounds, member: str) -> dict:
     return _coarse[member]
 
 
+# The coarse-grained hybrid's two processes share the host's cores: the run's plan times
+# them apart from the offload family's one process (suite/budget.py).
+COARSE_STUDY = pytest.mark.study("coarse hybrid")
+
+
+@COARSE_STUDY
 @pytest.mark.parametrize("variant", COARSE_VARIANTS)
 @pytest.mark.parametrize("member", COARSE_MEMBERS)
 def test_coarse(benchmark, member, variant, dist_context, rounds):
@@ -698,6 +704,7 @@ def test_coarse(benchmark, member, variant, dist_context, rounds):
     })
 
 
+@COARSE_STUDY
 @pytest.mark.parametrize("member", COARSE_MEMBERS)
 def test_coarse_comparison(benchmark, member, dist_context, rounds):
     measured = coarse_measured(dist_context, rounds, member)
@@ -742,7 +749,7 @@ def digits_curve(variant: str, context, data, config: DigitsConfig, epochs: int)
 
 @pytest.mark.parametrize("variant", [
     # The coarse-grained hybrid is the one that needs two ranks (its own pass, suite/run.py).
-    pytest.param(v, marks=[] if v == "coarse-hybrid" else [pytest.mark.one_device])
+    pytest.param(v, marks=[COARSE_STUDY] if v == "coarse-hybrid" else [pytest.mark.one_device])
     for v in DIGITS_VARIANTS])
 def test_digits(benchmark, variant, dist_context, pytestconfig):
     context = dist_context

@@ -135,7 +135,8 @@ def cells(axes: dict, world: int, mpi: bool) -> list[Cell]:
                 measured = ()
                 knob_workloads = axes.get("knob_workloads") or (workload.name,)
                 if (size > 1 and k == axes["knob_chunks"] and not mpi
-                        and workload.name in knob_workloads):
+                        and workload.name in knob_workloads
+                        and (size == world or not axes.get("knobs_on_the_whole_world"))):
                     # A variant whose chunking cannot cut this model (equal layers with fewer
                     # layers than K) is left out, not failed.
                     measured = tuple(v for v in knobs

@@ -78,7 +78,7 @@ class TimedPass:
     run: str
     name: str
     machine: str
-    wall_s: float
+    wall_s: float | None  # None: recovered after its launcher ended (suite/run_files.py)
     benchmarks: tuple[tuple[str, float, float], ...]  # (study, expected_s, duration_s)
     superseded_s: float = 0.0  # the durations SUPERSEDED leaves out, on both sides of a check
 
@@ -105,13 +105,20 @@ def whole_run(command: str | None) -> bool:
     return True
 
 
-# Durations a later change of the code made unrepresentative: (run file, study) -> why. They
-# stay in the files; the fit leaves them out.
+# Durations a later change of the code made unrepresentative: (run file, pass or "*", study)
+# -> why. They stay in the files; the fit leaves them out.
 SUPERSEDED = {
-    (run, study): "measured on every rank at once, before a study of one device ran on rank 0 "
-                  "alone (the one_device marker): the ranks shared the host's cores"
-    for run in ("20261127T135955Z-7im9itx9.json",) for study in ("GEMM", "hybrid")
+    **{("20261127T135955Z-7im9itx9.json", "*", study):
+       "measured on every rank at once, before a study of one device ran on rank 0 alone (the "
+       "one_device marker): the ranks shared the host's cores" for study in ("GEMM", "hybrid")},
+    ("20261127T172120Z-q3ah0pvf.json", "torchrun nvlink", "hybrid"):
+        "rank 0 measured it alone while the other ranks spun in NCCL's barrier, one core each, "
+        "before they waited asleep (impl/dist.py: idle_barrier)",
 }
+
+
+def is_superseded(run: str, name: str, study: str) -> bool:
+    return (run, name, study) in SUPERSEDED or (run, "*", study) in SUPERSEDED
 
 
 def machine_gpus(document: dict, timing: dict) -> int:
@@ -156,7 +163,9 @@ def timed_passes(path: Path, document: dict, scratch: Path,
     found = []
     for entry in document.get("suite", {}).get("passes", []):
         timing = entry.get("timing")
-        if not timing or entry.get("wall_s") is None or entry.get("exit") not in (0, 5):
+        # A pass that failed is left out; one recovered after its launcher ended (exit None,
+        # no wall time) still timed each benchmark it finished: its rates count, not its start.
+        if not timing or entry.get("exit") not in (0, 5, None):
             continue
         arguments, env = pass_collection(entry["command"], entry.get("env") or {})
         gpus = machine_gpus(document, timing)
@@ -166,7 +175,7 @@ def timed_passes(path: Path, document: dict, scratch: Path,
         now = plans[key]
         rows, superseded = [], 0.0
         for nodeid, recorded in timing["benchmarks"].items():
-            if (path.name, recorded["study"]) in SUPERSEDED:
+            if is_superseded(path.name, entry["name"], recorded["study"]):
                 superseded += recorded["duration_s"]
             elif nodeid in now:
                 rows.append((*now[nodeid], recorded["duration_s"]))
@@ -187,8 +196,9 @@ def fit(passes: list[TimedPass]) -> Rates:
             for key in ((timed.machine, study), (timed.machine, "*")):
                 sums[key][0] += duration
                 sums[key][1] += expected
-        starts[timed.machine, timed.name].append(
-            timed.wall_s - timed.superseded_s - sum(d for _, _, d in timed.benchmarks))
+        if timed.wall_s is not None:
+            starts[timed.machine, timed.name].append(
+                timed.wall_s - timed.superseded_s - sum(d for _, _, d in timed.benchmarks))
     rate = defaultdict(dict)
     for (machine, study), (duration, expected) in sums.items():
         if expected > 0:
@@ -211,7 +221,8 @@ def held_out(passes: list[TimedPass]) -> list[tuple[str, float, float]]:
     """Every run predicted from the other runs only: (run, predicted s, actual s), the run's
     passes summed."""
     results = []
-    for run in sorted({timed.run for timed in passes}):
+    whole = {t.run for t in passes} - {t.run for t in passes if t.wall_s is None}
+    for run in sorted(whole):
         rates = fit([timed for timed in passes if timed.run != run])
         mine = [timed for timed in passes if timed.run == run]
         results.append((run, sum(predicted_s(t, rates) for t in mine),
@@ -245,14 +256,20 @@ def runs_table(paths: list[str]) -> list[str]:
         if not passes or not whole_run(suite.get("command")):
             continue
         gpus = machine_gpus(document, passes[0]["timing"])
-        wall = sum(p["wall_s"] for p in suite["passes"] if p.get("wall_s") is not None)
-        planned = sum(p["planned_s"] for p in suite["passes"]
-                      if p.get("planned_s") is not None and "(resumed)" not in p["name"])
+        timed = [p for p in suite["passes"] if p.get("wall_s") is not None]
+        planned = [p["planned_s"] for p in suite["passes"]
+                   if p.get("planned_s") is not None and "(resumed)" not in p["name"]]
         each = ", ".join(f"{p['name']} {p['wall_s']:.0f} s (exit {p['exit']})"
-                         for p in suite["passes"] if p.get("wall_s") is not None)
+                         if p in timed else f"{p['name']} (recovered: no wall time)"
+                         for p in suite["passes"] if p in timed or p.get("timing"))
+        # A run recovered after its launcher ended has no whole wall time nor printed plan.
+        whole = minutes(sum(p["wall_s"] for p in timed)) if timed else "—"
+        if timed and suite.get("recovered_as"):  # passes that left no file are not in it
+            whole += " (recovered)"
         commit = document.get("commit_info", {}).get("id", "")[:7]
         lines.append(f"| {suite['label']}/{path.name} | {gpus} | {commit} | {each} | "
-                     f"{minutes(wall)} | {minutes(planned)} | {len(suite.get('hangs', []))} |")
+                     f"{whole} | {minutes(sum(planned)) if planned else '—'} | "
+                     f"{len(suite.get('hangs', []))} |")
     return lines
 
 

@@ -46,12 +46,16 @@ KNOB_CHUNKS = {"quick": None, "default": (5, 20), "full": (5, 20)}  # (CPU, GPU)
 # The GPU default run measures them on the balanced workload alone (compute and communication
 # of the same order: where a knob can move the step), within its budget; --full on every one.
 KNOB_WORKLOADS = {(True, "default"): ("mlp_8192x12_b1024_bf16",)}
+# ... and on the whole launched world alone: a 2-GPU launch measures them at w = 2 (the knob
+# groups of a subgroup are checked by tests/test_subgroups.py on GPUs).
+KNOBS_ON_THE_WHOLE_WORLD = {(True, "default"): True}
 # The GPU default run's budget at world sizes above 1 (docs/budget.md): the reference MLP,
-# whose communication is 9% of its step, at K = 20 alone; the transformer (3-5%) at K = 20 on
-# the whole launched world alone; the balanced MLP at every K, and alone at K = 20 between 2
-# ranks and the launched world (w = 4 inside 8). --full keeps every cell.
+# whose communication is 9% of its step, at K = 20 on the whole launched world alone; the
+# transformer (3-5%) likewise; the balanced MLP at every K on every size (its strong and weak
+# scaling), and alone at K = 20 between 2 ranks and the launched world (w = 4 inside 8).
+# --full keeps every cell.
 NARROWED_CELLS = {(True, "default"): {
-    "mlp_8192x12_bf16": {"chunks": (20,), "middle": False},
+    "mlp_8192x12_bf16": {"chunks": (20,), "middle": False, "two": False},
     "gpt_small_bf16": {"chunks": (20,), "middle": False, "two": False},
     "mlp_8192x12_b1024_bf16": {"middle_chunks": (20,)},
 }}
@@ -88,6 +92,7 @@ def suite_axes(config) -> dict:
     return {
         "knobs": knobs, "knob_chunks": knob_chunks, "backend": backend,
         "knob_workloads": KNOB_WORKLOADS.get((gpu, mode)),  # None: every workload
+        "knobs_on_the_whole_world": KNOBS_ON_THE_WHOLE_WORLD.get((gpu, mode), False),
         "narrowed": NARROWED_CELLS.get((gpu, mode), {}),
         "profile": recorded_profile(backend),  # part of every benchmark id: runs merge safely
         "strategies": choices["strategies"] or measured_by_default(),

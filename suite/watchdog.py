@@ -86,13 +86,16 @@ def plan_deadlines(items: Sequence, mode: str, multiple: float,
         planned[item.nodeid] = Deadline(deadline.deadline_s(expected, multiple, floor_s),
                                         expected, together, len(later) - len(together),
                                         own_s=expected if first else 0.0,
-                                        study=study_of(item.module))
+                                        study=study_of(item))
     return planned
 
 
-def study_of(module) -> str:
-    """The study a benchmark module measures (its ``STUDY``), for the run's plan."""
-    return getattr(module, "STUDY", module.__name__.rsplit(".", 1)[-1])
+def study_of(item) -> str:
+    """The study a benchmark measures, for the run's plan: its ``study`` marker, else its
+    module's ``STUDY``."""
+    if marker := item.get_closest_marker("study"):
+        return marker.args[0]
+    return getattr(item.module, "STUDY", item.module.__name__.rsplit(".", 1)[-1])
 
 
 def pg_timeout_s(deadlines: dict[str, Deadline],

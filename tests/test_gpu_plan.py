@@ -51,9 +51,9 @@ def test_every_study_keeps_the_cells_that_answer_its_question(plans, gpus):
         for chunks in ((5,) if size == 1 else (20,) if middle else (5, 20)):
             assert f"test_overlap[mlp_8192x12_b1024_bf16-sequential-K{chunks}-w{size}-nvlink]" \
                 in ran
+        knobs = f"test_overlap[mlp_8192x12_b1024_bf16-chunked+priority-K20-w{size}-nvlink]"
+        assert (knobs in ran) == (size == gpus > 1)  # the knobs on the whole launch alone
         if size > 1:
-            assert f"test_overlap[mlp_8192x12_b1024_bf16-chunked+priority-K20-w{size}-nvlink]" \
-                in ran
             for scaling in ("strong", "weak"):
                 assert f"test_tp[tp_mlp_h8192_t8192_bf16-{scaling}-overlapped-w{size}-torch]" \
                     in ran
@@ -86,3 +86,8 @@ def test_symmetric_memory_cells_run_on_the_whole_launch_alone(plans, gpus):
     copy_engine = {n for n in names(plans[gpus]) if "-copy-engine" in n}
     assert f"test_overlap[mlp_8192x12_b1024_bf16-copy-engine-K20-w{gpus}-nvlink]" in copy_engine
     assert {n for n in copy_engine if f"-w{gpus}-" not in n and "-w1-" not in n} == set()
+
+
+def test_the_coarse_hybrid_pass_is_planned_as_its_own_study(plans):
+    # Two processes sharing the host's cores: not the offload family's rate (suite/budget.py).
+    assert {study for study, _ in plans[2]["torchrun hybrid"].values()} == {"coarse hybrid"}
