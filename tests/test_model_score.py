@@ -1,0 +1,44 @@
+"""Frozen predictions scored against measured cells: errors, band coverage, the fastest."""
+
+import json
+
+from impl.costmodel import score
+
+
+def comparison(workload: str, world: int, steps: dict[str, float]) -> dict:
+    return {"kind": "comparison", "workload": workload, "chunks": 20, "world_size": world,
+            "sequential_reference": "sequential",
+            "references": {"sequential_ms": {"value": steps.pop("sequential")}},
+            "strategies": {name: {"step_ms": {"value": ms}} for name, ms in steps.items()}}
+
+
+def prediction(strategy: str, step: float, band: float | None = 0.05) -> dict:
+    low, high = (step * (1 - band), step * (1 + band)) if band is not None else (None, None)
+    return {"workload": "w", "strategy": strategy, "world_size": 4, "chunks": 20,
+            "step_ms": step, "band": band, "low_ms": low, "high_ms": high}
+
+
+PREDICTIONS = [prediction("sequential", 11.0), prediction("chunked", 9.0),
+               prediction("ddp", 10.0, band=None)]
+
+
+def test_each_measured_variant_is_matched_to_its_prediction():
+    rows = [comparison("w", 4, {"sequential": 10.0, "chunked": 10.0, "ddp": 8.0}),
+            comparison("w", 1, {"sequential": 10.0}),  # one rank: nothing communicated
+            comparison("other", 4, {"sequential": 5.0})]  # no prediction for it
+    found = score.scored(PREDICTIONS, rows)
+    assert [(s.variant, round(s.error, 3), s.inside) for s in found] == [
+        ("sequential", 0.1, False), ("chunked", -0.1, False), ("ddp", 0.25, None)]
+    text = score.lines(found)
+    assert "   4 chunked              1         10.0%      10.0%      0/1" in text
+    assert "band coverage: 0 of 2 measurements inside their band" in text
+    assert text[-1] == ("  w K = 20 w = 4: chunked (wrong: measured ddp 8.00 ms, predicted "
+                        "chunked measured 10.00 ms)")
+
+
+def test_a_file_that_is_not_frozen_predictions_is_one_line(tmp_path, capsys):
+    bogus = tmp_path / "x.json"
+    bogus.write_text(json.dumps({"benchmarks": []}))
+    assert score.main([str(bogus), str(bogus)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: {bogus}: not a file of frozen predictions ('predictions')"
