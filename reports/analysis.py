@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from impl.rows.kinds import KINDS
 
 STRATEGY_ORDER = ("sequential", "threaded", "chunked", "mpi", "ddp")
-TP_KINDS = ("tensor_parallel", "tensor_parallel_comparison")
 PIPELINE_KINDS = ("pipeline", "pipeline_comparison", "hybrid_step", "hybrid_comparison",
                   "host_adam", "digits_curve", "gpt_forward")  # reports/sections/: pipeline, hybrid
 # The declared kinds (impl/rows/kinds.py) that a section of the report shows.

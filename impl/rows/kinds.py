@@ -31,10 +31,6 @@ from impl.rows.shapes import (
 )
 
 
-def required(field: Field) -> Field:
-    return replace(field, required=True)
-
-
 def measured(fields: tuple[Field, ...], name: str, shape: object = "num?",
              is_required: bool = False) -> Field:
     """A field defined in impl/metrics.py, with the shape it has in a row."""

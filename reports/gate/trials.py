@@ -147,11 +147,6 @@ def run_target(target: Target, out: Path, extra_compute: float = 0.0) -> Path:
     return out
 
 
-def run_workload(out: Path, extra_compute: float = 0.0) -> Path:
-    """The CPU gate workload in a fresh process (tests use it for their pairs)."""
-    return run_target(TARGETS["cpu"], out, extra_compute)
-
-
 # --- the slowdown, measured in one process ----------------------------------------------------
 
 
