@@ -66,9 +66,6 @@ def mlp_8192x12_b1024_bf16() -> MLPConfig:
 GPU_SHARE_OF_COPY = 0.4  # mlp_16384_gpu40pct_bf16: weights and gradients, of the GPU's memory
 
 
-GPU_SHARE_OF_COPY = 0.4  # mlp_16384_gpu40pct_bf16: weights and gradients, of the GPU's memory
-
-
 def mlp_16384_gpu40pct_bf16() -> MLPConfig:
     """Sized to the GPU it runs on: as many Linear(16384, 16384) layers as make its weights and
     gradients (1 GiB per layer in bf16) 40% of the GPU's memory, batch 1024 (31 layers on an
