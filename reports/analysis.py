@@ -20,13 +20,13 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from impl.rows.kinds import KINDS
+from impl.rows.kinds import ROW_KINDS
 
 STRATEGY_ORDER = ("sequential", "threaded", "chunked", "mpi", "ddp")
 PIPELINE_KINDS = ("pipeline", "pipeline_comparison", "hybrid_step", "hybrid_comparison",
                   "host_adam", "digits_curve", "gpt_forward")  # reports/sections/: pipeline, hybrid
 # The declared kinds (impl/rows/kinds.py) that a section of the report shows.
-REPORTED_KINDS = tuple(kind for kind in KINDS if kind != "autotune")
+REPORTED_KINDS = tuple(kind for kind in ROW_KINDS if kind != "autotune")
 GIB = 2**30
 MIB = 2**20
 
@@ -92,7 +92,7 @@ def of_kind(rows: Iterable[dict], *kinds: str) -> list[dict]:
 
 def unknown_kinds(rows: Iterable[dict]) -> list[str]:
     """Kinds of row that impl/rows/kinds.py does not declare (rows of a newer suite)."""
-    return sorted({str(r.get("kind")) for r in rows} - set(KINDS))
+    return sorted({str(r.get("kind")) for r in rows} - set(ROW_KINDS))
 
 
 def strategy_rank(strategy: str) -> tuple[int, str]:

@@ -76,9 +76,9 @@ def test_every_kind_the_suite_writes_is_declared_with_units_and_definitions():
         source = path.read_text(encoding="utf-8")
         assert "extra_info.update" not in source, f"{path.name} writes a row around write_row"
         written_kinds |= set(re.findall(r'"kind": "(\w+)"', source))
-    assert written_kinds == set(kinds.KINDS)
-    assert "autotune" in kinds.KINDS
-    for kind in kinds.KINDS.values():
+    assert written_kinds == set(kinds.ROW_KINDS)
+    assert "autotune" in kinds.ROW_KINDS
+    for kind in kinds.ROW_KINDS.values():
         assert kind.summary and kind.identity, kind.name
         for field in kind.fields:
             assert field.definition, f"{kind.name}.{field.name} has no definition"
@@ -90,7 +90,7 @@ def test_every_committed_result_file_reads_through_the_declarations():
     paths = [p for p in find_result_files([RESULTS, ROOT / "tests" / "data"])
              if p.name not in not_results]
     kinds_read = {b["extra_info"].get("kind") for p in paths for b in load_results(p).benchmarks}
-    assert set(kinds.KINDS) <= kinds_read
+    assert set(kinds.ROW_KINDS) <= kinds_read
 
 
 def result_file(path: Path, rows: list[dict], seconds: float) -> Path:
@@ -110,7 +110,7 @@ def result_file(path: Path, rows: list[dict], seconds: float) -> Path:
 def test_a_new_kind_is_one_declaration(tmp_path, monkeypatch, capsys):
     """Declared, a new kind is written, checked on reading, merged by its identity, known to
     the report and compared by the gate: nothing else names it."""
-    monkeypatch.setitem(kinds.KINDS, "probe", PROBE)
+    monkeypatch.setitem(kinds.ROW_KINDS, "probe", PROBE)
     row = written({"kind": "probe", "size_bytes": 4096, "copy_ms": 0.02})
     with pytest.raises(RowError, match=r"probe row writes extra_info\.copy_us"):
         written({"kind": "probe", "size_bytes": 4096, "copy_us": 20.0})

@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from impl.rows.json_values import first_bad_value, parse_int, with_benchmark_name
-from impl.rows.kinds import KINDS
+from impl.rows.kinds import ROW_KINDS
 from impl.rows.shapes import TEXT, is_number, shape_error
 from impl.rows.suite_record import SUITE_SHAPE
 
@@ -283,7 +283,7 @@ def load_results(path: str | Path) -> ResultsFile:
         raise ResultsError(path, error)
     for benchmark in data["benchmarks"]:
         info = benchmark["extra_info"]
-        kind = KINDS.get(info.get("kind"))
+        kind = ROW_KINDS.get(info.get("kind"))
         if kind and (problem := kind.check_read(info)):
             raise ResultsError(path, f"benchmark {benchmark['fullname']!r} ({kind.name}) "
                                      f"{problem}")

@@ -3,7 +3,7 @@ same measurement, and each field with its unit, definition and shape.
 
 The benchmarks write through these (impl.rows.write_row); the report, the gate and the cost
 model read through them (impl.rows.files). Adding a kind of row is one RowKind below, added
-to KINDS.
+to ROW_KINDS.
 """
 
 from __future__ import annotations
@@ -631,7 +631,7 @@ TENSOR_PARALLEL_COMPARISON = RowKind(
      _f("checks", "obj?", "", "Per variant: its relative errors and tolerance.")))
 
 
-KINDS: dict[str, RowKind] = {kind.name: kind for kind in (
+ROW_KINDS: dict[str, RowKind] = {kind.name: kind for kind in (
     STEP, COMPARISON, INTERFERENCE, ALLREDUCE, SYNTHETIC, GEMM, GEMM_SWEEP, TENSOR_CORE_CEILING,
     SEED_STEP, SAMPLER_OVERHEAD, AUTOTUNE, TENSOR_PARALLEL, TENSOR_PARALLEL_COMPARISON, PIPELINE,
     PIPELINE_COMPARISON, HYBRID_STEP, HYBRID_COMPARISON, OFFLOAD_ONLY, HOST_ADAM, DIGITS_CURVE,

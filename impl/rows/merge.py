@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from impl.rows.kinds import KINDS
+from impl.rows.kinds import ROW_KINDS
 
 
 def benchmark_rows(machine: str, run: int, benchmarks: Iterable[dict]) -> list[dict]:
@@ -23,7 +23,7 @@ def benchmark_rows(machine: str, run: int, benchmarks: Iterable[dict]) -> list[d
 def identity(row: dict) -> tuple:
     """What makes two rows the same measurement: its kind's declared identity
     (impl/rows/kinds.py), the benchmark's name for a kind this version does not declare."""
-    kind = KINDS.get(row.get("kind"))
+    kind = ROW_KINDS.get(row.get("kind"))
     values = kind.identity_of(row) if kind else (row.get("name"),)
     return (row["machine"], row.get("kind"), *values)
 
