@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from impl import stats
+from reports.gate.trials_record import PAIR_KINDS
 
 # results/ of the folder the command runs in, as the report's other default inputs
 # (reports/loading.py, reports/archive.py): the folder a test's copy of the committed runs is
@@ -23,7 +24,6 @@ RESULTS_DIR = Path("results")
 # gate-trials.json, or gate-trials-<what differs>.json beside it for trials of another gate
 # setting on the same machine (reports/results.py skips them all)
 TRIALS_PATTERN = "gate-trials*.json"
-KINDS = ("unchanged", "slowed")
 
 
 def find_trials(results_dir: Path | None = None) -> list[Path]:
@@ -74,7 +74,7 @@ def trial_rates(documents: Sequence[tuple[str, dict]]) -> list[dict]:
     rows = []
     for path, document in documents:
         pairs = [p for p in document["pairs"] if isinstance(p, dict)]
-        by_kind = {kind: [p for p in pairs if p.get("kind") == kind] for kind in KINDS}
+        by_kind = {kind: [p for p in pairs if p.get("kind") == kind] for kind in PAIR_KINDS}
         loads = sorted(p[side]["load_1min"] for p in pairs
                        for side in ("load_before", "load_after")
                        if isinstance(p.get(side), dict) and "load_1min" in p[side])

@@ -63,7 +63,7 @@ from pathlib import Path
 
 from impl import stats
 from impl.atomic import write_json_atomic
-from reports.gate.trials_record import KINDS, load_now, machine, summarise
+from reports.gate.trials_record import PAIR_KINDS, load_now, machine, summarise
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKLOAD = ROOT / "tests" / "gate_bench" / "gate_workload.py"
@@ -325,16 +325,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "commit, the candidate side the modified tree)")
     parser.add_argument("--files-only", action="store_true",
                         help="gate without --confirm: the files-only verdict alone")
-    parser.add_argument("--kinds", default=",".join(KINDS),
-                        help=f"comma-separated pair kinds to run (default {','.join(KINDS)})")
+    parser.add_argument("--kinds", default=",".join(PAIR_KINDS),
+                        help=f"comma-separated pair kinds to run (default {','.join(PAIR_KINDS)})")
     parser.add_argument("--out", type=Path, required=True, help="JSON file to write")
     args = parser.parse_args(argv)
     if args.pairs < 1 or args.calibration_runs < 2 or not 0 < args.extra_compute <= 1:
         parser.error("--pairs >= 1, --calibration-runs >= 2 and 0 < --extra-compute <= 1")
     kinds = args.kinds.split(",")
-    if any(kind not in KINDS for kind in kinds):
-        parser.error(f"--kinds={args.kinds}: choose from {', '.join(KINDS)}")
-    args.kinds = [kind for kind in KINDS if kind in kinds]
+    if any(kind not in PAIR_KINDS for kind in kinds):
+        parser.error(f"--kinds={args.kinds}: choose from {', '.join(PAIR_KINDS)}")
+    args.kinds = [kind for kind in PAIR_KINDS if kind in kinds]
     return args
 
 
@@ -386,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.max_minutes and time.monotonic() - started > args.max_minutes * 60:
                 print(f"stopped after {args.max_minutes} minutes: --resume continues", flush=True)
                 break
-            counts = {k: sum(p["kind"] == k for p in pairs) for k in KINDS}
+            counts = {k: sum(p["kind"] == k for p in pairs) for k in PAIR_KINDS}
             kind = args.kinds[len(pairs) % len(args.kinds)]
             if counts[kind] >= args.pairs:
                 kind = next(k for k in args.kinds if counts[k] < args.pairs)

@@ -17,7 +17,8 @@ from importlib.metadata import version
 
 from impl import stats
 
-KINDS = ("unchanged", "slowed")
+# the kinds of pair a trial runs: the same code on both sides, or a candidate with extra compute
+PAIR_KINDS = ("unchanged", "slowed")
 
 # --- the machine's load -------------------------------------------------------------------------
 
@@ -52,7 +53,7 @@ def _rate(count: int, trials: int) -> dict:
 def summarise(pairs: list[dict]) -> dict:
     """Per kind: the gate's rate per pair and per benchmark, and the files-only rate."""
     summary = {}
-    for kind in KINDS:
+    for kind in PAIR_KINDS:
         done = [p for p in pairs if p["kind"] == kind]
         rows = [r for p in done for r in p["rows"]]
         summary[kind] = {
