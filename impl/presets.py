@@ -207,7 +207,7 @@ def gate_mlp_4096x8_bf16() -> MLPConfig:
 
 Config = WorkloadConfig | TpMlpConfig
 # study -> its presets, in the order the table of docs/workloads.md lists them
-STUDIES: dict[str, tuple[Callable[[], Config], ...]] = {
+PRESETS_BY_STUDY: dict[str, tuple[Callable[[], Config], ...]] = {
     "data-parallel": (seed_layer_1024x512, seed_layer_1024x512_kernels, mlp_tiny, mlp_1024x8,
                       mlp_1024x8_b64, mlp_1024x8_b16, mlp_8192x12_bf16,
                       mlp_8192x12_b2048_bf16, mlp_8192x12_b1024_bf16, mlp_16384_gpu40pct_bf16,
@@ -221,11 +221,11 @@ STUDIES: dict[str, tuple[Callable[[], Config], ...]] = {
     "gate": (gate_mlp_512x8, gate_mlp_4096x8_bf16),
 }
 PRESETS: dict[str, Callable[[], Config]] = {
-    f.__name__: f for presets in STUDIES.values() for f in presets}
+    f.__name__: f for presets in PRESETS_BY_STUDY.values() for f in presets}
 # The models a data-parallel strategy trains (--workloads) and the cost model reads: the
 # studies' models, not the TP blocks nor the gate's own workload (timed in its trials only).
 MODELS: tuple[str, ...] = tuple(f.__name__ for study in ("data-parallel", "hybrid")
-                                for f in STUDIES[study])
+                                for f in PRESETS_BY_STUDY[study])
 
 # Presets whose config depends on the machine that builds them: the table gives their rule.
 SIZED_ON_THEIR_MACHINE = (mlp_16384_gpu40pct_bf16,)
@@ -263,7 +263,7 @@ def markdown() -> str:
     """The table of every preset, by study: docs/workloads.md quotes it."""
     lines = ["| preset | study | config |", "|---|---|---|"]
     lines += [f"| `{f.__name__}` | {study} | {shape_text(f.__name__)} |"
-              for study, presets in STUDIES.items() for f in presets]
+              for study, presets in PRESETS_BY_STUDY.items() for f in presets]
     return "\n".join(lines) + "\n"
 
 

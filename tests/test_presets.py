@@ -23,7 +23,7 @@ def test_every_study_joins_the_one_registry():
     assert presets.preset("gpt_study_w384_b2").dropout == 0.2  # the GPT forward study
     assert presets.preset("tp_mlp_h32_t64_fp32") == TpMlpConfig(
         "tp_mlp_h32_t64_fp32", 64, 32, 128, pieces_per_peer=2)
-    assert set(presets.PRESETS) == {f.__name__ for study in presets.STUDIES.values()
+    assert set(presets.PRESETS) == {f.__name__ for study in presets.PRESETS_BY_STUDY.values()
                                     for f in study}
 
 

@@ -1,13 +1,13 @@
 """One line per study for the abstract: its result with machine, interval and run, or why it has
 none.
 
-Each study names its benchmark module (STUDIES). Where the loaded rows hold a GPU result, the
-line gives it (machine, interval, run and commit); where they do not, it says so and names
-the runs that meant to measure it and did not finish: bench logs in ``results/<label>/logs/``
-(reports/runlogs.py: how the run ended, and whether it reached the study) and partial result
-files (``suite.partial`` / ``suite.failed_passes``) whose passes selected the module, and the
-hangs in its benchmarks that results files name (``suite.hangs``). The CPU
-result follows as a check of the method. The gate's line comes from its trials files.
+Each study names its benchmark module (ABSTRACT_STUDIES). Where the loaded rows hold a GPU
+result, the line gives it (machine, interval, run and commit); where they do not, it says so
+and names the runs that meant to measure it and did not finish: bench logs in
+``results/<label>/logs/`` (reports/runlogs.py: how the run ended, and whether it reached the
+study) and partial result files (``suite.partial`` / ``suite.failed_passes``) whose passes
+selected the module, and the hangs in its benchmarks that results files name (``suite.hangs``).
+The CPU result follows as a check of the method. The gate's line comes from its trials files.
 
     lines = section(rows, runs, archive)   # [{"study": "pipeline", "text": "..."}, ...]
 """
@@ -27,7 +27,7 @@ from reports.sections import gemm_sweep, hybrid, tensor_parallel
 from reports.sections.hangs import hangs_in
 
 # study -> (its title in the abstract, benchmark module, its test functions)
-STUDIES = {
+ABSTRACT_STUDIES = {
     "tensor-parallel": ("Tensor parallel (overlapped and fused against sync)", "bench_tp",
                         ("test_tp",)),
     "pipeline": ("Pipeline (bubble against (p − 1)/(m + p − 1), ours against the library)",
@@ -204,7 +204,7 @@ def study_line(study: str, rows: Sequence[dict], runs: Sequence[Run],
                archive: Archive) -> str:
     """The study's line: GPU results with their runs, or that there is none and why, and the
     CPU result where there is no GPU one."""
-    _, module, functions = STUDIES[study]
+    _, module, functions = ABSTRACT_STUDIES[study]
     machines = list(dict.fromkeys(r.label for r in runs))
     results = {m: found for m in machines if (found := RESULTS[study](rows, m))}
     gpu = {m: r for m, r in results.items() if is_gpu_machine(m, runs)}
@@ -236,7 +236,7 @@ def gate_line(archive: Archive) -> str:
 
 def section(rows: Sequence[dict], runs: Sequence[Run], archive: Archive) -> list[dict]:
     lines = [{"study": title, "text": study_line(study, rows, runs, archive)}
-             for study, (title, _, _) in STUDIES.items()]
+             for study, (title, _, _) in ABSTRACT_STUDIES.items()]
     lines.append({"study": "Regression gate (false alarms and detections, with --confirm)",
                   "text": gate_line(archive)})
     return lines
