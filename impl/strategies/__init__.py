@@ -7,7 +7,7 @@ import sys
 import torch.distributed as dist
 from torch import nn
 
-from impl.strategies.base import OVERLAPPING, REFERENCE, SIMULATION, Strategy
+from impl.strategies.base import Strategy
 from impl.strategies.chunked import ChunkedStrategy
 from impl.strategies.copy_engine import CopyEngineStrategy
 from impl.strategies.ddp import DDPStrategy
@@ -17,6 +17,7 @@ from impl.strategies.options import StrategyOptions
 from impl.strategies.sequential import SequentialStrategy
 from impl.strategies.synthetic import SyntheticStrategy
 from impl.strategies.threaded import ThreadedStrategy
+from impl.strategy_records import OVERLAPPING, REFERENCE, SIMULATION
 from impl.workloads import WorkloadConfig
 
 STRATEGIES: dict[str, type[Strategy]] = {

@@ -18,11 +18,9 @@ from impl.finite import FiniteCheck
 from impl.gradients import FlatGradients, zeros
 from impl.strategies.knobs import check_carveout, cublas_carveout, first_chunk_elements
 from impl.strategies.options import StrategyOptions
+from impl.strategy_records import OVERLAPPING
 from impl.timeline import TimedSteps, Timeline, TimelineRecorder
 from impl.workloads import Batch, WorkloadConfig, check_batch, loss_fn
-
-# A strategy's role (Strategy.role).
-OVERLAPPING, REFERENCE, PEER, SIMULATION = "overlapping", "reference", "peer", "simulation"
 
 
 class Strategy(TimedSteps, ABC):

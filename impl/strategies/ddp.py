@@ -19,8 +19,9 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from impl.finite import NonFiniteGradient
-from impl.strategies.base import PEER, Strategy
+from impl.strategies.base import Strategy
 from impl.strategies.knobs import communication_group
+from impl.strategy_records import PEER
 from impl.timeline import LateMark
 
 

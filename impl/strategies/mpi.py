@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import torch
 
-from impl.strategies.base import REFERENCE, ChunkedGradientStrategy
+from impl.strategies.base import ChunkedGradientStrategy
+from impl.strategy_records import REFERENCE
 from impl.timeline import LateMark
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import torch.distributed as dist
 
-from impl.strategies.base import REFERENCE, ChunkedGradientStrategy
+from impl.strategies.base import ChunkedGradientStrategy
+from impl.strategy_records import REFERENCE
 
 
 class SequentialStrategy(ChunkedGradientStrategy):

@@ -14,7 +14,8 @@ import random
 import threading
 import time
 
-from impl.strategies.base import SIMULATION, Strategy
+from impl.strategies.base import Strategy
+from impl.strategy_records import SIMULATION
 
 COMPUTE_MS, COMPUTE_JITTER_MS = 300.0, 50.0
 COMM_MS, COMM_JITTER_MS = 200.0, 30.0
