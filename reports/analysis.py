@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from impl.rows.kinds import ROW_KINDS
+from impl.strategy_records import overlaps_in_k_chunks
 
 STRATEGY_ORDER = ("sequential", "threaded", "chunked", "mpi", "ddp")
 PIPELINE_KINDS = ("pipeline", "pipeline_comparison", "hybrid_step", "hybrid_comparison",
@@ -125,7 +126,7 @@ def efficiency_note_before_interleaving(row: dict) -> str | None:
     if strategy == "ddp" and buckets is not None and buckets != row.get("chunks"):
         return (f"DDP made {buckets} bucket(s), not K = {row.get('chunks')}: the K-chunk limit "
                 f"does not describe it")
-    if strategy in ("threaded", "chunked", "mpi") and row.get("chunks") == 1:
+    if overlaps_in_k_chunks(strategy) and row.get("chunks") == 1:
         return "K = 1: nothing can overlap"
     if strategy == "mpi" and row.get("sequential_reference") != "mpi-sequential":
         return "MPI against the torch.distributed references, not MPI's own"

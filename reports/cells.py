@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from impl import stats
 from impl.metrics import LOST_TIME_PARTS
 from impl.stats import NO_DIFFERENCE, Estimate
+from impl.strategy_records import overlaps_in_k_chunks
 
 COMPARISON = "comparison"
 COMPUTE_ONLY, COMM_ONLY = "compute-only", "comm-only"  # impl/comparisons.py's reference names
@@ -38,7 +39,6 @@ REFERENCE_WORKLOADS = ("mlp_8192x12_bf16", "mlp_1024x8")
 # The workloads listed and drawn first, in this order: the reference models, then the CPU
 # default grid's MLP at the course study's regime and the quick mode's MLP.
 FIRST_WORKLOADS = (*REFERENCE_WORKLOADS, "mlp_1024x8_b64", "mlp_tiny")
-CHUNKED_STRATEGIES = ("threaded", "chunked", "mpi")  # communicate in the cell's K chunks
 VARIANT_ORDER = (COMPUTE_ONLY, COMM_ONLY, "sequential", "mpi-sequential", "threaded", "chunked",
                  "mpi", DDP, DDP_DEFAULT)
 
@@ -234,7 +234,7 @@ def efficiency_note(cell: dict, strategy: str) -> str | None:
         return (f"DDP made {buckets} bucket(s), not K = {cell['chunks']} chunks: the limit and "
                 f"the schedule bound describe K-chunk all-reduces, so no efficiency "
                 f"(other chunking)")
-    if cell["chunks"] == 1 and strategy in CHUNKED_STRATEGIES:
+    if cell["chunks"] == 1 and overlaps_in_k_chunks(strategy):
         return ("K = 1: the only chunk is ready when backward ends, so nothing can overlap; "
                 "a reference point, not a candidate")
     if not found or found.get("value") is None:

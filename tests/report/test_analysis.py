@@ -47,6 +47,11 @@ def test_efficiency_notes_say_why():
                                                            "high": None, "rounds": 12}
     assert cells.efficiency_note(cell, "chunked").startswith("no interval")
     assert cells.efficiency_note(cell_like(1, chunked=1.0), "chunked").startswith("K = 1")
+    # Every overlapping strategy that all-reduces K chunks, the copy-engine one included.
+    k1 = cell_like(1, **{"copy-engine": 1.0, "threaded": 1.0, "mpi": 1.0, "ddp": 1.0})
+    for strategy in ("copy-engine", "threaded", "mpi"):
+        assert cells.efficiency_note(k1, strategy).startswith("K = 1"), strategy
+    assert cells.efficiency_note(k1, "ddp") is None
     assert cells.efficiency_note(cell_like(1, world=1, chunked=1.0), "chunked").startswith(
         "world size 1")
 
@@ -57,6 +62,7 @@ def test_old_format_efficiency_notes():
     note = lambda **row: analysis.note_for("overlap_efficiency", {**base, **row})
     assert note(strategy="sequential").startswith("sequential against its own reference")
     assert note(strategy="chunked", chunks=1) == "K = 1: nothing can overlap"
+    assert note(strategy="copy-engine", chunks=1) == "K = 1: nothing can overlap"
     assert note(strategy="ddp", ddp_bucket_count=12).startswith("DDP made 12 bucket(s)")
     assert note(strategy="mpi").startswith("MPI against the torch.distributed references")
     assert note(strategy="chunked", overlap_efficiency=-4.55).startswith("negative")
