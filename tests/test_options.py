@@ -143,5 +143,5 @@ def _copy_engine_on_gloo(context):
 def test_copy_engine_without_gpus_says_why():
     (first, second) = run_ranks(_copy_engine_on_gloo, 2)
     assert first == second
-    assert first.startswith("copy-engine moves gradients between GPUs through symmetric "
-                            "memory: it needs CUDA GPUs and NCCL")
+    assert first.startswith("copy-engine at 2 ranks: copy-engine moves gradients between GPUs "
+                            "through symmetric memory: it needs CUDA GPUs and NCCL")
