@@ -30,7 +30,7 @@ DEFAULT_WORKLOADS = {
                      "gpt_small_bf16"],
 }
 WORLD_SIZES = (1, 2, 4, 8)
-DEFAULT_CHUNKS = {
+CHUNKS_BY_MODE = {
     # (gpu?, mode) -> chunk counts K. K = 1 cannot overlap anything (a reference point on the
     # CPU); the GPU default keeps two K so that the 805M-parameter cells fit its time budget.
     (False, "quick"): [1, 10],
@@ -99,7 +99,7 @@ def suite_axes(config) -> dict:
         # resolved here once: every benchmark's cells hold the config (impl/presets.py)
         "workloads": [preset(name) for name in choices["workloads"]
                       or DEFAULT_WORKLOADS[gpu, mode]],
-        "chunks": choices["chunks"] or DEFAULT_CHUNKS[gpu, mode],
+        "chunks": choices["chunks"] or CHUNKS_BY_MODE[gpu, mode],
         "world_sizes": choices["world_sizes"] or list(WORLD_SIZES),
     }
 
