@@ -4,6 +4,9 @@ file or folder and what to do, exit 2."""
 from __future__ import annotations
 
 import gzip
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,8 +15,55 @@ from impl.costmodel import predict, validate
 from impl.rows.files import ResultsError, load_results
 from tests.committed import RESULTS
 
+ROOT = Path(__file__).resolve().parent.parent
+
+PARTIAL = str(RESULTS / "h200x2" / "20261123T094012Z.json")  # the README's example: partial
 COMPLETE = str(RESULTS / "h200x1" / "20261125T022950Z-649c5il2.json")
 FABRIC = ["--fabric", "ib400-h200x8"]
+
+
+@pytest.fixture
+def fitted_on(monkeypatch):
+    """predict without fitting the held-out model on every committed run (seconds): the
+    folders it was asked to fit on."""
+    folders = []
+
+    def held_out_model(paths):
+        folders.append(list(paths))
+        return {}, {}, {}
+
+    monkeypatch.setattr(predict, "held_out_model", held_out_model)
+    return folders
+
+
+def test_without_results_here_predict_and_validate_say_what_to_pass(tmp_path, monkeypatch,
+                                                                     capsys, fitted_on):
+    monkeypatch.chdir(tmp_path)
+    here = Path.cwd()
+    assert predict.main([PARTIAL, *FABRIC]) == 2
+    assert capsys.readouterr().err == (
+        f"error: results/: no such folder in {here}; the held-out bands and overheads are "
+        "fitted on the runs there: pass --results FOLDER, or run from the repository's root\n")
+    assert predict.main(FABRIC) == 2  # no file given: the newest run of results/ is missing too
+    assert capsys.readouterr().err.startswith("error: results/: no such folder in ")
+    assert validate.main([]) == 2
+    assert capsys.readouterr().err == (
+        f"error: results/: no such folder in {here}; pass result files or folders, or run from "
+        "the repository's root\n")
+    # Given the folder, predict fits on it.
+    assert predict.main([COMPLETE, *FABRIC, "--results", str(RESULTS)]) == 0
+    assert fitted_on == [[str(RESULTS)]]
+
+
+def test_run_elsewhere_predict_is_one_line_not_a_traceback(tmp_path):
+    """It ended in ResultsError's traceback, exit 1 (it reads results/ where it runs)."""
+    done = subprocess.run([sys.executable, "-m", "impl.costmodel.predict", PARTIAL, *FABRIC],
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (f"error: results/: no such folder in {tmp_path.resolve()}; the "
+                           "held-out bands and overheads are fitted on the runs there: pass "
+                           "--results FOLDER, or run from the repository's root\n")
 
 
 @pytest.mark.parametrize("name", ["run.json.gz", "run.json"])

@@ -11,7 +11,9 @@ variant of each cell (measured step, predicted step, error, the same model
 without interference, measured/predicted hidden fraction, and for a miss the reason), then
 per strategy the median and largest |error| over the interleaved cells and whether they meet
 the goal (impl/costmodel/accuracy.py), then the same over cells measured before interleaving.
-Exit status: 0 printed (a missed goal is a finding, not a failure); 2 unusable input.
+Exit status: 0 printed (a missed goal is a finding, not a failure); 2 unusable input (one
+line naming the file or folder: no results/ here, a gzip-compressed file, no cell to
+validate).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from impl.costmodel import accuracy, heldout
 from impl.rows.files import ResultsError, find_result_files, load_results
@@ -38,6 +41,13 @@ def load_rows(paths: Sequence[str], merged: bool = True) -> list[dict]:
     rows = [row for index, results in enumerate(files)
             for row in benchmark_rows(results.label, index, results.benchmarks)]
     return merge_rows(rows) if merged else rows
+
+
+def missing_results(folder: str, why: str) -> str:
+    """The line for a results folder that is not there (a command run outside the
+    repository's root): what is missing, where, and what to pass."""
+    return (f"error: {folder}/: no such folder in {Path.cwd()}; {why}, or run from the "
+            "repository's root")
 
 
 def summary_lines(checks: Sequence[accuracy.Check], interleaved: bool = True) -> list[str]:
@@ -91,6 +101,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--markdown", action="store_true", help="print only the held-out "
                         "validation, as Markdown (the tables of docs/costmodel.md)")
     args = parser.parse_args(argv)
+    if args.paths == [RESULTS] and not Path(RESULTS).is_dir():
+        print(missing_results(RESULTS, "pass result files or folders"), file=sys.stderr)
+        return 2
     try:
         every_run = load_rows(args.paths, merged=False)
     except ResultsError as error:
