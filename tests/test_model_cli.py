@@ -1,5 +1,5 @@
 """The cost model's command line (issue 52, item 6): each unusable input is one line naming the
-file or folder and what to do, exit 2."""
+file or folder and what to do, exit 2; messages name runs by their file."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from impl.costmodel import predict, validate
+from impl.costmodel.inputs import run_name
 from impl.rows.files import ResultsError, load_results
 from tests.committed import RESULTS
 
@@ -79,3 +80,17 @@ def test_a_gzip_file_is_named_with_the_command_that_decompresses_it(tmp_path, ca
     assert capsys.readouterr().err == expected
     assert validate.main([str(packed)]) == 2
     assert capsys.readouterr().err == expected
+
+
+def test_messages_name_the_run_by_its_file(capsys, fitted_on):
+    assert predict.main([PARTIAL, *FABRIC]) == 0
+    out = capsys.readouterr().out
+    assert out.count(f"beside peer copies ×1.32 (h200x2, {PARTIAL}, 2 ranks); K = 20") == 1
+    assert "run 0" not in out
+    assert validate.main([PARTIAL]) == 0
+    out = capsys.readouterr().out
+    assert f"  inputs: compute-only h200x2 {PARTIAL} K = 5; " in out
+    assert "run 0" not in out
+    # Rows read elsewhere (the report's) have no file: their index, as before.
+    assert run_name({"run": 3}) == "run 3"
+    assert run_name({"run": 3, "file": "results/x/y.json"}) == "results/x/y.json"

@@ -24,23 +24,33 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from impl.costmodel import accuracy, heldout
-from impl.rows.files import ResultsError, find_result_files, load_results
+from impl.rows.files import ResultsError, ResultsFile, find_result_files, load_results
 from impl.rows.merge import benchmark_rows, merge_rows
 
 RESULTS = "results"
 
 
-def load_rows(paths: Sequence[str], merged: bool = True) -> list[dict]:
-    """Every benchmark row of the files (or folders) as the report reads them: each file and
-    each row passes its kind's declaration (impl/rows/files.py: a mistyped field is a
-    ResultsError naming it). Rows carry their file's index as ``run`` (oldest first);
-    ``merged``: a newer file's row replaces an older one's, else every run's row is kept
-    (held-out validation draws its inputs from other runs)."""
-    files = sorted((load_results(p) for p in find_result_files(paths)),
-                   key=lambda r: (r.sort_time, r.path.name))
-    rows = [row for index, results in enumerate(files)
+def load_runs(paths: Sequence[str]) -> list[ResultsFile]:
+    """The result files of ``paths`` (files, or folders searched), oldest first; each file
+    and each row passes its kind's declaration (impl/rows/files.py: a mistyped field is a
+    ResultsError naming it)."""
+    return sorted((load_results(p) for p in find_result_files(paths)),
+                  key=lambda r: (r.sort_time, r.path.name))
+
+
+def runs_rows(runs: Sequence[ResultsFile], merged: bool = True) -> list[dict]:
+    """Every benchmark row of ``runs`` as the report reads them. Rows carry their file's
+    index as ``run`` (oldest first) and its path as ``file`` (what messages name,
+    inputs.run_name); ``merged``: a newer file's row replaces an older one's, else every
+    run's row is kept (held-out validation draws its inputs from other runs)."""
+    rows = [{**row, "file": str(results.path)} for index, results in enumerate(runs)
             for row in benchmark_rows(results.label, index, results.benchmarks)]
     return merge_rows(rows) if merged else rows
+
+
+def load_rows(paths: Sequence[str], merged: bool = True) -> list[dict]:
+    """Every benchmark row of the files (or folders): ``runs_rows(load_runs(paths))``."""
+    return runs_rows(load_runs(paths), merged)
 
 
 def missing_results(folder: str, why: str) -> str:
