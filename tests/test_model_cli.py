@@ -1,10 +1,12 @@
 """The cost model's command line (issue 52, item 6): each unusable input is one line naming the
-file or folder and what to do, exit 2; messages name runs by their file."""
+file or folder and what to do, exit 2; a partial run is used with a one-line warning or refused
+by --no-partial; messages name runs by their file."""
 
 from __future__ import annotations
 
 import gzip
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,8 +21,13 @@ from tests.committed import RESULTS
 ROOT = Path(__file__).resolve().parent.parent
 
 PARTIAL = str(RESULTS / "h200x2" / "20261123T094012Z.json")  # the README's example: partial
+EARLIER_PARTIAL = str(RESULTS / "h200x2" / "20261123T091135Z.json")
 COMPLETE = str(RESULTS / "h200x1" / "20261125T022950Z-649c5il2.json")
 FABRIC = ["--fabric", "ib400-h200x8"]
+WARNING = ("warning: {}: a partial run (suite.partial: stopped part-way, some benchmarks "
+           "missing), used as it is; --no-partial refuses it\n")
+REFUSED = ("error: {}: a partial run (suite.partial: stopped part-way, some benchmarks "
+           "missing), refused by --no-partial\n")
 
 
 @pytest.fixture
@@ -80,6 +87,32 @@ def test_a_gzip_file_is_named_with_the_command_that_decompresses_it(tmp_path, ca
     assert capsys.readouterr().err == expected
     assert validate.main([str(packed)]) == 2
     assert capsys.readouterr().err == expected
+
+
+def test_a_partial_run_is_used_with_a_warning_or_refused(capsys, fitted_on):
+    assert predict.main([PARTIAL, *FABRIC]) == 0
+    assert capsys.readouterr().err == WARNING.format(PARTIAL)
+    assert predict.main([PARTIAL, *FABRIC, "--no-partial"]) == 2
+    assert capsys.readouterr().err == REFUSED.format(PARTIAL)
+    assert predict.main([COMPLETE, *FABRIC, "--no-partial"]) == 0
+    assert capsys.readouterr().err == ""
+    assert validate.main([PARTIAL]) == 0
+    assert capsys.readouterr().err == WARNING.format(PARTIAL)
+    assert validate.main([PARTIAL, "--no-partial"]) == 2
+    assert capsys.readouterr().err == REFUSED.format(PARTIAL)
+    # Several: one line naming each.
+    assert validate.main([EARLIER_PARTIAL, PARTIAL]) == 0
+    assert capsys.readouterr().err == (
+        f"warning: {EARLIER_PARTIAL}, {PARTIAL}: partial runs (suite.partial: stopped "
+        "part-way, some benchmarks missing), used as they are; --no-partial refuses them\n")
+
+
+def test_a_partial_run_in_a_folder_is_named(tmp_path, capsys):
+    folder = tmp_path / "h200x2"
+    folder.mkdir()
+    shutil.copy(PARTIAL, folder)
+    assert validate.main([str(folder), "--no-partial"]) == 2
+    assert capsys.readouterr().err == REFUSED.format(folder / Path(PARTIAL).name)
 
 
 def test_messages_name_the_run_by_its_file(capsys, fitted_on):

@@ -11,9 +11,10 @@ variant of each cell (measured step, predicted step, error, the same model
 without interference, measured/predicted hidden fraction, and for a miss the reason), then
 per strategy the median and largest |error| over the interleaved cells and whether they meet
 the goal (impl/costmodel/accuracy.py), then the same over cells measured before interleaving.
-Exit status: 0 printed (a missed goal is a finding, not a failure); 2 unusable input (one
-line naming the file or folder: no results/ here, a gzip-compressed file, no cell to
-validate).
+A partial run (suite.partial: stopped part-way) is used with a one-line warning naming it;
+--no-partial refuses it. Exit status: 0 printed (a missed goal is a finding, not a failure);
+2 unusable input (one line naming the file or folder: no results/ here, a gzip-compressed
+file, a partial run with --no-partial, no cell to validate).
 """
 
 from __future__ import annotations
@@ -58,6 +59,22 @@ def missing_results(folder: str, why: str) -> str:
     repository's root): what is missing, where, and what to pass."""
     return (f"error: {folder}/: no such folder in {Path.cwd()}; {why}, or run from the "
             "repository's root")
+
+
+def partial_runs(runs: Sequence[ResultsFile], refuse: bool) -> str | None:
+    """The one line on the partial runs among ``runs`` (suite.partial: a run stopped part-way,
+    some of its benchmarks missing): a warning, or with ``refuse`` (--no-partial) the error;
+    None when every run is complete."""
+    partial = [str(r.path) for r in runs if r.partial]
+    if not partial:
+        return None
+    one = len(partial) == 1
+    what = (f"{', '.join(partial)}: {'a partial run' if one else 'partial runs'} "
+            "(suite.partial: stopped part-way, some benchmarks missing)")
+    if refuse:
+        return f"error: {what}, refused by --no-partial"
+    return (f"warning: {what}, used as {'it is' if one else 'they are'}; --no-partial "
+            f"refuses {'it' if one else 'them'}")
 
 
 def summary_lines(checks: Sequence[accuracy.Check], interleaved: bool = True) -> list[str]:
@@ -110,15 +127,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help=f"result files or folders (default: {RESULTS}/)")
     parser.add_argument("--markdown", action="store_true", help="print only the held-out "
                         "validation, as Markdown (the tables of docs/costmodel.md)")
+    parser.add_argument("--no-partial", action="store_true", help="refuse partial result files "
+                        "(runs stopped part-way: suite.partial) instead of using them with a "
+                        "warning")
     args = parser.parse_args(argv)
     if args.paths == [RESULTS] and not Path(RESULTS).is_dir():
         print(missing_results(RESULTS, "pass result files or folders"), file=sys.stderr)
         return 2
     try:
-        every_run = load_rows(args.paths, merged=False)
+        runs = load_runs(args.paths)
     except ResultsError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    partial = partial_runs(runs, args.no_partial)
+    if partial and args.no_partial:
+        print(partial, file=sys.stderr)
+        return 2
+    every_run = runs_rows(runs, merged=False)
     rows = merge_rows(every_run)
     checks = accuracy.validate(rows)
     if not checks:
@@ -127,10 +152,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     headline = held_out_lines(every_run, rows) or [
         "Held-out validation: no GPU cell (NCCL, 2 or more ranks) in these files."]
+    if args.markdown and len(headline) == 1:
+        print(f"error: {' '.join(args.paths)}: {headline[0]}", file=sys.stderr)
+        return 2
+    if partial:
+        print(partial, file=sys.stderr)
     if args.markdown:
-        if len(headline) == 1:
-            print(f"error: {' '.join(args.paths)}: {headline[0]}", file=sys.stderr)
-            return 2
         print("\n".join(headline))
         return 0
     lines = [*headline, "", "Every cell with its own inputs (the in-cell consistency check):",
