@@ -115,6 +115,22 @@ def test_a_partial_run_in_a_folder_is_named(tmp_path, capsys):
     assert capsys.readouterr().err == REFUSED.format(folder / Path(PARTIAL).name)
 
 
+def test_one_run_alone_says_held_out_validation_needs_another_run(capsys):
+    expected = (f"Held-out validation: {PARTIAL} is the only run given, and held-out validation "
+                "predicts each GPU cell from another run's inputs (compute-only step, all-reduce "
+                "sweep, interference): pass another run of the same GPU model beside it.")
+    assert validate.main([PARTIAL]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == expected
+    assert validate.main(["--markdown", PARTIAL]) == 2
+    assert capsys.readouterr().err == f"error: {PARTIAL}: {expected}\n"
+    # Another run that holds no input for its cells: said as such.
+    assert validate.main([EARLIER_PARTIAL, PARTIAL]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == (
+        f"Held-out validation: no GPU cell of {PARTIAL} could be predicted from another run's "
+        "inputs: held-out validation needs another run of the same GPU model with its "
+        "compute-only step and all-reduce sweep.")
+
+
 def test_messages_name_the_run_by_its_file(capsys, fitted_on):
     assert predict.main([PARTIAL, *FABRIC]) == 0
     out = capsys.readouterr().out

@@ -554,12 +554,18 @@ class HeldOut:
     lanes: dict[tuple, LaneEffects]  # per (GPU model, workload, variant), for other counts
 
 
+def gpu_cells(merged: Sequence[dict]) -> list[accuracy.Cell]:
+    """The cells held-out validation predicts: every measured cell on a GPU (NCCL, 2 or more
+    ranks) of ``merged``."""
+    return [c for c in accuracy.measured_cells(merged) if c.row.get("device")
+            and c.row.get("backend") == "nccl"]
+
+
 def validate_held_out(rows: Sequence[dict], merged: Sequence[dict]) -> HeldOut:
     """Held-out validation of the cells of ``merged`` (the newest of each measurement), inputs
     drawn from ``rows`` (every run); the overheads are those for predictions beyond the
     cells (``overheads``)."""
-    cells = [c for c in accuracy.measured_cells(merged) if c.row.get("device")
-             and c.row.get("backend") == "nccl"]
+    cells = gpu_cells(merged)
     by_split = checks_by_split(rows, cells)
     found = unreproduced(cells, rows)
     # At other GPU counts: each variant's lane over every measured cell of its GPU model and

@@ -6,7 +6,8 @@
 
 Prints first the held-out validation (impl/costmodel/heldout.py: every GPU cell predicted
 from other runs' inputs, leave-one-K-out, leave-one-workload-out, beside the in-cell figures
-and the trivial predictor "step = sequential"; ranking, best pick, efficiency), then each
+and the trivial predictor "step = sequential"; ranking, best pick, efficiency; or one line
+saying why none: no GPU cell, or no other run to draw a GPU cell's inputs from), then each
 variant of each cell (measured step, predicted step, error, the same model
 without interference, measured/predicted hidden fraction, and for a miss the reason), then
 per strategy the median and largest |error| over the interleaved cells and whether they meet
@@ -25,6 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from impl.costmodel import accuracy, heldout
+from impl.costmodel.inputs import run_name
 from impl.rows.files import ResultsError, ResultsFile, find_result_files, load_results
 from impl.rows.merge import benchmark_rows, merge_rows
 
@@ -110,14 +112,32 @@ def held_out_model(paths: Sequence[str] = (RESULTS,)) -> tuple[dict[str, float],
 
 def held_out_lines(rows: Sequence[dict], merged: Sequence[dict]) -> list[str]:
     """The headline: every GPU cell predicted from inputs none of which came from it
-    (impl/costmodel/heldout.py), as Markdown (docs/costmodel.md holds this text)."""
+    (impl/costmodel/heldout.py), as Markdown (docs/costmodel.md holds this text); one line
+    saying why where none was (``not_held_out``)."""
     found = heldout.validate_held_out(rows, merged)
     if not found.table:
-        return []
+        return [not_held_out(rows, merged)]
     return [f"Held-out validation (error = predicted / measured − 1; the headline split is "
             f"\"{heldout.HEADLINE}\"; goal: median |error| ≤ {accuracy.STEP_GOAL_MEDIAN:.0%}, "
             f"max ≤ {accuracy.STEP_GOAL_MAX:.0%}):", "",
             *heldout.markdown(found.table, found.decisions, found.unreproduced)]
+
+
+def not_held_out(rows: Sequence[dict], merged: Sequence[dict]) -> str:
+    """Why held-out validation predicted no cell, in one line: no GPU cell, or no other run
+    to draw a GPU cell's inputs from (the files that hold the cells named)."""
+    cells = heldout.gpu_cells(merged)
+    if not cells:
+        return "Held-out validation: no GPU cell (NCCL, 2 or more ranks) in these files."
+    files = ", ".join(sorted({run_name(c.row) for c in cells}))
+    if len({r.get("run") for r in rows}) == 1:
+        return (f"Held-out validation: {files} is the only run given, and held-out validation "
+                "predicts each GPU cell from another run's inputs (compute-only step, "
+                "all-reduce sweep, interference): pass another run of the same GPU model "
+                "beside it.")
+    return (f"Held-out validation: no GPU cell of {files} could be predicted from another "
+            "run's inputs: held-out validation needs another run of the same GPU model with "
+            "its compute-only step and all-reduce sweep.")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -150,8 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {' '.join(args.paths)}: no measured cell with communication (an "
               "overlap cell of suite/bench_overlap.py at 2 or more ranks)", file=sys.stderr)
         return 2
-    headline = held_out_lines(every_run, rows) or [
-        "Held-out validation: no GPU cell (NCCL, 2 or more ranks) in these files."]
+    headline = held_out_lines(every_run, rows)
     if args.markdown and len(headline) == 1:
         print(f"error: {' '.join(args.paths)}: {headline[0]}", file=sys.stderr)
         return 2
