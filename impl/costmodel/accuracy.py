@@ -30,7 +30,14 @@ from impl.costmodel.compute import (
 )
 from impl.costmodel.fabric import Fabric, MeasuredSweep
 from impl.costmodel.fabric_file import load_fabric
-from impl.costmodel.inputs import comm_fabrics, compute_profile, fabric_key, interference, value
+from impl.costmodel.inputs import (
+    comm_fabrics,
+    compute_profile,
+    fabric_key,
+    interference,
+    run_name,
+    value,
+)
 from impl.costmodel.lanes import LaneEffects
 from impl.costmodel.scale import compute_band
 from impl.costmodel.schedule import Plan, simulate
@@ -188,7 +195,7 @@ class Inputs:
     @property
     def about(self) -> str:
         compute = self.compute
-        return (f"compute-only {compute.get('machine')} run {compute.get('run')} K = "
+        return (f"compute-only {compute.get('machine')} {run_name(compute)} K = "
                 f"{compute.get('chunks')}; {self.comm_source}; {self.interference.source}")
 
 

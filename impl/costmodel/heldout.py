@@ -37,7 +37,7 @@ from impl import stats
 from impl.costmodel import accuracy, overhead, variant_plans
 from impl.costmodel.compute import known_workload, parameter_layout
 from impl.costmodel.fabric import Fabric, fit_fabric, measured_sweep
-from impl.costmodel.inputs import comm_fabrics, fabric_key, interference, value
+from impl.costmodel.inputs import comm_fabrics, fabric_key, interference, run_name, value
 from impl.costmodel.lanes import LaneEffects, lane_effects
 from impl.costmodel.scale import STRATEGIES, step_band
 
@@ -84,13 +84,13 @@ def other_runs(cell: accuracy.Cell, rows: Sequence[dict]) -> accuracy.Inputs | s
     sweep = [r for r in others if r.get("kind") == "allreduce"
              and r.get("world_size") == row["world_size"] and r.get("device") == row.get("device")
              and r.get("profile") == row.get("profile") and r.get("backend") == row.get("backend")]
-    runs = sorted({(r.get("machine"), r.get("run")) for r in sweep})
+    runs = sorted({(r.get("machine"), r.get("run"), run_name(r)) for r in sweep})
     if len({r["size_bytes"] for r in sweep}) < 2:
         return (f"no all-reduce sweep at {row['world_size']} ranks, {row.get('backend')}, "
                 f"profile {row.get('profile')} in another run")
     comm = measured_sweep(sweep, "")
     source = (f"all-reduce sweep at {row['world_size']} ranks ({len(comm.sizes_bytes)} sizes, "
-              f"runs {', '.join(f'{m} {r}' for m, r in runs)})")
+              f"{', '.join(f'{m} {name}' for m, _, name in runs)})")
     return accuracy.Inputs(compute, comm, source,
                            interference(rows, row["workload"], row.get("device"),
                                         row.get("profile"), row.get("machine"),
@@ -184,12 +184,14 @@ REPRODUCE = accuracy.STEP_GOAL_MAX  # two measurements further apart cannot test
 @dataclass(frozen=True)
 class Unreproduced:
     """A variant of a cell whose measurements in two runs differ by more than ``REPRODUCE``:
-    the one validated (the newest, ``measured_ms``) and the farthest other (``other_ms``)."""
+    the one validated (the newest, ``measured_ms``) and the farthest other (``other_ms``),
+    each with its run's name (inputs.run_name: its file)."""
 
     key: tuple  # _check_key of the check
     measured_ms: float
     other_ms: float
-    other_run: int | None
+    other_run: str
+    measured_run: str
 
 
 def _measurements(row: dict) -> dict[str, float]:
@@ -214,13 +216,14 @@ def unreproduced(cells: Sequence[accuracy.Cell], rows: Sequence[dict]) -> dict[t
                 and r.get("world_size") == key[4] and r.get("profile") == key[5]
                 and r.get("machine") == key[0]]  # the validated row itself differs by 0
         for name, (estimate, _) in cell.variants.items():
-            others = [(ms, r.get("run")) for r in same
+            others = [(ms, run_name(r)) for r in same
                       if (ms := _measurements(r).get(name)) is not None]
             if not others:
                 continue
             farthest = max(others, key=lambda o: abs(o[0] / estimate["value"] - 1))
             if abs(farthest[0] / estimate["value"] - 1) > REPRODUCE:
-                found[(*key, name)] = Unreproduced((*key, name), estimate["value"], *farthest)
+                found[(*key, name)] = Unreproduced((*key, name), estimate["value"], *farthest,
+                                                   run_name(cell.row))
     return found
 
 
@@ -454,13 +457,13 @@ def unreproduced_lines(found: dict[tuple, Unreproduced], checks: Sequence[accura
                  if c.predicted_ms is not None and c.unmodelled is None}
     lines = []
     for key, u in sorted(found.items(), key=lambda kv: str(kv[0])):
-        machine, run, workload, chunks, world, _, variant = key
+        machine, _, workload, chunks, world, _, variant = key
         if (model := predicted.get(key)) is None:
             continue  # not in the table either
         lines.append(
             f"Does not reproduce: {machine} {workload} K = {chunks}, {world} ranks, {variant}: "
-            f"{u.measured_ms:.2f} ms (run {run}, validated) against {u.other_ms:.2f} ms (run "
-            f"{u.other_run}), {u.other_ms / u.measured_ms - 1:+.0%}, more than the "
+            f"{u.measured_ms:.2f} ms ({u.measured_run}, validated) against {u.other_ms:.2f} ms "
+            f"({u.other_run}), {u.other_ms / u.measured_ms - 1:+.0%}, more than the "
             f"{REPRODUCE:.0%} goal: left out of the table (the model: {model:.2f} ms, "
             f"{model / u.measured_ms - 1:+.1%} against the first, "
             f"{model / u.other_ms - 1:+.1%} against the second).")
@@ -551,12 +554,18 @@ class HeldOut:
     lanes: dict[tuple, LaneEffects]  # per (GPU model, workload, variant), for other counts
 
 
+def gpu_cells(merged: Sequence[dict]) -> list[accuracy.Cell]:
+    """The cells held-out validation predicts: every measured cell on a GPU (NCCL, 2 or more
+    ranks) of ``merged``."""
+    return [c for c in accuracy.measured_cells(merged) if c.row.get("device")
+            and c.row.get("backend") == "nccl"]
+
+
 def validate_held_out(rows: Sequence[dict], merged: Sequence[dict]) -> HeldOut:
     """Held-out validation of the cells of ``merged`` (the newest of each measurement), inputs
     drawn from ``rows`` (every run); the overheads are those for predictions beyond the
     cells (``overheads``)."""
-    cells = [c for c in accuracy.measured_cells(merged) if c.row.get("device")
-             and c.row.get("backend") == "nccl"]
+    cells = gpu_cells(merged)
     by_split = checks_by_split(rows, cells)
     found = unreproduced(cells, rows)
     # At other GPU counts: each variant's lane over every measured cell of its GPU model and

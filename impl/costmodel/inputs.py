@@ -33,6 +33,12 @@ def value(estimate: dict | None) -> float | None:
     return None if not isinstance(estimate, dict) else estimate.get("value")
 
 
+def run_name(row: dict) -> str:
+    """What a message calls the run a row came from: its result file (``file``, which
+    validate.load_rows gives each row), else its index (``run N``, rows read elsewhere)."""
+    return row.get("file") or f"run {row.get('run')}"
+
+
 def compute_profile(row: dict) -> ReadyProfile:
     """The compute-only step of a comparison row (or of any row holding a world-size-1
     ``compute-only`` or sequential timeline), cut at the row's K."""
@@ -109,7 +115,7 @@ def interference(rows: Sequence[dict], workload: str, device: str | None, profil
             if not ratios.get(kind):
                 continue
             copy = ratios.get("copy")
-            where = f"{row.get('machine')}, run {row.get('run')}, {row.get('world_size')} rank" \
+            where = f"{row.get('machine')}, {run_name(row)}, {row.get('world_size')} rank" \
                     + ("s" if row.get("world_size") != 1 else "") \
                     + ("" if row.get("machine") == machine else ", same GPU model")
             return Interference(

@@ -10,9 +10,11 @@ each world size. Printed per workload and strategy: the step time, the exposed c
 and the overlap efficiency, all PREDICTED; then how well the same model did on the files'
 measured multi-GPU cells, if they hold any (impl/costmodel/accuracy.py).
 
-A fabric file for another GPU model than the results' is warned about in one line.
-Exit status: 0 printed; 2 unusable input (one line naming the file or value and what is
-allowed).
+The held-out bands, overheads and lanes are fitted on the runs of results/ (--results FOLDER
+for another folder). A fabric file for another GPU model than the results', and a partial
+results file (suite.partial: its run stopped part-way), are warned about in one line each;
+--no-partial refuses a partial one. Exit status: 0 printed; 2 unusable input (one line naming
+the file, folder or value and what is allowed).
 """
 
 from __future__ import annotations
@@ -21,11 +23,20 @@ import argparse
 import re
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from impl.costmodel import accuracy, scale
 from impl.costmodel.fabric import NodeFabric
 from impl.costmodel.fabric_file import FabricError, available, fabric_path, load_fabric
-from impl.costmodel.validate import RESULTS, held_out_model, load_rows, summary_lines
+from impl.costmodel.validate import (
+    RESULTS,
+    held_out_model,
+    load_runs,
+    missing_results,
+    partial_runs,
+    runs_rows,
+    summary_lines,
+)
 from impl.rows.files import ResultsError
 
 
@@ -133,17 +144,33 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "one for the results' GPU model)")
     parser.add_argument("--chunks", type=chunk_count, default=scale.DEFAULT_CHUNKS,
                         help=f"K, the chunk count (default {scale.DEFAULT_CHUNKS})")
+    parser.add_argument("--results", default=RESULTS, help="the folder of runs the held-out "
+                        f"bands, overheads and lanes are fitted on (default: {RESULTS}/, the "
+                        "committed runs; partial ones included)")
+    parser.add_argument("--no-partial", action="store_true", help="refuse a partial results "
+                        "file to predict from (a run stopped part-way: suite.partial) instead "
+                        "of using it with a warning")
     args = parser.parse_args(argv)
     try:
-        rows = load_rows(args.paths or [RESULTS], merged=bool(args.paths))
+        if not Path(args.results).is_dir():
+            print(missing_results(args.results, "the held-out bands and overheads are fitted "
+                                  "on the runs there: pass --results FOLDER"), file=sys.stderr)
+            return 2
+        runs = load_runs(args.paths or [args.results])
+        rows = runs_rows(runs, merged=bool(args.paths))
         if not args.paths:
             name = args.fabric and fabric_path(args.fabric).stem
             rows = newest_gpu_run(rows, name)
             if not rows:
-                print(f"error: no GPU run in {RESULTS}/ that a fabric file describes; pass "
+                print(f"error: no GPU run in {args.results}/ that a fabric file describes; pass "
                       "RESULTS --fabric NAME (fabrics: " + ", ".join(available()) + ")",
                       file=sys.stderr)
                 return 2
+        used = {r["file"] for r in rows}
+        partial = partial_runs([r for r in runs if str(r.path) in used], args.no_partial)
+        if partial and args.no_partial:
+            print(partial, file=sys.stderr)
+            return 2
         devices = sorted({r["device"] for r in rows if r.get("kind") == "comparison"
                           and isinstance(r.get("device"), str)})
         fabric_name = args.fabric or next(filter(None, map(default_fabric, devices)), None)
@@ -152,16 +179,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"--fabric NAME ({', '.join(available())}) or a path", file=sys.stderr)
             return 2
         fabric = load_fabric(fabric_name)
+        bands, overheads, lanes = held_out_model([args.results])
     except (FabricError, ResultsError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    bands, overheads, lanes = held_out_model()
     sources, predictions = scale.predict(rows, fabric, chunks=args.chunks, held_out=bands,
                                          overheads=overheads, lanes=lanes)
     if not sources:
         print(f"error: {' '.join(args.paths)}: no compute-only timeline (an overlap cell of "
               "suite/bench_overlap.py, any world size) to predict from", file=sys.stderr)
         return 2
+    if partial:
+        print(partial, file=sys.stderr)
     if other := [s.device for s in sources if not fits_device(fabric.name, s.device)]:
         print(f"warning: compute measured on {', '.join(sorted(set(map(str, other))))}, fabric "
               f"{fabric.name} is for {(fabric_gpu(fabric.name) or 'another GPU').upper()}: "

@@ -37,6 +37,7 @@ from impl.rows.shapes import TEXT, is_number, shape_error
 from impl.rows.suite_record import SUITE_SHAPE
 
 SCHEMAS = (1,)  # values of suite.schema this loader reads
+GZIP_MAGIC = b"\x1f\x8b"  # a gzip file's first bytes: a compressed run is refused by name
 BASELINES_DIR = "baselines"  # results/baselines/<label>.json: the gate's references, not runs
 PREDICTIONS_DIR = "predictions"  # results/predictions/: the cost model's frozen predictions
 # Folders of a results tree that hold no runs: the gate's references, the frozen predictions,
@@ -218,6 +219,19 @@ def _parse_time(path: Path, field: str, value: object) -> datetime:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
 
 
+def _is_gzip(path: Path) -> bool:
+    """Whether the file starts with gzip's magic bytes (1f 8b): a ``.json.gz`` of a run."""
+    with path.open("rb") as head:
+        return head.read(2) == GZIP_MAGIC
+
+
+def _gunzip(path: Path) -> str:
+    """The command that decompresses ``path`` beside it (gunzip wants a ``.gz`` name)."""
+    if path.suffix == ".gz":
+        return f"gunzip {path}"
+    return f"gunzip -c {path} > {path.with_name(path.stem + '-unzipped.json')}"
+
+
 def load_results(path: str | Path) -> ResultsFile:
     """Read and validate one result file; every problem raises ResultsError naming the file."""
     path = Path(path)
@@ -227,7 +241,12 @@ def load_results(path: str | Path) -> ResultsFile:
         raise ResultsError(path, "no such file") from None
     except IsADirectoryError:
         raise ResultsError(path, "is a folder, expected a result file") from None
-    except (OSError, UnicodeDecodeError) as error:
+    except UnicodeDecodeError as error:
+        if _is_gzip(path):
+            raise ResultsError(path, f"gzip-compressed; decompress it first ({_gunzip(path)})"
+                               ) from None
+        raise ResultsError(path, f"cannot read: {error}") from None
+    except OSError as error:
         raise ResultsError(path, f"cannot read: {error}") from None
     try:
         data = json.loads(text, parse_int=parse_int)
