@@ -162,6 +162,9 @@ def idle_barrier(context: DistContext) -> None:
             raise TimeoutError(f"{key}: {int(store.add(key, 0))} of {context.world_size} "
                                f"ranks arrived within the group timeout ({context.timeout_s} s)")
         time.sleep(IDLE_POLL_S)
+    # Every rank is here: the group's own barrier now costs nothing, and keeps a rank (rank 0
+    # hosts the store) from leaving while another still reads the count.
+    barrier(context)
 
 
 def barrier(context: DistContext) -> None:
