@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from impl.rows.files import (
-    BASELINES_DIR,
+    NOT_RUN_FOLDERS,
     ResultsError,
     ResultsFile,
     find_result_files,
@@ -65,7 +65,8 @@ def newest_per_machine(results_dir: str | Path = "results") -> list[Path]:
     """The strongest results of each machine-label folder of ``results_dir``, per profile,
     the user's own (uncommitted) runs before the repository's.
 
-    Folders are ``results/<label>/``; ``results/baselines`` is skipped. Each interconnect
+    Folders are ``results/<label>/``; those holding no runs (NOT_RUN_FOLDERS: the gate's
+    baselines, the cost model's frozen predictions) are skipped. Each interconnect
     profile is a run of its own (suite/run.py), so files are chosen per profile: first the
     strongest (``strength``: interleaved, most thorough mode, complete, newest), so a quick
     run made on a laptop never displaces a thorough GPU run and an old-format run never
@@ -82,7 +83,7 @@ def newest_per_machine(results_dir: str | Path = "results") -> list[Path]:
         raise ResultsError(results_dir, "no such folder")
     chosen = []
     for folder in sorted(p for p in results_dir.iterdir() if p.is_dir()):
-        if folder.name == BASELINES_DIR:
+        if folder.name in NOT_RUN_FOLDERS:
             continue
         by_profile: dict[str, list[ResultsFile]] = {}
         for path in find_result_files(folder):
