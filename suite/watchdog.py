@@ -281,6 +281,13 @@ class Watchdog:
 
     def _stop(self, armed: Armed) -> None:
         elapsed = time.monotonic() - armed.started
+        # This rank's Python runs, so its record will answer: its C-level dump must not answer
+        # for it meanwhile. The other ranks take a dump two polls old as all a rank can say
+        # (``_wait_for_ranks``), then exit, and torchrun kills this rank: a record whose write
+        # took longer (an fsync on a busy disk) was lost, and the rank named as not answering.
+        faulthandler.cancel_dump_traceback_later()
+        if self.base is not None:
+            hangs.stacks_path(self.base, self.rank).unlink(missing_ok=True)
         if self.uncapture is not None:
             self.uncapture()
         print(f"\n[deadline] rank {self.rank}: {armed.benchmark} has run {elapsed:.0f} s; its "

@@ -257,3 +257,41 @@ def test_a_rank_holding_the_gil_is_named_with_its_stack(tmp_path):
     assert [b["name"] for b in document["benchmarks"]] == ["test_before"]
     assert document["suite"]["hangs"][0]["stuck"] == [1]
     assert took < STARTUP_S + DEADLINE_S + GRACE_S, took
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# A plugin: rank 0's hang record takes OVERLAP_TEST_RECORD_DELAY_S to write (an fsync on a busy
+# disk), longer than the two polls after which a C-level dump answers for a rank.
+SLOW_RECORD = """
+import os, time
+from suite import hangs
+
+_write = hangs.write_record
+
+
+def _slow(base, record):
+    if record["rank"] == 0:
+        time.sleep(float(os.environ["OVERLAP_TEST_RECORD_DELAY_S"]))
+    return _write(base, record)
+
+
+hangs.write_record = _slow
+"""
+
+
+def test_a_slow_record_still_answers_for_its_rank(tmp_path):
+    """A rank whose Python runs is named by its record, however long the write takes within
+    the grace: its C-level dump must not answer for it meanwhile, or the other rank exits,
+    torchrun kills this one mid-write, and the hang names it as holding the GIL."""
+    (tmp_path / "slow_record.py").write_text(SLOW_RECORD)
+    step = stuck_pass(tmp_path)
+    step.command += ["-p", "slow_record", "-k", "before or collective"]
+    step.env.update(PYTHONPATH=os.pathsep.join([str(ROOT), str(tmp_path)]),
+                    OVERLAP_TEST_RECORD_DELAY_S=str(2 * POLL_S + 2))
+    _, _, hung, log = run_logged([step], tmp_path / "log.txt")
+    (hang,) = hung
+    assert hang["stuck"] == [0, 1], log[-3000:]
+    assert hang["ranks"]["0"]["innermost"].endswith(" in all_reduce")
+    assert hang["ranks"]["1"]["innermost"].endswith(" in recv")
+    assert "faulthandler's dump:" not in log
