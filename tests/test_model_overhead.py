@@ -23,20 +23,29 @@ def cell_of(c: accuracy.Check) -> tuple:
     return heldout._check_key(c)[:-1]
 
 
+def cause_of(c: accuracy.Check) -> tuple:
+    """Here a machine stands for its GPU model."""
+    return c.machine, c.world_size
+
+
+def calibrated(checks: list[accuracy.Check]) -> list[accuracy.Check]:
+    return overhead.calibrated(checks, cell_of, cause_of)
+
+
 CHECKS = [check("m", 5, "sequential", 70.0, 71.0, 0.0), check("m", 5, "chunked", 66.0, 65.0, 0.5),
           check("m", 10, "sequential", 70.0, 69.0, 0.0), check("m", 10, "chunked", 67.0, 65.0, 0.5),
           check("m", 20, "sequential", 70.0, 70.0, 0.0), check("m", 20, "chunked", 69.0, 65.0, 0.5),
           check("other", 5, "chunked", 90.0, 60.0)]
 
 
-def test_the_overhead_is_the_median_residual_of_the_other_cells_of_the_machine():
-    found = {(c.machine, c.chunks, c.variant): c for c in overhead.calibrated(CHECKS, cell_of)}
-    # K = 5: the other cells' chunked residuals are 2 and 4 ms (the other machine's 30 not).
+def test_the_overhead_is_the_median_residual_of_the_other_cells_of_the_gpu_model():
+    found = {(c.machine, c.chunks, c.variant): c for c in calibrated(CHECKS)}
+    # K = 5: the other cells' chunked residuals are 2 and 4 ms (the other GPU's 30 not).
     assert found["m", 5, "chunked"].overhead_ms == pytest.approx(3.0)
     assert found["m", 5, "chunked"].predicted_ms == pytest.approx(68.0)
     assert found["m", 10, "chunked"].overhead_ms == pytest.approx(2.5)  # residuals 1 and 4
     assert found["m", 20, "chunked"].overhead_ms == pytest.approx(1.5)  # residuals 1 and 2
-    assert found["other", 5, "chunked"].overhead_ms == 0.0  # no other cell on its machine
+    assert found["other", 5, "chunked"].overhead_ms == 0.0  # no other cell of its GPU
     # Sequential is the reference: not calibrated.
     assert found["m", 5, "sequential"].predicted_ms == 71.0
     # Efficiency from the calibrated step: (71 − 68) / (71 − 60).
@@ -50,7 +59,7 @@ def test_a_knob_variant_takes_its_strategys_overhead_and_none_is_negative():
     checks = [*CHECKS, check("m", 20, "chunked+update", 80.0, 60.0),
               check("m", 5, "threaded", 60.0, 61.0), check("m", 10, "threaded", 60.0, 62.0),
               check("m", 20, "threaded", 60.0, 60.5)]
-    found = {(c.machine, c.chunks, c.variant): c for c in overhead.calibrated(checks, cell_of)}
+    found = {(c.machine, c.chunks, c.variant): c for c in calibrated(checks)}
     # K = 20's other chunked cells: residuals 1 (K = 5) and 2 (K = 10); its own 20 never.
     assert found["m", 20, "chunked+update"].overhead_ms == pytest.approx(1.5)
     # threaded's other cells at K = 5: residuals −2 and −0.5: median −1.25, so none.
@@ -61,14 +70,15 @@ def test_a_knob_variant_takes_its_strategys_overhead_and_none_is_negative():
 def test_the_checked_cells_own_measurement_never_moves_its_overhead():
     moved = [replace(c, measured_ms=c.measured_ms + 50) if (c.chunks, c.machine) == (5, "m")
              else c for c in CHECKS]
-    before, after = overhead.calibrated(CHECKS, cell_of), overhead.calibrated(moved, cell_of)
+    before, after = calibrated(CHECKS), calibrated(moved)
     assert after[1].predicted_ms == before[1].predicted_ms  # K = 5 itself: unmoved
     assert after[3].overhead_ms == pytest.approx(27.5)  # K = 10: residuals 51 and 4 now
 
 
 def test_no_held_out_check_is_calibrated_on_its_own_cell():
     """On the committed H200 results: each check's overhead is the median of the residuals
-    of its strategy in the other cells of its machine, computed here from the uncalibrated
+    of its strategy in the other cells of its GPU model and world size (else of its GPU
+    model), computed here from the uncalibrated
     checks, so the checked cell's own step never enters."""
     from impl.costmodel import variant_plans
     from impl.costmodel.lanes import lane_effects
@@ -81,15 +91,17 @@ def test_no_held_out_check_is_calibrated_on_its_own_cell():
     raw = [c for cell in cells for c in accuracy.check_cell(
         cell, heldout.other_runs(cell, rows), functools.partial(lane_effects, rows, cell.row))]
     calibrated = heldout.checks_by_split(rows, cells)[heldout.HEADLINE]
+    device = {heldout._cell_key(c.row): c.row.get("device") for c in cells}
     assert len(raw) == len(calibrated)
     seen = 0
     for plain, done in zip(raw, calibrated):
         if plain.predicted_ms is None or plain.variant == "sequential":
             continue
-        others = [c.measured_ms - c.predicted_ms for c in raw if c.predicted_ms is not None
-                  and c.machine == plain.machine
-                  and c.variant == variant_plans.variant(plain.variant)[0]
-                  and cell_of(c) != cell_of(plain)]
+        same = [c for c in raw if c.predicted_ms is not None
+                and c.variant == variant_plans.variant(plain.variant)[0]
+                and cell_of(c) != cell_of(plain) and device[cell_of(c)] == device[cell_of(plain)]]
+        others = [c.measured_ms - c.predicted_ms for c in
+                  [c for c in same if c.world_size == plain.world_size] or same]
         assert done.overhead_ms == pytest.approx(overhead.overhead_ms(others))
         assert done.predicted_ms == pytest.approx(plain.predicted_ms + done.overhead_ms)
         seen += 1
@@ -106,9 +118,26 @@ def test_a_prediction_at_scale_adds_its_strategys_overhead_and_no_other():
     plain = {(p.workload, p.strategy, p.world_size): p
              for p in scale.predict(rows, fabric, worlds=[8])[1]}
     added = {(p.workload, p.strategy, p.world_size): p for p in scale.predict(
-        rows, fabric, worlds=[8], overheads={(device, "chunked"): 1.5, ("other", "ddp"): 9.0})[1]}
+        rows, fabric, worlds=[8], overheads={(device, "chunked"): 1.5, ("other", "ddp"): 9.0,
+                                    (device, 16, "chunked"): 4.0})[1]}
     for key, before in plain.items():
         after = added[key]
         extra = 1.5 if key[1] == "chunked" else 0.0
         assert after.overhead_ms == extra
         assert after.step_ms == pytest.approx(before.step_ms + extra)
+
+
+def test_two_machines_of_one_gpu_model_share_their_overhead_and_world_sizes_do_not():
+    """The overhead follows its causes, not the machine's label: cells of one GPU model on two
+    machines pool; a world size with cells of its own uses only those."""
+    def at(machine, world, chunks, variant, measured, predicted):
+        return replace(check(machine, chunks, variant, measured, predicted), world_size=world)
+
+    checks = [at("a", 2, 5, "chunked", 62.0, 60.0), at("b", 2, 10, "chunked", 64.0, 60.0),
+              at("a", 4, 5, "chunked", 70.0, 60.0), at("b", 4, 20, "chunked", 69.0, 60.0),
+              at("b", 2, 20, "chunked", 61.0, 60.0)]
+    found = overhead.calibrated(checks, cell_of, lambda c: ("H200", c.world_size))
+    assert found[4].overhead_ms == pytest.approx(3.0)  # machine a's and b's at 2: 2 and 4
+    assert found[2].overhead_ms == pytest.approx(9.0)  # only the other 4-rank cell
+    assert overhead.overhead_for({("H200", 2, "chunked"): 1.0, ("H200", "chunked"): 5.0},
+                                 "H200", 8, "chunked") == 5.0

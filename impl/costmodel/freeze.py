@@ -46,16 +46,29 @@ def frozen(rows: Sequence[dict], fabric_name: str, worlds: Sequence[int],
     """Every prediction, each with its K and its band's low and high step."""
     fabric = load_fabric(fabric_name)
     bands, overheads, lanes = model
+    measured = scale.sweeps(rows)
     found = []
     for k in chunks:
         sources, predictions = scale.predict(rows, fabric, worlds=worlds, chunks=k,
-                                             held_out=bands, overheads=overheads, lanes=lanes)
+                                             held_out=bands, overheads=overheads, lanes=lanes,
+                                             sweeps=measured)
         about = {s.workload: s.about for s in sources}
         for p in predictions:
             record = {field: asdict(p)[field] for field in FIELDS}
             low, high = p.step_range or (None, None)
             found.append({**record, "chunks": k, "low_ms": low, "high_ms": high,
                           "compute_from": about[p.workload]})
+    return found
+
+
+def node_fabric(device: str) -> str:
+    """The NVLink node fabric file for GPU model ``device`` (its copy-engine bandwidth, and
+    NCCL's where no sweep was measured); FabricError where there is none."""
+    found = next((n for n in available() if n.startswith("nvlink") and fits_device(n, device)),
+                 None)
+    if found is None:
+        raise FabricError(f"--device {device!r}", "no node fabric file for it; pass --fabric "
+                          f"({', '.join(available())})")
     return found
 
 
@@ -82,15 +95,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         rows = on_device(load_rows(args.paths), args.device)
-        fabric_name = args.fabric or next(
-            (n for n in available() if n.startswith("nvlink") and fits_device(n, args.device)),
-            None)
         if not rows:
             raise ValueError(f"--device {args.device!r}: no row of {', '.join(args.paths)} "
                              "was measured on it")
-        if fabric_name is None:
-            raise FabricError(f"--device {args.device!r}: no node fabric file for it; pass "
-                              f"--fabric ({', '.join(available())})")
+        fabric_name = args.fabric or node_fabric(args.device)
         predictions = frozen(rows, fabric_name, args.worlds, args.chunks,
                              held_out_model(args.paths))
     except (ResultsError, FabricError, ValueError) as error:

@@ -158,11 +158,13 @@ def checks_by_split(rows: Sequence[dict], cells: Sequence[accuracy.Cell]) -> dic
     with its variant's overhead fitted on the other cells (impl/costmodel/overhead.py)."""
     known = [c for c in cells if known_workload(c.row["workload"])]
     lanes = {id(cell): functools.partial(lane_effects, rows, cell.row) for cell in known}
+    device = {_cell_key(c.row): c.row.get("device") for c in known}
     return {split: overhead.calibrated(
                 [check for cell in known
                  for check in accuracy.check_cell(cell, RULES[split](cell, rows),
                                                   lanes[id(cell)])],
-                lambda check: _check_key(check)[:-1])
+                lambda check: _check_key(check)[:-1],
+                lambda check: (device[_check_key(check)[:-1]], check.world_size))
             for split in SPLITS}
 
 
@@ -280,27 +282,62 @@ def _variant_rank(name: str) -> tuple:
     return (order.index(base) if base in order else len(order), "+" in name, name)
 
 
-def relative_bands(table: dict) -> dict[str, float]:
-    """Per variant, its band for predictions: the largest median |error| over machines on
-    the headline split (cells the model was not built from)."""
-    found: dict[str, float] = {}
-    for (_, name), by in table.items():
-        if by[HEADLINE] is not None:
-            found[name] = max(found.get(name, 0.0), by[HEADLINE].median_abs_error)
+BAND_COVERAGE = 0.90  # a band holds this share of held-out measurements
+
+
+def band_error(check: accuracy.Check) -> float | None:
+    """|measured / predicted − 1|: how far a measurement lies from its prediction, relative
+    to the prediction, as a band step · (1 ± band) is."""
+    if check.predicted_ms is None or check.unmodelled is not None or not check.predicted_ms:
+        return None
+    return abs(check.measured_ms / check.predicted_ms - 1)
+
+
+def conformal_band(errors: Sequence[float], coverage: float = BAND_COVERAGE) -> float | None:
+    """The split-conformal half-width for ``coverage`` from held-out errors: the
+    ⌈(n + 1) · coverage⌉-th smallest, which covers a further exchangeable measurement with
+    probability ≥ coverage; with too few errors for that rank (n < 9 at 90%), the largest,
+    whose coverage is only n / (n + 1). None without errors."""
+    if not errors:
+        return None
+    ordered = sorted(errors)
+    rank = math.ceil((len(ordered) + 1) * coverage)
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+def _family_errors(checks: Sequence[accuracy.Check], variant: str,
+                   keep=lambda check: True) -> list[float]:
+    """The band errors of ``variant``'s strategy and its knob variants (their step is the
+    strategy's step plus the knob: one family of errors, which a single knob's few cells
+    cannot estimate alone)."""
+    strategy = variant_plans.variant(variant)[0]
+    return [e for c in checks if variant_plans.variant(c.variant)[0] == strategy and keep(c)
+            and (e := band_error(c)) is not None]
+
+
+def relative_bands(checks: Sequence[accuracy.Check]) -> dict[str, float]:
+    """Per variant, its band for predictions: the conformal 90% half-width
+    (``conformal_band``) of its strategy family's held-out errors on the headline split
+    (cells the model was not built from), every machine pooled."""
+    found = {}
+    for name in {c.variant for c in checks}:
+        if (band := conformal_band(_family_errors(checks, name))) is not None:
+            found[name] = band
     return found
 
 
 def bands(checks: Sequence[accuracy.Check]) -> dict[tuple, float]:
     """Per check, its relative band, propagated as a prediction's is (scale.step_band): the
-    median |error| of the same variant over the other cells (leave-one-cell-out, so no
-    check's own error widens its band) and its compute-only input's 95% interval, added in
-    quadrature."""
+    conformal 90% half-width of its strategy family's errors over the other cells
+    (leave-one-cell-out, so no check's own error widens its band) and its compute-only
+    input's 95% interval, added in quadrature."""
     found = {}
     for check in checks:
-        others = [abs(c.error) for c in checks if c.variant == check.variant
-                  and c.error is not None and _check_key(c)[:-1] != _check_key(check)[:-1]]
-        found[_check_key(check)] = step_band(statistics.median(others), check.compute_band) \
-            if others else float("nan")
+        cell = _check_key(check)[:-1]
+        band = conformal_band(_family_errors(checks, check.variant,
+                                             lambda c, cell=cell: _check_key(c)[:-1] != cell))
+        found[_check_key(check)] = step_band(band, check.compute_band) \
+            if band is not None else float("nan")
     return found
 
 
@@ -524,22 +561,29 @@ def decision_lines(decided: Decisions) -> list[str]:
 
 
 def overheads(checks: Sequence[accuracy.Check],
-              cells: Sequence[accuracy.Cell]) -> dict[tuple[str | None, str], float]:
-    """Per (GPU model, variant), the overhead a prediction beyond the measured cells adds
-    (impl/costmodel/overhead.py): the median residual of its strategy over every measured
-    cell of that GPU model, none of which is the predicted one."""
+              cells: Sequence[accuracy.Cell]) -> dict[tuple, float]:
+    """The overhead a prediction beyond the measured cells adds (impl/costmodel/overhead.py),
+    keyed by its causes: per (GPU model, world size, variant) the median residual of its
+    strategy over every measured cell of that GPU model and world size, and per (GPU model,
+    variant) over every world size, for a world size no cell had (overhead.overhead_for)."""
     device = {_cell_key(c.row): c.row.get("device") for c in cells}
     predicted = [(device[_check_key(c)[:-1]], c) for c in checks
                  if c.predicted_ms is not None and c.overhead_ms is not None]
-    residuals: dict[tuple[str | None, str], list[float]] = {}
+    residuals: dict[tuple, list[float]] = {}
     for gpu, check in predicted:
         if check.variant == variant_plans.variant(check.variant)[0]:
-            residuals.setdefault((gpu, check.variant), []).append(
-                check.measured_ms - check.predicted_ms + check.overhead_ms)
+            residual = check.measured_ms - check.predicted_ms + check.overhead_ms
+            residuals.setdefault((gpu, check.world_size, check.variant), []).append(residual)
+            residuals.setdefault((gpu, check.variant), []).append(residual)
     # A knob variant takes its strategy's (overhead.py says why).
-    return {(gpu, check.variant): overhead.overhead_ms(
-                residuals.get((gpu, variant_plans.variant(check.variant)[0]), []))
-            for gpu, check in predicted}
+    found = {}
+    for gpu, check in predicted:
+        strategy = variant_plans.variant(check.variant)[0]
+        found[gpu, check.world_size, check.variant] = overhead.overhead_ms(
+            residuals.get((gpu, check.world_size, strategy), []))
+        found[gpu, check.variant] = overhead.overhead_ms(residuals.get((gpu, strategy), []))
+    return found
+
 
 
 @dataclass(frozen=True)
@@ -552,6 +596,7 @@ class HeldOut:
     decisions: Decisions
     overheads: dict[tuple, float]
     lanes: dict[tuple, LaneEffects]  # per (GPU model, workload, variant), for other counts
+    bands: dict[str, float]  # per variant, for predictions (relative_bands)
 
 
 def gpu_cells(merged: Sequence[dict]) -> list[accuracy.Cell]:
@@ -577,4 +622,6 @@ def validate_held_out(rows: Sequence[dict], merged: Sequence[dict]) -> HeldOut:
     return HeldOut(strategy_table(by_split, trivial_errors(cells), found),
                    unreproduced_lines(found, by_split[HEADLINE]),
                    decisions(by_split[HEADLINE], cells), overheads(by_split[HEADLINE], cells),
-                   lanes)
+                   # Every headline check, those that do not reproduce too: a later run varies
+                   # as much, and its band must cover that.
+                   lanes, relative_bands(by_split[HEADLINE]))

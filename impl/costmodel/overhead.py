@@ -8,9 +8,15 @@ division on the compute stream (DDP at K = 1, one bucket, is 2–3 ms over seque
 GPT-small). The model is optimistic for every overlapped variant in every GPU cell by about
 1 ms before this term.
 
-Per strategy and machine, the overhead is the median residual (measured − predicted step,
-ms) of that strategy in the machine's *other* cells, added to the cell's predicted step; with
-no other cell, none. A knob variant (chunked+update, copy-engine+update, chunked+first1mb)
+Per strategy, the overhead is the median residual (measured − predicted step, ms) of that
+strategy in the *other* cells that share its causes, added to the cell's predicted step: the
+GPU model (the host's launches and the kernels' slowdown are the GPU's and its driver's) and
+the world size (NCCL's channels and the copy-engine's peers grow with it), never the machine
+label: one cell measured 12.92 and 12.89 ms on two machines of the same GPU, yet was predicted
+7.0% and 14.6% slow under overheads fitted per label. With no other cell of the same GPU
+model and world size, the GPU model's cells at any world size; with none, no overhead.
+
+A knob variant (chunked+update, copy-engine+update, chunked+first1mb)
 takes its strategy's: the host's launches and hooks are the strategy's, and what the knob
 changes is in the schedule (the update shares beside backward: impl/costmodel/lanes.py);
 fitted on the variant's own other cells instead (one, at K = 20 of the other workload), the
@@ -42,20 +48,31 @@ def overhead_ms(residuals: Sequence[float]) -> float:
     return max(0.0, statistics.median(residuals)) if residuals else 0.0
 
 
-def calibrated(checks: Sequence, cell_of: Callable[[object], tuple]) -> list:
+def residuals_by_cause(checks: Sequence, check, cell_of: Callable[[object], tuple],
+                       cause_of: Callable[[object], tuple]) -> list[float]:
+    """The residuals (ms) of ``check``'s strategy in the other cells of its GPU model and
+    world size, else of its GPU model at any world size (module docstring)."""
+    strategy = variant_plans.variant(check.variant)[0]
+    others = [c for c in checks if c.variant == strategy and cell_of(c) != cell_of(check)]
+    device, world = cause_of(check)
+    same = [c for c in others if cause_of(c) == (device, world)] or \
+        [c for c in others if cause_of(c)[0] == device]
+    return [c.measured_ms - c.predicted_ms for c in same]
+
+
+def calibrated(checks: Sequence, cell_of: Callable[[object], tuple],
+               cause_of: Callable[[object], tuple]) -> list:
     """Every check (accuracy.Check) with its strategy's overhead, fitted on the other cells of
-    its machine, added to its predicted step and to the model without interference, and its
-    predicted efficiency recomputed against the cell's sequential prediction.
-    ``cell_of(check)`` names a check's cell: a cell's checks never enter its own overhead."""
+    its causes (``cause_of(check)``: its GPU model and world size), added to its predicted
+    step and to the model without interference, and its predicted efficiency recomputed
+    against the cell's sequential prediction. ``cell_of(check)`` names a check's cell: a
+    cell's checks never enter its own overhead."""
     sequential = {cell_of(c): c for c in checks if c.variant in SEQUENTIAL
                   and c.predicted_ms is not None}
     usable = [c for c in checks if c.predicted_ms is not None and c.variant not in SEQUENTIAL]
     adjusted = {}
     for check in usable:
-        extra = overhead_ms([c.measured_ms - c.predicted_ms for c in usable
-                             if c.machine == check.machine
-                             and c.variant == variant_plans.variant(check.variant)[0]
-                             and cell_of(c) != cell_of(check)])
+        extra = overhead_ms(residuals_by_cause(usable, check, cell_of, cause_of))
         reference = sequential.get(cell_of(check))
         efficiency = check.predicted_efficiency
         if efficiency is not None and reference is not None and check.limit_ms is not None:
@@ -66,3 +83,10 @@ def calibrated(checks: Sequence, cell_of: Callable[[object], tuple]) -> list:
             calm_ms=None if check.calm_ms is None else check.calm_ms + extra,
             predicted_efficiency=efficiency)
     return [adjusted.get(id(c), c) for c in checks]
+
+
+def overhead_for(overheads: dict[tuple, float], device: str | None, world: int,
+                 variant: str) -> float:
+    """A prediction's overhead: its GPU model's at its world size, else at any world size,
+    else none (a GPU model no cell was measured on)."""
+    return overheads.get((device, world, variant), overheads.get((device, variant), 0.0))

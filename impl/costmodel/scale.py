@@ -27,15 +27,15 @@ from scipy import integrate
 from scipy.stats import norm
 
 from impl import metrics
-from impl.costmodel import variant_plans
+from impl.costmodel import overhead, variant_plans
 from impl.costmodel.compute import (
     ReadyProfile,
     backward_kernel_ms,
     known_workload,
     parameter_layout,
 )
-from impl.costmodel.fabric import NodeFabric
-from impl.costmodel.inputs import compute_profile, interference
+from impl.costmodel.fabric import MeasuredSweep, NodeFabric, measured_sweep
+from impl.costmodel.inputs import compute_profile, interference, run_name
 from impl.costmodel.lanes import NO_LANE, LaneEffects
 from impl.costmodel.schedule import simulate
 
@@ -157,11 +157,14 @@ def sources(rows: Sequence[dict]) -> list[Source]:
 
 def predict_one(source: Source, strategy: str, world: int, fabric: NodeFabric,
                 chunks: int = DEFAULT_CHUNKS, held_out: float | None = None,
-                overhead_ms: float = 0.0, lane: LaneEffects = NO_LANE) -> Prediction:
+                overhead_ms: float = 0.0, lane: LaneEffects = NO_LANE,
+                sweep: MeasuredSweep | None = None) -> Prediction:
     """One strategy at one world size; ``held_out``: the strategy's held-out error (its
     band's main part, ``step_band``); ``overhead_ms``: its cost beyond the schedule on this
     GPU model (heldout.overheads); ``lane``: its collectives beside backward and its
-    hand-off, read on the measured cells (impl/costmodel/lanes.py)."""
+    hand-off, read on the measured cells (impl/costmodel/lanes.py); ``sweep``: the suite's
+    all-reduce sweep at this world size on this GPU model, which times NCCL's all-reduces
+    in place of the fabric file (``sweeps``)."""
     spans, _ = parameter_layout(source.workload)
     profile = source.profile  # its finest chunks: every cut's readiness is read off them
     base = variant_plans.variant(strategy)[0]
@@ -170,7 +173,7 @@ def predict_one(source: Source, strategy: str, world: int, fabric: NodeFabric,
         why = ("no copy-engine bandwidth in the fabric file" if fabric.copy_gbps is None
                else f"peer copies reach only the {fabric.gpus_per_node} GPUs of a node")
         return Prediction(source.workload, strategy, world, None, None, None, None, why)
-    comm = fabric.at_world(world)
+    comm = sweep or fabric.at_world(world)
 
     kernel = backward_kernel_ms(profile, source.workload)
     planned = variant_plans.plan(strategy, profile, chunks, spans, comm, copy, source.interference,
@@ -205,19 +208,47 @@ def predict(rows: Sequence[dict], fabric: NodeFabric, worlds: Sequence[int] = WO
             strategies: Sequence[str] = STRATEGIES, chunks: int = DEFAULT_CHUNKS,
             held_out: dict[str, float] | None = None,
             overheads: dict[tuple, float] | None = None,
-            lanes: dict[tuple, LaneEffects] | None = None) -> tuple[list[Source], list[Prediction]]:
+            lanes: dict[tuple, LaneEffects] | None = None,
+            sweeps: dict[tuple, MeasuredSweep] | None = None
+            ) -> tuple[list[Source], list[Prediction]]:
     """Every strategy of every workload with a compute-only timeline in ``rows``, at every
     world size the fabric describes; ``held_out``: each strategy's held-out error, for the
-    bands (heldout.relative_bands); ``overheads``: per (GPU model, strategy) its cost beyond
-    the schedule (heldout.overheads; none where absent); ``lanes``: per (GPU model, workload,
-    strategy) its lane beside backward (heldout.HeldOut.lanes; none where absent)."""
+    bands (heldout.relative_bands); ``overheads``: its cost beyond the schedule by GPU model,
+    world size and strategy (heldout.overheads, read by overhead.overhead_for); ``lanes``:
+    per (GPU model, workload, strategy) its lane beside backward (heldout.HeldOut.lanes;
+    none where absent);
+    ``sweeps``: per (GPU model, world size) the measured all-reduce sweep (``sweeps``; the
+    fabric file where absent)."""
     found = sources(rows)
     sizes = [w for w in worlds if fabric.max_gpus is None or w <= fabric.max_gpus]
     return found, [predict_one(s, strategy, world, fabric, chunks,
                                (held_out or {}).get(strategy),
-                               (overheads or {}).get((s.device, strategy), 0.0),
-                               (lanes or {}).get((s.device, s.workload, strategy), NO_LANE))
+                               overhead.overhead_for(overheads or {}, s.device, world, strategy),
+                               (lanes or {}).get((s.device, s.workload, strategy), NO_LANE),
+                               (sweeps or {}).get((s.device, world)))
                    for s in found for strategy in strategies for world in sizes]
+
+
+def sweeps(rows: Sequence[dict], profile: str = "nvlink") -> dict[tuple, MeasuredSweep]:
+    """Per (GPU model, world size), NCCL's all-reduce as the suite's sweep measured it
+    (suite/bench_allreduce.py rows of ``profile``), the newest run's: the fabric file's one
+    bandwidth for every world size was 5–31% off the 2-rank sweep, and a world size's own
+    sweep carries its protocol and channel choices."""
+    newest: dict[tuple, int] = {}  # run: the file's index, oldest first (validate.load_rows)
+    for row in rows:
+        if row.get("kind") == "allreduce" and row.get("backend") == "nccl" \
+                and row.get("profile") == profile and row.get("device"):
+            key = (row["device"], row["world_size"])
+            newest[key] = max(newest.get(key, -1), row.get("run") or 0)
+    found = {}
+    for (device, world), run in newest.items():
+        mine = [r for r in rows if r.get("kind") == "allreduce" and r.get("device") == device
+                and r.get("world_size") == world and (r.get("run") or 0) == run
+                and r.get("backend") == "nccl" and r.get("profile") == profile]
+        if len({r["size_bytes"] for r in mine}) >= 2:
+            found[device, world] = measured_sweep(
+                mine, f"all-reduce sweep at {world} ranks ({run_name(mine[0])})")
+    return found
 
 
 def separable(predictions: Sequence[Prediction]) -> tuple[Prediction, list[Prediction]] | None:

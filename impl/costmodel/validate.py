@@ -107,7 +107,7 @@ def held_out_model(paths: Sequence[str] = (RESULTS,)) -> tuple[dict[str, float],
     workload and variant its lane beside backward (impl/costmodel/lanes.py)."""
     every_run = load_rows(paths, merged=False)
     found = heldout.validate_held_out(every_run, merge_rows(every_run))
-    return heldout.relative_bands(found.table), found.overheads, found.lanes
+    return found.bands, found.overheads, found.lanes
 
 
 def held_out_lines(rows: Sequence[dict], merged: Sequence[dict]) -> list[str]:

@@ -243,11 +243,11 @@ def held_out(rows: Sequence[dict]) -> tuple[object | None, list[str], dict[str, 
         "cell's; leave-one-K-out and leave-one-workload-out: the cell's run without its K or "
         "its workload's comm-only times; in-cell: the cell's own inputs (a consistency check); "
         "under each, an overlapped variant's overhead beyond the schedule is fitted on the "
-        "machine's other cells only; step = sequential: the trivial predictor, the cell's "
+        "other cells only, of its GPU model and world size; step = sequential: the trivial predictor, the cell's "
         "measured sequential step.",
         HELD_OUT_COLUMNS, shown, note=lambda *_: None), \
         [*heldout.decision_lines(found.decisions), *found.unreproduced], \
-        heldout.relative_bands(table), (found.overheads, found.lanes)
+        found.bands, (found.overheads, found.lanes)
 
 
 def assumed_fields(fabric, kind: str = "assumed") -> list[str]:
