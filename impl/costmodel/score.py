@@ -38,6 +38,8 @@ class Scored:
     variant: str
     measured_ms: float
     predicted: dict
+    measured_low_ms: float | None = None  # the measurement's 95% interval
+    measured_high_ms: float | None = None
 
     @property
     def error(self) -> float:
@@ -60,7 +62,8 @@ def scored(predictions: Sequence[dict], rows: Sequence[dict]) -> list[Scored]:
             key = (row["workload"], name, row["world_size"], row["chunks"])
             if key in frozen:
                 found.append(Scored(row["workload"], row["chunks"], row["world_size"], name,
-                                    estimate["value"], frozen[key]))
+                                    estimate["value"], frozen[key], estimate.get("low"),
+                                    estimate.get("high")))
     return found
 
 
@@ -77,19 +80,59 @@ def lines(found: Sequence[Scored]) -> list[str]:
         out.append(f"  {world:>2} {variant:16}{len(mine):>6}{statistics.median(errors):>14.1%}"
                    f"{max(errors):>11.1%}{f'{sum(banded)}/{len(banded)}':>9}")
     banded = [s.inside for s in found if s.inside is not None]
-    out += ["", f"band coverage: {sum(banded)} of {len(banded)} measurements inside their band",
-            "", "fastest per cell, predicted against measured:"]
+    out += ["", f"band coverage: {sum(banded)} of {len(banded)} measurements inside their band"]
     cells = defaultdict(list)
     for s in found:
         cells[s.workload, s.chunks, s.world_size].append(s)
-    for (workload, chunks, world), mine in sorted(cells.items()):
-        predicted = min(mine, key=lambda s: s.predicted["step_ms"])
-        measured = min(mine, key=lambda s: s.measured_ms)
-        verdict = "right" if predicted is measured else (
-            f"wrong: measured {measured.variant} {measured.measured_ms:.2f} ms, predicted "
-            f"{predicted.variant} measured {predicted.measured_ms:.2f} ms")
-        out.append(f"  {workload} K = {chunks} w = {world}: {predicted.variant} ({verdict})")
-    return out
+    return out + ["", *ranking_lines(cells.values()), "",
+                  "fastest per cell, predicted against measured (the strategies whose band "
+                  "reaches the predicted best's cannot be separated from it):",
+                  *(pick_line(cell, mine) for cell, mine in sorted(cells.items()))]
+
+
+def measured_apart(a: Scored, b: Scored) -> bool:
+    """The two measurements' 95% intervals do not overlap."""
+    if None in (a.measured_low_ms, b.measured_low_ms):
+        return False
+    low, high = sorted((a, b), key=lambda s: s.measured_ms)
+    return low.measured_high_ms < high.measured_low_ms
+
+
+def bands_apart(a: Scored, b: Scored) -> bool:
+    """The two predictions' bands do not overlap."""
+    if None in (a.predicted.get("low_ms"), b.predicted.get("low_ms")):
+        return False
+    low, high = sorted((a, b), key=lambda s: s.predicted["step_ms"])
+    return low.predicted["high_ms"] < high.predicted["low_ms"]
+
+
+def ranking_lines(cells) -> list[str]:
+    """Of the pairs of one cell whose measurements are apart, how many the predictions
+    order right: all of them, and those whose bands are apart too."""
+    pairs = [(a, b) for mine in cells for i, a in enumerate(mine) for b in mine[i + 1:]
+             if measured_apart(a, b)]
+    right = [(a, b) for a, b in pairs if (a.measured_ms < b.measured_ms)
+             == (a.predicted["step_ms"] < b.predicted["step_ms"])]
+    apart = [(a, b) for a, b in pairs if bands_apart(a, b)]
+    apart_right = [pair for pair in apart if pair in right]
+    return [f"ranking: {len(right)} of {len(pairs)} pairs whose measurements are apart ordered "
+            f"right; with the bands apart too, {len(apart_right)} right and "
+            f"{len(apart) - len(apart_right)} wrong"]
+
+
+def pick_line(cell: tuple, mine: Sequence[Scored]) -> str:
+    """The predicted best, or the strategies it cannot be told from, against the measured."""
+    workload, chunks, world = cell
+    predicted = min(mine, key=lambda s: s.predicted["step_ms"])
+    measured = min(mine, key=lambda s: s.measured_ms)
+    reach = predicted.predicted.get("high_ms")
+    hedge = [s for s in mine if s is predicted or (reach is not None and s.predicted.get(
+        "low_ms") is not None and s.predicted["low_ms"] <= reach)]
+    names = ", ".join(s.variant for s in sorted(hedge, key=lambda s: s.predicted["step_ms"]))
+    picked = predicted.variant if len(hedge) == 1 else f"cannot separate {names}"
+    verdict = "right" if measured in hedge else (
+        f"wrong: measured best {measured.variant} {measured.measured_ms:.2f} ms")
+    return f"  {workload} K = {chunks} w = {world}: {picked} ({verdict})"
 
 
 def committed_at(path: str) -> datetime | None:

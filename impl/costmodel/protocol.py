@@ -1,0 +1,93 @@
+"""The held-out protocol: fit on some runs, predict others, never mixing them.
+
+    python -m impl.costmodel.protocol --fit results/h200x2 results/h200x1 \\
+        --test results/h200x4/20261127T172120Z-q3ah0pvf.json
+
+For each GPU model of the test runs' cells (comparison rows at 2 or more ranks), the model
+is fitted on the ``--fit`` runs alone, exactly as ``python -m impl.costmodel.freeze`` fits
+it (compute-only steps of the newest fit run on that GPU model, the all-reduce sweep of each
+world size, the held-out bands, overheads and lanes of the fit runs' cells), and predicts
+every test cell's workload, K and world size; ``python -m impl.costmodel.score``'s table
+follows: per world size and variant the median and largest |error|, band coverage, ranking
+of the pairs the measurements separate, and the best pick per cell. A file in both lists,
+or a test run measured before the newest fit run, is refused: the split is by run date and
+machine instance, never by cell.
+
+Exit status: 0 printed; 2 unusable input (one line naming the file and the problem).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from impl.costmodel import freeze, score
+from impl.costmodel.fabric_file import FabricError
+from impl.costmodel.validate import held_out_model, load_rows
+from impl.rows.files import ResultsError, find_result_files
+
+
+def started(path: Path) -> str:
+    """When a run was measured (pytest-benchmark's ``datetime``), as ISO text."""
+    return json.loads(path.read_text()).get("datetime") or ""
+
+
+def check_split(fit: Sequence[Path], test: Sequence[Path]) -> None:
+    """ValueError naming the file where the split mixes the two sides."""
+    if both := sorted(set(map(Path.resolve, fit)) & set(map(Path.resolve, test))):
+        raise ValueError(f"{both[0]}: in both --fit and --test; a run is fitted on or tested, "
+                         "never both")
+    newest = max(fit, key=started)
+    for path in test:
+        if started(path) < started(newest):
+            raise ValueError(f"{path}: measured {started(path)[:16]}, before the fit run "
+                             f"{newest} ({started(newest)[:16]}); test only runs measured "
+                             "after every fit run")
+
+
+def held_out(fit: Sequence[str], test: Sequence[str]) -> list[str]:
+    """The test runs' cells predicted by the model fitted on ``fit``: score's lines."""
+    fit_files, test_files = find_result_files(fit), find_result_files(test)
+    check_split(fit_files, test_files)
+    fit_rows, test_rows = load_rows(fit), load_rows(test)
+    model = held_out_model(fit)
+    cells = [r for r in test_rows if r.get("kind") == "comparison"
+             and r.get("world_size", 1) >= 2 and r.get("backend") == "nccl"]
+    if not cells:
+        raise ValueError(f"{', '.join(test)}: no comparison cell at 2 or more ranks on a GPU")
+    out = []
+    for device in sorted({r["device"] for r in cells}):
+        mine = [r for r in cells if r["device"] == device]
+        rows = freeze.on_device(fit_rows, device)
+        if not rows:
+            out.append(f"{device}: no fit run measured on it; its {len(mine)} cells are not "
+                       "predicted")
+            continue
+        predictions = freeze.frozen(rows, freeze.node_fabric(device), sorted(
+            {r["world_size"] for r in mine}), sorted({r["chunks"] for r in mine}), model)
+        out += [f"{device}: fitted on {', '.join(fit)}; tested on {', '.join(test)}",
+                *score.lines(score.scored(predictions, mine))]
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m impl.costmodel.protocol", description=(
+        "Fit the cost model on some runs and score its predictions of others."))
+    parser.add_argument("--fit", nargs="+", required=True, help="result files or folders to "
+                        "fit on")
+    parser.add_argument("--test", nargs="+", required=True, help="result files or folders "
+                        "measured after every fit run")
+    args = parser.parse_args(argv)
+    try:
+        print("\n".join(held_out(args.fit, args.test)))
+    except (ResultsError, FabricError, ValueError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
