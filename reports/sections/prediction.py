@@ -102,7 +102,7 @@ def prediction_table(table_id: str, source: scale.Source,
                          **{f"w{w}": _figure(by_world[w], field, digits) if w in by_world
                             else None for w in scale.WORLDS}})
     return make_table(table_id, f"PREDICTED for {workload} on {fabric_name}, K = "
-                      f"{scale.DEFAULT_CHUNKS}, per GPU count: predictions of the cost model, "
+                      f"{scale.PREDICTION_CHUNKS}, per GPU count: predictions of the cost model, "
                       f"not measurements; from {source.about}, interference "
                       f"{source.interference.source}; stragglers from the per-step spread "
                       f"σ {source.spread_ms:.3g} ms. Band: the strategy's held-out error with "
@@ -286,7 +286,7 @@ def section(rows: Sequence[dict], runs: Sequence) -> dict:
         devices.append({"device": device, "fabric": fabric, "figure": make_figure(
             f"fig-predicted-{fabric.name}", curves(groups, f"{device}: PREDICTED"),
             f"PREDICTED, not measured: {fabric.description} ({fabric.name}), K = "
-            f"{scale.DEFAULT_CHUNKS}, from the compute-only steps and interference measured "
+            f"{scale.PREDICTION_CHUNKS}, from the compute-only steps and interference measured "
             f"on {measured} (each workload's in its table's caption).",
             f"predicted step, exposed communication and overlap efficiency from 8 to 1024 "
             f"GPUs on {fabric.name}")})
