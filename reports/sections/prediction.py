@@ -24,8 +24,10 @@ from reports.format import Column, Placement, fmt, make_table, text_column
 FABRICS = {"NVIDIA H200": "ib400-h200x8", "NVIDIA H100 80GB HBM3": "ib400-h100x8"}
 # The same nodes with in-network reduction (CollNet, cited, not measured): one line each.
 COLLNET_FABRICS = {"NVIDIA H200": "ib400-sharp-h200x8"}
-# Strategies figures.py has no colour for get their own here, so no two lines share one.
-COLORS = {**figures.STRATEGY_COLORS, "copy-engine": "#d62728", "chunked+update": "#e377c2"}
+# Colours of this figure's own, before each strategy's (figures.family_color): its lines all
+# take one marker, so chunked+update needs a colour other than chunked's; copy-engine keeps the
+# red this figure drew it in before figures.py had a colour for it.
+COLORS = {"copy-engine": "#d62728", "chunked+update": "#e377c2"}
 PANELS = (("step_ms", "step (ms)"), ("exposed_comm_ms", "exposed communication (ms)"),
           ("overlap_efficiency", "overlap efficiency"))
 
@@ -45,7 +47,8 @@ def curves(groups: Sequence[tuple[str, Sequence[scale.Prediction]]],
                           if p.strategy == strategy and getattr(p, field) is not None]
                 if points:
                     ax.plot(*zip(*points), marker="o", markersize=2.5, linewidth=1.1,
-                            color=COLORS.get(strategy, "#17becf"), label=strategy)
+                            color=COLORS.get(strategy) or figures.family_color(strategy)
+                            or "#17becf", label=strategy)
             ax.set_xscale("log", base=2)
             ax.set_xticks(worlds, [str(w) for w in worlds], fontsize=6)
             ax.minorticks_off()
