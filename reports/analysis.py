@@ -21,9 +21,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from impl.rows.kinds import ROW_KINDS
-from impl.strategy_records import overlaps_in_k_chunks
+from impl.strategy_records import REFERENCE, STRATEGY_RECORDS, overlaps_in_k_chunks, reading_rank
 
-STRATEGY_ORDER = ("sequential", "threaded", "chunked", "mpi", "ddp")
 PIPELINE_KINDS = ("pipeline", "pipeline_comparison", "hybrid_step", "hybrid_comparison",
                   "host_adam", "digits_curve", "gpt_forward")  # reports/sections/: pipeline, hybrid
 # The declared kinds (impl/rows/kinds.py) that a section of the report shows.
@@ -97,8 +96,8 @@ def unknown_kinds(rows: Iterable[dict]) -> list[str]:
 
 
 def strategy_rank(strategy: str) -> tuple[int, str]:
-    order = STRATEGY_ORDER.index(strategy) if strategy in STRATEGY_ORDER else len(STRATEGY_ORDER)
-    return order, strategy
+    """The strategies' reading order (impl/strategy_records.py), then any other name."""
+    return reading_rank(strategy)
 
 
 def _step_sort(row: dict) -> tuple:
@@ -120,7 +119,7 @@ def efficiency_note_before_interleaving(row: dict) -> str | None:
     buckets = row.get("ddp_bucket_count")
     if row.get("world_size") == 1:
         return "undefined at world size 1: there is no communication to hide"
-    if strategy in ("sequential", "mpi-sequential"):
+    if strategy in STRATEGY_RECORDS and STRATEGY_RECORDS[strategy].role == REFERENCE:
         return ("sequential against its own reference measured at another moment: only the "
                 "noise between the two, not an overlap")
     if strategy == "ddp" and buckets is not None and buckets != row.get("chunks"):

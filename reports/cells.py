@@ -39,6 +39,9 @@ REFERENCE_WORKLOADS = ("mlp_8192x12_bf16", "mlp_1024x8")
 # The workloads listed and drawn first, in this order: the reference models, then the CPU
 # default grid's MLP at the course study's regime and the quick mode's MLP.
 FIRST_WORKLOADS = (*REFERENCE_WORKLOADS, "mlp_1024x8_b64", "mlp_tiny")
+# The order of the cells' tables and figures, then any other name by name. Not the records'
+# reading order (impl/strategy_records.py), which lists copy-engine and each named variant
+# beside its strategy: that would reorder the committed report's rows.
 VARIANT_ORDER = (COMPUTE_ONLY, COMM_ONLY, "sequential", "mpi-sequential", "threaded", "chunked",
                  "mpi", DDP, DDP_DEFAULT)
 

@@ -23,6 +23,7 @@ matplotlib.use("Agg")  # before pyplot: no display, and no GUI toolkit on build 
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
+from impl.strategy_records import REFERENCE, STRATEGY_RECORDS, strategy_of  # noqa: E402
 from reports.analysis import gemm_version_rank  # noqa: E402
 
 WIDTH_IN = 6.8  # the PDF's text width (A4 minus margins), so 1 figure inch = 1 inch on paper
@@ -32,13 +33,13 @@ PNG_DPI = 200
 # keep its colour and differ by marker and line style (series_styles).
 OKABE_ITO = {"blue": "#0072B2", "orange": "#E69F00", "green": "#009E73", "purple": "#CC79A7",
              "vermillion": "#D55E00", "sky": "#56B4E9", "yellow": "#F0E442", "black": "#000000"}
-REFERENCE_GREY = "#7f7f7f"
-STRATEGY_COLORS = {"sequential": REFERENCE_GREY, "mpi-sequential": REFERENCE_GREY,
-                   "chunked": OKABE_ITO["blue"], "threaded": OKABE_ITO["orange"],
-                   "ddp": OKABE_ITO["green"], "ddp-25mb": OKABE_ITO["green"],
-                   "mpi": OKABE_ITO["purple"], "copy-engine": OKABE_ITO["vermillion"],
-                   "synthetic": OKABE_ITO["yellow"], "compute-only": OKABE_ITO["black"],
-                   "comm-only": OKABE_ITO["sky"]}
+REFERENCE_GREY = "#7f7f7f"  # every strategy of the reference role (impl/strategy_records.py)
+# The colour of each other recorded strategy; a named variant takes its strategy's.
+STRATEGY_COLORS = {"chunked": OKABE_ITO["blue"], "threaded": OKABE_ITO["orange"],
+                   "ddp": OKABE_ITO["green"], "mpi": OKABE_ITO["purple"],
+                   "copy-engine": OKABE_ITO["vermillion"], "synthetic": OKABE_ITO["yellow"]}
+# The reference measurements of every cell (impl/comparisons.py's names).
+MEASUREMENT_COLORS = {"compute-only": OKABE_ITO["black"], "comm-only": OKABE_ITO["sky"]}
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 LINE_STYLES = ("-", "--", ":", "-.")
 LOST_TIME_COLORS = {"exposed_comm_ms": OKABE_ITO["vermillion"],
@@ -62,16 +63,22 @@ class Image:
     data: bytes
 
 
-def family(strategy: str) -> str:
-    """The strategy a variant belongs to: chunked+priority is chunked's, ddp-25mb ddp's."""
-    return "ddp" if strategy.startswith("ddp") else strategy.split("+")[0]
+def family_color(name: str) -> str | None:
+    """The colour of a reference measurement, or of the strategy that ``name`` is or is a
+    named variant of (grey for a reference strategy); None for a name the report does not
+    know."""
+    if name in MEASUREMENT_COLORS:
+        return MEASUREMENT_COLORS[name]
+    record = STRATEGY_RECORDS.get(strategy_of(name))
+    if record is None:
+        return None
+    return REFERENCE_GREY if record.role == REFERENCE else STRATEGY_COLORS[record.name]
 
 
 def color(strategy: str) -> str:
     """A strategy's colour in every figure: its family's, or black for one the report does
     not know (a figure of several series takes series_styles instead)."""
-    return STRATEGY_COLORS.get(strategy) or STRATEGY_COLORS.get(family(strategy),
-                                                                 OKABE_ITO["black"])
+    return family_color(strategy) or OKABE_ITO["black"]
 
 
 @dataclass(frozen=True)
@@ -86,15 +93,15 @@ def series_styles(strategies: Sequence[str]) -> dict[str, SeriesStyle]:
     its family's colour and the first marker that colour has free here (the strategy itself
     "o" and a solid line, its variants the next markers, dashed); a strategy of no known
     family, or one whose family has used every marker, takes a colour no family here has."""
-    names = sorted(dict.fromkeys(strategies), key=lambda s: (s != family(s), s))
-    families = {STRATEGY_COLORS.get(family(s)) for s in names}
+    names = sorted(dict.fromkeys(strategies), key=lambda s: (s != strategy_of(s), s))
+    families = {family_color(s) for s in names}
     # Colours no family here has, those no strategy ever has first.
-    spare = sorted((c for c in OKABE_ITO.values() if c not in families),
-                   key=lambda c: c in STRATEGY_COLORS.values())
+    taken = {REFERENCE_GREY, *STRATEGY_COLORS.values(), *MEASUREMENT_COLORS.values()}
+    spare = sorted((c for c in OKABE_ITO.values() if c not in families), key=lambda c: c in taken)
     used: dict[str, list[str]] = {}
     styles = {}
     for index, name in enumerate(names):
-        wanted = [STRATEGY_COLORS.get(family(name)), *spare, *OKABE_ITO.values(), REFERENCE_GREY]
+        wanted = [family_color(name), *spare, *OKABE_ITO.values(), REFERENCE_GREY]
         colour = next(c for c in wanted if c and len(used.get(c, [])) < len(MARKERS))
         marker = MARKERS[len(used.setdefault(colour, []))]
         used[colour].append(marker)

@@ -37,9 +37,16 @@ from impl import capabilities, comparisons, deadline, metrics
 from impl.gradients import max_chunks, shared_buffers
 from impl.memory import MemoryPlan, Pristine, agreed, alias_model, plan_for_cell
 from impl.rows.write import write_row
-from impl.strategies import STRATEGIES, StrategyOptions, build_strategy, overlapping
+from impl.strategies import (
+    STRATEGIES,
+    StrategyOptions,
+    build_strategy,
+    measured_by_default,
+    overlapping,
+)
 from impl.strategies.knobs import chunking_problem, variant_strategy
 from impl.strategy_check import errors_vs_sequential, weight_tolerance
+from impl.strategy_records import strategy_of
 from impl.workloads import DTYPES, WorkloadConfig, build_model, describe
 from suite.conftest import launched_world, suite_axes, under_mpirun
 from suite.harness import (
@@ -51,6 +58,7 @@ from suite.harness import (
     rounds_for,
 )
 
+COPY_ENGINE = "copy-engine"  # runs only where its GPUs reach each other (capabilities.py)
 STUDY = "data parallel"  # what the run's plan counts its benchmarks under (suite/budget.py)
 
 COMPARE = "compare"
@@ -70,7 +78,7 @@ class Cell:
     profile: str
     strategies: tuple[str, ...]
     mpi: bool = False
-    knobs: tuple[str, ...] = ()  # named variants (impl/strategies/knobs.py) measured beside
+    knobs: tuple[str, ...] = ()  # named variants (impl/strategy_records.py) measured beside
 
     @property
     def sequential(self) -> str:
@@ -123,12 +131,12 @@ def cells(axes: dict, world: int, mpi: bool) -> list[Cell]:
             # Without communication K changes nothing: one cell at the smallest K.
             # Strategies that can never run here are not generated (copy-engine off NVLink,
             # or in a subgroup: its symmetric memory runs on the whole launch only).
-            runnable = tuple(s for s in axes["strategies"] if not s.startswith("copy-engine")
+            runnable = tuple(s for s in axes["strategies"] if s != COPY_ENGINE
                              or not (capabilities.missing_copy_engine(axes["backend"],
                                                                       axes["profile"], size)
                                      or capabilities.missing_whole_world(size, world)))
-            knobs = tuple(v for v in axes["knobs"] if not v.startswith("copy-engine")
-                          or "copy-engine" in runnable)
+            knobs = tuple(v for v in axes["knobs"] if strategy_of(v) != COPY_ENGINE
+                          or COPY_ENGINE in runnable)
             if not in_budget(axes.get("narrowed", {}).get(workload.name, {}), size, world):
                 continue
             for k in narrowed_chunks(axes, workload.name, chunks, size, world):
@@ -173,7 +181,7 @@ def pytest_generate_tests(metafunc):
         return
     mpi = under_mpirun()
     wanted = [s for s in suite_axes(metafunc.config)["strategies"]
-              if (s == "mpi") == mpi and s not in ("synthetic", "mpi-sequential")]
+              if STRATEGIES[s].needs_mpi == mpi and s in measured_by_default()]
     if not wanted:  # nothing of this launcher's kind was asked for
         metafunc.parametrize("row", [])
         return

@@ -15,7 +15,7 @@ from impl.presets import preset
 from impl.profiles import recorded_profile
 from impl.settings import selected_backend
 from impl.strategies import measured_by_default
-from impl.strategies.knobs import GPU_VARIANTS, VARIANTS
+from impl.strategy_records import GPU_VARIANTS, VARIANTS
 
 DEFAULT_WORKLOADS = {
     # (gpu?, mode) -> presets

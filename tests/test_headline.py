@@ -87,10 +87,10 @@ def test_provenance_marks_a_partial_run_a_dirty_tree_and_an_unknown_commit(loade
 
 def test_a_variant_is_the_code_of_its_strategy_and_the_knobs():
     assert headline.strategy_files("chunked") == ("impl/strategies/chunked.py",)
-    assert headline.strategy_files("chunked+priority") == ("impl/strategies/chunked.py",
-                                                           "impl/strategies/knobs.py")
-    assert headline.strategy_files("ddp-25mb") == ("impl/strategies/ddp.py",
-                                                   "impl/strategies/knobs.py")
+    assert headline.strategy_files("chunked+priority") == (
+        "impl/strategies/chunked.py", "impl/strategy_records.py", "impl/strategies/knobs.py")
+    assert headline.strategy_files("ddp-25mb") == (
+        "impl/strategies/ddp.py", "impl/strategy_records.py", "impl/strategies/knobs.py")
     assert headline.strategy_files("copy-engine") == ("impl/strategies/copy_engine.py",)
     assert headline.strategy_files("no-such-strategy") == ()
 

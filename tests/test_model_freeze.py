@@ -18,7 +18,7 @@ def test_freeze_writes_every_strategy_at_each_world_and_k(tmp_path):
     cells = {(p["workload"], p["world_size"], p["chunks"]) for p in predictions}
     workloads = {p["workload"] for p in predictions}
     assert len(cells) == 4 * len(workloads)
-    assert {p["strategy"] for p in predictions} == set(freeze.scale.STRATEGIES)
+    assert {p["strategy"] for p in predictions} == set(freeze.scale.PREDICTED_VARIANTS)
     sequential = {(p["workload"], p["world_size"], p["chunks"]): p["step_ms"]
                   for p in predictions if p["strategy"] == "sequential"}
     # More ranks move more bytes per rank in a ring (2(w − 1)/w): the step cannot shrink.

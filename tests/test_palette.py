@@ -7,7 +7,7 @@ import pytest
 from matplotlib.colors import to_hex
 
 from impl.strategies import STRATEGIES
-from impl.strategies.knobs import VARIANTS
+from impl.strategy_records import STRATEGY_RECORDS, VARIANTS, strategy_of
 from reports import figures
 from reports.sections import headline
 
@@ -82,3 +82,12 @@ def test_figure_1_tells_its_strategies_apart(monkeypatch):
     series = drawn_series(monkeypatch, lambda: headline.figure(entries))
     assert [label for label, _, _ in series] == TWELVE
     assert_told_apart(series)
+
+
+def test_every_recorded_strategy_has_a_colour_its_variants_share():
+    for name in [*STRATEGY_RECORDS, *VARIANTS]:
+        assert figures.family_color(name) is not None, name
+        assert figures.family_color(name) == figures.family_color(strategy_of(name)), name
+    assert figures.color("mpi-sequential") == figures.color("sequential") == figures.REFERENCE_GREY
+    assert figures.family_color("new-strategy") is None
+    assert figures.color("new-strategy") == figures.OKABE_ITO["black"]

@@ -88,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--device", required=True, help="the GPU model to predict (H100, H200)")
     parser.add_argument("--worlds", type=int, nargs="+", required=True,
                         help="world sizes (within the fabric's node)")
-    parser.add_argument("--chunks", type=chunk_count, nargs="+", default=[scale.DEFAULT_CHUNKS])
+    parser.add_argument("--chunks", type=chunk_count, nargs="+", default=[scale.PREDICTION_CHUNKS])
     parser.add_argument("--fabric", help=f"a fabric name ({', '.join(available())}; default: "
                         "the NVLink node file for the device)")
     parser.add_argument("--out", required=True, help="the JSON file to write")

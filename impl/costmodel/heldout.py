@@ -39,7 +39,8 @@ from impl.costmodel.compute import known_workload, parameter_layout
 from impl.costmodel.fabric import Fabric, fit_fabric, measured_sweep
 from impl.costmodel.inputs import comm_fabrics, fabric_key, interference, run_name, value
 from impl.costmodel.lanes import LaneEffects, lane_effects
-from impl.costmodel.scale import STRATEGIES, step_band
+from impl.costmodel.scale import PREDICTED_VARIANTS, step_band
+from impl.strategy_records import strategy_of
 
 SPLITS = ("other runs", "leave-one-K-out", "leave-one-workload-out", "in-cell")
 HEADLINE = "other runs"
@@ -276,10 +277,11 @@ def strategy_table(by_split: dict[str, list], trivial: dict[tuple, float],
 
 
 def _variant_rank(name: str) -> tuple:
-    """Strategies in the suite's order, each strategy's knob variants after it."""
-    base = name.split("+")[0]
-    order = ("sequential", "chunked", "threaded", "copy-engine", "ddp", "ddp-25mb", "mpi")
-    return (order.index(base) if base in order else len(order), "+" in name, name)
+    """Strategies in the order the predictions list them (PREDICTED_VARIANTS), each
+    strategy's named variants after it, then any other name."""
+    order = tuple(dict.fromkeys(strategy_of(predicted) for predicted in PREDICTED_VARIANTS))
+    strategy = strategy_of(name)
+    return (order.index(strategy) if strategy in order else len(order), name != strategy, name)
 
 
 BAND_COVERAGE = 0.90  # a band holds this share of held-out measurements
@@ -618,7 +620,7 @@ def validate_held_out(rows: Sequence[dict], merged: Sequence[dict]) -> HeldOut:
     lanes = {(device, workload, name): lane_effects(
                  rows, {"device": device, "workload": workload}, name, ("device",))
              for device, workload in {(c.row.get("device"), c.row["workload"]) for c in cells}
-             for name in STRATEGIES}
+             for name in PREDICTED_VARIANTS}
     return HeldOut(strategy_table(by_split, trivial_errors(cells), found),
                    unreproduced_lines(found, by_split[HEADLINE]),
                    decisions(by_split[HEADLINE], cells), overheads(by_split[HEADLINE], cells),

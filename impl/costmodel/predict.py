@@ -142,8 +142,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fabric", help="a fabric name (fabrics/<name>.toml: "
                         f"{', '.join(available())}) or a path to a .toml file (default: the "
                         "one for the results' GPU model)")
-    parser.add_argument("--chunks", type=chunk_count, default=scale.DEFAULT_CHUNKS,
-                        help=f"K, the chunk count (default {scale.DEFAULT_CHUNKS})")
+    parser.add_argument("--chunks", type=chunk_count, default=scale.PREDICTION_CHUNKS,
+                        help=f"K, the chunk count (default {scale.PREDICTION_CHUNKS})")
     parser.add_argument("--results", default=RESULTS, help="the folder of runs the held-out "
                         f"bands, overheads and lanes are fitted on (default: {RESULTS}/, the "
                         "committed runs; partial ones included)")

@@ -40,9 +40,13 @@ from impl.costmodel.lanes import NO_LANE, LaneEffects
 from impl.costmodel.schedule import simulate
 
 WORLDS = (8, 16, 32, 64, 128, 256, 512, 1024)
-STRATEGIES = ("sequential", "chunked", "threaded", "copy-engine", "ddp", "ddp-25mb",
-              "chunked+update")
-DEFAULT_CHUNKS = 20  # the suite's default K (its abstract's K, fixed before the data)
+# The strategies and named variants predicted, in the order the prediction's tables list them:
+# those torchrun measures on one node, DDP at its default cap, and chunked with its update.
+PREDICTED_VARIANTS = ("sequential", "chunked", "threaded", "copy-engine", "ddp", "ddp-25mb",
+                      "chunked+update")
+# The K of the predictions: the K the report's answer is read at (reports.cells.ANSWER_CHUNKS),
+# fixed before the data.
+PREDICTION_CHUNKS = 20
 
 
 @dataclass(frozen=True)
@@ -156,7 +160,7 @@ def sources(rows: Sequence[dict]) -> list[Source]:
 
 
 def predict_one(source: Source, strategy: str, world: int, fabric: NodeFabric,
-                chunks: int = DEFAULT_CHUNKS, held_out: float | None = None,
+                chunks: int = PREDICTION_CHUNKS, held_out: float | None = None,
                 overhead_ms: float = 0.0, lane: LaneEffects = NO_LANE,
                 sweep: MeasuredSweep | None = None) -> Prediction:
     """One strategy at one world size; ``held_out``: the strategy's held-out error (its
@@ -205,7 +209,7 @@ def predict_one(source: Source, strategy: str, world: int, fabric: NodeFabric,
 
 
 def predict(rows: Sequence[dict], fabric: NodeFabric, worlds: Sequence[int] = WORLDS,
-            strategies: Sequence[str] = STRATEGIES, chunks: int = DEFAULT_CHUNKS,
+            strategies: Sequence[str] = PREDICTED_VARIANTS, chunks: int = PREDICTION_CHUNKS,
             held_out: dict[str, float] | None = None,
             overheads: dict[tuple, float] | None = None,
             lanes: dict[tuple, LaneEffects] | None = None,

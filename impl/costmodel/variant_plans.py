@@ -1,6 +1,6 @@
 """Every strategy and named variant of the suite as a ``schedule.Plan``.
 
-A variant is read from the one table that defines it (impl/strategies/knobs.py's VARIANTS:
+A variant is read from the one table that defines it (impl/strategy_records.py's VARIANTS:
 a strategy and its options), then:
 
 - how the gradient buffer is cut: K chunks (``bytes``, or ``layers``, or a 1 MB first chunk),
@@ -23,11 +23,22 @@ from dataclasses import dataclass
 from impl.costmodel.compute import ReadyProfile, bucket_ends, chunk_ends
 from impl.costmodel.fabric import Fabric
 from impl.costmodel.schedule import Collective, Plan
-from impl.strategies.knobs import VARIANTS, first_chunk_elements
+from impl.strategies.knobs import first_chunk_elements
+from impl.strategy_records import (
+    PEER,
+    REFERENCE,
+    SIMULATION,
+    STRATEGY_RECORDS,
+    VARIANTS,
+)
 
-AFTER_BACKWARD = ("sequential", "mpi-sequential")
-CHUNKED = ("chunked", "threaded", "copy-engine", "mpi", "synthetic", *AFTER_BACKWARD)
-MODELLED = (*CHUNKED, "ddp")
+# The references all-reduce after backward ends; every other strategy as its data is final.
+AFTER_BACKWARD = tuple(name for name, record in STRATEGY_RECORDS.items()
+                       if record.role == REFERENCE)
+# What the model can cut: the K chunks of a ChunkedGradientStrategy (record.k_chunks), DDP's
+# buckets (the peer) and the simulation's K chunks of sleep.
+MODELLED = tuple(name for name, record in STRATEGY_RECORDS.items()
+                 if record.k_chunks or record.role in (PEER, SIMULATION))
 MIB = 2**20
 
 

@@ -11,13 +11,12 @@ from impl.strategies.base import Strategy
 from impl.strategies.chunked import ChunkedStrategy
 from impl.strategies.copy_engine import CopyEngineStrategy
 from impl.strategies.ddp import DDPStrategy
-from impl.strategies.knobs import VARIANTS
 from impl.strategies.mpi import MPISequentialStrategy, MPIStrategy
 from impl.strategies.options import StrategyOptions
 from impl.strategies.sequential import SequentialStrategy
 from impl.strategies.synthetic import SyntheticStrategy
 from impl.strategies.threaded import ThreadedStrategy
-from impl.strategy_records import OVERLAPPING, REFERENCE, SIMULATION
+from impl.strategy_records import OVERLAPPING, REFERENCE, SIMULATION, VARIANTS
 from impl.workloads import WorkloadConfig
 
 STRATEGIES: dict[str, type[Strategy]] = {

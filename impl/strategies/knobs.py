@@ -30,6 +30,7 @@ from torch import nn
 
 from impl.gradients import FlatGradients
 from impl.strategies.options import StrategyOptions
+from impl.strategy_records import VARIANTS
 
 HIGHEST_PRIORITY = -100  # CUDA maps it to the highest priority the device offers
 
@@ -155,22 +156,6 @@ def cublas_carveout(options):
         yield
     finally:
         torch._C._set_sm_carveout_experimental(previous)
-
-
-# Named variants of the strategies: a strategy and the options that differ from its defaults.
-# The benchmark measures them side by side with the plain strategies in the same rounds.
-VARIANTS: dict[str, tuple[str, dict]] = {
-    "ddp-25mb": ("ddp", {"ddp_bucket_mb": 25.0}),  # DDP's default bucket cap
-    "chunked+update": ("chunked", {"update_in_overlap": True, "check_finite": False}),
-    "threaded+update": ("threaded", {"update_in_overlap": True, "check_finite": False}),
-    "chunked+layers": ("chunked", {"chunk_split": "layers"}),
-    "chunked+first1mb": ("chunked", {"first_chunk_mb": 1.0}),
-    "chunked+priority": ("chunked", {"comm_priority": "high"}),
-    "chunked+ctas8": ("chunked", {"nccl_max_ctas": 8}),
-    "chunked+carveout32": ("chunked", {"cublas_sm_carveout": 32}),
-    "copy-engine+update": ("copy-engine", {"update_in_overlap": True, "check_finite": False}),
-}
-GPU_VARIANTS = ("chunked+priority", "chunked+ctas8", "chunked+carveout32", "copy-engine+update")
 
 
 def variant_strategy(name: str, chunks: int, check_finite: bool = False):

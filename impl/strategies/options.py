@@ -1,6 +1,6 @@
 """What a strategy is built with besides its model, workload and group: one frozen dataclass.
 
-Every field has the default of the plain strategy; a named variant (impl/strategies/knobs.py,
+Every field has the default of the plain strategy; a named variant (impl/strategy_records.py,
 VARIANTS) is a strategy and the fields that differ. It sits below both the contract
 (impl/strategies/base.py) and the knobs, which read its fields.
 """

@@ -66,6 +66,7 @@ from scipy.stats import trim_mean
 from impl import stats
 from impl.profiles import PROFILES
 from impl.rows.files import ResultsError, find_result_files, load_results
+from impl.strategy_records import needs_mpi
 
 # An inconclusive re-run grows by its first count of block pairs at a time, up to this many times
 # its first length: a 10% slowdown against a 5% threshold needs the interval's half-width
@@ -86,7 +87,6 @@ DEFAULT_BLOCKS = 8  # per side; even, so that each side runs first in half of th
 # What pytest's -k accepts as one name (_pytest/mark/expression.py); a benchmark whose name
 # has anything else cannot be selected this way and is left unconfirmed.
 KEYWORD_NAME = re.compile(r"(\w|:|\+|-|\.|\[|\]|\\|/)+")
-MPI_STRATEGIES = ("mpi", "mpi-sequential")  # run only in the launcher's mpirun pass
 
 
 class ConfirmError(Exception):
@@ -251,7 +251,7 @@ def narrowed(recipe: Recipe, benchmarks: Sequence[dict]) -> Recipe:
     profiles = {info.get("profile") for info in infos}
     if profiles and profiles <= set(PROFILES):
         args = _without_option(args, "--profiles") + ["--profiles", ",".join(sorted(profiles))]
-    if "--skip-mpi" not in args and not any(i.get("strategy") in MPI_STRATEGIES for i in infos):
+    if "--skip-mpi" not in args and not any(needs_mpi(i.get("strategy") or "") for i in infos):
         args.append("--skip-mpi")
     return Recipe(tuple(args), recipe.pytest_args)
 

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from impl.strategies import summary
+from impl.strategy_records import VARIANTS, strategy_of
 from reports import cells, figures
 from reports.archive import ROOT, Archive
 from reports.captions import Run, is_gpu_machine, machine_text, make_figure
@@ -37,18 +38,18 @@ MAX_FINDINGS = 5
 
 
 def strategy_files(strategy: str) -> tuple[str, ...]:
-    """The files that hold a strategy's code: its class's module, and impl/strategies/
-    knobs.py for a named variant (chunked+priority is chunked with a knob)."""
+    """The files that hold a strategy's code: its class's module, and for a named variant
+    (chunked+priority is chunked with a knob) impl/strategy_records.py, which declares its
+    options, and impl/strategies/knobs.py, which applies them."""
     from impl.strategies import STRATEGIES
-    from impl.strategies.knobs import VARIANTS
 
-    base = VARIANTS.get(strategy, (strategy, {}))[0]
+    base = strategy_of(strategy)
     if base not in STRATEGIES:
         return ()
     module = Path(sys.modules[STRATEGIES[base].__module__].__file__).resolve()
     files = [str(module.relative_to(ROOT))]
     if strategy in VARIANTS:
-        files.append("impl/strategies/knobs.py")
+        files += ["impl/strategy_records.py", "impl/strategies/knobs.py"]
     return tuple(files)
 
 

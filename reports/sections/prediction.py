@@ -24,8 +24,10 @@ from reports.format import Column, Placement, fmt, make_table, text_column
 FABRICS = {"NVIDIA H200": "ib400-h200x8", "NVIDIA H100 80GB HBM3": "ib400-h100x8"}
 # The same nodes with in-network reduction (CollNet, cited, not measured): one line each.
 COLLNET_FABRICS = {"NVIDIA H200": "ib400-sharp-h200x8"}
-# Strategies figures.py has no colour for get their own here, so no two lines share one.
-COLORS = {**figures.STRATEGY_COLORS, "copy-engine": "#d62728", "chunked+update": "#e377c2"}
+# Colours of this figure's own, before each strategy's (figures.family_color): its lines all
+# take one marker, so chunked+update needs a colour other than chunked's; copy-engine keeps the
+# red this figure drew it in before figures.py had a colour for it.
+COLORS = {"copy-engine": "#d62728", "chunked+update": "#e377c2"}
 PANELS = (("step_ms", "step (ms)"), ("exposed_comm_ms", "exposed communication (ms)"),
           ("overlap_efficiency", "overlap efficiency"))
 
@@ -45,7 +47,8 @@ def curves(groups: Sequence[tuple[str, Sequence[scale.Prediction]]],
                           if p.strategy == strategy and getattr(p, field) is not None]
                 if points:
                     ax.plot(*zip(*points), marker="o", markersize=2.5, linewidth=1.1,
-                            color=COLORS.get(strategy, "#17becf"), label=strategy)
+                            color=COLORS.get(strategy) or figures.family_color(strategy)
+                            or "#17becf", label=strategy)
             ax.set_xscale("log", base=2)
             ax.set_xticks(worlds, [str(w) for w in worlds], fontsize=6)
             ax.minorticks_off()
@@ -102,7 +105,7 @@ def prediction_table(table_id: str, source: scale.Source,
                          **{f"w{w}": _figure(by_world[w], field, digits) if w in by_world
                             else None for w in scale.WORLDS}})
     return make_table(table_id, f"PREDICTED for {workload} on {fabric_name}, K = "
-                      f"{scale.DEFAULT_CHUNKS}, per GPU count: predictions of the cost model, "
+                      f"{scale.PREDICTION_CHUNKS}, per GPU count: predictions of the cost model, "
                       f"not measurements; from {source.about}, interference "
                       f"{source.interference.source}; stragglers from the per-step spread "
                       f"σ {source.spread_ms:.3g} ms. Band: the strategy's held-out error with "
@@ -243,8 +246,8 @@ def held_out(rows: Sequence[dict]) -> tuple[object | None, list[str], dict[str, 
         "cell's; leave-one-K-out and leave-one-workload-out: the cell's run without its K or "
         "its workload's comm-only times; in-cell: the cell's own inputs (a consistency check); "
         "under each, an overlapped variant's overhead beyond the schedule is fitted on the "
-        "other cells only, of its GPU model and world size; step = sequential: the trivial predictor, the cell's "
-        "measured sequential step.",
+        "other cells only, of its GPU model and world size; step = sequential: the trivial "
+        "predictor, the cell's measured sequential step.",
         HELD_OUT_COLUMNS, shown, note=lambda *_: None), \
         [*heldout.decision_lines(found.decisions), *found.unreproduced], \
         found.bands, (found.overheads, found.lanes)
@@ -286,7 +289,7 @@ def section(rows: Sequence[dict], runs: Sequence) -> dict:
         devices.append({"device": device, "fabric": fabric, "figure": make_figure(
             f"fig-predicted-{fabric.name}", curves(groups, f"{device}: PREDICTED"),
             f"PREDICTED, not measured: {fabric.description} ({fabric.name}), K = "
-            f"{scale.DEFAULT_CHUNKS}, from the compute-only steps and interference measured "
+            f"{scale.PREDICTION_CHUNKS}, from the compute-only steps and interference measured "
             f"on {measured} (each workload's in its table's caption).",
             f"predicted step, exposed communication and overlap efficiency from 8 to 1024 "
             f"GPUs on {fabric.name}")})
