@@ -597,7 +597,7 @@ class HeldOut:
     unreproduced: list[str]
     decisions: Decisions
     overheads: dict[tuple, float]
-    lanes: dict[tuple, LaneEffects]  # per (GPU model, workload, variant), for other counts
+    lanes: dict[tuple, LaneEffects]  # per (GPU model[, world size], workload, variant)
     bands: dict[str, float]  # per variant, for predictions (relative_bands)
 
 
@@ -615,12 +615,19 @@ def validate_held_out(rows: Sequence[dict], merged: Sequence[dict]) -> HeldOut:
     cells = gpu_cells(merged)
     by_split = checks_by_split(rows, cells)
     found = unreproduced(cells, rows)
-    # At other GPU counts: each variant's lane over every measured cell of its GPU model and
-    # the other workloads, any world size (assumed to hold at every count, as the overhead is).
+    # For predictions: each variant's lane over the measured cells of its GPU model and
+    # world size (the copy-engine's all-reduce alone ran at 2 ranks near the fabric file's
+    # peer-copy bandwidth, at 4 far below it); and over any world size, for a count no cell
+    # had (assumed to hold there, as the overhead is). scale.lane_for reads them.
+    kinds = {(c.row.get("device"), c.row["world_size"], c.row["workload"]) for c in cells}
     lanes = {(device, workload, name): lane_effects(
                  rows, {"device": device, "workload": workload}, name, ("device",))
-             for device, workload in {(c.row.get("device"), c.row["workload"]) for c in cells}
+             for device, workload in {(device, workload) for device, _, workload in kinds}
              for name in PREDICTED_VARIANTS}
+    lanes.update({(device, world, workload, name): lane_effects(
+                      rows, {"device": device, "world_size": world, "workload": workload}, name,
+                      ("device", "world_size"))
+                  for device, world, workload in kinds for name in PREDICTED_VARIANTS})
     return HeldOut(strategy_table(by_split, trivial_errors(cells), found),
                    unreproduced_lines(found, by_split[HEADLINE]),
                    decisions(by_split[HEADLINE], cells), overheads(by_split[HEADLINE], cells),

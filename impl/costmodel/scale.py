@@ -173,6 +173,8 @@ def predict_one(source: Source, strategy: str, world: int, fabric: NodeFabric,
     profile = source.profile  # its finest chunks: every cut's readiness is read off them
     base = variant_plans.variant(strategy)[0]
     copy = fabric.copy_alpha_beta(world)
+    if copy is not None and lane.alone is not None:
+        copy = lane.alone  # its all-reduce as measured after backward (impl/costmodel/lanes.py)
     if base == "copy-engine" and copy is None:
         why = ("no copy-engine bandwidth in the fabric file" if fabric.copy_gbps is None
                else f"peer copies reach only the {fabric.gpus_per_node} GPUs of a node")
@@ -219,8 +221,8 @@ def predict(rows: Sequence[dict], fabric: NodeFabric, worlds: Sequence[int] = WO
     world size the fabric describes; ``held_out``: each strategy's held-out error, for the
     bands (heldout.relative_bands); ``overheads``: its cost beyond the schedule by GPU model,
     world size and strategy (heldout.overheads, read by overhead.overhead_for); ``lanes``:
-    per (GPU model, workload, strategy) its lane beside backward (heldout.HeldOut.lanes;
-    none where absent);
+    per (GPU model, world size, workload, strategy) and per (GPU model, workload, strategy)
+    its lane beside backward (heldout.HeldOut.lanes, read by ``lane_for``; none where absent);
     ``sweeps``: per (GPU model, world size) the measured all-reduce sweep (``sweeps``; the
     fabric file where absent)."""
     found = sources(rows)
@@ -228,9 +230,19 @@ def predict(rows: Sequence[dict], fabric: NodeFabric, worlds: Sequence[int] = WO
     return found, [predict_one(s, strategy, world, fabric, chunks,
                                (held_out or {}).get(strategy),
                                overhead.overhead_for(overheads or {}, s.device, world, strategy),
-                               (lanes or {}).get((s.device, s.workload, strategy), NO_LANE),
+                               lane_for(lanes or {}, s.device, world, s.workload, strategy),
                                (sweeps or {}).get((s.device, world)))
                    for s in found for strategy in strategies for world in sizes]
+
+
+def lane_for(lanes: dict[tuple, LaneEffects], device: str | None, world: int, workload: str,
+             variant: str) -> LaneEffects:
+    """A prediction's lane: read at its GPU model and world size where something was read
+    there, else at its GPU model over every world size, else none."""
+    lane = lanes.get((device, world, workload, variant))
+    if lane is None or lane == NO_LANE:
+        lane = lanes.get((device, workload, variant), NO_LANE)
+    return lane
 
 
 def sweeps(rows: Sequence[dict], profile: str = "nvlink") -> dict[tuple, MeasuredSweep]:
