@@ -71,7 +71,6 @@ from impl.atomic import unwritable
 from impl.fingerprint import machine_label
 from impl.profiles import ALWAYS, PROFILE_ENV, PROFILES, recorded_profile
 from impl.settings import check_environment, selected_backend
-from impl.suite_options import SUITE_OPTIONS, check_suite_options
 from suite import budget, exit_codes, hangs, pipes
 from suite.conftest import COLLECT_MPI_ENV, COLLECT_WORLD_ENV
 from suite.launch import TAG_OUTPUT, Launcher
@@ -84,6 +83,7 @@ from suite.run_files import (
     write_merged,
     write_pass_record,
 )
+from suite.suite_options import SUITE_OPTIONS, check_suite_options
 from suite.summary import summary_table
 
 SUITE_FILES = ("suite/bench_overlap.py", "suite/bench_allreduce.py", "suite/bench_synthetic.py",
@@ -456,7 +456,7 @@ def check_pytest_args(passes: list[Pass], pytest_args: list[str],
     """Let pytest read the arguments and collect every pass here, before anything launches.
 
     --collect-only runs no benchmark and writes nothing, but pytest parses every option and
-    conftest.py checks the suite's options (impl.suite_options) as in a real run: an unknown option,
+    conftest.py checks the options (suite.suite_options) as in a real run: an unknown option,
     a bad value, an unreadable -k expression or a missing file is refused now, as one line,
     instead of failing in every rank of every pass. Each pass is collected for the launch it
     will have, so a -k naming two-rank benchmarks finds them; the arguments are refused when
