@@ -29,13 +29,13 @@ rank_start.arm()
 
 from impl.profiles import recorded_profile  # noqa: E402
 from impl.settings import check_environment, selected_backend  # noqa: E402
-from impl.suite_options import SUITE_OPTIONS, check_suite_options  # noqa: E402
 from suite.conftest import launched_world  # noqa: E402
+from suite.suite_options import SUITE_OPTIONS, check_suite_options  # noqa: E402
 
 
 def pytest_addoption(parser):
     group = parser.getgroup("overlap suite")
-    # Plain strings: impl.suite_options checks them in pytest_configure, the same check suite/run.py
+    # Plain strings: suite.suite_options checks them in pytest_configure, the check suite/run.py
     # makes before it launches, so both refuse a bad value with the same one line.
     for option in SUITE_OPTIONS:
         group.addoption(option.flag, default=option.default, help=option.help)

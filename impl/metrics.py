@@ -1,7 +1,7 @@
-"""Every metric of the suite: its definition (quoted by the report) and its formula, once.
+"""The formula of every metric of the suite, once, beside the docstring the report quotes.
 
-The benchmark's ``extra_info``, the terminal summary and the report all iterate over
-``STEP_FIELDS`` / ``ALLREDUCE_FIELDS``, so they cannot disagree on names, units or meaning.
+Each metric's name, unit and definition live with the rows that carry them
+(impl/rows/metric_fields.py: ``STEP_FIELDS`` / ``ALLREDUCE_FIELDS``).
 """
 
 from __future__ import annotations
@@ -10,55 +10,6 @@ import math
 from collections.abc import Iterable, Sequence
 
 import numpy as np
-
-from impl.rows.declare import Field
-
-STEP_FIELDS: tuple[Field, ...] = (
-    Field("step_ms", "ms", "Median time of one training step (forward, backward, gradient "
-          "averaging, SGD update): CUDA events on GPU, perf_counter on CPU.", False),
-    Field("samples_per_s", "1/s", "Samples per second over all ranks: "
-          "world_size · batch / step time.", True),
-    Field("compute_only_ms", "ms", "Median step time of the same workload on one rank with "
-          "communication switched off.", False),
-    Field("comm_only_ms", "ms", "Median time to all-reduce the same gradient chunks, launched "
-          "back to back, with no compute.", False),
-    Field("sequential_ms", "ms", "Median step time of the sequential strategy (whole backward, "
-          "then the all-reduce of every chunk) at the same chunking.", False),
-    Field("limit_ms", "ms", "limit = max(compute_only, comm_only): no overlap scheme can be "
-          "faster.", False),
-    Field("bound_ms", "ms", "schedule bound: the step of a perfect overlap with zero "
-          "interference. Each chunk's all-reduce (its comm-only duration) starts at "
-          "max(the chunk's ready time in the compute-only run, the end of the previous "
-          "all-reduce); the step ends at max(backward end, last all-reduce end) plus the "
-          "update.", False),
-    Field("bound_update_in_overlap_ms", "ms", "schedule bound with the update inside the "
-          "overlap: each chunk's share of the update (update / K) follows its all-reduce, and "
-          "the step ends at max(backward end, end of the last chunk's update). The bound of "
-          "the strategies run with update_in_overlap; it can be below compute-only.", False),
-    Field("overlap_efficiency", "", "overlap efficiency = (sequential − step) / "
-          "(sequential − limit): 0 is no gain over sequential, 1 is perfect overlap.", True),
-    Field("bound_efficiency", "", "efficiency against the schedule bound = (sequential − "
-          "step) / (sequential − bound): 1 is the best any overlap of this chunking can do.",
-          True),
-    Field("hidden_comm_fraction", "", "Communication time overlapped by compute / communication "
-          "time, from the step's timeline (Holistic Trace Analysis's definition).", True),
-    Field("max_abs_err_vs_sequential", "", "Largest absolute weight difference to the "
-          "sequential strategy after the correctness check's steps, over all ranks.", False),
-    Field("energy_per_step_j", "J", "NVML total-energy counter difference over the timed "
-          "rounds, summed over the GPUs of the run, divided by the steps.", False),
-    Field("samples_per_joule", "1/J", "world_size · batch / energy per step.", True),
-)
-
-ALLREDUCE_FIELDS: tuple[Field, ...] = (
-    Field("size_bytes", "B", "Message size per rank.", None),
-    Field("time_ms", "ms", "Median time of one all-reduce (CUDA events on GPU).", False),
-    Field("algbw_gbps", "GB/s", "algbw = size / time (nccl-tests' definition, GB = 1e9 B).",
-          True),
-    Field("busbw_gbps", "GB/s", "busbw = algbw · 2(n−1)/n for all-reduce (nccl-tests' "
-          "definition): comparable across rank counts.", True),
-    Field("wrong_elements", "", "Elements differing from the expected sum after the timed "
-          "rounds (nccl-tests' #wrong).", False),
-)
 
 
 def limit_ms(compute_only_ms, comm_only_ms):

@@ -52,7 +52,7 @@ VERSIONS_BY_DTYPE = {
 
 
 def expected_seconds(item, mode: str) -> float:
-    """For the deadline (impl/deadline.py): the kernel build on first use takes about a minute
+    """For the deadline (suite/deadline.py): the kernel build on first use takes about a minute
     and may fall to whichever row runs first; a row itself takes seconds."""
     return 60.0
 

@@ -33,7 +33,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from impl import capabilities, deadline, stats
+from impl import capabilities, stats
 from impl.hybrid import (
     HYBRID_FIELDS,
     HybridOptions,
@@ -70,6 +70,7 @@ from impl.presets import (
 from impl.rows.write import write_row
 from impl.settings import selected_backend
 from impl.workloads import Batch, build_model, describe, loss_fn
+from suite import deadline
 from suite.conftest import launched_world
 from suite.harness import Variant, batches, measure_interleaved, record_round_times, rounds_for
 from suite.study_rows import comparison, round_seconds
@@ -85,7 +86,7 @@ PER_TENSOR_VARIANTS = ("offload-overlap+per-tensor", "offload-overlap-dpu+per-te
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 HEAVY_PARAMETERS = 500_000_000
 HEAVY_CHECK_PARAMETERS = 200_000_000
-# Deliberately low rates for the offload's deadline (impl/deadline.py's habit): host Adam at
+# Deliberately low rates for the offload's deadline (suite/deadline.py's habit): host Adam at
 # 28 bytes a parameter (an H100 host reached 100-140 GB/s), and the check's fp32 reference
 # (IEEE fp32, no TF32) per CPU thread or on a GPU (an H100 does about 50 TFLOP/s).
 EXPECTED_HOST_ADAM_BYTES_PER_S = 20e9
@@ -199,7 +200,7 @@ def coarse(item) -> bool:
 def expected_seconds(item, mode: str) -> float | None:
     """An offload member's whole measurement (its first row makes it): every variant's check
     against its fp32 reference, its warm-up and timed rounds at the slower of the GPU's step
-    and host Adam, and its model builds (impl/deadline.py). Other rows: the mode's default."""
+    and host Adam, and its model builds (suite/deadline.py). Other rows: the mode's default."""
     if coarse(item) and (selected_backend() != "gloo" or launched_world() < 2):
         return SKIPPED_S  # skipped at once: the coarse-grained hybrid's pass runs it
     if measurement_key(item) == item.nodeid:

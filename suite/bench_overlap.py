@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass
 import pytest
 import torch
 
-from impl import capabilities, comparisons, deadline, metrics
+from impl import capabilities, comparisons, metrics
 from impl.gradients import max_chunks, shared_buffers
 from impl.memory import MemoryPlan, Pristine, agreed, alias_model, plan_for_cell
 from impl.rows.write import write_row
@@ -48,6 +48,7 @@ from impl.strategies.knobs import chunking_problem, variant_strategy
 from impl.strategy_check import errors_vs_sequential, weight_tolerance
 from impl.strategy_records import strategy_of
 from impl.workloads import DTYPES, WorkloadConfig, build_model, describe
+from suite import deadline
 from suite.conftest import launched_world, suite_axes, under_mpirun
 from suite.harness import (
     Measurement,
@@ -198,7 +199,7 @@ def measurement_key(item) -> Cell:
 
 def expected_seconds(item, mode: str) -> float:
     """The whole cell (its first row measures it): every compared variant's check and the
-    sequential reference's, then warm-up and timed rounds of every variant (impl/deadline.py)."""
+    sequential reference's, then warm-up and timed rounds of every variant (suite/deadline.py)."""
     cell = measurement_key(item)
     device = deadline.suite_device()
     rounds = rounds_for(mode, device)

@@ -23,7 +23,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from impl import capabilities, deadline, stats
+from impl import capabilities, stats
 from impl.pipeline import SCHEDULES, PipelineOptions, build_schedule, cut_stage
 from impl.pipeline.measure import PIPELINE_FIELDS, bubble_fraction, bubble_theory
 from impl.pipeline.plans import MICROBATCH_COUNTS
@@ -32,6 +32,7 @@ from impl.presets import preset
 from impl.rows.write import write_row
 from impl.strategy_check import weight_tolerance
 from impl.workloads import DTYPES, MLPConfig, build_model, describe
+from suite import deadline
 from suite.conftest import launched_world, suite_axes
 from suite.harness import Variant, batches, measure_interleaved, record_round_times, rounds_for
 from suite.study_rows import comparison, round_seconds
@@ -92,7 +93,7 @@ def measurement_key(item) -> Setting:
 def expected_seconds(item, mode: str) -> float:
     """The whole setting (its first row measures it): the single-device reference, each
     variant's check and its warm-up and timed rounds, one pipeline step costing a whole
-    model's step (impl/deadline.py)."""
+    model's step (suite/deadline.py)."""
     setting = measurement_key(item)
     if capabilities.missing_world(setting.stages, launched_world()):
         return SKIPPED_S  # skipped at once: more stages than ranks

@@ -4,7 +4,7 @@ starts, the progress line with an ETA while a pass runs, and expected against ac
     planned benchmark = rate(machine, study) · expected_s
     planned pass      = start_s(machine, pass) + Σ planned benchmarks
 
-``expected_s`` is the time a benchmark's deadline is made from (impl/deadline.py): its work at
+``expected_s`` is the time a benchmark's deadline is made from (suite/deadline.py): its work at
 deliberately low rates, counted once per measurement (the first row of a cell; suite/watchdog.py
 ``Deadline.own_s``). ``rate`` scales it to what runs took: for each machine class (``gpu`` or
 ``cpu``) and study, Σ duration / Σ expected over the committed whole runs (no -k, no

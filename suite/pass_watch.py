@@ -7,7 +7,7 @@ launcher (suite/launch.py) asks ``PassWatch.stalled()`` every poll; a stall ends
 every rank's stack, keeping what finished (rank 0's results file is whole after every
 benchmark). A pass has stalled when
 
-- it has run past its own deadline, the sum of its benchmarks' deadlines (impl/deadline.py)
+- it has run past its own deadline, the sum of its benchmarks' deadlines (suite/deadline.py)
   plus START_MARGIN_S (torch's import, the process group, collection, the tests that are no
   benchmark) and END_MARGIN_S:
 

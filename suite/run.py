@@ -71,7 +71,6 @@ from impl.atomic import unwritable
 from impl.fingerprint import machine_label
 from impl.profiles import ALWAYS, PROFILE_ENV, PROFILES, recorded_profile
 from impl.settings import check_environment, selected_backend
-from impl.suite_options import SUITE_OPTIONS, check_suite_options
 from suite import budget, exit_codes, hangs, pipes
 from suite.conftest import COLLECT_MPI_ENV, COLLECT_WORLD_ENV
 from suite.launch import TAG_OUTPUT, Launcher
@@ -84,6 +83,7 @@ from suite.run_files import (
     write_merged,
     write_pass_record,
 )
+from suite.suite_options import SUITE_OPTIONS, check_suite_options
 from suite.summary import summary_table
 
 SUITE_FILES = ("suite/bench_overlap.py", "suite/bench_allreduce.py", "suite/bench_synthetic.py",
@@ -456,7 +456,7 @@ def check_pytest_args(passes: list[Pass], pytest_args: list[str],
     """Let pytest read the arguments and collect every pass here, before anything launches.
 
     --collect-only runs no benchmark and writes nothing, but pytest parses every option and
-    conftest.py checks the suite's options (impl.suite_options) as in a real run: an unknown option,
+    conftest.py checks the options (suite.suite_options) as in a real run: an unknown option,
     a bad value, an unreadable -k expression or a missing file is refused now, as one line,
     instead of failing in every rank of every pass. Each pass is collected for the launch it
     will have, so a -k naming two-rank benchmarks finds them; the arguments are refused when
@@ -483,28 +483,73 @@ def check_pytest_args(passes: list[Pass], pytest_args: list[str],
     return selected
 
 
+@dataclass
+class Checked:
+    """A run's inputs, every one checked before anything is created or launched."""
+
+    args: argparse.Namespace
+    pytest_args: list[str]
+    mode: str
+    gpus: int
+    profiles: list[str]
+    label: str
+    workdir: Path  # the results folder of this machine's runs
+    selecting: dict[str, Pass]  # the passes that select a benchmark (check_pytest_args)
+
+
+def check_inputs(argv: list[str]) -> Checked:
+    """Check the arguments, the environment and the results folder, and collect every pass.
+    Raises InputError or ValueError naming a bad one, NothingLeft where --resume-after names
+    the last benchmark selected."""
+    args, pytest_args = parse(argv)
+    check_suite_options(vars(args))  # those given before "--"; pytest checks the rest
+    check_environment()
+    mode = args.mode or "default"
+    gpus = capabilities.gpu_count()
+    backend = selected_backend()
+    profiles = choose_profiles(args.profiles, backend, gpus, mode)
+    check_ranks(args.ranks, backend, gpus)
+    label = machine_label()
+    workdir = check_results_folder(args.results_dir, label)
+    selecting = {} if args.recover else check_pytest_args(
+        plan(mode, profiles, gpus, workdir, pytest_args, args.skip_mpi, args.ranks,
+             quiet=True), pytest_args, budget.machine_class(gpus))
+    return Checked(args, pytest_args, mode, gpus, profiles, label, workdir, selecting)
+
+
+def planned_passes(checked: Checked, scratch: Path) -> list[Pass]:
+    """The passes to launch, each with the deadlines and plan its pre-launch collection found;
+    one line for each pass the pytest arguments leave empty, then the run's time budget."""
+    args, gpus, selecting = checked.args, checked.gpus, checked.selecting
+    passes = plan(checked.mode, checked.profiles, gpus, scratch, checked.pytest_args,
+                  args.skip_mpi, args.ranks)
+    for step in passes:
+        if step.name not in selecting:
+            print(f"[suite] {step.name} pass skipped: the pytest arguments select none "
+                  "of its benchmarks", flush=True)
+    passes = [step for step in passes if step.name in selecting]
+    for step in passes:
+        step.deadlines_s = selecting[step.name].deadlines_s
+        step.plan = selecting[step.name].plan
+    where = (f"{args.ranks or gpus} of {gpus} GPUs" if gpus
+             else f"the CPU, {args.ranks or CPU_RANKS} gloo ranks")
+    for line in budget.plan_lines([step.plan for step in passes], checked.mode, where,
+                                  budget.load_rates()):
+        print(line, flush=True)
+    return passes
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
-        args, pytest_args = parse(argv)
-        check_suite_options(vars(args))  # those given before "--"; pytest checks the rest
-        check_environment()
-        mode = args.mode or "default"
-        gpus = capabilities.gpu_count()
-        backend = selected_backend()
-        profiles = choose_profiles(args.profiles, backend, gpus, mode)
-        check_ranks(args.ranks, backend, gpus)
-        label = machine_label()
-        workdir = check_results_folder(args.results_dir, label)
-        selecting = {} if args.recover else check_pytest_args(
-            plan(mode, profiles, gpus, workdir, pytest_args, args.skip_mpi, args.ranks,
-                 quiet=True), pytest_args, budget.machine_class(gpus))
+        checked = check_inputs(argv)
     except (InputError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except NothingLeft as done:
         print(f"[suite] {done}; nothing launched, nothing written")
         return 0
+    args, workdir, gpus = checked.args, checked.workdir, checked.gpus
     if args.recover:
         lines = recover(workdir, recovered) if workdir.is_dir() else []
         print("\n".join(lines) or f"[suite] nothing to recover in {workdir}")
@@ -527,24 +572,10 @@ def main(argv: list[str] | None = None) -> int:
             print(line, flush=True)
         passes, codes, hung, merged, target = [], [], [], None, None
         try:
-            passes = plan(mode, profiles, gpus, folders.scratch, pytest_args, args.skip_mpi,
-                          args.ranks)
-            for step in passes:
-                if step.name not in selecting:
-                    print(f"[suite] {step.name} pass skipped: the pytest arguments select none "
-                          "of its benchmarks", flush=True)
-            passes = [step for step in passes if step.name in selecting]
-            for step in passes:
-                step.deadlines_s = selecting[step.name].deadlines_s
-                step.plan = selecting[step.name].plan
-            where = (f"{args.ranks or gpus} of {gpus} GPUs" if gpus
-                     else f"the CPU, {args.ranks or CPU_RANKS} gloo ranks")
-            for line in budget.plan_lines([step.plan for step in passes], mode, where,
-                                          budget.load_rates()):
-                print(line, flush=True)
+            passes = planned_passes(checked, folders.scratch)
             passes, codes, hung = run_passes(passes, env, launcher)
             stopped = launcher.stop_signal.name if launcher.stop_signal else None
-            merged = merge(passes, codes, command, label, stopped)
+            merged = merge(passes, codes, command, checked.label, stopped)
             if merged:
                 merged["suite"]["hangs"] = hung
             target = write_merged(workdir / f"{folders.name}.json", merged)

@@ -1,7 +1,7 @@
 """One watchdog per rank: a benchmark past its deadline ends the pass with every rank's stack.
 
 conftest.py arms it around each benchmark (setup, call, teardown with the all-ranks barrier)
-and disarms it after. When the deadline (impl/deadline.py) passes, the watchdog thread
+and disarms it after. When the deadline (suite/deadline.py) passes, the watchdog thread
 
 1. writes every thread's Python stack (faulthandler) to stderr, under one line naming the
    benchmark, its deadline and its expected time;
@@ -38,8 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from impl import deadline
-from suite import hangs
+from suite import deadline, hangs
 
 GRACE_S = 10.0  # for the other ranks' records, once the first rank has stopped
 BACKSTOP_S = 30.0  # after GRACE_S: torchrun's wait before it kills a rank that ignores SIGTERM
@@ -62,7 +61,7 @@ class Deadline:
 
 def plan_deadlines(items: Sequence, mode: str, multiple: float,
                    floor_s: float) -> dict[str, Deadline]:
-    """Every benchmark's deadline, by node id (impl/deadline.py). A module may define
+    """Every benchmark's deadline, by node id (suite/deadline.py). A module may define
     ``expected_seconds(item, mode)`` (None: the mode's default) and ``measurement_key(item)``:
     benchmarks of one key are measured together (a cell's rows), so a hang stops them all."""
     device = deadline.suite_device()

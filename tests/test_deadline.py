@@ -12,10 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from impl import deadline
 from impl.presets import preset
-from impl.suite_options import check_suite_options
-from suite import hangs
+from suite import deadline, hangs
 from suite.launch import Launcher
 from suite.run import (
     InputError,
@@ -27,6 +25,7 @@ from suite.run import (
     run_exit_status,
     run_passes,
 )
+from suite.suite_options import check_suite_options
 from suite.watchdog import BACKSTOP_S, GRACE_S, HANG_EXIT, POLL_S, Deadline, pg_timeout_s
 
 STUCK = "tests/hang_bench/stuck_benchmarks.py"

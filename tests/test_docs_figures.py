@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from impl import deadline, dist
-from suite import launch, pass_watch, watchdog
+from impl import dist
+from suite import deadline, launch, pass_watch, watchdog
 
 ROOT = Path(__file__).resolve().parents[1]
 MEASURED_TABLE_PAGES = {"docs/hybrid.md", "docs/gemm.md", "docs/costmodel.md", "docs/ANCHORS.md"}

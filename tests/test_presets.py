@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from impl import presets, suite_options
+from impl import presets
 from impl.costmodel.compute import known_workload, parameter_layout
 from impl.tensor_parallel.layers import TpMlpConfig
 from impl.workloads import MLPConfig, build_model
+from suite import suite_options
 
 ROOT = Path(__file__).resolve().parent.parent
 

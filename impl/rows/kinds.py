@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from impl.metrics import ALLREDUCE_FIELDS, STEP_FIELDS
 from impl.rows.declare import Field, RowKind
+from impl.rows.metric_fields import ALLREDUCE_FIELDS, STEP_FIELDS
 from impl.rows.shapes import (
     ANY,
     BOOL,
@@ -33,7 +33,7 @@ from impl.rows.shapes import (
 
 def measured(fields: tuple[Field, ...], name: str, shape: object = "num?",
              is_required: bool = False) -> Field:
-    """A field defined in impl/metrics.py, with the shape it has in a row."""
+    """A field defined in impl/rows/metric_fields.py, with the shape it has in a row."""
     found = next(f for f in fields if f.name == name)
     return replace(found, shape=shape, required=is_required)
 

@@ -16,8 +16,16 @@ from collections.abc import Sequence
 
 from impl.hybrid.gpt_forward import STUDY_TABLE
 from reports import figures
-from reports.captions import how_text, is_gpu_machine, make_figure
-from reports.format import Column, Placement, device_words, fmt, make_table, text_column
+from reports.captions import Figure, how_text, is_gpu_machine, make_figure
+from reports.format import (
+    Column,
+    Placement,
+    Table,
+    device_words,
+    fmt,
+    make_table,
+    text_column,
+)
 from reports.study_tables import comparison_table, interval_text, of_kind
 
 VARIANT_COLORS = {"cpu": "#7f7f7f", "gpu": "#1f77b4", "coarse-hybrid": "#ff7f0e",
@@ -276,95 +284,134 @@ GPT_COLUMNS = (
 )
 
 
+def steps_table(rows: Sequence[dict], runs: Sequence) -> Table | None:
+    """Every hybrid trainer's step and the check it passed before timing."""
+    if not (steps := hybrid_rows(rows)):
+        return None
+    return make_table(
+        "tab-hybrid", "CPU–GPU hybrid steps: fine-grained (offload-overlap, with the update "
+        "one step late in offload-overlap-dpu, against the same copies and host Adam after "
+        "backward, and against Adam on the device) and coarse-grained (two workers sharing "
+        "each batch, against each alone). Before timing, each step's gradients were checked "
+        "against a backward at the reference's weights (on the trainer's GPU, or the CPU; "
+        "IEEE fp32 for an fp32 model, the weights rounded to the model's dtype for bf16) and "
+        "its update against Adam (fp32) applied to the trainer's own gradients "
+        "(impl/hybrid/trainer_check.py). " + how_text(steps, runs),
+        HYBRID_COLUMNS, steps, placement=Placement("every hybrid step"))
+
+
+def family_table(rows: Sequence[dict]) -> Table | None:
+    """The offload family's step times as multiples of fused GPU Adam's, beside bound and goal."""
+    if not (family := family_rows(rows)):
+        return None
+    return make_table(
+        "tab-hybrid-family", "The offload family against fused GPU Adam "
+        "(torch.optim.Adam(fused=True), fp32 master on the GPU for bf16 models), "
+        "interleaved in the same rounds: each variant's step time as a multiple of fused "
+        "GPU Adam's (95% interval), beside its bound from measured host-Adam and copy "
+        "rates (impl/hybrid/bounds.py: the delayed update max(GPU step, host Adam + "
+        "copies); the overlapped one max(GPU step + the host work of the last bucket, the "
+        "step's host work)) and its goal (offload-overlap 1.10×, offload-overlap-dpu "
+        "1.03×). +gpu-cast: bf16 values cast on the GPU, fp32 on the wire; without it the "
+        "host casts and the copies carry bf16. +per-tensor: a bucket per tensor, the "
+        "offload before its flat buckets (impl/hybrid/buckets.py), timed beside them.",
+        FAMILY_COLUMNS, family)
+
+
+def only_offload_table(rows: Sequence[dict], runs: Sequence) -> Table | None:
+    """The model only the offload can train: what GPU-only Adam did with it, and its offload."""
+    if not (largest := only_offload_rows(rows)):
+        return None
+    return make_table(
+        "tab-hybrid-only-offload", "The model only the offload can train "
+        "(impl/hybrid/largest.py): the smallest bf16 MLP of the memory plan's width and batch "
+        "(impl/hybrid/capacity.py) that GPU-only Adam cannot hold, with what one fused GPU "
+        "Adam step of it did; the overlapped offload's first step checked (gradients against "
+        "a bf16 backward at the reference's weights, the fp32 master against Adam's first "
+        "step on the trainer's own gradients), then its timed steps; model TFLOP/s = 6 · "
+        "parameters · batch rows / step time, against cuBLAS's bf16 8192³ rate measured in "
+        "the same process (the figure ZeRO-Offload reports). " + how_text(largest, runs),
+        ONLY_OFFLOAD_COLUMNS, largest)
+
+
+def host_work_table(rows: Sequence[dict]) -> Table | None:
+    """Where the offload's host work goes: hidden, exposed, after backward, carried over."""
+    if not (split := host_work_rows(rows)):
+        return None
+    return make_table(
+        "tab-hybrid-host-work", "Where the offload's host work goes (impl/hybrid/measure.py, "
+        "median over rounds of each round's last step, 95% interval): the fraction of the "
+        "copies and host Adam that GPU compute hides, the exposed parts, the time from the "
+        "end of backward to the end of the step, host work still running when the step "
+        "ends (the delayed update's Adam, beside the next step's forward) and host Adam's "
+        "rate at 28 bytes per parameter over its busy time.", HOST_WORK_COLUMNS, split,
+        placement=Placement("where the offload's host work goes, every variant"))
+
+
+def host_adam_table(rows: Sequence[dict], runs: Sequence) -> Table | None:
+    """Host Adam alone, each implementation against the memory bandwidth of the same threads."""
+    if not (adam := host_adam_rows(rows)):
+        return None
+    return make_table(
+        "tab-host-adam", "Host Adam alone over the offload workload's parameter count (28 "
+        "bytes per parameter), interleaved with the memory bandwidth measured the same way "
+        "(an in-place a += s·b over as many fp32 values on the same threads, 12 bytes per "
+        "value): torch's fused, foreach and per-tensor CPU Adam, each "
+        "with one worker spreading every piece over the intra-op threads or a pool of "
+        "single-threaded workers (impl/hybrid/host_adam.py). " + how_text(adam, runs),
+        HOST_ADAM_COLUMNS, adam, placement=Placement("host Adam alone, every implementation"))
+
+
+def digits_parts(rows: Sequence[dict], runs: Sequence) -> tuple[Table | None, list[Figure]]:
+    """The digits MLP's table of final values, and the curves of one machine."""
+    if not (digits := digits_rows(rows)):
+        return None, []
+    table = make_table(
+        "tab-digits", f"The study's MLP on handwritten digits ({digits[0].get('data')}; "
+        "Adam, lr 1e-3, batch 100): final training loss and test accuracy; the hybrids' "
+        "curves against the CPU curve (largest per-epoch loss difference in units of the "
+        "CPU's first-epoch loss). " + how_text(digits, runs), DIGITS_COLUMNS, digits,
+        placement=Placement("the digits MLP's final losses and accuracies"))
+    # One machine's curves: the one that ran the most epochs, a GPU before the CPU. The
+    # others' final values are in the table; their curves add pages, not answers.
+    machines = list(dict.fromkeys(r["machine"] for r in digits))
+    machine = max(machines, key=lambda m: (
+        max(r["epochs"] for r in digits if r["machine"] == m), is_gpu_machine(m, runs)))
+    mine = [r for r in digits if r["machine"] == machine]
+    others = [m for m in machines if m != machine]
+    figure = make_figure(
+        f"fig-digits-{machine}", curves_figure(mine), f"Training loss and test accuracy "
+        f"per epoch on {machine}, {mine[0]['epochs']} epochs (the study ran "
+        f"{mine[0].get('study_epochs')})"
+        + (f"; {', '.join(others)}: final values in the digits table" if others else "") + ". "
+        + how_text(mine, runs), f"Digits MLP loss and accuracy curves, {machine}")
+    return table, [figure]
+
+
+def gpt_table(rows: Sequence[dict], runs: Sequence) -> Table | None:
+    """The study's GPT forward: the first iteration apart, beside the study's own table."""
+    if not (gpt := of_kind(rows, "gpt_forward")):
+        return None
+    return make_table(
+        "tab-gpt-forward", "The study's decoder (vocabulary 10000, context 1000, 10 layers, "
+        "1 head, dropout 0.2; width 384 and batch 2 chosen here): time of each training "
+        "forward (logits and loss, then a device sync) in a fresh process, the first "
+        "iteration apart, beside the study's table. " + how_text(gpt, runs),
+        GPT_COLUMNS, gpt_rows(rows),
+        placement=Placement("the study's GPT forward, every iteration"))
+
+
 def section_parts(rows: Sequence[dict], runs: Sequence) -> dict:
     """The hybrid half of the pipeline section's context (None or [] where nothing loaded)."""
-    out: dict = {"hybrid_table": None, "hybrid_family_table": None,
-                 "hybrid_comparisons": None, "host_work_table": None, "only_offload_table": None,
-                 "host_adam_table": None, "digits_table": None, "digits_figures": [],
-                 "gpt_table": None}
-    if steps := hybrid_rows(rows):
-        out["hybrid_table"] = make_table(
-            "tab-hybrid", "CPU–GPU hybrid steps: fine-grained (offload-overlap, with the update "
-            "one step late in offload-overlap-dpu, against the same copies and host Adam after "
-            "backward, and against Adam on the device) and coarse-grained (two workers sharing "
-            "each batch, against each alone). Before timing, each step's gradients were checked "
-            "against a backward at the reference's weights (on the trainer's GPU, or the CPU; "
-            "IEEE fp32 for an fp32 model, the weights rounded to the model's dtype for bf16) and "
-            "its update against Adam (fp32) applied to the trainer's own gradients "
-            "(impl/hybrid/trainer_check.py). " + how_text(steps, runs),
-            HYBRID_COLUMNS, steps, placement=Placement("every hybrid step"))
-    if family := family_rows(rows):
-        out["hybrid_family_table"] = make_table(
-            "tab-hybrid-family", "The offload family against fused GPU Adam "
-            "(torch.optim.Adam(fused=True), fp32 master on the GPU for bf16 models), "
-            "interleaved in the same rounds: each variant's step time as a multiple of fused "
-            "GPU Adam's (95% interval), beside its bound from measured host-Adam and copy "
-            "rates (impl/hybrid/bounds.py: the delayed update max(GPU step, host Adam + "
-            "copies); the overlapped one max(GPU step + the host work of the last bucket, the "
-            "step's host work)) and its goal (offload-overlap 1.10×, offload-overlap-dpu "
-            "1.03×). +gpu-cast: bf16 values cast on the GPU, fp32 on the wire; without it the "
-            "host casts and the copies carry bf16. +per-tensor: a bucket per tensor, the "
-            "offload before its flat buckets (impl/hybrid/buckets.py), timed beside them.",
-            FAMILY_COLUMNS, family)
-    if largest := only_offload_rows(rows):
-        out["only_offload_table"] = make_table(
-            "tab-hybrid-only-offload", "The model only the offload can train "
-            "(impl/hybrid/largest.py): the smallest bf16 MLP of the memory plan's width and batch "
-            "(impl/hybrid/capacity.py) that GPU-only Adam cannot hold, with what one fused GPU "
-            "Adam step of it did; the overlapped offload's first step checked (gradients against "
-            "a bf16 backward at the reference's weights, the fp32 master against Adam's first "
-            "step on the trainer's own gradients), then its timed steps; model TFLOP/s = 6 · "
-            "parameters · batch rows / step time, against cuBLAS's bf16 8192³ rate measured in "
-            "the same process (the figure ZeRO-Offload reports). " + how_text(largest, runs),
-            ONLY_OFFLOAD_COLUMNS, largest)
-    out["hybrid_comparisons"] = comparison_table(
-        rows, "hybrid_comparison", "tab-hybrid-compare", "The hybrids against their references",
-        # The family table above answers the offload's question; every pair is detail.
-        placement=Placement("the hybrids against their references, every pair", always=True))
-    if split := host_work_rows(rows):
-        out["host_work_table"] = make_table(
-            "tab-hybrid-host-work", "Where the offload's host work goes (impl/hybrid/measure.py, "
-            "median over rounds of each round's last step, 95% interval): the fraction of the "
-            "copies and host Adam that GPU compute hides, the exposed parts, the time from the "
-            "end of backward to the end of the step, host work still running when the step "
-            "ends (the delayed update's Adam, beside the next step's forward) and host Adam's "
-            "rate at 28 bytes per parameter over its busy time.", HOST_WORK_COLUMNS, split,
-            placement=Placement("where the offload's host work goes, every variant"))
-    if adam := host_adam_rows(rows):
-        out["host_adam_table"] = make_table(
-            "tab-host-adam", "Host Adam alone over the offload workload's parameter count (28 "
-            "bytes per parameter), interleaved with the memory bandwidth measured the same way "
-            "(an in-place a += s·b over as many fp32 values on the same threads, 12 bytes per "
-            "value): torch's fused, foreach and per-tensor CPU Adam, each "
-            "with one worker spreading every piece over the intra-op threads or a pool of "
-            "single-threaded workers (impl/hybrid/host_adam.py). " + how_text(adam, runs),
-            HOST_ADAM_COLUMNS, adam, placement=Placement("host Adam alone, every implementation"))
-    if digits := digits_rows(rows):
-        out["digits_table"] = make_table(
-            "tab-digits", f"The study's MLP on handwritten digits ({digits[0].get('data')}; "
-            "Adam, lr 1e-3, batch 100): final training loss and test accuracy; the hybrids' "
-            "curves against the CPU curve (largest per-epoch loss difference in units of the "
-            "CPU's first-epoch loss). " + how_text(digits, runs), DIGITS_COLUMNS, digits,
-            placement=Placement("the digits MLP's final losses and accuracies"))
-        # One machine's curves: the one that ran the most epochs, a GPU before the CPU. The
-        # others' final values are in the table; their curves add pages, not answers.
-        machines = list(dict.fromkeys(r["machine"] for r in digits))
-        machine = max(machines, key=lambda m: (
-            max(r["epochs"] for r in digits if r["machine"] == m), is_gpu_machine(m, runs)))
-        mine = [r for r in digits if r["machine"] == machine]
-        others = [m for m in machines if m != machine]
-        out["digits_figures"].append(make_figure(
-            f"fig-digits-{machine}", curves_figure(mine), f"Training loss and test accuracy "
-            f"per epoch on {machine}, {mine[0]['epochs']} epochs (the study ran "
-            f"{mine[0].get('study_epochs')})"
-            + (f"; {', '.join(others)}: final values in the digits table" if others else "") + ". "
-            + how_text(mine, runs), f"Digits MLP loss and accuracy curves, {machine}"))
-    if gpt := of_kind(rows, "gpt_forward"):
-        out["gpt_table"] = make_table(
-            "tab-gpt-forward", "The study's decoder (vocabulary 10000, context 1000, 10 layers, "
-            "1 head, dropout 0.2; width 384 and batch 2 chosen here): time of each training "
-            "forward (logits and loss, then a device sync) in a fresh process, the first "
-            "iteration apart, beside the study's table. " + how_text(gpt, runs),
-            GPT_COLUMNS, gpt_rows(rows),
-            placement=Placement("the study's GPT forward, every iteration"))
-    return out
+    digits_table, digits_figures = digits_parts(rows, runs)
+    return {"hybrid_table": steps_table(rows, runs), "hybrid_family_table": family_table(rows),
+            # The family table answers the offload's question; every pair is detail.
+            "hybrid_comparisons": comparison_table(
+                rows, "hybrid_comparison", "tab-hybrid-compare",
+                "The hybrids against their references",
+                placement=Placement("the hybrids against their references, every pair",
+                                    always=True)),
+            "host_work_table": host_work_table(rows),
+            "only_offload_table": only_offload_table(rows, runs),
+            "host_adam_table": host_adam_table(rows, runs), "digits_table": digits_table,
+            "digits_figures": digits_figures, "gpt_table": gpt_table(rows, runs)}

@@ -1,13 +1,15 @@
 """Methodology and the definitions appendix (templates sections/methodology.html.j2 and
-definitions.html.j2): each metric's definition quoted from the code (impl/metrics.py), the suite
-modes of the loaded runs, and the formulas' docstrings as the report quotes them.
+definitions.html.j2): each metric's definition quoted from the code
+(impl/rows/metric_fields.py), the suite modes of the loaded runs, and the formulas' docstrings
+(impl/metrics.py) as the report quotes them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from impl.metrics import ALLREDUCE_FIELDS, STEP_FIELDS, ideal_speedup
+from impl.metrics import ideal_speedup
+from impl.rows.metric_fields import ALLREDUCE_FIELDS, STEP_FIELDS
 from reports import cells
 from reports.captions import Run
 

@@ -47,7 +47,7 @@ def test_warning_policy():
 
 def test_report_text_uses_only_characters_dejavu_draws():
     """REPORT_CHARACTERS lists every non-ASCII character the report writes values with."""
-    from impl.metrics import ALLREDUCE_FIELDS, STEP_FIELDS
+    from impl.rows.metric_fields import ALLREDUCE_FIELDS, STEP_FIELDS
 
     sources = [*(ROOT / "reports").glob("*.py"), *(ROOT / "reports" / "templates").rglob("*")]
     texts = [path.read_text(encoding="utf-8") for path in sources if path.is_file()]

@@ -4,7 +4,7 @@ conftest.py declares them to pytest and checks them in pytest_configure; suite/r
 the same values before it launches anything (docs/inputs.md). Every
 check raises ValueError with one line naming the option, the value and what is allowed.
 
-    from impl.suite_options import check_suite_options
+    from suite.suite_options import check_suite_options
     choices = check_suite_options({"chunks": "1,10", "workloads": "mlp_tiny"})
     # {"suite_mode": "default", "strategies": None, "workloads": ["mlp_tiny"],
     #  "chunks": [1, 10], "world_sizes": None, "sampler_period_ms": 50.0,
@@ -17,11 +17,11 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from impl.deadline import DEFAULT_FLOOR_S, DEFAULT_MULTIPLE
 from impl.gradients import MAX_CHUNKS
 from impl.presets import MODELS
 from impl.sampler import DEFAULT_PERIOD_MS
 from impl.strategies import STRATEGIES
+from suite.deadline import DEFAULT_FLOOR_S, DEFAULT_MULTIPLE
 
 SUITE_MODES = ("quick", "default", "full")
 SAMPLER_PERIOD_MS = (1.0, 10_000.0)  # inclusive bounds of --sampler-period-ms
@@ -132,7 +132,7 @@ SUITE_OPTIONS = (
                 f"{SAMPLER_PERIOD_MS[0]:g} to {SAMPLER_PERIOD_MS[1]:g} (default "
                 f"{DEFAULT_PERIOD_MS:g})", sampler_period_ms),
     SuiteOption("--deadline-multiple", DEFAULT_MULTIPLE, "a benchmark's deadline is this "
-                "multiple of its expected time (impl/deadline.py), at least --deadline-floor-s; "
+                "multiple of its expected time (suite/deadline.py), at least --deadline-floor-s; "
                 f"{DEADLINE_MULTIPLE[0]:g} to {DEADLINE_MULTIPLE[1]:g} (default "
                 f"{DEFAULT_MULTIPLE:g})", deadline_multiple),
     SuiteOption("--deadline-floor-s", DEFAULT_FLOOR_S, "the shortest deadline of a benchmark "
