@@ -36,3 +36,19 @@ def test_freeze_refuses_a_device_with_no_rows(tmp_path, capsys):
     assert capsys.readouterr().err.strip() == (
         f"error: --device 'B200': no row of {FITTED_ON} was measured on it")
     assert not (tmp_path / "x.json").exists()
+
+
+def test_no_efficiency_where_the_headroom_is_inside_the_band():
+    """E = (S − T)/(S − L) is refused, with the reason, where the step's band is wider than
+    S − L; a narrow band keeps it."""
+    from impl.costmodel import scale, validate
+    from impl.costmodel.fabric_file import load_fabric
+
+    (source, *_) = scale.sources(validate.load_rows([FITTED_ON]))
+    fabric = load_fabric("nvlink-h200x8")
+    kept = scale.predict_one(source, "chunked", 2, fabric, 20, held_out=0.0)
+    assert kept.overlap_efficiency is not None
+    refused = scale.predict_one(source, "chunked", 2, fabric, 20, held_out=0.5)
+    assert refused.overlap_efficiency is None and refused.step_ms == kept.step_ms
+    assert refused.note.startswith("no overlap efficiency: the step's band (± ")
+    assert "is wider than the headroom S − L = " in refused.note

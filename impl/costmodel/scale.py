@@ -204,10 +204,16 @@ def predict_one(source: Source, strategy: str, world: int, fabric: NodeFabric,
     # slowest of ``world`` ranks (expected_max_of_normals), so weak scaling is not flat.
     straggler = source.spread_ms * expected_max_of_normals(world)
     step = outcome.step_ms + overhead_ms + straggler
+    band = step_band(held_out, source.compute_band)
+    headroom = sequential.step_ms - limit  # what overlap can save at most
+    if efficiency is not None and band is not None and band * step >= headroom:
+        # E = (S − T)/(S − L): a step known only to ± more than S − L leaves E anywhere.
+        efficiency = None
+        note = (f"no overlap efficiency: the step's band (± {band * step:.2f} ms) is wider "
+                f"than the headroom S − L = {headroom:.2f} ms")
     return Prediction(source.workload, strategy, world, step,
                       outcome.exposed_comm_ms, outcome.hidden_fraction, efficiency, note,
-                      straggler, profile.compute_only_ms / step,
-                      step_band(held_out, source.compute_band), overhead_ms)
+                      straggler, profile.compute_only_ms / step, band, overhead_ms)
 
 
 def predict(rows: Sequence[dict], fabric: NodeFabric, worlds: Sequence[int] = WORLDS,
