@@ -51,8 +51,6 @@ from suite.harness import (
     rounds_for,
 )
 
-STUDY = "data parallel"  # what the run's plan counts its benchmarks under (suite/budget.py)
-
 COMPARE = "compare"
 
 
