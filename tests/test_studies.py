@@ -84,7 +84,7 @@ def infos(path: Path, kind: str) -> list[dict]:
 
 def test_tensor_parallel_line_gives_the_gpu_result_with_its_run(folders):
     rows, runs, found = loaded(folders)
-    line = studies.study_line("tensor-parallel", rows, runs, found)
+    line = studies.study_line("tensor parallel", rows, runs, found)
     tp = [i for i in infos(TP_RUN, "tensor_parallel") if i["gemm_backend"] == "torch"
           and i["scaling"] == "strong" and i["world_size"] == 2]
     by_schedule = {i["schedule"]: i for i in tp}

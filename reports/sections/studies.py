@@ -1,7 +1,9 @@
 """One line per study for the abstract: its result with machine, interval and run, or why it has
 none.
 
-Each study names its benchmark module (ABSTRACT_STUDIES). Where the loaded rows hold a GPU
+Each study's record (impl/studies.py) gives its title and benchmark module; ABSTRACT_TESTS
+says which studies have a line, in order, and the test functions whose results the line
+gives. Where the loaded rows hold a GPU
 result, the line gives it (machine, interval, run and commit); where they do not, it says so
 and names the runs that meant to measure it and did not finish: bench logs in
 ``results/<label>/logs/`` (reports/runlogs.py: how the run ended, and whether it reached the
@@ -17,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from impl.studies import STUDIES
 from reports import analysis
 from reports.archive import Archive
 from reports.captions import Run, and_list, is_gpu_machine
@@ -26,17 +29,14 @@ from reports.runlogs import pass_targets, targets, unfinished
 from reports.sections import gemm_sweep, hybrid, tensor_parallel
 from reports.sections.hangs import hangs_in
 
-# study -> (its title in the abstract, benchmark module, its test functions)
-ABSTRACT_STUDIES = {
-    "tensor-parallel": ("Tensor parallel (overlapped and fused against sync)", "bench_tp",
-                        ("test_tp",)),
-    "pipeline": ("Pipeline (bubble against (p − 1)/(m + p − 1), ours against the library)",
-                 "bench_pipeline", ("test_pipeline", "test_pipeline_comparison")),
-    "hybrid": ("CPU–GPU hybrid (offload against GPU-only)", "bench_hybrid",
-               ("test_offload", "test_offload_comparison", "test_coarse",
-                "test_coarse_comparison", "test_digits", "test_gpt_forward")),
-    "gemm": ("GEMM ladder (% of cuBLAS)", "bench_gemm",
-             ("test_gemm", "test_gemm_sweep", "test_tensor_core_ceiling", "test_seed_step")),
+# study (impl/studies.py) -> the test functions of its module whose results its line gives,
+# in the abstract's order
+ABSTRACT_TESTS = {
+    "tensor parallel": ("test_tp",),
+    "pipeline": ("test_pipeline", "test_pipeline_comparison"),
+    "hybrid": ("test_offload", "test_offload_comparison", "test_coarse", "test_coarse_comparison",
+               "test_digits", "test_gpt_forward"),
+    "GEMM": ("test_gemm", "test_gemm_sweep", "test_tensor_core_ceiling", "test_seed_step"),
 }
 GPU_ONLY = "device-adam"  # the fine-grained hybrid's reference: Adam on the device
 VERDICTS = {"no significant difference": "n.s."}
@@ -196,15 +196,15 @@ def gemm_text(rows: Sequence[dict], machine: str) -> tuple[str, dict] | None:
 
 
 RESULTS: dict[str, Callable[[Sequence[dict], str], tuple[str, dict] | None]] = {
-    "tensor-parallel": tp_text, "pipeline": pipeline_text, "hybrid": hybrid_text,
-    "gemm": gemm_text}
+    "tensor parallel": tp_text, "pipeline": pipeline_text, "hybrid": hybrid_text,
+    "GEMM": gemm_text}
 
 
 def study_line(study: str, rows: Sequence[dict], runs: Sequence[Run],
                archive: Archive) -> str:
     """The study's line: GPU results with their runs, or that there is none and why, and the
     CPU result where there is no GPU one."""
-    _, module, functions = ABSTRACT_STUDIES[study]
+    module, functions = Path(STUDIES[study].module).stem, ABSTRACT_TESTS[study]
     machines = list(dict.fromkeys(r.label for r in runs))
     results = {m: found for m in machines if (found := RESULTS[study](rows, m))}
     gpu = {m: r for m, r in results.items() if is_gpu_machine(m, runs)}
@@ -235,9 +235,8 @@ def gate_line(archive: Archive) -> str:
 
 
 def section(rows: Sequence[dict], runs: Sequence[Run], archive: Archive) -> list[dict]:
-    lines = [{"study": title, "text": study_line(study, rows, runs, archive)}
-             for study, (title, _, _) in ABSTRACT_STUDIES.items()]
-    lines.append({"study": "Regression gate (false alarms and detections, with --confirm)",
-                  "text": gate_line(archive)})
+    lines = [{"study": STUDIES[study].title, "text": study_line(study, rows, runs, archive)}
+             for study in ABSTRACT_TESTS]
+    lines.append({"study": STUDIES["gate"].title, "text": gate_line(archive)})
     return lines
 
