@@ -7,7 +7,7 @@ rounds; these helpers are shared by the sections (reports/sections/).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from reports import figures
@@ -81,6 +81,28 @@ def how_text(rows: Sequence[dict], runs: Sequence[Run]) -> str:
     counted = (f"{rounds[0]}" if len(rounds) == 1 else f"{rounds[0]}–{rounds[-1]}"
                ) if rounds else "an unknown number of"
     return f"Run by {commands}; {counted} timed rounds per benchmark."
+
+
+@dataclass(frozen=True)
+class Machines:
+    """The loaded runs' machines, derived once for every section (reports/view.py): their
+    labels in report order (machine_labels), those with GPUs, and each one in words
+    (machine_text)."""
+
+    labels: tuple[str, ...]
+    gpu: frozenset[str]
+    words: Mapping[str, str]
+
+    @classmethod
+    def of(cls, runs: Sequence[Run]) -> Machines:
+        labels = tuple(machine_labels(runs))
+        return cls(labels, frozenset(label for label in labels if is_gpu_machine(label, runs)),
+                   {label: machine_text(label, runs) for label in labels})
+
+    def in_order(self, items: Iterable) -> list:
+        """Items with a "machine" key in this order (stable within a machine)."""
+        order = {label: index for index, label in enumerate(self.labels)}
+        return sorted(items, key=lambda item: order.get(item["machine"], len(order)))
 
 
 def make_figure(figure_id: str, image: figures.Image, caption: str, alt: str) -> Figure:

@@ -12,12 +12,14 @@ import matplotlib
 from matplotlib.ticker import FuncFormatter
 
 from reports import analysis
-from reports.captions import Run, how_text, in_machine_order, machine_text, make_figure
+from reports.captions import how_text, in_machine_order, machine_text, make_figure
 from reports.figures import Image, _figure, _save, _styled
 from reports.format import fmt, fmt_pct
+from reports.view import View
 
 
-def section_allreduce(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
+def section_allreduce(view: View) -> dict:
+    rows, runs = view.rows, view.runs
     groups = in_machine_order(analysis.allreduce_groups(rows), runs)
     if not groups:
         return {"empty": True, "figure": None}

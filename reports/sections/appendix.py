@@ -14,9 +14,10 @@ from collections.abc import Sequence
 
 from reports import analysis, cells
 from reports.captions import Run, how_text, in_machine_order, machine_text
-from reports.format import Column, Table, fmt, fmt_bytes, make_table, text_column
+from reports.format import Column, fmt, fmt_bytes, make_table, text_column
 from reports.sections.hangs import hang_text
 from reports.sections.overlap import fabric_heading, fabric_rank, references_table, results_table
+from reports.view import View
 
 BEFORE_INTERLEAVING = ("Measured before interleaving: references measured at other moments, "
                        "no intervals.")
@@ -101,8 +102,10 @@ def commit_text(fingerprint: dict) -> str:
 BEFORE_INTERLEAVING_TITLE = "Step rows measured before interleaving"
 
 
-def section_runs(rows: Sequence[dict], runs: Sequence[Run], dropped: Sequence[str]) -> dict:
-    """Appendix: every loaded run, its provenance and how the report uses it."""
+def section_runs(view: View, dropped: Sequence[str]) -> dict:
+    """Appendix: every loaded run, its provenance and how the report uses it; ``dropped``: the
+    titles of the body sections left out for want of data."""
+    rows, runs = view.rows, view.runs
     entries = []
     for run in runs:
         kinds = Counter(dict(run.kinds))
@@ -139,8 +142,9 @@ ENERGY_NOTE = ("Energy per step comes from NVML's total-energy counter over the 
                "within a round.")
 
 
-def section_before_interleaving(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
+def section_before_interleaving(view: View) -> dict:
     """Appendix: step rows of runs made before interleaving, labelled, never headlined."""
+    rows, runs = view.rows, view.runs
     old = cells.old_format_steps(rows)
     tables = []
     for group in in_machine_order(analysis.step_groups(old), runs):
@@ -166,8 +170,9 @@ def section_before_interleaving(rows: Sequence[dict], runs: Sequence[Run]) -> di
             "title": BEFORE_INTERLEAVING_TITLE}
 
 
-def section_cells(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
+def section_cells(view: View) -> dict:
     """Appendix: every interleaved cell (every K), per machine, fabric and world size."""
+    rows, runs = view.rows, view.runs
     blocks: dict[tuple, list[dict]] = {}
     for cell in cells.cells(rows):
         blocks.setdefault(fabric_rank(cell, runs), []).append(cell)
@@ -225,7 +230,9 @@ def allreduce_tables(rows: Sequence[dict], runs: Sequence[Run]) -> list:
     return tables
 
 
-def section_tables(rows: Sequence[dict], runs: Sequence[Run], gemm: Sequence[Table]) -> dict:
-    """Appendix: the dense tables of the chapters (GEMM ladder rows, all-reduce sweeps)."""
-    tables = allreduce_tables(rows, runs)
+def section_tables(view: View) -> dict:
+    """Appendix: the dense tables of the chapters (GEMM ladder rows, all-reduce sweeps); the
+    GEMM chapter's are the same tables, built before it."""
+    tables = allreduce_tables(view.rows, view.runs)
+    gemm = view.built["gemm"]["tables"]
     return {"empty": not tables and not gemm, "allreduce": tables, "gemm": list(gemm)}

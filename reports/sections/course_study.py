@@ -21,6 +21,7 @@ from reports.figures import Image, _figure, _save, _styled, color
 from reports.format import NA, Column, fmt, fmt_estimate, fmt_pct, make_table, text_column
 from reports.sections.methodology import IDEAL_DOC
 from reports.sections.overlap import cell_text, saved_pct
+from reports.view import View
 
 STUDY_SPEEDUP_PCT = 30.0  # the course study's reported speedup (docs/ANCHORS.md)
 
@@ -138,9 +139,10 @@ SYNTHETIC_COLUMNS = (text_column("machine", "machine"), Column("chunks", "K"),
                      Column("speedup_pct", "time saved", "%"))
 
 
-def section_study(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
+def section_study(view: View) -> dict:
     """The chapter "The course study, reproduced": the claims beside real measurements, the
     regime figure and the sleep-based simulation."""
+    rows, runs = view.rows, view.runs
     simulated = in_machine_order(analysis.synthetic(rows), runs)
     points = cells.regime_points(rows)
     out: dict = {"empty": not simulated and not points, "summary": study_text(rows),

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from reports import analysis, cells
-from reports.captions import Run, how_text, in_machine_order, machine_text, make_figure
+from reports.captions import how_text, in_machine_order, machine_text, make_figure
 from reports.figures import Image, _figure, _save, _styled, color
 from reports.format import (
     Column,
@@ -20,11 +20,13 @@ from reports.format import (
     text_column,
 )
 from reports.sections import appendix, overlap
+from reports.view import View
 
 
-def section_energy(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
+def section_energy(view: View) -> dict:
     """Energy per step against mean power × step time in the interleaved cells drawn in the
     anatomy chapter, the NVML timelines of those cells, and the sampler's overhead."""
+    rows, runs = view.rows, view.runs
     columns = (text_column("variant", "variant"), Column("power_w", "mean power, all GPUs", "W"),
                estimate_column("energy_per_step_j", "energy/step", "J"),
                estimate_column("power_times_step_j", "power × step", "J"),

@@ -22,6 +22,7 @@ from reports.format import (
 )
 from reports.sections import appendix
 from reports.sections.gemm_sweep import NOT_COVERED, sweep_headline, sweep_tables
+from reports.view import View
 
 GEMM_COLUMNS = (text_column("shape", "m×n×k", nowrap=True), text_column("dtype", "dtype"),
                 text_column("version_label", "version"), Column("tflops", "TFLOP/s"),
@@ -176,7 +177,8 @@ def seed_layer_text(rows: Sequence[dict]) -> str | None:
             f"measured before interleaving: appendix '{appendix.BEFORE_INTERLEAVING_TITLE}'.")
 
 
-def section_gemm(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
+def section_gemm(view: View) -> dict:
+    rows, runs = view.rows, view.runs
     groups = in_machine_order(analysis.gemm_ladder(rows), runs)
     out: dict = {"tables": [], "figures": [], "seed": None, "ceilings": [],
                  "v1c": V1C_TEXT, "superseded": superseded_text(rows, runs),

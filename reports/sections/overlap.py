@@ -31,6 +31,7 @@ from reports.format import (
     make_table,
     text_column,
 )
+from reports.view import View
 
 PROFILE_ORDER = ("nvlink", "shm", "socket")
 CPU_CAVEAT = ("a CPU machine with 2 cores shared with other work: its intervals are wide and "
@@ -209,7 +210,8 @@ def references_table(table_id: str, caption: str, cell_list: Sequence[dict]) -> 
     return make_table(table_id, caption, columns, rows, note=lambda *_: None)
 
 
-def section_results(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
+def section_results(view: View) -> dict:
+    rows, runs = view.rows, view.runs
     blocks: dict[tuple, list[list[dict]]] = {}
     for group in cells.groups(rows):
         if group[0]["world_size"] != 1:

@@ -12,6 +12,7 @@ import pytest
 
 from reports import analysis, build
 from reports.format import fmt
+from reports.view import View
 from tests.report.helpers import (
     GPU_FIXTURE,
     infos,
@@ -195,7 +196,7 @@ def test_ceiling_table_without_sustained_rate_or_peak():
                              "of cuBLAS 8192³ (%)"]
     assert [c.text for c in table.rows[0]] == ["mma.sync", "300", "n/a", "75.0"]
     assert "No datasheet peak is on record" in table.caption
-    assert section_gemm([], [run])["ceilings"] == []
+    assert section_gemm(View.of([], [run]))["ceilings"] == []
 
 
 def test_every_gemm_version_has_its_own_fixed_colour():
