@@ -45,24 +45,9 @@ def runs_of(label: str, runs: Sequence[Run]) -> list[Run]:
     return [r for r in runs if r.label == label]
 
 
-def machine_labels(runs: Sequence[Run]) -> list[str]:
-    """Machine labels, GPU machines first (most GPUs first), then CPU machines."""
-    gpus = {r.label: len(r.fingerprint.get("gpu_names") or []) for r in runs}
-    return sorted(gpus, key=lambda label: (-gpus[label], label))
-
-
-def is_gpu_machine(label: str, runs: Sequence[Run]) -> bool:
-    return any(r.fingerprint.get("gpu_names") for r in runs_of(label, runs))
-
-
-def in_machine_order(items: Iterable, runs: Sequence[Run]) -> list:
-    """Items with a "machine" key in the report's machine order (stable within a machine)."""
-    order = {label: index for index, label in enumerate(machine_labels(runs))}
-    return sorted(items, key=lambda item: order.get(item["machine"], len(order)))
-
-
 def machine_text(label: str, runs: Sequence[Run]) -> str:
-    """"h200x4 (4× NVIDIA H200)" or "cpu-2core (AMD EPYC, 2 cores, no GPU)"."""
+    """"h200x4 (4× NVIDIA H200)" or "cpu-2core (AMD EPYC, 2 cores, no GPU)", from the newest
+    run's fingerprint."""
     fingerprint = runs_of(label, runs)[-1].fingerprint
     gpus = Counter(fingerprint.get("gpu_names") or [])
     if gpus:
@@ -86,8 +71,8 @@ def how_text(rows: Sequence[dict], runs: Sequence[Run]) -> str:
 @dataclass(frozen=True)
 class Machines:
     """The loaded runs' machines, derived once for every section (reports/view.py): their
-    labels in report order (machine_labels), those with GPUs, and each one in words
-    (machine_text)."""
+    labels in report order (GPU machines first, most GPUs first, then CPU machines), those
+    where a run had GPUs, and each one in words (machine_text)."""
 
     labels: tuple[str, ...]
     gpu: frozenset[str]
@@ -95,8 +80,9 @@ class Machines:
 
     @classmethod
     def of(cls, runs: Sequence[Run]) -> Machines:
-        labels = tuple(machine_labels(runs))
-        return cls(labels, frozenset(label for label in labels if is_gpu_machine(label, runs)),
+        gpus = {r.label: len(r.fingerprint.get("gpu_names") or []) for r in runs}
+        labels = tuple(sorted(gpus, key=lambda label: (-gpus[label], label)))
+        return cls(labels, frozenset(r.label for r in runs if r.fingerprint.get("gpu_names")),
                    {label: machine_text(label, runs) for label in labels})
 
     def in_order(self, items: Iterable) -> list:

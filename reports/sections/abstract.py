@@ -16,8 +16,7 @@ from reports.view import View
 
 
 def section(view: View) -> dict:
-    rows, runs, archive = view.rows, view.runs, view.archive
     return {"empty": False,
             "machines": and_list([view.machines.words[label] for label in view.machines.labels]),
-            "answer_chunks": cells.ANSWER_CHUNKS, "headline": headline.section(rows, runs, archive),
-            "studies": studies.section(rows, runs, archive)}
+            "answer_chunks": cells.ANSWER_CHUNKS, "headline": headline.section(view),
+            "studies": studies.section(view)}

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from reports import analysis, cells
-from reports.captions import Run, how_text, in_machine_order, machine_text
+from reports.captions import Run, how_text
 from reports.format import Column, fmt, fmt_bytes, make_table, text_column
 from reports.sections.hangs import hang_text
 from reports.sections.overlap import fabric_heading, fabric_rank, references_table, results_table
@@ -147,13 +147,13 @@ def section_before_interleaving(view: View) -> dict:
     rows, runs = view.rows, view.runs
     old = cells.old_format_steps(rows)
     tables = []
-    for group in in_machine_order(analysis.step_groups(old), runs):
+    for group in view.machines.in_order(analysis.step_groups(old)):
         used = sorted({runs[r["run"]].path for r in group["rows"]})
         tables.append(make_table(
             f"tab-before-{group['machine']}-{group['workload']}-w{group['world_size']}-"
             f"{group['profile']}",
             f"{BEFORE_INTERLEAVING} {group['workload']}, {group['world_size']} ranks, "
-            f"{group['profile']} profile on {machine_text(group['machine'], runs)} "
+            f"{group['profile']} profile on {view.machines.words[group['machine']]} "
             f"({', '.join(used)}); medians of per-step times. {how_text(group['rows'], runs)}",
             STEP_COLUMNS, group["rows"]))
     energy = analysis.energy_before_interleaving(rows)
@@ -175,11 +175,11 @@ def section_cells(view: View) -> dict:
     rows, runs = view.rows, view.runs
     blocks: dict[tuple, list[dict]] = {}
     for cell in cells.cells(rows):
-        blocks.setdefault(fabric_rank(cell, runs), []).append(cell)
+        blocks.setdefault(fabric_rank(cell, view.machines), []).append(cell)
     out = []
     for index, key in enumerate(sorted(blocks)):
         found = blocks[key]
-        where = fabric_heading(found[0], runs)
+        where = fabric_heading(found[0], view.machines)
         how = how_text(found, runs)
         out.append({"heading": where, "tables": [
             results_table(f"tab-cells-{index}", f"Every cell on {where}: each strategy's "
@@ -211,21 +211,22 @@ def round_spread(row: dict) -> str:
     return f"−{fmt(below)}% / +{fmt(above)}%"
 
 
-def allreduce_tables(rows: Sequence[dict], runs: Sequence[Run]) -> list:
+def allreduce_tables(view: View) -> list:
     """The all-reduce sweep per machine, fabric and world size, sizes in MiB throughout."""
     tables = []
-    for group in in_machine_order(analysis.allreduce_groups(rows), runs):
+    for group in view.machines.in_order(analysis.allreduce_groups(view.rows)):
         table_rows = [{**r, "size_mib": r["size_bytes"] / 2**20, "spread": round_spread(r)}
                       for r in group["rows"]]
         tables.append(make_table(
             f"tab-allreduce-{group['machine']}-{group['profile']}-w{group['world_size']}",
-            f"All-reduce on {machine_text(group['machine'], runs)}, {group['world_size']} ranks, "
+            f"All-reduce on {view.machines.words[group['machine']]}, {group['world_size']} ranks, "
             f"{group['profile']} profile ({group['backend']}, "
             f"{group['rows'][0].get('dtype', 'n/a')}): median time per all-reduce, algbw, busbw, "
             f"the spread of the rounds (wall clock, fastest and slowest against the median) "
             f"and the wrong-element count after the timed rounds; sizes from "
             f"{fmt_bytes(group['rows'][0]['size_bytes'])} to "
-            f"{fmt_bytes(group['rows'][-1]['size_bytes'])}. {how_text(group['rows'], runs)}",
+            f"{fmt_bytes(group['rows'][-1]['size_bytes'])}. "
+            f"{how_text(group['rows'], view.runs)}",
             ALLREDUCE_COLUMNS, table_rows))
     return tables
 
@@ -233,6 +234,6 @@ def allreduce_tables(rows: Sequence[dict], runs: Sequence[Run]) -> list:
 def section_tables(view: View) -> dict:
     """Appendix: the dense tables of the chapters (GEMM ladder rows, all-reduce sweeps); the
     GEMM chapter's are the same tables, built before it."""
-    tables = allreduce_tables(view.rows, view.runs)
+    tables = allreduce_tables(view)
     gemm = view.built["gemm"]["tables"]
     return {"empty": not tables and not gemm, "allreduce": tables, "gemm": list(gemm)}

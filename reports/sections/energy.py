@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from reports import analysis, cells
-from reports.captions import how_text, in_machine_order, machine_text, make_figure
+from reports.captions import how_text, make_figure
 from reports.figures import Image, _figure, _save, _styled, color
 from reports.format import (
     Column,
@@ -36,7 +36,7 @@ def section_energy(view: View) -> dict:
         checked = cells.energy_check(cell)
         if not checked:
             continue
-        where = f"{overlap.cell_text(cell)} on {machine_text(cell['machine'], runs)}"
+        where = f"{overlap.cell_text(cell)} on {view.machines.words[cell['machine']]}"
         how = how_text([cell], runs)
         entry = {"heading": where, "figures": [], "table": make_table(
             f"tab-energy-{index}", f"Energy per step against mean power × step time per "
@@ -59,7 +59,7 @@ def section_energy(view: View) -> dict:
     overhead = [{"machine": r["machine"], "ratio": fmt_estimate(r["overhead_ratio"]),
                  "verdict": r.get("verdict"), "period": fmt(r.get("period_ms")),
                  "how": how_text([r], runs)}
-                for r in in_machine_order(analysis.sampler_overhead(rows), runs)
+                for r in view.machines.in_order(analysis.sampler_overhead(rows))
                 if "overhead_ratio" in r]
     return {"empty": not machines and not overhead, "machines": machines, "overhead": overhead}
 

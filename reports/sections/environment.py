@@ -9,7 +9,7 @@ import re
 from collections import Counter
 
 from reports import analysis
-from reports.captions import machine_labels, runs_of
+from reports.captions import runs_of
 from reports.format import Cell, Table, fmt
 from reports.sections import appendix
 from reports.view import View
@@ -36,7 +36,7 @@ def per_gpu(limits: list[dict] | None, key: str) -> str | None:
 
 def section_environment(view: View) -> dict:
     rows, runs = view.rows, view.runs
-    labels = machine_labels(runs)
+    labels = view.machines.labels
     newest = {label: runs_of(label, runs)[-1] for label in labels}
 
     def value(label: str, key: str) -> str:

@@ -5,7 +5,7 @@ Rows are ``impl.rows.merge.benchmark_rows`` of suite/bench_hybrid.py's kinds; de
 from impl/hybrid (HYBRID_FIELDS, impl/hybrid/measure.py). ``section_parts`` fills the hybrid
 half of the pipeline section's context (reports/sections/pipeline.py).
 
-    parts = section_parts(rows, runs)   # {"hybrid_table": Table | None, ...}
+    parts = section_parts(view)   # {"hybrid_table": Table | None, ...}
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from collections.abc import Sequence
 
 from impl.hybrid.gpt_forward import STUDY_TABLE
 from reports import figures
-from reports.captions import how_text, is_gpu_machine, make_figure
+from reports.captions import how_text, make_figure
 from reports.format import Column, Placement, device_words, fmt, make_table, text_column
 from reports.study_tables import comparison_table, interval_text, of_kind
+from reports.view import View
 
 VARIANT_COLORS = {"cpu": "#7f7f7f", "gpu": "#1f77b4", "coarse-hybrid": "#ff7f0e",
                   "offload-overlap": "#2ca02c"}
@@ -276,8 +277,9 @@ GPT_COLUMNS = (
 )
 
 
-def section_parts(rows: Sequence[dict], runs: Sequence) -> dict:
+def section_parts(view: View) -> dict:
     """The hybrid half of the pipeline section's context (None or [] where nothing loaded)."""
+    rows, runs = view.rows, view.runs
     out: dict = {"hybrid_table": None, "hybrid_family_table": None,
                  "hybrid_comparisons": None, "host_work_table": None, "only_offload_table": None,
                  "host_adam_table": None, "digits_table": None, "digits_figures": [],
@@ -350,7 +352,7 @@ def section_parts(rows: Sequence[dict], runs: Sequence) -> dict:
         # others' final values are in the table; their curves add pages, not answers.
         machines = list(dict.fromkeys(r["machine"] for r in digits))
         machine = max(machines, key=lambda m: (
-            max(r["epochs"] for r in digits if r["machine"] == m), is_gpu_machine(m, runs)))
+            max(r["epochs"] for r in digits if r["machine"] == m), m in view.machines.gpu))
         mine = [r for r in digits if r["machine"] == machine]
         others = [m for m in machines if m != machine]
         out["digits_figures"].append(make_figure(

@@ -146,5 +146,5 @@ def section(view: View) -> dict:
         rows, "pipeline_comparison", "tab-pipeline-compare", "This suite's schedules against "
         "torch.distributed.pipelining on the same split, and GPipe with recompute against "
         "without")
-    out.update(hybrid.section_parts(rows, runs))
+    out.update(hybrid.section_parts(view))
     return out

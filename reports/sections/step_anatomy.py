@@ -9,7 +9,7 @@ A timeline drawn here is also collected in ``timelines`` for the Perfetto export
 from __future__ import annotations
 
 from reports import analysis, cells, figures, traces
-from reports.captions import how_text, machine_text, make_figure
+from reports.captions import how_text, make_figure
 from reports.format import (
     Column,
     Placement,
@@ -131,8 +131,8 @@ def section_anatomy(view: View) -> dict:
     rows, runs = view.rows, view.runs
     machines = []
     for index, cell in enumerate(sorted(cells.anatomy_cells(rows),
-                                        key=lambda c: fabric_rank(c, runs))):
-        where = f"{cell_text(cell)} on {machine_text(cell['machine'], runs)}"
+                                        key=lambda c: fabric_rank(c, view.machines))):
+        where = f"{cell_text(cell)} on {view.machines.words[cell['machine']]}"
         how = how_text([cell], runs)
         steps = cell_timelines(cell)
         panels = []

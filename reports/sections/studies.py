@@ -11,7 +11,7 @@ study) and partial result files (``suite.partial`` / ``suite.failed_passes``) wh
 selected the module, and the hangs in its benchmarks that results files name (``suite.hangs``).
 The CPU result follows as a check of the method. The gate's line comes from its trials files.
 
-    lines = section(rows, runs, archive)   # [{"study": "pipeline", "text": "..."}, ...]
+    lines = section(view)   # [{"study": "pipeline", "text": "..."}, ...]
 """
 
 from __future__ import annotations
@@ -22,12 +22,13 @@ from pathlib import Path
 from impl.studies import STUDIES
 from reports import analysis
 from reports.archive import Archive
-from reports.captions import Run, and_list, is_gpu_machine
+from reports.captions import Run, and_list
 from reports.format import NA, device_words, fmt, fmt_estimate, fmt_pct, fmt_times
 from reports.gate import trial_rates
 from reports.runlogs import pass_targets, targets, unfinished
 from reports.sections import gemm_sweep, hybrid, tensor_parallel
 from reports.sections.hangs import hangs_in
+from reports.view import View
 
 # study (impl/studies.py) -> the test functions of its module whose results its line gives,
 # in the abstract's order
@@ -200,15 +201,15 @@ RESULTS: dict[str, Callable[[Sequence[dict], str], tuple[str, dict] | None]] = {
     "GEMM": gemm_text}
 
 
-def study_line(study: str, rows: Sequence[dict], runs: Sequence[Run],
-               archive: Archive) -> str:
+def study_line(study: str, view: View) -> str:
     """The study's line: GPU results with their runs, or that there is none and why, and the
     CPU result where there is no GPU one."""
     module, functions = Path(STUDIES[study].module).stem, ABSTRACT_TESTS[study]
+    rows, runs = view.rows, view.runs
     machines = list(dict.fromkeys(r.label for r in runs))
     results = {m: found for m in machines if (found := RESULTS[study](rows, m))}
-    gpu = {m: r for m, r in results.items() if is_gpu_machine(m, runs)}
-    failed = attempts(archive, module, functions)
+    gpu = {m: r for m, r in results.items() if m in view.machines.gpu}
+    failed = attempts(view.archive, module, functions)
     parts = [f"{text} ({run_ref(runs[row['run']])})" for text, row in gpu.values()]
     if not gpu:
         parts.append("no GPU result" + (": " + "; ".join(failed) if failed else
@@ -234,9 +235,9 @@ def gate_line(archive: Archive) -> str:
     return "; ".join(parts) + more + "."
 
 
-def section(rows: Sequence[dict], runs: Sequence[Run], archive: Archive) -> list[dict]:
-    lines = [{"study": STUDIES[study].title, "text": study_line(study, rows, runs, archive)}
+def section(view: View) -> list[dict]:
+    lines = [{"study": STUDIES[study].title, "text": study_line(study, view)}
              for study in ABSTRACT_TESTS]
-    lines.append({"study": STUDIES["gate"].title, "text": gate_line(archive)})
+    lines.append({"study": STUDIES["gate"].title, "text": gate_line(view.archive)})
     return lines
 

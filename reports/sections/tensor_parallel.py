@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from impl.tensor_parallel.metrics import TP_FIELDS
 from reports import analysis, figures
-from reports.captions import how_text, machine_text, make_figure
+from reports.captions import how_text, make_figure
 from reports.figures import Image, _figure, _save, _styled, version_color
 from reports.format import Placement, Table, fmt, make_table, text_column
 from reports.view import View
@@ -358,7 +358,7 @@ def section(view: View) -> dict:
            "machines": []}
     for machine in dict.fromkeys(r["machine"] for r in rows):
         mine = [r for r in rows if r["machine"] == machine]
-        where, how = machine_text(machine, runs), how_text(mine, runs)
+        where, how = view.machines.words[machine], how_text(mine, runs)
         entry = {"title": f"On {where}", "machine": machine, "figures": [], "tables": []}
         for _, preset in (c for c in cells(mine)):
             strong = scaling_series(mine, machine, preset, "strong")
