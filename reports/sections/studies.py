@@ -3,15 +3,15 @@ none.
 
 Each study's record (impl/studies.py) gives its title and benchmark module; ABSTRACT_TESTS
 says which studies have a line, in order, and the test functions whose results the line
-gives. Where the loaded rows hold a GPU
-result, the line gives it (machine, interval, run and commit); where they do not, it says so
-and names the runs that meant to measure it and did not finish: bench logs in
-``results/<label>/logs/`` (reports/runlogs.py: how the run ended, and whether it reached the
-study) and partial result files (``suite.partial`` / ``suite.failed_passes``) whose passes
-selected the module, and the hangs in its benchmarks that results files name (``suite.hangs``).
-The CPU result follows as a check of the method. The gate's line comes from its trials files.
+gives. Where the loaded rows hold a GPU result, the line gives it (machine, interval, run and
+commit); where they do not, it says so and names the runs that meant to measure it and did not
+finish: bench logs in ``results/<label>/logs/`` (reports/runlogs.py: how the run ended, and
+whether it reached the study) and partial result files (``suite.partial`` /
+``suite.failed_passes``) whose passes selected the module, and the hangs in its benchmarks that
+results files name (``suite.hangs``). The CPU result follows as a check of the method. The
+gate's line comes from its trials files.
 
-    lines = section(view)   # [{"study": "pipeline", "text": "..."}, ...]
+    lines = section(view)   # [{"study": "Pipeline (bubble ...)", "text": "..."}, ...]
 """
 
 from __future__ import annotations
