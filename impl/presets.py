@@ -22,6 +22,7 @@ from dataclasses import asdict, replace
 
 import torch
 
+from impl.studies import STUDIES
 from impl.tensor_parallel.layers import TpMlpConfig
 from impl.workloads import DTYPES, GPTConfig, MLPConfig, SeedLayerConfig, WorkloadConfig
 
@@ -206,26 +207,13 @@ def gate_mlp_4096x8_bf16() -> MLPConfig:
 # --- the registry -----------------------------------------------------------------------------
 
 Config = WorkloadConfig | TpMlpConfig
-# study -> its presets, in the order the table of docs/workloads.md lists them
-PRESETS_BY_STUDY: dict[str, tuple[Callable[[], Config], ...]] = {
-    "data-parallel": (seed_layer_1024x512, seed_layer_1024x512_kernels, mlp_tiny, mlp_1024x8,
-                      mlp_1024x8_b64, mlp_1024x8_b16, mlp_8192x12_bf16,
-                      mlp_8192x12_b2048_bf16, mlp_8192x12_b1024_bf16, mlp_16384_gpu40pct_bf16,
-                      gpt_tiny, gpt_small_bf16),
-    "hybrid": (mlp_4096x8_b8192, mlp_4096x24_b4096_bf16, mlp_8192x16_b2048_bf16,
-               mlp_256x8_b1024, gpt_study_w384_b2),
-    "tensor-parallel": (tp_mlp_h8192_t8192_bf16, tp_mlp_h8192_f1024_t8192_bf16,
-                        tp_mlp_ar_h8192_t8192_bf16, tp_mlp_h4096_t4096_fp32,
-                        tp_mlp_h256_t512_fp32, tp_mlp_h512_f128_t1024_fp32,
-                        tp_mlp_ar_h256_t512_fp32, tp_mlp_h32_t64_fp32),
-    "gate": (gate_mlp_512x8, gate_mlp_4096x8_bf16),
-}
+# Every preset by name, in the order the studies list them (impl/studies.py), which is the
+# order of docs/workloads.md's table: a name no function here defines fails on import.
 PRESETS: dict[str, Callable[[], Config]] = {
-    f.__name__: f for presets in PRESETS_BY_STUDY.values() for f in presets}
+    name: globals()[name] for study in STUDIES.values() for name in study.presets}
 # The models a data-parallel strategy trains (--workloads) and the cost model reads: the
 # studies' models, not the TP blocks nor the gate's own workload (timed in its trials only).
-MODELS: tuple[str, ...] = tuple(f.__name__ for study in ("data-parallel", "hybrid")
-                                for f in PRESETS_BY_STUDY[study])
+MODELS: tuple[str, ...] = (*STUDIES["data parallel"].presets, *STUDIES["hybrid"].presets)
 
 # Presets whose config depends on the machine that builds them: the table gives their rule.
 SIZED_ON_THEIR_MACHINE = (mlp_16384_gpu40pct_bf16,)
@@ -262,8 +250,8 @@ def shape_text(name: str) -> str:
 def markdown() -> str:
     """The table of every preset, by study: docs/workloads.md quotes it."""
     lines = ["| preset | study | config |", "|---|---|---|"]
-    lines += [f"| `{f.__name__}` | {study} | {shape_text(f.__name__)} |"
-              for study, presets in PRESETS_BY_STUDY.items() for f in presets]
+    lines += [f"| `{name}` | {study.name} | {shape_text(name)} |"
+              for study in STUDIES.values() for name in study.presets]
     return "\n".join(lines) + "\n"
 
 

@@ -7,7 +7,7 @@ rounds; these helpers are shared by the sections (reports/sections/).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from reports import figures
@@ -45,24 +45,9 @@ def runs_of(label: str, runs: Sequence[Run]) -> list[Run]:
     return [r for r in runs if r.label == label]
 
 
-def machine_labels(runs: Sequence[Run]) -> list[str]:
-    """Machine labels, GPU machines first (most GPUs first), then CPU machines."""
-    gpus = {r.label: len(r.fingerprint.get("gpu_names") or []) for r in runs}
-    return sorted(gpus, key=lambda label: (-gpus[label], label))
-
-
-def is_gpu_machine(label: str, runs: Sequence[Run]) -> bool:
-    return any(r.fingerprint.get("gpu_names") for r in runs_of(label, runs))
-
-
-def in_machine_order(items: Iterable, runs: Sequence[Run]) -> list:
-    """Items with a "machine" key in the report's machine order (stable within a machine)."""
-    order = {label: index for index, label in enumerate(machine_labels(runs))}
-    return sorted(items, key=lambda item: order.get(item["machine"], len(order)))
-
-
 def machine_text(label: str, runs: Sequence[Run]) -> str:
-    """"h200x4 (4× NVIDIA H200)" or "cpu-2core (AMD EPYC, 2 cores, no GPU)"."""
+    """"h200x4 (4× NVIDIA H200)" or "cpu-2core (AMD EPYC, 2 cores, no GPU)", from the newest
+    run's fingerprint."""
     fingerprint = runs_of(label, runs)[-1].fingerprint
     gpus = Counter(fingerprint.get("gpu_names") or [])
     if gpus:
@@ -81,6 +66,29 @@ def how_text(rows: Sequence[dict], runs: Sequence[Run]) -> str:
     counted = (f"{rounds[0]}" if len(rounds) == 1 else f"{rounds[0]}–{rounds[-1]}"
                ) if rounds else "an unknown number of"
     return f"Run by {commands}; {counted} timed rounds per benchmark."
+
+
+@dataclass(frozen=True)
+class Machines:
+    """The loaded runs' machines, derived once for every section (reports/view.py): their
+    labels in report order (GPU machines first, most GPUs first, then CPU machines), those
+    where a run had GPUs, and each one in words (machine_text)."""
+
+    labels: tuple[str, ...]
+    gpu: frozenset[str]
+    words: Mapping[str, str]
+
+    @classmethod
+    def of(cls, runs: Sequence[Run]) -> Machines:
+        gpus = {r.label: len(r.fingerprint.get("gpu_names") or []) for r in runs}
+        labels = tuple(sorted(gpus, key=lambda label: (-gpus[label], label)))
+        return cls(labels, frozenset(r.label for r in runs if r.fingerprint.get("gpu_names")),
+                   {label: machine_text(label, runs) for label in labels})
+
+    def in_order(self, items: Iterable) -> list:
+        """Items with a "machine" key in this order (stable within a machine)."""
+        order = {label: index for index, label in enumerate(self.labels)}
+        return sorted(items, key=lambda item: order.get(item["machine"], len(order)))
 
 
 def make_figure(figure_id: str, image: figures.Image, caption: str, alt: str) -> Figure:

@@ -20,8 +20,6 @@ from impl.rows.write import write_row
 from suite.conftest import launched_world, suite_axes
 from suite.harness import StepClock, sync
 
-STUDY = "all-reduce"  # what the run's plan counts its benchmarks under (suite/budget.py)
-
 SIZES_MIB = (1, 4, 16, 64, 256, 1024)
 CPU_MAX_MIB = {"quick": 16, "default": 64, "full": 256}
 

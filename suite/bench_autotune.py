@@ -30,8 +30,6 @@ from suite.bench_interference import Interference, dominant_gemm
 from suite.conftest import launched_world, suite_axes
 from suite.harness import Variant, batches, measure_interleaved, record_round_times
 
-STUDY = "autotune"  # what the run's plan counts its benchmarks under (suite/budget.py)
-
 CANDIDATES = (1, 2, 5, 10, 20, 50)
 PROFILE_STEPS = 5
 CLOSE_TO_BEST = 0.02  # a recommendation within 2% of the best measured K is a good one

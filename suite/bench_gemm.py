@@ -36,8 +36,6 @@ from impl.rows.write import write_row
 from impl.sampler import NvmlSampler
 from suite.harness import Rounds, Variant, measure_interleaved, record_round_times
 
-STUDY = "GEMM"  # what the run's plan counts its benchmarks under (suite/budget.py)
-
 SKIP = missing_gpu() or missing_nvcc()  # the kernels are built with nvcc on first use
 pytestmark = [pytest.mark.gpu, pytest.mark.one_device,
               pytest.mark.skipif(SKIP is not None, reason=str(SKIP))]

@@ -75,8 +75,6 @@ from suite.conftest import launched_world
 from suite.harness import Variant, batches, measure_interleaved, record_round_times, rounds_for
 from suite.study_rows import comparison, round_seconds
 
-STUDY = "hybrid"  # what the run's plan counts its benchmarks under (suite/budget.py)
-
 OFFLOAD_VARIANTS = ("device-adam", "device-adam-foreach", "offload-after-backward",
                     "offload-overlap", "offload-overlap-dpu")
 CAST_VARIANTS = ("offload-overlap+gpu-cast", "offload-overlap-dpu+gpu-cast")

@@ -32,8 +32,6 @@ from impl.workloads import DTYPES, WorkloadConfig
 from suite.conftest import launched_world, suite_axes
 from suite.harness import StepClock, Variant, measure_interleaved, record_round_times, sync
 
-STUDY = "interference"  # what the run's plan counts its benchmarks under (suite/budget.py)
-
 GPU_GEMMS = 10  # ten 8192³ bf16 products ≈ 14 ms on an H200 (docs/ANCHORS.md)
 CPU_GEMM_MS = 20.0  # CPU: as many products as fill about this long
 COVER = 1.3  # the interfering work lasts this much longer than the GEMMs alone

@@ -60,7 +60,6 @@ from suite.harness import (
 )
 
 COPY_ENGINE = "copy-engine"  # runs only where its GPUs reach each other (capabilities.py)
-STUDY = "data parallel"  # what the run's plan counts its benchmarks under (suite/budget.py)
 
 COMPARE = "compare"
 

@@ -37,8 +37,6 @@ from suite.conftest import launched_world, suite_axes
 from suite.harness import Variant, batches, measure_interleaved, record_round_times, rounds_for
 from suite.study_rows import comparison, round_seconds
 
-STUDY = "pipeline"  # what the run's plan counts its benchmarks under (suite/budget.py)
-
 VARIANTS = ("gpipe", "gpipe+recompute", "1f1b", "torch-gpipe", "torch-1f1b")
 PEERS = (("gpipe", "torch-gpipe"), ("1f1b", "torch-1f1b"), ("gpipe+recompute", "gpipe"))
 WORKLOADS = {False: "mlp_tiny", True: "mlp_8192x12_bf16"}  # gpu? -> preset

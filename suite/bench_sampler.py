@@ -18,8 +18,6 @@ from impl.workloads import build_model
 from suite.conftest import suite_axes
 from suite.harness import Variant, batches, measure_interleaved, record_round_times
 
-STUDY = "sampler"  # what the run's plan counts its benchmarks under (suite/budget.py)
-
 
 def sampler_variant(name: str, workload, context, sampler=None) -> tuple[Variant, object]:
     strategy = build_strategy("sequential", build_model(workload, context.device), workload,

@@ -19,8 +19,6 @@ from impl.rows.write import write_row
 from impl.strategies import StrategyOptions, build_strategy
 from impl.workloads import build_model, make_batch
 
-STUDY = "synthetic"  # what the run's plan counts its benchmarks under (suite/budget.py)
-
 SCALE = {"quick": 0.01, "default": 0.02, "full": 0.05}  # of the study's 300 ms / 200 ms
 CHUNKS = (5, 10)
 

@@ -55,8 +55,6 @@ from suite.conftest import launched_world, suite_axes
 from suite.harness import Measurement, Variant, measure_interleaved, record_round_times
 from suite.study_rows import round_seconds
 
-STUDY = "tensor parallel"  # what the run's plan counts its benchmarks under (suite/budget.py)
-
 DEFAULT_PRESETS = {
     # (gpu?, mode) -> presets
     (False, "quick"): ["tp_mlp_h256_t512_fp32"],

@@ -66,7 +66,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from impl import capabilities
+from impl import capabilities, studies
 from impl.atomic import unwritable
 from impl.fingerprint import machine_label
 from impl.profiles import ALWAYS, PROFILE_ENV, PROFILES, recorded_profile
@@ -86,10 +86,8 @@ from suite.run_files import (
 from suite.suite_options import SUITE_OPTIONS, check_suite_options
 from suite.summary import summary_table
 
-SUITE_FILES = ("suite/bench_overlap.py", "suite/bench_allreduce.py", "suite/bench_synthetic.py",
-               "suite/bench_interference.py", "suite/bench_autotune.py", "suite/bench_pipeline.py",
-               "suite/bench_hybrid.py", "suite/bench_tp.py")
-GPU_ONLY_FILES = ("suite/bench_gemm.py", "suite/bench_sampler.py")
+SUITE_FILES = studies.modules(studies.EVERY_RUN)
+GPU_ONLY_FILES = studies.modules(studies.GPU_RUNS)
 # What needs two processes joined by gloo whatever the machine: the coarse-grained hybrid's
 # GPU worker and CPU worker (suite/bench_hybrid.py).
 HYBRID_PASS_TESTS = ("suite/bench_hybrid.py::test_coarse",

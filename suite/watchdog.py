@@ -38,6 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from impl import studies
 from suite import deadline, hangs
 
 GRACE_S = 10.0  # for the other ranks' records, once the first rank has stopped
@@ -56,7 +57,7 @@ class Deadline:
     # What this benchmark adds to the run: its measurement's expected time on the first row
     # of a measurement, nothing on the rows that read it (suite/budget.py sums these).
     own_s: float = 0.0
-    study: str = ""  # its module's STUDY (suite/budget.py)
+    study: str = ""  # what the run's plan counts it under (study_of, suite/budget.py)
 
 
 def plan_deadlines(items: Sequence, mode: str, multiple: float,
@@ -90,11 +91,13 @@ def plan_deadlines(items: Sequence, mode: str, multiple: float,
 
 
 def study_of(item) -> str:
-    """The study a benchmark measures, for the run's plan: its ``study`` marker, else its
-    module's ``STUDY``."""
+    """The study a benchmark measures, for the run's plan: its ``study`` marker, else the
+    name of its module's study (impl/studies.py), else its module's name (a test's own
+    benchmark)."""
     if marker := item.get_closest_marker("study"):
         return marker.args[0]
-    return getattr(item.module, "STUDY", item.module.__name__.rsplit(".", 1)[-1])
+    study = studies.of_module(item.module.__name__)
+    return study.name if study else item.module.__name__.rsplit(".", 1)[-1]
 
 
 def pg_timeout_s(deadlines: dict[str, Deadline],

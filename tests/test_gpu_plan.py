@@ -75,6 +75,9 @@ def test_the_planned_run_fits_the_default_budget(plans, gpus):
         rates.benchmark_s("gpu", study, own) for study, own in benchmarks.values())
         for name, benchmarks in plans[gpus].items())
     assert set(plans[gpus]) == {"torchrun nvlink", "torchrun hybrid", "mpirun"}
+    # Every benchmark counted under a study the rates know (impl/studies.py), not the pooled "*".
+    planned = {study for benchmarks in plans[gpus].values() for study, _ in benchmarks.values()}
+    assert planned <= set(rates.rate["gpu"]) - {"*"}
     # "About 10 minutes": the budget, with the 20% the acceptance of a run allows (12 min).
     assert total <= ABOUT * budget.MODE_BUDGET_S["default"], f"{gpus} GPUs: {total:.0f} s"
 

@@ -17,6 +17,7 @@ from impl.rows.merge import benchmark_rows, merge_rows
 from reports import archive, cells, loading
 from reports.results import newest_per_machine
 from reports.sections import headline
+from reports.view import View
 from tests.committed import RESULTS
 from tests.report.helpers import INTERLEAVED, REGIMES
 
@@ -37,7 +38,7 @@ def loaded():
 
 def test_one_row_per_answer_with_the_best_strategy_and_its_figures(loaded):
     rows, runs = loaded
-    entries = headline.rows_of(rows, runs, archive.Archive())
+    entries = headline.rows_of(View.of(rows, runs))
     answers = [a for a in cells.answers(rows) if not cells.is_mpi(a["cell"])]
     assert len(entries) == len(answers) == 3
     for entry in entries:
@@ -97,7 +98,7 @@ def test_a_variant_is_the_code_of_its_strategy_and_the_knobs():
 
 def test_findings_are_computed_from_the_rows(loaded):
     rows, runs = loaded
-    entries = headline.rows_of(rows, runs, archive.Archive())
+    entries = headline.rows_of(View.of(rows, runs))
     found = headline.findings(entries)
     assert 3 <= len(found) <= headline.MAX_FINDINGS
     faster = [e for e in entries if e["cell"]["strategies"][e["best"]]["vs_sequential"][

@@ -15,6 +15,7 @@ from impl.costmodel import accuracy, heldout, predict, validate
 from impl.costmodel.fabric import MeasuredSweep, measured_sweep
 from impl.costmodel.inputs import interference
 from impl.costmodel.scale import expected_max_of_normals
+from reports.view import View
 from tests.committed import RESULTS, ROOT_COPY
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -153,7 +154,7 @@ def test_the_chapter_shows_the_held_out_table_and_the_decisions(every_run):
     from impl.rows.merge import merge_rows
     from reports.sections import prediction
 
-    section = prediction.section(merge_rows(every_run), [])
+    section = prediction.section(View.of(merge_rows(every_run), []))
     table = section["held_out"]
     assert table.id == "tab-model-held-out"
     assert table.headers == ["machine", "variant", *heldout.SPLITS, heldout.TRIVIAL]

@@ -8,6 +8,7 @@ from impl.costmodel import accuracy, predict, variant_plans
 from impl.costmodel.compute import parameter_layout
 from impl.costmodel.validate import load_rows
 from reports.sections import prediction
+from reports.view import View
 from tests.committed import RESULTS
 
 H200X2 = str(RESULTS / "h200x2" / "20261123T094012Z.json")
@@ -92,7 +93,7 @@ def test_predict_refuses_bad_input_with_one_line(capsys, tmp_path):
 
 
 def test_the_chapter_renders_predictions_and_the_validation(h200_rows, h200_checks):
-    section = prediction.section(h200_rows, [])
+    section = prediction.section(View.of(h200_rows, []))
     assert not section["empty"]
     [device] = section["devices"]  # one GPU model: one figure, a row of panels per workload
     assert device["figure"].caption.startswith("PREDICTED, not measured")

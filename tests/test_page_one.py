@@ -12,11 +12,12 @@ from dataclasses import replace
 import pytest
 
 from impl.rows.merge import benchmark_rows, merge_rows
-from reports import archive, cells, loading
+from reports import cells, loading
 from reports.format import fmt_estimate
 from reports.results import load_results, newest_per_machine
 from reports.sections import headline, hidden
 from reports.sections.overlap import saved_pct
+from reports.view import View
 from tests.committed import RESULTS
 from tests.report.helpers import INTERLEAVED
 
@@ -31,7 +32,7 @@ def page_one(runs_made, newest: str) -> dict:
     rows = merge_rows(row for run, r in zip(runs, runs_made)
                                for row in benchmark_rows(r.label, run.index,
                                                                   r.benchmarks))
-    return headline.section(rows, runs, archive.Archive())
+    return headline.section(View.of(rows, runs))
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +66,7 @@ def test_each_sentence_states_the_rows_figures_and_names_the_metric(made):
                                for row in benchmark_rows(r.label, run.index,
                                                                   r.benchmarks))
     for line in page["answers"]:
-        entry = min((e for e in headline.rows_of(rows, runs, archive.Archive())
+        entry = min((e for e in headline.rows_of(View.of(rows, runs))
                      if e["cell"]["machine"] == line["machine"]),
                     key=lambda e: (-e["cell"]["world_size"],
                                    cells.workload_rank(e["cell"]["workload"])))

@@ -11,6 +11,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from reports.gate import trial_rates as regression
 from reports.render import TEMPLATES
 from reports.sections.regression import section_regression
+from reports.view import View
 
 
 def pair(kind: str, regressed: bool, files: bool, load: float) -> dict:
@@ -59,7 +60,7 @@ def test_rates_carry_clopper_pearson_intervals(trials_dir):
 
 def test_the_section_shows_the_rates_and_the_rules(trials_dir, monkeypatch):
     monkeypatch.setattr(regression, "RESULTS_DIR", trials_dir)
-    context = section_regression(None)
+    context = section_regression(View.of([], []))
     environment = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True,
                               undefined=StrictUndefined)
     html = environment.get_template("sections/regression.html.j2").render(
@@ -74,5 +75,5 @@ def test_the_section_shows_the_rates_and_the_rules(trials_dir, monkeypatch):
 
 def test_without_trials_the_section_says_so(tmp_path, monkeypatch):
     monkeypatch.setattr(regression, "RESULTS_DIR", tmp_path)
-    context = section_regression(None)
+    context = section_regression(View.of([], []))
     assert context["trials"] is None and context["trial_notes"] == []

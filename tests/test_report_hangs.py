@@ -10,6 +10,7 @@ from reports import archive, loading
 from reports.results import load_results
 from reports.sections import appendix, studies
 from reports.sections.hangs import hang_text
+from reports.view import View
 from tests.committed import RESULTS
 
 TP_RUN = RESULTS / "h200x2" / "20261123T100132Z.json"
@@ -51,5 +52,5 @@ def test_the_study_line_names_the_hang_and_its_rank(tmp_path):
 def test_the_appendix_lists_the_runs_hangs(tmp_path):
     path = hung_run(tmp_path)
     run = loading.describe_run(0, load_results(path))
-    (entry,) = appendix.section_runs([], [run], [])["runs"]
+    (entry,) = appendix.section_runs(View.of([], [run]), [])["runs"]
     assert entry["hangs"] == [hang_text(HANG)]

@@ -19,6 +19,7 @@ from impl.rows.merge import benchmark_rows
 from reports import analysis, build, study_tables
 from reports.format import fmt
 from reports.sections import hybrid, pipeline
+from reports.view import View
 from tests.report.helpers import run_build
 
 FIXTURE = Path(__file__).parent / "data" / "pipeline-cpu-2core.json"
@@ -139,7 +140,7 @@ def test_figures_are_svg(rows):
 
 
 def test_section_of_nothing_is_empty():
-    context = pipeline.section([], [])
+    context = pipeline.section(View.of([], []))
     assert context["empty"] is True
     assert context["pipeline_table"] is None and context["gpt_table"] is None
 

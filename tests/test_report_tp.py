@@ -25,6 +25,7 @@ from impl.rows.merge import benchmark_rows
 from impl.tensor_parallel.metrics import TP_FIELDS
 from reports import build
 from reports.sections import tensor_parallel as tp_report
+from reports.view import View
 from tests.report.helpers import CPU_FIXTURE, run_build
 
 TP_FIXTURE = Path(__file__).parent / "data" / "cpu-2core-tp.json"
@@ -139,7 +140,7 @@ def test_a_section_without_data_is_left_out(tmp_path):
     assert 'id="tensor-parallel"' not in html and 'href="#tensor-parallel"' not in html
     runs = re.search(r'<section id="runs"[^>]*>(.*?)</section>', html, re.S).group(1)
     assert "Tensor parallelism" in runs  # named among the chapters left out for want of data
-    assert tp_report.section([], [])["empty"] is True
+    assert tp_report.section(View.of([], []))["empty"] is True
 
 
 def test_a_malformed_estimate_stops_the_build_naming_the_field(tmp_path):

@@ -18,8 +18,10 @@ import pytest
 
 from impl.rows.files import load_results
 from reports import build, cells
+from reports.archive import Archive
 from reports.format import device_words, fmt_estimate, fmt_pct
 from reports.sections import reproducibility
+from reports.view import View
 from tests.committed import RESULTS as COMMITTED
 
 RESULTS = COMMITTED / "cpu-2core"
@@ -52,7 +54,7 @@ def same_commit(tmp_path_factory) -> list[Path]:
 def test_runs_at_different_commits_are_not_compared_and_the_line_says_so(tmp_path):
     files = [load_results(trimmed(p, tmp_path / p.name)) for p in RUNS]
     assert reproducibility.repeat_groups(files) == []
-    assert reproducibility.section(files)["table"] is None
+    assert reproducibility.section(View.of([], [], Archive(files)))["table"] is None
     assert reproducibility.abstract_line(files, []) == (
         "No two clean runs of one machine share a commit, so no figure has been measured "
         "twice with the same code yet (cpu-2core: 2 of 2 runs clean, at 2 commit(s)).")

@@ -24,6 +24,7 @@ from reports import archive, loading
 from reports.format import fmt, fmt_estimate, fmt_times
 from reports.gate import trial_rates as regression
 from reports.sections import studies
+from reports.view import View
 from tests.committed import RESULTS
 
 ROOT = Path(__file__).parent.parent
@@ -84,7 +85,7 @@ def infos(path: Path, kind: str) -> list[dict]:
 
 def test_tensor_parallel_line_gives_the_gpu_result_with_its_run(folders):
     rows, runs, found = loaded(folders)
-    line = studies.study_line("tensor-parallel", rows, runs, found)
+    line = studies.study_line("tensor parallel", View.of(rows, runs, found))
     tp = [i for i in infos(TP_RUN, "tensor_parallel") if i["gemm_backend"] == "torch"
           and i["scaling"] == "strong" and i["world_size"] == 2]
     by_schedule = {i["schedule"]: i for i in tp}
@@ -99,7 +100,7 @@ def test_tensor_parallel_line_gives_the_gpu_result_with_its_run(folders):
 
 def test_pipeline_line_says_there_is_no_gpu_result_and_why_from_the_hung_log(folders):
     rows, runs, found = loaded(folders)
-    line = studies.study_line("pipeline", rows, runs, found)
+    line = studies.study_line("pipeline", View.of(rows, runs, found))
     assert line.startswith("no GPU result: on h200x2 the run stopped by signal 15 (timeout "
                            "250 s) during the pipeline benchmark mlp_8192x12_bf16-p2-m1-gpipe "
                            "(from its console log); CPU check of the method: cpu-2core "
@@ -118,7 +119,7 @@ def test_pipeline_line_says_there_is_no_gpu_result_and_why_from_the_hung_log(fol
 
 def test_hybrid_line_without_gpu_rows_names_the_run_that_never_reached_it(folders):
     rows, runs, found = loaded(folders)
-    line = studies.study_line("hybrid", rows, runs, found)
+    line = studies.study_line("hybrid", View.of(rows, runs, found))
     assert line.startswith("no GPU result: on h200x2 the run stopped by signal 15 (timeout "
                            "250 s) during the pipeline benchmark mlp_8192x12_bf16-p2-m1-gpipe, "
                            "before any bench_hybrid benchmark started (")
@@ -130,7 +131,7 @@ def test_hybrid_line_works_from_whatever_offload_variants_a_gpu_run_has(folders,
     shutil.copytree(folders, tmp_path / "results")
     made_up = gpu_hybrid_run(tmp_path / "results" / "h200x1" / "hybrid.json")
     rows, runs, found = loaded(tmp_path / "results")
-    line = studies.study_line("hybrid", rows, runs, found)
+    line = studies.study_line("hybrid", View.of(rows, runs, found))
     steps = {i["variant"]: i["round_ms"] for i in infos(made_up, "hybrid_step")}
     reference = steps.pop("device-adam")
     assert set(steps) == {"offload-after-backward", "offload-overlap", "offload-overlap-dpu"}

@@ -1,6 +1,7 @@
 """The report's sections: one module per section, named after its partial in
 reports/templates/sections/ (``<id>.html.j2``; a ``-cpu`` partial is its section's CPU blocks,
-moved by reports/layout.py). reports/context.py calls each in report order.
+moved by reports/layout.py). Each section of reports/context.py names the function that builds
+it (``Section.build``), and report_context calls them in report order.
 
     abstract.py          abstract            (its parts: headline.py, studies.py)
     methodology.py       methodology, definitions
@@ -20,7 +21,8 @@ moved by reports/layout.py). reports/context.py calls each in report order.
     appendix.py          runs, before-interleaving, cells, tables (detail: reports/layout.py
                          moves the tables whose Placement says so)
 
-Each takes the merged benchmark rows (reports/analysis.py) and the runs (reports/captions.py)
-and returns the partial's context: tables (reports/format.py), figures (reports/figures.py,
-reports/captions.py) and text, ``empty`` where it has nothing to show.
+Each takes the view (reports/view.py: the merged benchmark rows, the runs, their machines, the
+archive, the baseline and the sections built before it) and returns the partial's context:
+tables (reports/format.py), figures (reports/figures.py, reports/captions.py) and text,
+``empty`` where it has nothing to show.
 """

@@ -12,17 +12,19 @@ import matplotlib
 from matplotlib.ticker import FuncFormatter
 
 from reports import analysis
-from reports.captions import Run, how_text, in_machine_order, machine_text, make_figure
+from reports.captions import how_text, make_figure
 from reports.figures import Image, _figure, _save, _styled
 from reports.format import fmt, fmt_pct
+from reports.view import View
 
 
-def section_allreduce(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
-    groups = in_machine_order(analysis.allreduce_groups(rows), runs)
+def section_allreduce(view: View) -> dict:
+    rows, runs = view.rows, view.runs
+    groups = view.machines.in_order(analysis.allreduce_groups(rows))
     if not groups:
         return {"empty": True, "figure": None}
     measured = [r for g in groups for r in g["rows"]]
-    machines = ", ".join(machine_text(label, runs)
+    machines = ", ".join(view.machines.words[label]
                          for label in dict.fromkeys(g["machine"] for g in groups))
     figure = make_figure(
         "fig-allreduce", busbw_figure(groups),

@@ -13,10 +13,11 @@ from collections import Counter
 from collections.abc import Sequence
 
 from reports import analysis, cells
-from reports.captions import Run, how_text, in_machine_order, machine_text
-from reports.format import Column, Table, fmt, fmt_bytes, make_table, text_column
+from reports.captions import Run, how_text
+from reports.format import Column, fmt, fmt_bytes, make_table, text_column
 from reports.sections.hangs import hang_text
 from reports.sections.overlap import fabric_heading, fabric_rank, references_table, results_table
+from reports.view import View
 
 BEFORE_INTERLEAVING = ("Measured before interleaving: references measured at other moments, "
                        "no intervals.")
@@ -101,8 +102,10 @@ def commit_text(fingerprint: dict) -> str:
 BEFORE_INTERLEAVING_TITLE = "Step rows measured before interleaving"
 
 
-def section_runs(rows: Sequence[dict], runs: Sequence[Run], dropped: Sequence[str]) -> dict:
-    """Appendix: every loaded run, its provenance and how the report uses it."""
+def section_runs(view: View, dropped: Sequence[str]) -> dict:
+    """Appendix: every loaded run, its provenance and how the report uses it; ``dropped``: the
+    titles of the body sections left out for want of data."""
+    rows, runs = view.rows, view.runs
     entries = []
     for run in runs:
         kinds = Counter(dict(run.kinds))
@@ -139,17 +142,18 @@ ENERGY_NOTE = ("Energy per step comes from NVML's total-energy counter over the 
                "within a round.")
 
 
-def section_before_interleaving(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
+def section_before_interleaving(view: View) -> dict:
     """Appendix: step rows of runs made before interleaving, labelled, never headlined."""
+    rows, runs = view.rows, view.runs
     old = cells.old_format_steps(rows)
     tables = []
-    for group in in_machine_order(analysis.step_groups(old), runs):
+    for group in view.machines.in_order(analysis.step_groups(old)):
         used = sorted({runs[r["run"]].path for r in group["rows"]})
         tables.append(make_table(
             f"tab-before-{group['machine']}-{group['workload']}-w{group['world_size']}-"
             f"{group['profile']}",
             f"{BEFORE_INTERLEAVING} {group['workload']}, {group['world_size']} ranks, "
-            f"{group['profile']} profile on {machine_text(group['machine'], runs)} "
+            f"{group['profile']} profile on {view.machines.words[group['machine']]} "
             f"({', '.join(used)}); medians of per-step times. {how_text(group['rows'], runs)}",
             STEP_COLUMNS, group["rows"]))
     energy = analysis.energy_before_interleaving(rows)
@@ -166,15 +170,16 @@ def section_before_interleaving(rows: Sequence[dict], runs: Sequence[Run]) -> di
             "title": BEFORE_INTERLEAVING_TITLE}
 
 
-def section_cells(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
+def section_cells(view: View) -> dict:
     """Appendix: every interleaved cell (every K), per machine, fabric and world size."""
+    rows, runs = view.rows, view.runs
     blocks: dict[tuple, list[dict]] = {}
     for cell in cells.cells(rows):
-        blocks.setdefault(fabric_rank(cell, runs), []).append(cell)
+        blocks.setdefault(fabric_rank(cell, view.machines), []).append(cell)
     out = []
     for index, key in enumerate(sorted(blocks)):
         found = blocks[key]
-        where = fabric_heading(found[0], runs)
+        where = fabric_heading(found[0], view.machines)
         how = how_text(found, runs)
         out.append({"heading": where, "tables": [
             results_table(f"tab-cells-{index}", f"Every cell on {where}: each strategy's "
@@ -206,26 +211,29 @@ def round_spread(row: dict) -> str:
     return f"−{fmt(below)}% / +{fmt(above)}%"
 
 
-def allreduce_tables(rows: Sequence[dict], runs: Sequence[Run]) -> list:
+def allreduce_tables(view: View) -> list:
     """The all-reduce sweep per machine, fabric and world size, sizes in MiB throughout."""
     tables = []
-    for group in in_machine_order(analysis.allreduce_groups(rows), runs):
+    for group in view.machines.in_order(analysis.allreduce_groups(view.rows)):
         table_rows = [{**r, "size_mib": r["size_bytes"] / 2**20, "spread": round_spread(r)}
                       for r in group["rows"]]
         tables.append(make_table(
             f"tab-allreduce-{group['machine']}-{group['profile']}-w{group['world_size']}",
-            f"All-reduce on {machine_text(group['machine'], runs)}, {group['world_size']} ranks, "
+            f"All-reduce on {view.machines.words[group['machine']]}, {group['world_size']} ranks, "
             f"{group['profile']} profile ({group['backend']}, "
             f"{group['rows'][0].get('dtype', 'n/a')}): median time per all-reduce, algbw, busbw, "
             f"the spread of the rounds (wall clock, fastest and slowest against the median) "
             f"and the wrong-element count after the timed rounds; sizes from "
             f"{fmt_bytes(group['rows'][0]['size_bytes'])} to "
-            f"{fmt_bytes(group['rows'][-1]['size_bytes'])}. {how_text(group['rows'], runs)}",
+            f"{fmt_bytes(group['rows'][-1]['size_bytes'])}. "
+            f"{how_text(group['rows'], view.runs)}",
             ALLREDUCE_COLUMNS, table_rows))
     return tables
 
 
-def section_tables(rows: Sequence[dict], runs: Sequence[Run], gemm: Sequence[Table]) -> dict:
-    """Appendix: the dense tables of the chapters (GEMM ladder rows, all-reduce sweeps)."""
-    tables = allreduce_tables(rows, runs)
+def section_tables(view: View) -> dict:
+    """Appendix: the dense tables of the chapters (GEMM ladder rows, all-reduce sweeps); the
+    GEMM chapter's are the same tables, built before it."""
+    tables = allreduce_tables(view)
+    gemm = view.built["gemm"]["tables"]
     return {"empty": not tables and not gemm, "allreduce": tables, "gemm": list(gemm)}

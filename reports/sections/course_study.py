@@ -10,17 +10,15 @@ from collections.abc import Sequence
 from impl.metrics import ideal_speedup
 from reports import analysis, cells, figures, traces
 from reports.captions import (
-    Run,
+    Machines,
     how_text,
-    in_machine_order,
-    is_gpu_machine,
-    machine_text,
     make_figure,
 )
 from reports.figures import Image, _figure, _save, _styled, color
 from reports.format import NA, Column, fmt, fmt_estimate, fmt_pct, make_table, text_column
 from reports.sections.methodology import IDEAL_DOC
 from reports.sections.overlap import cell_text, saved_pct
+from reports.view import View
 
 STUDY_SPEEDUP_PCT = 30.0  # the course study's reported speedup (docs/ANCHORS.md)
 
@@ -73,7 +71,7 @@ def _saved_text(cell: dict, strategy: str) -> str:
             f"({cells.verdict_text(versus['verdict'], 'sequential')})")
 
 
-def study_rows(rows: Sequence[dict], runs: Sequence[Run]) -> list[dict]:
+def study_rows(rows: Sequence[dict], machines: Machines) -> list[dict]:
     """The side-by-side table: each claim of the study, the simulation reproduced here, the
     real cell nearest the study's ratio and the real reference workload."""
     simulated = analysis.synthetic(rows)
@@ -84,7 +82,7 @@ def study_rows(rows: Sequence[dict], runs: Sequence[Run]) -> list[dict]:
     where = (f"{near['cell']['machine']}, {cell_text(near['cell'])}" if near else None)
     shown = [f"{fmt_estimate(r['ratio'])} ({r['cell']['machine']}, {cell_text(r['cell'])})"
              for r in reference]
-    if old and not any(is_gpu_machine(r["cell"]["machine"], runs) for r in reference):
+    if old and not any(r["cell"]["machine"] in machines.gpu for r in reference):
         first = max(old, key=lambda o: (o["profile"] == "nvlink", o["world_size"]))
         shown.append(f"≈ {fmt(first['ratio'])} ({first['machine']}, {first['profile']}, "
                      f"{first['world_size']} GPUs, {REFERENCE_NAME}: compute "
@@ -138,10 +136,11 @@ SYNTHETIC_COLUMNS = (text_column("machine", "machine"), Column("chunks", "K"),
                      Column("speedup_pct", "time saved", "%"))
 
 
-def section_study(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
+def section_study(view: View) -> dict:
     """The chapter "The course study, reproduced": the claims beside real measurements, the
     regime figure and the sleep-based simulation."""
-    simulated = in_machine_order(analysis.synthetic(rows), runs)
+    rows, runs = view.rows, view.runs
+    simulated = view.machines.in_order(analysis.synthetic(rows))
     points = cells.regime_points(rows)
     out: dict = {"empty": not simulated and not points, "summary": study_text(rows),
                  "table": None, "figures": [],
@@ -155,7 +154,7 @@ def section_study(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
         "(suite/bench_synthetic.py); the real columns are interleaved measurements with 95% "
         "intervals: the cell whose measured compute:communication is nearest the study's 1.5, "
         "and the reference workload. Time saved = 100·(1 − step/sequential).", STUDY_COLUMNS,
-        study_rows(rows, runs), note=lambda *_: None)
+        study_rows(rows, view.machines), note=lambda *_: None)
     by_fabric: dict[tuple, list[dict]] = {}
     for point in points:
         by_fabric.setdefault(cells.fabric_key(point["cell"]), []).append(point)
@@ -176,7 +175,7 @@ def section_study(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
             times = sorted(row.get("round_s") or [])
             row["spread"] = (f"{fmt(times[0] * 1e3)}–{fmt(times[-1] * 1e3)} ms" if times
                              else NA)
-        machines = ", ".join(machine_text(label, runs)
+        machines = ", ".join(view.machines.words[label]
                              for label in dict.fromkeys(r["machine"] for r in simulated))
         how = how_text(simulated, runs)
         out["synthetic"] = make_table(
@@ -206,7 +205,7 @@ def section_study(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
                     "bars": analysis.timeline_bars(largest["timeline"]), "note": None}]),
                 f"Simulation (sleep-based), not a measurement: the overlapped timeline of the "
                 f"simulated step with K = {largest['chunks']} on "
-                f"{machine_text(largest['machine'], runs)} (Perfetto trace: {name}). "
+                f"{view.machines.words[largest['machine']]} (Perfetto trace: {name}). "
                 f"{how_text([largest], runs)}", "Gantt chart of the simulated step"))
     return out
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from reports import analysis, cells
-from reports.captions import Run, how_text, in_machine_order, machine_text, make_figure
+from reports.captions import how_text, make_figure
 from reports.figures import Image, _figure, _save, _styled, color
 from reports.format import (
     Column,
@@ -20,11 +20,13 @@ from reports.format import (
     text_column,
 )
 from reports.sections import appendix, overlap
+from reports.view import View
 
 
-def section_energy(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
+def section_energy(view: View) -> dict:
     """Energy per step against mean power × step time in the interleaved cells drawn in the
     anatomy chapter, the NVML timelines of those cells, and the sampler's overhead."""
+    rows, runs = view.rows, view.runs
     columns = (text_column("variant", "variant"), Column("power_w", "mean power, all GPUs", "W"),
                estimate_column("energy_per_step_j", "energy/step", "J"),
                estimate_column("power_times_step_j", "power × step", "J"),
@@ -34,7 +36,7 @@ def section_energy(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
         checked = cells.energy_check(cell)
         if not checked:
             continue
-        where = f"{overlap.cell_text(cell)} on {machine_text(cell['machine'], runs)}"
+        where = f"{overlap.cell_text(cell)} on {view.machines.words[cell['machine']]}"
         how = how_text([cell], runs)
         entry = {"heading": where, "figures": [], "table": make_table(
             f"tab-energy-{index}", f"Energy per step against mean power × step time per "
@@ -57,7 +59,7 @@ def section_energy(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
     overhead = [{"machine": r["machine"], "ratio": fmt_estimate(r["overhead_ratio"]),
                  "verdict": r.get("verdict"), "period": fmt(r.get("period_ms")),
                  "how": how_text([r], runs)}
-                for r in in_machine_order(analysis.sampler_overhead(rows), runs)
+                for r in view.machines.in_order(analysis.sampler_overhead(rows))
                 if "overhead_ratio" in r]
     return {"empty": not machines and not overhead, "machines": machines, "overhead": overhead}
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
 
 from reports import analysis
-from reports.captions import Run, machine_labels, runs_of
+from reports.captions import runs_of
 from reports.format import Cell, Table, fmt
 from reports.sections import appendix
+from reports.view import View
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -34,8 +34,9 @@ def per_gpu(limits: list[dict] | None, key: str) -> str | None:
     return f"{shown[0]} (×{len(shown)})" if len(set(shown)) == 1 else ", ".join(shown)
 
 
-def section_environment(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
-    labels = machine_labels(runs)
+def section_environment(view: View) -> dict:
+    rows, runs = view.rows, view.runs
+    labels = view.machines.labels
     newest = {label: runs_of(label, runs)[-1] for label in labels}
 
     def value(label: str, key: str) -> str:
@@ -77,3 +78,8 @@ def section_environment(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
                 for label in labels if newest[label].fingerprint.get("gpu_topology")]
     return {"empty": not runs, "table": table, "partial": partial, "topology": topology,
             "unknown_kinds": analysis.unknown_kinds(rows)}
+
+
+def section_topology(view: View) -> dict:
+    """The appendix of nvidia-smi topo -m: its template reads the environment's ``topology``."""
+    return {"empty": not view.built["environment"]["topology"]}

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from reports import analysis, cells, figures
 from reports.analysis import gemm_version_rank
-from reports.captions import Run, and_list, how_text, in_machine_order, machine_text, make_figure
+from reports.captions import Run, and_list, how_text, make_figure
 from reports.figures import Image, _figure, _save, _styled, version_color
 from reports.format import (
     Column,
@@ -22,6 +22,7 @@ from reports.format import (
 )
 from reports.sections import appendix
 from reports.sections.gemm_sweep import NOT_COVERED, sweep_headline, sweep_tables
+from reports.view import View
 
 GEMM_COLUMNS = (text_column("shape", "m×n×k", nowrap=True), text_column("dtype", "dtype"),
                 text_column("version_label", "version"), Column("tflops", "TFLOP/s"),
@@ -107,7 +108,7 @@ def _marks_text(rows: Sequence[dict], figure: bool = False) -> str:
     return text
 
 
-def ceiling_table(group: dict, runs: Sequence[Run]) -> Table:
+def ceiling_table(group: dict, view: View) -> Table:
     """The tensor-core ceilings of one GPU model, with what bounds what in the caption."""
     found = group["rows"]
     first = found[0]
@@ -123,13 +124,13 @@ def ceiling_table(group: dict, runs: Sequence[Run]) -> Table:
                       f"tensor-core load to stay within its power limit). " if sustained else "")
     return make_table(
         f"tab-tc-ceilings-{group['machine']}",
-        f"Tensor-core ceilings on {machine_text(group['machine'], runs)}: the bf16 FLOP/s each "
+        f"Tensor-core ceilings on {view.machines.words[group['machine']]}: the bf16 FLOP/s each "
         f"MMA instruction family reaches at most, back-to-back MMAs on operands already in "
         f"registers or shared memory, with no global-memory traffic. They bound the "
         f"tensor-core rungs of the ladder: v4 (WMMA compiles to mma.sync) and v5 by the "
         f"mma.sync ceiling, v6 by the wgmma ceiling. {peak}; cuBLAS reached "
         f"{fmt(first['cublas_8192_tflops'])} TFLOP/s at 8192³ bf16 in the same process. "
-        f"{sustained_text}{how_text(found, runs)}", columns, found,
+        f"{sustained_text}{how_text(found, view.runs)}", columns, found,
         placement=Placement("tensor-core ceilings per MMA family", always=True))
 
 
@@ -176,16 +177,17 @@ def seed_layer_text(rows: Sequence[dict]) -> str | None:
             f"measured before interleaving: appendix '{appendix.BEFORE_INTERLEAVING_TITLE}'.")
 
 
-def section_gemm(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
-    groups = in_machine_order(analysis.gemm_ladder(rows), runs)
+def section_gemm(view: View) -> dict:
+    rows, runs, machines = view.rows, view.runs, view.machines
+    groups = machines.in_order(analysis.gemm_ladder(rows))
     out: dict = {"tables": [], "figures": [], "seed": None, "ceilings": [],
                  "v1c": V1C_TEXT, "superseded": superseded_text(rows, runs),
                  "seed_layer": seed_layer_text(rows),
-                 "sweep": sweep_tables(rows, runs), "not_covered": NOT_COVERED,
+                 "sweep": sweep_tables(view), "not_covered": NOT_COVERED,
                  "sweep_headline": sweep_headline(rows), "figures_left": None}
     labels = list(dict.fromkeys(g["machine"] for g in groups))
     if labels[1:]:
-        out["figures_left"] = (f"The ladder's figures are drawn for {machine_text(labels[0], runs)}"
+        out["figures_left"] = (f"The ladder's figures are drawn for {machines.words[labels[0]]}"
                                f" only; those of {and_list(labels[1:])} are left out, and their "
                                f"rows are in the appendix 'Dense tables'.")
     for label in labels:
@@ -193,7 +195,7 @@ def section_gemm(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
         flat = [{**r, "shape": f"{g['m']}×{g['n']}×{g['k']}", "version_label": version_label(r)}
                 for g in mine for r in g["rows"]]
         how = how_text(flat, runs)
-        where = machine_text(label, runs)
+        where = machines.words[label]
         marks = _marks_text(flat)
         own = sorted({r["version"] for r in flat if r["version"] != "cublas"},
                      key=analysis.gemm_version_rank)
@@ -218,11 +220,11 @@ def section_gemm(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
             f"traffic: A and B read once, C written once), under the dtype's peak and the HBM "
             f"bandwidth from the result rows (peak_tflops, peak_gbps). {how}",
             f"Roofline plot, {label}"))
-    out["ceilings"] = [ceiling_table(group, runs)
-                       for group in in_machine_order(analysis.tensor_core_ceilings(rows), runs)]
-    seeds = in_machine_order(analysis.seed_steps(rows), runs)
+    out["ceilings"] = [ceiling_table(group, view)
+                       for group in machines.in_order(analysis.tensor_core_ceilings(rows))]
+    seeds = machines.in_order(analysis.seed_steps(rows))
     if seeds:
-        where = ", ".join(machine_text(m, runs) for m in dict.fromkeys(r["machine"] for r in seeds))
+        where = ", ".join(machines.words[m] for m in dict.fromkeys(r["machine"] for r in seeds))
         out["seed"] = make_table(
             "tab-seed", f"The course study's training step (y = xW, grad_w = xᵀ·grad_out, SGD; "
             f"1024×512 by 512×512, fp32), own kernels against torch ops, on "

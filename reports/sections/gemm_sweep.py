@@ -19,8 +19,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from reports import analysis
-from reports.captions import Run, how_text, in_machine_order, machine_text
+from reports.captions import how_text
 from reports.format import Column, Placement, Table, estimate_column, fmt, make_table, text_column
+from reports.view import View
 
 KIND = "gemm_sweep"
 KERNELS = ("v7", "v6")
@@ -121,13 +122,13 @@ def sweep_headline(rows: Sequence[dict]) -> str | None:
     return "; ".join(lines) or None
 
 
-def sweep_tables(rows: Sequence[dict], runs: Sequence[Run]) -> list[Table]:
+def sweep_tables(view: View) -> list[Table]:
     """Per machine: the family summary, then every row of the sweep."""
-    shown = sweep_rows(rows)
+    shown = sweep_rows(view.rows)
     tables = []
-    for label in dict.fromkeys(r["machine"] for r in in_machine_order(shown, runs)):
+    for label in dict.fromkeys(r["machine"] for r in view.machines.in_order(shown)):
         mine = [r for r in shown if r["machine"] == label]
-        where, how = machine_text(label, runs), how_text(mine, runs)
+        where, how = view.machines.words[label], how_text(mine, view.runs)
         tables.append(make_table(
             f"tab-gemm-sweep-summary-{label}",
             f"GEMM sweep on {where}, per shape family: cuBLAS's median time over v7's and "

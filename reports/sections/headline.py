@@ -25,10 +25,11 @@ from impl.strategies import summary
 from impl.strategy_records import VARIANTS, strategy_of
 from reports import cells, figures
 from reports.archive import ROOT, Archive
-from reports.captions import Run, is_gpu_machine, machine_text, make_figure
+from reports.captions import Run, make_figure
 from reports.format import NA, Cell, Table, fmt, fmt_estimate
 from reports.sections import hidden
 from reports.sections.overlap import fabric_rank, saved_pct
+from reports.view import View
 
 VERDICT_SHORT = {"faster": "faster", "slower": "slower", cells.NO_DIFFERENCE: "n.s."}
 MAX_FINDINGS = 5
@@ -79,10 +80,11 @@ def provenance(run: Run, strategy: str, archive: Archive) -> list[str]:
     return marks
 
 
-def rows_of(rows: Sequence[dict], runs: Sequence[Run], archive: Archive) -> list[dict]:
+def rows_of(view: View) -> list[dict]:
     """One entry per answer (not MPI), in the report's machine order."""
-    entries = []
-    for answer in sorted(cells.answers(rows), key=lambda a: (fabric_rank(a["cell"], runs),
+    runs, entries = view.runs, []
+    for answer in sorted(cells.answers(view.rows), key=lambda a: (fabric_rank(a["cell"],
+                                                                              view.machines),
                                                              cells.workload_rank(
                                                                  a["cell"]["workload"]))):
         cell = answer["cell"]
@@ -92,12 +94,12 @@ def rows_of(rows: Sequence[dict], runs: Sequence[Run], archive: Archive) -> list
         found = answer["figures"]
         entries.append({
             "answer": answer, "cell": cell, "best": answer["best"], "run": run,
-            "gpu": is_gpu_machine(cell["machine"], runs),
+            "gpu": cell["machine"] in view.machines.gpu,
             "speedup": found["vs_sequential"]["speedup"],
             "efficiency": None if cells.other_chunking(cell, answer["best"])
             else found.get("overlap_efficiency"),
             "efficiency_note": efficiency_note(cell, answer["best"]),
-            "ddp": ddp_text(answer), "marks": provenance(run, answer["best"], archive)})
+            "ddp": ddp_text(answer), "marks": provenance(run, answer["best"], view.archive)})
     return entries
 
 
@@ -291,26 +293,26 @@ def why(old_format: bool, gpus: int) -> str:
     return "one GPU: nothing to all-reduce" if gpus == 1 else "no interleaved cell"
 
 
-def absent_text(rows: Sequence[dict], runs: Sequence[Run], entries: Sequence[dict],
+def absent_text(view: View, entries: Sequence[dict],
                 cpus_left_out: Sequence[str] = ()) -> str | None:
     """Which loaded GPU machines have no interleaved cell in the table, and why; and the CPU
     machines left out of a table that has GPU rows."""
+    runs, words = view.runs, view.machines.words
     shown = {e["cell"]["machine"] for e in entries}
-    old = {r["machine"] for r in cells.old_format_steps(rows) if r["world_size"] > 1}
+    old = {r["machine"] for r in cells.old_format_steps(view.rows) if r["world_size"] > 1}
     gpus = {r.label: len(r.fingerprint.get("gpu_names") or []) for r in runs}
     missing = [label for label in dict.fromkeys(r.label for r in runs)
-               if label not in shown and is_gpu_machine(label, runs)]
+               if label not in shown and label in view.machines.gpu]
     # The label in words, as in the answers above: a reader may meet it here first.
-    parts = [f"{machine_text(label, runs)}, {why(label in old, gpus[label])}"
-             for label in missing]
-    parts += [f"{machine_text(label, runs)}, which checks the method: its answers are in the "
+    parts = [f"{words[label]}, {why(label in old, gpus[label])}" for label in missing]
+    parts += [f"{words[label]}, which checks the method: its answers are in the "
               f"appendix on overlap on the CPU" for label in cpus_left_out]
     return f"Not in the table: {'; '.join(parts)}." if parts else None
 
 
-def section(rows: Sequence[dict], runs: Sequence[Run], archive: Archive) -> dict:
-    entries = rows_of(rows, runs, archive)
-    lead = hidden.lead_machine(runs, {e["cell"]["machine"] for e in entries})
+def section(view: View) -> dict:
+    entries = rows_of(view)
+    lead = hidden.lead_machine(view.runs, {e["cell"]["machine"] for e in entries})
     # Where GPUs answered, the table is theirs, and if the newest run is a CPU's, the one row
     # its sentence reads, so that a CPU user sees their own answer; other CPUs' rows move out
     # as their chapter blocks do (reports/layout.py).
@@ -324,14 +326,14 @@ def section(rows: Sequence[dict], runs: Sequence[Run], archive: Archive) -> dict
     entries = hidden.in_reading_order(entries, lead)
     if not entries:
         return {"table": None, "figure": None, "findings": [], "absent": absent_text(
-            rows, runs, entries), "count": 0, "answers": [], "definitions": None}
+            view, entries), "count": 0, "answers": [], "definitions": None}
     image = make_figure("fig-headline", figure(entries),
                         "The table's rows by number: × sequential and overlap efficiency, "
                         "95% intervals; colour: the best strategy.",
                         "Headline speedups and efficiencies with intervals")
     return {"table": table(entries), "figure": image, "findings": findings(entries),
-            "absent": absent_text(rows, runs, entries, cpus_left_out), "count": len(entries),
-            "answers": hidden.sentences(entries, runs),
+            "absent": absent_text(view, entries, cpus_left_out), "count": len(entries),
+            "answers": hidden.sentences(entries, view),
             "definitions": f"{hidden.DEFINITIONS} {strategies_line(entries)}"}
 
 

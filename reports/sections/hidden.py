@@ -22,9 +22,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from reports import cells
-from reports.captions import Run, machine_text
+from reports.captions import Machines, Run
 from reports.format import fmt_estimate
 from reports.sections.overlap import saved_pct
+from reports.view import View
 
 FABRICS = {"nvlink": "NVLink", "shm": "NCCL over shared memory (no peer-to-peer)",
            "socket": "NCCL over sockets", "gloo-tcp": "gloo over TCP"}
@@ -56,12 +57,12 @@ def saved_ms(entry: dict) -> dict:
             "high": turn(difference.get("low")), "rounds": difference.get("rounds")}
 
 
-def machine_words(entry: dict, runs: Sequence[Run]) -> str:
+def machine_words(entry: dict, machines: Machines) -> str:
     """"h200x2 (2× NVIDIA H200), NVLink, 2 GPUs" or "cpu-2core (AMD EPYC, 2 cores, no GPU),
     gloo over TCP, 2 ranks"."""
     cell = entry["cell"]
     ranks = "GPUs" if entry["gpu"] else "ranks"
-    return (f"{machine_text(cell['machine'], runs)}, "
+    return (f"{machines.words[cell['machine']]}, "
             f"{FABRICS.get(cell['profile'], cell['profile'])}, {cell['world_size']} {ranks}")
 
 
@@ -81,11 +82,11 @@ def caveats(entry: dict) -> str:
     return "".join(f" ({text})" for text in said)
 
 
-def sentence(entry: dict, runs: Sequence[Run]) -> str:
+def sentence(entry: dict, machines: Machines) -> str:
     found = entry["answer"]["figures"]
     efficiency = (f"; overlap efficiency {fmt_estimate(entry['efficiency'])}"
                   if entry["efficiency"] else "")
-    return (f"{machine_words(entry, runs)}, {entry['cell']['workload']} at K = "
+    return (f"{machine_words(entry, machines)}, {entry['cell']['workload']} at K = "
             f"{entry['cell']['chunks']}: {entry['best']} hides "
             f"{fmt_estimate(found.get('hidden_comm_fraction'))} of the communication (hidden "
             f"communication fraction) and saves {fmt_estimate(saved_ms(entry))} ms per step, "
@@ -100,10 +101,11 @@ def representative(entries: Sequence[dict], machine: str) -> dict:
                key=lambda e: (-e["cell"]["world_size"], cells.workload_rank(e["cell"]["workload"])))
 
 
-def sentences(entries: Sequence[dict], runs: Sequence[Run]) -> list[dict]:
+def sentences(entries: Sequence[dict], view: View) -> list[dict]:
     """One sentence per machine, the lead machine's first, then the others in the order of
     ``entries`` (module docstring)."""
-    lead = lead_machine(runs, {e["cell"]["machine"] for e in entries})
+    lead = lead_machine(view.runs, {e["cell"]["machine"] for e in entries})
     machines = dict.fromkeys(e["cell"]["machine"] for e in in_reading_order(entries, lead))
     return [{"label": "Newest run" if machine == lead else "Reference", "machine": machine,
-             "text": sentence(representative(entries, machine), runs)} for machine in machines]
+             "text": sentence(representative(entries, machine), view.machines)}
+            for machine in machines]

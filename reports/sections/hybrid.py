@@ -5,7 +5,7 @@ Rows are ``impl.rows.merge.benchmark_rows`` of suite/bench_hybrid.py's kinds; de
 from impl/hybrid (HYBRID_FIELDS, impl/hybrid/measure.py). ``section_parts`` fills the hybrid
 half of the pipeline section's context (reports/sections/pipeline.py).
 
-    parts = section_parts(rows, runs)   # {"hybrid_table": Table | None, ...}
+    parts = section_parts(view)   # {"hybrid_table": Table | None, ...}
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from impl.hybrid.gpt_forward import STUDY_TABLE
 from reports import figures
-from reports.captions import Figure, how_text, is_gpu_machine, make_figure
+from reports.captions import Figure, how_text, make_figure
 from reports.format import (
     Column,
     Placement,
@@ -27,6 +27,7 @@ from reports.format import (
     text_column,
 )
 from reports.study_tables import comparison_table, interval_text, of_kind
+from reports.view import View
 
 VARIANT_COLORS = {"cpu": "#7f7f7f", "gpu": "#1f77b4", "coarse-hybrid": "#ff7f0e",
                   "offload-overlap": "#2ca02c"}
@@ -362,8 +363,9 @@ def host_adam_table(rows: Sequence[dict], runs: Sequence) -> Table | None:
         HOST_ADAM_COLUMNS, adam, placement=Placement("host Adam alone, every implementation"))
 
 
-def digits_parts(rows: Sequence[dict], runs: Sequence) -> tuple[Table | None, list[Figure]]:
+def digits_parts(view: View) -> tuple[Table | None, list[Figure]]:
     """The digits MLP's table of final values, and the curves of one machine."""
+    rows, runs = view.rows, view.runs
     if not (digits := digits_rows(rows)):
         return None, []
     table = make_table(
@@ -376,7 +378,7 @@ def digits_parts(rows: Sequence[dict], runs: Sequence) -> tuple[Table | None, li
     # others' final values are in the table; their curves add pages, not answers.
     machines = list(dict.fromkeys(r["machine"] for r in digits))
     machine = max(machines, key=lambda m: (
-        max(r["epochs"] for r in digits if r["machine"] == m), is_gpu_machine(m, runs)))
+        max(r["epochs"] for r in digits if r["machine"] == m), m in view.machines.gpu))
     mine = [r for r in digits if r["machine"] == machine]
     others = [m for m in machines if m != machine]
     figure = make_figure(
@@ -401,9 +403,10 @@ def gpt_table(rows: Sequence[dict], runs: Sequence) -> Table | None:
         placement=Placement("the study's GPT forward, every iteration"))
 
 
-def section_parts(rows: Sequence[dict], runs: Sequence) -> dict:
+def section_parts(view: View) -> dict:
     """The hybrid half of the pipeline section's context (None or [] where nothing loaded)."""
-    digits_table, digits_figures = digits_parts(rows, runs)
+    rows, runs = view.rows, view.runs
+    digits_table, digits_figures = digits_parts(view)
     return {"hybrid_table": steps_table(rows, runs), "hybrid_family_table": family_table(rows),
             # The family table answers the offload's question; every pair is detail.
             "hybrid_comparisons": comparison_table(

@@ -5,11 +5,10 @@ step's GEMMs run while an all-reduce runs beside them, per machine, with 95% int
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from reports import cells, figures
-from reports.captions import Run, how_text, in_machine_order, machine_text, make_figure
+from reports.captions import how_text, make_figure
 from reports.format import Column, Placement, estimate_column, make_table, text_column
+from reports.view import View
 
 INTERFERENCE_COLUMNS = (text_column("workload", "workload"), Column("world_size", "ranks"),
                         text_column("gemm", "GEMM", nowrap=True),
@@ -19,8 +18,9 @@ INTERFERENCE_COLUMNS = (text_column("workload", "workload"), Column("world_size"
                         text_column("verdict", "verdict"))
 
 
-def section_interference(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
-    found = in_machine_order(cells.interference(rows), runs)
+def section_interference(view: View) -> dict:
+    rows, runs = view.rows, view.runs
+    found = view.machines.in_order(cells.interference(rows))
     machines = []
     for label in dict.fromkeys(r["machine"] for r in found):
         mine = [r for r in found if r["machine"] == label]
@@ -37,7 +37,7 @@ def section_interference(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
                 bars.append({"label": f"{row['workload']} ({row['profile']}), beside "
                                       f"{interferer}", "interferer": interferer,
                              "ratio": slowdown["ratio"]})
-        where = machine_text(label, runs)
+        where = view.machines.words[label]
         how = how_text(mine, runs)
         machines.append({"machine": label, "figure": make_figure(
             f"fig-interference-{label}", figures.interference(bars),

@@ -6,12 +6,10 @@ definitions.html.j2): each metric's definition quoted from the code
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from impl.metrics import ideal_speedup
 from impl.rows.metric_fields import ALLREDUCE_FIELDS, STEP_FIELDS
 from reports import cells
-from reports.captions import Run
+from reports.view import View
 
 
 def _doc(function) -> str:
@@ -28,11 +26,11 @@ def _docs():
 LOST_TIME_DOC, BOUND_DOC, IDEAL_DOC = _docs()
 
 
-def section_methodology(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
+def section_methodology(view: View) -> dict:
     quote = lambda fields: [{"name": f.name, "unit": f.unit or "–", "definition": f.definition}
                             for f in fields]
     return {"empty": False, "step_fields": quote(STEP_FIELDS),
             "allreduce_fields": quote(ALLREDUCE_FIELDS),
-            "modes": sorted({r.mode or "unknown" for r in runs}),
+            "modes": sorted({r.mode or "unknown" for r in view.runs}),
             "answer_chunks": cells.ANSWER_CHUNKS, "lost_time_doc": LOST_TIME_DOC,
             "ideal_doc": IDEAL_DOC}

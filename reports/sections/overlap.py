@@ -13,13 +13,9 @@ from collections.abc import Sequence
 
 from reports import cells, figures
 from reports.captions import (
-    Run,
+    Machines,
     and_list,
     how_text,
-    in_machine_order,
-    is_gpu_machine,
-    machine_labels,
-    machine_text,
     make_figure,
 )
 from reports.format import (
@@ -31,24 +27,25 @@ from reports.format import (
     make_table,
     text_column,
 )
+from reports.view import View
 
 PROFILE_ORDER = ("nvlink", "shm", "socket")
 CPU_CAVEAT = ("a CPU machine with 2 cores shared with other work: its intervals are wide and "
               "its numbers check the method, they do not answer for GPUs")
 
 
-def fabric_rank(cell: dict, runs: Sequence[Run]) -> tuple:
-    labels = machine_labels(runs)
+def fabric_rank(cell: dict, machines: Machines) -> tuple:
+    labels = machines.labels
     profile = cell["profile"]
     return (labels.index(cell["machine"]) if cell["machine"] in labels else len(labels),
             PROFILE_ORDER.index(profile) if profile in PROFILE_ORDER else len(PROFILE_ORDER),
             profile, cell["world_size"], cells.is_mpi(cell))
 
 
-def fabric_heading(cell: dict, runs: Sequence[Run]) -> str:
-    ranks = "GPUs" if is_gpu_machine(cell["machine"], runs) else "ranks"
+def fabric_heading(cell: dict, machines: Machines) -> str:
+    ranks = "GPUs" if cell["machine"] in machines.gpu else "ranks"
     launcher = ", mpirun" if cells.is_mpi(cell) else ""
-    return (f"{machine_text(cell['machine'], runs)} · {cell['profile']} · "
+    return (f"{machines.words[cell['machine']]} · {cell['profile']} · "
             f"{cell['world_size']} {ranks} ({cell.get('backend')}{launcher})")
 
 
@@ -108,14 +105,15 @@ def answer_text(entry: dict) -> str:
     return text
 
 
-def nvlink_text(rows: Sequence[dict], runs: Sequence[Run]) -> str:
+def nvlink_text(view: View) -> str:
     """The NVLink answer, or why there is none yet and which files are old-format."""
+    rows, runs = view.rows, view.runs
     found = [a for a in cells.answers(rows) if a["cell"]["profile"] == "nvlink"
              and a["cell"].get("backend") == "nccl"]
     if found:
         first = min(found, key=lambda a: (cells.workload_rank(a["cell"]["workload"]),
                                           -a["cell"]["world_size"]))
-        return (f"The NVLink answer ({fabric_heading(first['cell'], runs)}): "
+        return (f"The NVLink answer ({fabric_heading(first['cell'], view.machines)}): "
                 f"{answer_text(first)}")
     old = sorted({runs[r["run"]].path for r in cells.old_format_steps(rows)
                   if r["profile"] == "nvlink" and r["world_size"] > 1})
@@ -127,8 +125,8 @@ def nvlink_text(rows: Sequence[dict], runs: Sequence[Run]) -> str:
     return "No NVLink result over several GPUs was loaded, so this report gives no NVLink answer."
 
 
-def world_one_text(rows: Sequence[dict], runs: Sequence[Run]) -> str | None:
-    found = sorted(cells.world_one(rows), key=lambda f: fabric_rank(f["cell"], runs))
+def world_one_text(rows: Sequence[dict], machines: Machines) -> str | None:
+    found = sorted(cells.world_one(rows), key=lambda f: fabric_rank(f["cell"], machines))
     if not found:
         return None
     agree = [f for f in found if f["verdict"] == cells.NO_DIFFERENCE]
@@ -209,21 +207,22 @@ def references_table(table_id: str, caption: str, cell_list: Sequence[dict]) -> 
     return make_table(table_id, caption, columns, rows, note=lambda *_: None)
 
 
-def section_results(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
+def section_results(view: View) -> dict:
+    rows, runs, machines = view.rows, view.runs, view.machines
     blocks: dict[tuple, list[list[dict]]] = {}
     for group in cells.groups(rows):
         if group[0]["world_size"] != 1:
-            blocks.setdefault(fabric_rank(group[0], runs), []).append(group)
+            blocks.setdefault(fabric_rank(group[0], machines), []).append(group)
     answers = cells.answers(rows)
     out: dict = {"empty": not blocks and not cells.world_one(rows), "blocks": [],
                  "answer_chunks": cells.ANSWER_CHUNKS, "world_one": None,
-                 "world_one_text": world_one_text(rows, runs), "cpu_caveat": CPU_CAVEAT,
-                 "nvlink": nvlink_text(rows, runs)}
+                 "world_one_text": world_one_text(rows, machines), "cpu_caveat": CPU_CAVEAT,
+                 "nvlink": nvlink_text(view)}
     for index, key in enumerate(sorted(blocks)):
         found = blocks[key]
         chosen = [cells.answer_cell(group)[0] for group in found]
         first = chosen[0]
-        where = fabric_heading(first, runs)
+        where = fabric_heading(first, machines)
         lines = {g[0]["workload"]: sorted(g, key=lambda c: c["chunks"]) for g in found}
         panels = [{"title": workload, "lines": {
             strategy: [(c["chunks"], cells.figures(c, strategy)["vs_sequential"]["speedup"])
@@ -232,10 +231,10 @@ def section_results(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
             for workload, sweep in lines.items()]
         mpi = any(cells.is_mpi(c) for c in chosen)
         block = {"heading": where, "machine": first["machine"],
-                 "cpu": not is_gpu_machine(first["machine"], runs),
+                 "cpu": first["machine"] not in machines.gpu,
                  "mpi_note": cells.MPI_NOTE if mpi else None, "figures": [],
                  "answers": [answer_text(a) for a in answers
-                             if fabric_rank(a["cell"], runs) == key]}
+                             if fabric_rank(a["cell"], machines) == key]}
         block["figures"].append(make_figure(
             f"fig-speedup-k-{index}", figures.speedup_by_chunks(panels),
             f"Speedup over sequential against the chunk count K on {where}, every strategy "
@@ -247,7 +246,7 @@ def section_results(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
         out["blocks"].append(block)
     single = cells.world_one(rows)
     if single:
-        out["world_one"] = world_one_table(single, runs)
+        out["world_one"] = world_one_table(single, view)
     return out
 
 
@@ -258,17 +257,17 @@ WORLD_ONE_COLUMNS = (text_column("machine", "machine"), text_column("workload", 
                      text_column("verdict", "verdict"))
 
 
-def world_one_table(found: Sequence[dict], runs: Sequence[Run]) -> object:
+def world_one_table(found: Sequence[dict], view: View) -> object:
     table_rows = [{"machine": f["cell"]["machine"], "workload": f["cell"]["workload"],
                    "compute_only_ms": f["cell"]["references"]["compute_only_ms"],
                    "sequential_ms": f["cell"]["references"]["sequential_ms"],
                    "difference": f["difference"], "verdict": f["verdict"]}
-                  for f in in_machine_order([{**f, "machine": f["cell"]["machine"]}
-                                             for f in found], runs)]
+                  for f in view.machines.in_order([{**f, "machine": f["cell"]["machine"]}
+                                                   for f in found])]
     return make_table(
         "tab-world-one", "World size 1: the all-reduce of one rank is a no-op, so sequential "
         "and compute-only run the same computation and must agree. The paired difference has "
         "its 95% interval; a verdict other than 'no significant difference' is a bias of the "
-        f"measurement, not of a strategy. {how_text([f['cell'] for f in found], runs)}",
+        f"measurement, not of a strategy. {how_text([f['cell'] for f in found], view.runs)}",
         WORLD_ONE_COLUMNS, table_rows, note=lambda *_: None,
         placement=Placement("one rank: sequential against compute-only"))

@@ -7,7 +7,7 @@ return images (matplotlib, Agg); ``section`` assembles the template's context. R
 suite/bench_hybrid.py write them); definitions are quoted from impl/pipeline/measure.py and
 impl/rows/kinds.py (the pipeline and hybrid_step rows).
 
-    context = section(rows, runs)   # {"empty": bool, "pipeline_table": Table | None, ...}
+    context = section(view)   # {"empty": bool, "pipeline_table": Table | None, ...}
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from reports.captions import how_text, make_figure
 from reports.format import Column, Placement, fmt, make_table, text_column
 from reports.sections import hybrid
 from reports.study_tables import comparison_table, interval_text, of_kind
+from reports.view import View
 
 VARIANT_ORDER = ("gpipe", "gpipe+recompute", "1f1b", "torch-gpipe", "torch-1f1b")
 VARIANT_COLORS = {"gpipe": "#1f77b4", "gpipe+recompute": "#7fb2de", "1f1b": "#ff7f0e",
@@ -121,8 +122,9 @@ def _definitions() -> list[dict]:
             for f in (*PIPELINE_FIELDS, *HYBRID_FIELDS)]
 
 
-def section(rows: Sequence[dict], runs: Sequence) -> dict:
+def section(view: View) -> dict:
     """The pipeline section's context; ``empty`` when no row of PIPELINE_KINDS was loaded."""
+    rows, runs = view.rows, view.runs
     found = [r for r in rows if r.get("kind") in PIPELINE_KINDS]
     out: dict = {"empty": not found, "definitions": _definitions(), "pipeline_table": None,
                  "bubble_figure": None, "pipeline_comparisons": None}
@@ -144,5 +146,5 @@ def section(rows: Sequence[dict], runs: Sequence) -> dict:
         rows, "pipeline_comparison", "tab-pipeline-compare", "This suite's schedules against "
         "torch.distributed.pipelining on the same split, and GPipe with recompute against "
         "without")
-    out.update(hybrid.section_parts(rows, runs))
+    out.update(hybrid.section_parts(view))
     return out

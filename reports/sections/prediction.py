@@ -6,7 +6,7 @@ lays out tables and draws. Per GPU model with compute-only timelines in the load
 the fabric file of its nodes over 400 Gb/s InfiniBand (FABRICS) gives the all-reduce at each
 world size; the validation (impl/costmodel/accuracy.py) runs on the same rows.
 
-    context = section(rows, runs)   # {"empty": bool, "devices": [...], "summaries": [...]}
+    context = section(view)   # {"empty": bool, "devices": [...], "summaries": [...]}
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from impl.costmodel.fabric_file import load_fabric
 from reports import cells, figures
 from reports.captions import make_figure
 from reports.format import Column, Placement, fmt, make_table, text_column
+from reports.view import View
 
 # The fabric each GPU model's compute is predicted on: its HGX nodes over InfiniBand.
 FABRICS = {"NVIDIA H200": "ib400-h200x8", "NVIDIA H100 80GB HBM3": "ib400-h100x8"}
@@ -269,11 +270,12 @@ def weak_scaling_line(predictions: Sequence[scale.Prediction], fabric_name: str)
             + ", ".join(f"{p.workload} {p.weak_scaling:.0%}" for p in largest))
 
 
-def section(rows: Sequence[dict], runs: Sequence) -> dict:
+def section(view: View) -> dict:
     """The chapter's context; ``empty`` when no GPU model has compute-only timelines and no
     cell was measured. One figure per GPU model (a row of panels per workload); the tables of
     predicted figures, the fabric files' sources and every cell's check go to the detail
     appendix (reports/layout.py)."""
+    rows = view.rows
     devices, tables, notes, scaling = [], [], [], []
     held_out_table, decisions, bands, (overheads, lanes) = held_out(rows)
     for device, device_rows in _by_device(rows).items():

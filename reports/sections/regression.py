@@ -6,7 +6,7 @@ the loaded results against a baseline file (``--baseline``), by the gate's own r
 from __future__ import annotations
 
 from reports.format import Column, fmt, make_table, text_column
-from reports.gate.loading import Baseline
+from reports.view import View
 
 REGRESSION_COLUMNS = (text_column("benchmark", "benchmark"),
                       Column("baseline_ms", "baseline", "ms"),
@@ -27,7 +27,10 @@ TRIAL_COLUMNS = (text_column("machine", "machine"), text_column("target", "bench
                  text_column("load", "1-min load, median (range)"))
 
 
-def section_regression(baseline: Baseline | None) -> dict:
+def section_regression(view: View) -> dict:
+    """The verdicts against ``view.baseline``, and the gate's error rates; ``empty`` without a
+    baseline."""
+    baseline = view.baseline
     # The gate's rules and statistics, not a second copy: imported here so that a report
     # without a baseline or trials does not need SciPy.
     from impl.rows.files import load_results
@@ -39,7 +42,7 @@ def section_regression(baseline: Baseline | None) -> dict:
     documents, trial_notes = trial_rates.load_trials(trial_rates.find_trials())
     trials = trial_rates.trial_rates(documents)
     context = {
-        "given": baseline is not None, "threshold_rule": spread.RULE,
+        "empty": baseline is None, "given": baseline is not None, "threshold_rule": spread.RULE,
         "confirm_rule": confirm.RULE, "trial_notes": trial_notes,
         "trials": make_table("tab-gate-trials", "The gate's error rates as measured by "
                              "reports/gate/trials.py (results/<machine>/gate-trials*.json): "

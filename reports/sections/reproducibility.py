@@ -31,6 +31,7 @@ from reports.format import (
     make_table,
     text_column,
 )
+from reports.view import View
 
 RUN_LABEL_CHARS = 16  # "20261123T194800Z": a run's file name up to its time stamp
 
@@ -243,10 +244,18 @@ def summary_table(rows: Sequence[dict]) -> Table:
                  [False, False, False, False, True, False, True, True])
 
 
-def section(files: Sequence[ResultsFile]) -> dict:
-    """The body section (summary, or the sentence saying there is nothing to compare yet)
-    and the appendix (every figure)."""
+def section(view: View) -> dict:
+    """The body section (summary, or the sentence saying there is nothing to compare yet), the
+    abstract's line (its template reads ``reproducibility.line``) and the appendix's table
+    (every figure)."""
+    files = view.archive.files
     rows = agreement_rows(repeat_groups(files))
     return {"empty": not files, "line": abstract_line(files, rows),
             "summary": summary_table(rows) if rows else None,
             "table": agreement_table(rows) if rows else None}
+
+
+def section_appendix(view: View) -> dict:
+    """The appendix of every figure: the table the body section built."""
+    table = view.built["reproducibility"]["table"]
+    return {"empty": table is None, "table": table}

@@ -8,10 +8,8 @@ A timeline drawn here is also collected in ``timelines`` for the Perfetto export
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from reports import analysis, cells, figures, traces
-from reports.captions import Run, how_text, machine_text, make_figure
+from reports.captions import how_text, make_figure
 from reports.format import (
     Column,
     Placement,
@@ -23,6 +21,7 @@ from reports.format import (
     text_column,
 )
 from reports.sections.overlap import cell_text, fabric_rank
+from reports.view import View
 
 VARIANT_NOTES = {cells.COMPUTE_ONLY: "no communication: the reference computation",
                  cells.COMM_ONLY: "no compute: the K all-reduces back to back"}
@@ -128,11 +127,12 @@ def lost_rows(cell: dict) -> list[dict]:
     return table
 
 
-def section_anatomy(rows: Sequence[dict], runs: Sequence[Run]) -> dict:
+def section_anatomy(view: View) -> dict:
+    rows, runs = view.rows, view.runs
     machines = []
     for index, cell in enumerate(sorted(cells.anatomy_cells(rows),
-                                        key=lambda c: fabric_rank(c, runs))):
-        where = f"{cell_text(cell)} on {machine_text(cell['machine'], runs)}"
+                                        key=lambda c: fabric_rank(c, view.machines))):
+        where = f"{cell_text(cell)} on {view.machines.words[cell['machine']]}"
         how = how_text([cell], runs)
         steps = cell_timelines(cell)
         panels = []

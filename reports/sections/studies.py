@@ -1,15 +1,17 @@
 """One line per study for the abstract: its result with machine, interval and run, or why it has
 none.
 
-Each study names its benchmark module (ABSTRACT_STUDIES). Where the loaded rows hold a GPU
-result, the line gives it (machine, interval, run and commit); where they do not, it says so
-and names the runs that meant to measure it and did not finish: bench logs in
-``results/<label>/logs/`` (reports/runlogs.py: how the run ended, and whether it reached the
-study) and partial result files (``suite.partial`` / ``suite.failed_passes``) whose passes
-selected the module, and the hangs in its benchmarks that results files name (``suite.hangs``).
-The CPU result follows as a check of the method. The gate's line comes from its trials files.
+Each study's record (impl/studies.py) gives its title and benchmark module; ABSTRACT_TESTS
+says which studies have a line, in order, and the test functions whose results the line
+gives. Where the loaded rows hold a GPU result, the line gives it (machine, interval, run and
+commit); where they do not, it says so and names the runs that meant to measure it and did not
+finish: bench logs in ``results/<label>/logs/`` (reports/runlogs.py: how the run ended, and
+whether it reached the study) and partial result files (``suite.partial`` /
+``suite.failed_passes``) whose passes selected the module, and the hangs in its benchmarks that
+results files name (``suite.hangs``). The CPU result follows as a check of the method. The
+gate's line comes from its trials files.
 
-    lines = section(rows, runs, archive)   # [{"study": "pipeline", "text": "..."}, ...]
+    lines = section(view)   # [{"study": "Pipeline (bubble ...)", "text": "..."}, ...]
 """
 
 from __future__ import annotations
@@ -17,26 +19,25 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from impl.studies import STUDIES
 from reports import analysis
 from reports.archive import Archive
-from reports.captions import Run, and_list, is_gpu_machine
+from reports.captions import Run, and_list
 from reports.format import NA, device_words, fmt, fmt_estimate, fmt_pct, fmt_times
 from reports.gate import trial_rates
 from reports.runlogs import pass_targets, targets, unfinished
 from reports.sections import gemm_sweep, hybrid, tensor_parallel
 from reports.sections.hangs import hangs_in
+from reports.view import View
 
-# study -> (its title in the abstract, benchmark module, its test functions)
-ABSTRACT_STUDIES = {
-    "tensor-parallel": ("Tensor parallel (overlapped and fused against sync)", "bench_tp",
-                        ("test_tp",)),
-    "pipeline": ("Pipeline (bubble against (p − 1)/(m + p − 1), ours against the library)",
-                 "bench_pipeline", ("test_pipeline", "test_pipeline_comparison")),
-    "hybrid": ("CPU–GPU hybrid (offload against GPU-only)", "bench_hybrid",
-               ("test_offload", "test_offload_comparison", "test_coarse",
-                "test_coarse_comparison", "test_digits", "test_gpt_forward")),
-    "gemm": ("GEMM ladder (% of cuBLAS)", "bench_gemm",
-             ("test_gemm", "test_gemm_sweep", "test_tensor_core_ceiling", "test_seed_step")),
+# study (impl/studies.py) -> the test functions of its module whose results its line gives,
+# in the abstract's order
+ABSTRACT_TESTS = {
+    "tensor parallel": ("test_tp",),
+    "pipeline": ("test_pipeline", "test_pipeline_comparison"),
+    "hybrid": ("test_offload", "test_offload_comparison", "test_coarse", "test_coarse_comparison",
+               "test_digits", "test_gpt_forward"),
+    "GEMM": ("test_gemm", "test_gemm_sweep", "test_tensor_core_ceiling", "test_seed_step"),
 }
 GPU_ONLY = "device-adam"  # the fine-grained hybrid's reference: Adam on the device
 VERDICTS = {"no significant difference": "n.s."}
@@ -196,19 +197,19 @@ def gemm_text(rows: Sequence[dict], machine: str) -> tuple[str, dict] | None:
 
 
 RESULTS: dict[str, Callable[[Sequence[dict], str], tuple[str, dict] | None]] = {
-    "tensor-parallel": tp_text, "pipeline": pipeline_text, "hybrid": hybrid_text,
-    "gemm": gemm_text}
+    "tensor parallel": tp_text, "pipeline": pipeline_text, "hybrid": hybrid_text,
+    "GEMM": gemm_text}
 
 
-def study_line(study: str, rows: Sequence[dict], runs: Sequence[Run],
-               archive: Archive) -> str:
+def study_line(study: str, view: View) -> str:
     """The study's line: GPU results with their runs, or that there is none and why, and the
     CPU result where there is no GPU one."""
-    _, module, functions = ABSTRACT_STUDIES[study]
+    module, functions = Path(STUDIES[study].module).stem, ABSTRACT_TESTS[study]
+    rows, runs = view.rows, view.runs
     machines = list(dict.fromkeys(r.label for r in runs))
     results = {m: found for m in machines if (found := RESULTS[study](rows, m))}
-    gpu = {m: r for m, r in results.items() if is_gpu_machine(m, runs)}
-    failed = attempts(archive, module, functions)
+    gpu = {m: r for m, r in results.items() if m in view.machines.gpu}
+    failed = attempts(view.archive, module, functions)
     parts = [f"{text} ({run_ref(runs[row['run']])})" for text, row in gpu.values()]
     if not gpu:
         parts.append("no GPU result" + (": " + "; ".join(failed) if failed else
@@ -234,10 +235,9 @@ def gate_line(archive: Archive) -> str:
     return "; ".join(parts) + more + "."
 
 
-def section(rows: Sequence[dict], runs: Sequence[Run], archive: Archive) -> list[dict]:
-    lines = [{"study": title, "text": study_line(study, rows, runs, archive)}
-             for study, (title, _, _) in ABSTRACT_STUDIES.items()]
-    lines.append({"study": "Regression gate (false alarms and detections, with --confirm)",
-                  "text": gate_line(archive)})
+def section(view: View) -> list[dict]:
+    lines = [{"study": STUDIES[study].title, "text": study_line(study, view)}
+             for study in ABSTRACT_TESTS]
+    lines.append({"study": STUDIES["gate"].title, "text": gate_line(view.archive)})
     return lines
 

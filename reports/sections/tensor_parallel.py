@@ -5,7 +5,7 @@ GEMM backend, scaling, schedule, world size, with ``estimates`` {value, low, hig
 each field of impl/tensor_parallel/metrics.py's TP_FIELDS) and "tensor_parallel_comparison"
 (one per cell, every per-round value; kept in the results, not drawn here).
 
-    section = tensor_parallel.section(rows, runs)   # the template's ``tensor_parallel``
+    section = tensor_parallel.section(view)   # the template's ``tensor_parallel``
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from collections.abc import Sequence
 
 from impl.tensor_parallel.metrics import TP_FIELDS
 from reports import analysis, figures
-from reports.captions import how_text, machine_text, make_figure
+from reports.captions import how_text, make_figure
 from reports.figures import Image, _figure, _save, _styled, version_color
 from reports.format import Placement, Table, fmt, make_table, text_column
+from reports.view import View
 
 KIND = "tensor_parallel"
 SCHEDULE_STYLES = {"sync": "-", "overlapped": "--", "fused": ":"}
@@ -338,8 +339,9 @@ def variant_table(table_id: str, caption: str, rows: Sequence[dict],
     return make_table(table_id, caption, VARIANT_COLUMNS, shown, placement=placement)
 
 
-def section(all_rows: Sequence[dict], runs) -> dict:
+def section(view: View) -> dict:
     """The template context of the tensor-parallel section (``empty`` when there is no data)."""
+    all_rows, runs = view.rows, view.runs
     rows = variant_rows(all_rows)
     fields = [{"name": f.name, "unit": f.unit or "–", "definition": f.definition}
               for f in TP_FIELDS]
@@ -356,7 +358,7 @@ def section(all_rows: Sequence[dict], runs) -> dict:
            "machines": []}
     for machine in dict.fromkeys(r["machine"] for r in rows):
         mine = [r for r in rows if r["machine"] == machine]
-        where, how = machine_text(machine, runs), how_text(mine, runs)
+        where, how = view.machines.words[machine], how_text(mine, runs)
         entry = {"title": f"On {where}", "machine": machine, "figures": [], "tables": []}
         for _, preset in (c for c in cells(mine)):
             strong = scaling_series(mine, machine, preset, "strong")

@@ -12,6 +12,7 @@ import pytest
 
 from reports import analysis, build
 from reports.format import fmt
+from reports.view import View
 from tests.report.helpers import (
     GPU_FIXTURE,
     infos,
@@ -190,12 +191,12 @@ def test_ceiling_table_without_sustained_rate_or_peak():
            "instruction": "mma.sync", "dtype": "bf16", "tflops": 300.0,
            "cublas_8192_tflops": 400.0, "pct_of_cublas_8192": 75.0, "device_name": "Some GPU",
            "peak_tflops": None, "pct_of_peak": None}
-    table = ceiling_table(analysis.tensor_core_ceilings([row])[0], [run])
+    table = ceiling_table(analysis.tensor_core_ceilings([row])[0], View.of([], [run]))
     assert table.headers == ["instruction", "TFLOP/s", "of datasheet peak (%)",
                              "of cuBLAS 8192³ (%)"]
     assert [c.text for c in table.rows[0]] == ["mma.sync", "300", "n/a", "75.0"]
     assert "No datasheet peak is on record" in table.caption
-    assert section_gemm([], [run])["ceilings"] == []
+    assert section_gemm(View.of([], [run]))["ceilings"] == []
 
 
 def test_every_gemm_version_has_its_own_fixed_colour():
