@@ -9,7 +9,9 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -42,7 +44,8 @@ SPLITS = [
 
 
 def generated() -> str:
-    """The doc's block: each split's command and what it prints."""
+    """The doc's block: each split's command and what it prints (run where results/ holds
+    the tracked files, ``tracked_copy``)."""
     parts = []
     for fit, test in SPLITS:
         out = io.StringIO()
@@ -58,9 +61,29 @@ def doc_block(text: str) -> tuple[int, int]:
     return begin, text.index(END, begin)
 
 
+def tracked_copy(target: Path) -> Path | None:
+    """The files git tracks under the splits' paths, copied under ``target`` (a user's own
+    runs beside them in results/ are not tracked, and must not move the doc's figures);
+    None without git."""
+    from tests.committed import git_tracked, make_copy
+
+    found = git_tracked()
+    if found is None:
+        return None
+    paths = {path for fit, test in SPLITS for path in (*fit, *test)}
+    return make_copy(target, [name for name in found if name.endswith(".json") and any(
+        name == path or name.startswith(f"{path}/") for path in paths)])
+
+
 @pytest.fixture
-def at_root(monkeypatch):
-    monkeypatch.chdir(ROOT)  # the commands name files as the doc does: results/<label>/...
+def at_root(monkeypatch, tmp_path):
+    """The commands run where results/ holds the tracked files only, and name them as the
+    doc does: results/<label>/..."""
+    root = tracked_copy(tmp_path)
+    if root is None:
+        pytest.skip("the splits are the files git tracks: no git checkout here")
+    monkeypatch.chdir(root)
+    return root
 
 
 @pytest.mark.slow
@@ -82,19 +105,21 @@ def test_a_run_on_both_sides_is_refused(at_root, capsys):
     run = "results/h200x4/20261127T172120Z-q3ah0pvf.json"
     assert protocol.main(["--fit", "results/h200x4", "--test", run]) == 2
     assert capsys.readouterr().err == (
-        f"error: {ROOT / run}: in both --fit and --test; a run is fitted on or tested, never "
-        "both\n")
+        f"error: {at_root.resolve() / run}: in both --fit and --test; a run is fitted on or "
+        "tested, never both\n")
 
 
 def test_a_test_set_without_a_gpu_cell_is_one_line(at_root, capsys):
     cpu = "results/cpu-2core/20261127T144116Z-g96v2de9.json"
+    (at_root / cpu).parent.mkdir(parents=True)
+    shutil.copy2(ROOT / cpu, at_root / cpu)
     assert protocol.main(["--fit", "results/h200x2", "--test", cpu]) == 2
     assert capsys.readouterr().err == (
         f"error: {cpu}: no comparison cell at 2 or more ranks on a GPU\n")
 
 
 if __name__ == "__main__":
-    os.chdir(ROOT)
+    os.chdir(tracked_copy(Path(tempfile.mkdtemp(prefix="protocol-"))))
     text = DOC.read_text(encoding="utf-8")
     begin, end = doc_block(text)
     DOC.write_text(text[:begin] + generated() + text[end:], encoding="utf-8")
