@@ -40,6 +40,8 @@ from impl.costmodel.lanes import NO_LANE, LaneEffects
 from impl.costmodel.schedule import simulate
 
 WORLDS = (8, 16, 32, 64, 128, 256, 512, 1024)
+NO_EFFICIENCY = ("no overlap efficiency: the step's band is wider than the headroom S − L "
+                 "(the sequential step less the limit), so E = (S − T)/(S − L) could be anything")
 # The strategies and named variants predicted, in the order the prediction's tables list them:
 # those torchrun measures on one node, DDP at its default cap, and chunked with its update.
 PREDICTED_VARIANTS = ("sequential", "chunked", "threaded", "copy-engine", "ddp", "ddp-25mb",
@@ -209,8 +211,7 @@ def predict_one(source: Source, strategy: str, world: int, fabric: NodeFabric,
     if efficiency is not None and band is not None and band * step >= headroom:
         # E = (S − T)/(S − L): a step known only to ± more than S − L leaves E anywhere.
         efficiency = None
-        note = (f"no overlap efficiency: the step's band (± {band * step:.2f} ms) is wider "
-                f"than the headroom S − L = {headroom:.2f} ms")
+        note = NO_EFFICIENCY  # one wording: the report lists each note once per strategy
     return Prediction(source.workload, strategy, world, step,
                       outcome.exposed_comm_ms, outcome.hidden_fraction, efficiency, note,
                       straggler, profile.compute_only_ms / step, band, overhead_ms)
