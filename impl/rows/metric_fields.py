@@ -12,17 +12,18 @@ from impl.rows.declare import Field
 
 STEP_FIELDS: tuple[Field, ...] = (
     Field("step_ms", "ms", "Median time of one training step (forward, backward, gradient "
-          "averaging, SGD update): CUDA events on GPU, perf_counter on CPU.", False),
+          "averaging, SGD update): CUDA events on GPU, perf_counter on CPU.", False,
+          range="positive"),
     Field("samples_per_s", "1/s", "Samples per second over all ranks: "
-          "world_size · batch / step time.", True),
+          "world_size · batch / step time.", True, range="positive"),
     Field("compute_only_ms", "ms", "Median step time of the same workload on one rank with "
-          "communication switched off.", False),
+          "communication switched off.", False, range="positive"),
     Field("comm_only_ms", "ms", "Median time to all-reduce the same gradient chunks, launched "
-          "back to back, with no compute.", False),
+          "back to back, with no compute.", False, range="non_negative"),
     Field("sequential_ms", "ms", "Median step time of the sequential strategy (whole backward, "
-          "then the all-reduce of every chunk) at the same chunking.", False),
+          "then the all-reduce of every chunk) at the same chunking.", False, range="positive"),
     Field("limit_ms", "ms", "limit = max(compute_only, comm_only): no overlap scheme can be "
-          "faster.", False),
+          "faster.", False, range="positive"),
     Field("bound_ms", "ms", "schedule bound: the step of a perfect overlap with zero "
           "interference. Each chunk's all-reduce (its comm-only duration) starts at "
           "max(the chunk's ready time in the compute-only run, the end of the previous "
@@ -47,10 +48,11 @@ STEP_FIELDS: tuple[Field, ...] = (
 )
 
 ALLREDUCE_FIELDS: tuple[Field, ...] = (
-    Field("size_bytes", "B", "Message size per rank.", None),
-    Field("time_ms", "ms", "Median time of one all-reduce (CUDA events on GPU).", False),
+    Field("size_bytes", "B", "Message size per rank.", None, range="positive"),
+    Field("time_ms", "ms", "Median time of one all-reduce (CUDA events on GPU).", False,
+          range="positive"),
     Field("algbw_gbps", "GB/s", "algbw = size / time (nccl-tests' definition, GB = 1e9 B).",
-          True),
+          True, range="positive"),
     Field("busbw_gbps", "GB/s", "busbw = algbw · 2(n−1)/n for all-reduce (nccl-tests' "
           "definition): comparable across rank counts.", True),
     Field("wrong_elements", "", "Elements differing from the expected sum after the timed "
