@@ -90,6 +90,13 @@ def test_two_declarations_of_one_name_must_agree_on_its_range():
     assert kinds.RANGED_FIELDS["microbatches"].range == "count"
 
 
+def test_a_kind_answers_what_readers_asked_of_the_kind_key():
+    older, interleaved = {"kind": "step"}, {"kind": "step", "intervals": {}}
+    assert kinds.STEP.holds(older) and not kinds.COMPARISON.holds(older)
+    assert [kinds.is_older_step(r) for r in (older, interleaved, {"kind": "comparison"})] == [
+        True, False, False]
+
+
 def test_every_kind_the_suite_writes_is_declared_with_units_and_definitions():
     written_kinds = set()
     for path in sorted((ROOT / "suite").glob("bench_*.py")):

@@ -86,6 +86,10 @@ class RowKind:
     def by_name(self) -> dict[str, Field]:
         return {f.name: f for f in self.fields}
 
+    def holds(self, row: dict) -> bool:
+        """Whether ``row`` is of this kind."""
+        return row.get("kind") == self.name
+
     def field_problem(self, info: dict, field: Field) -> str | None:
         """Why ``info``'s value of ``field`` cannot be it (absent only where not required)."""
         if field.name not in info and not field.required:

@@ -140,6 +140,13 @@ REFERENCES = {"compute_only_ms": ESTIMATE, "sequential_ms": ESTIMATE,
               "bound_update_in_overlap_ms?": ESTIMATE}
 
 
+def is_older_step(row: dict) -> bool:
+    """A step row written before interleaving existed: each strategy and its references were
+    measured at other moments. bench_overlap.py gives every interleaved step row its
+    ``intervals`` (the "has intervals" of STEP's identity); older rows have none."""
+    return STEP.holds(row) and "intervals" not in row
+
+
 COMPARISON = RowKind(
     "comparison", "One overlap cell: every strategy and reference interleaved in the same "
     "rounds, with paired figures and 95% intervals.",
