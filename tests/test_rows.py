@@ -16,6 +16,7 @@ from impl.rows.files import ResultsError, find_result_files, load_results
 from impl.rows.merge import benchmark_rows, merge_rows
 from impl.rows.write import write_row
 from reports import analysis
+from reports.format import Column
 from reports.gate import cli as gate
 from tests.committed import RESULTS
 
@@ -95,6 +96,13 @@ def test_a_kind_answers_what_readers_asked_of_the_kind_key():
     assert kinds.STEP.holds(older) and not kinds.COMPARISON.holds(older)
     assert [kinds.is_older_step(r) for r in (older, interleaved, {"kind": "comparison"})] == [
         True, False, False]
+
+
+def test_a_report_column_of_a_field_takes_its_key_label_and_unit_from_the_declaration():
+    column = Column.of(kinds.STEP.by_name["compute_only_ms"])
+    assert (column.key, column.title) == ("compute_only_ms", "compute-only (ms)")
+    assert Column.of(kinds.ALLREDUCE.by_name["wrong_elements"]).title == "#wrong"
+    assert Column.of(Field("x", "", "")).title == "x"  # a field without a label
 
 
 def test_every_kind_the_suite_writes_is_declared_with_units_and_definitions():

@@ -19,8 +19,9 @@ from impl.rows.shapes import Range, is_number, shape_error
 
 @dataclass(frozen=True)
 class Field:
-    """One field of a row: its unit ("" when none), definition, shape (impl/rows/shapes.py)
-    and range (RANGES: what its numbers can be).
+    """One field of a row: its unit ("" when none), definition, shape (impl/rows/shapes.py),
+    range (RANGES: what its numbers can be) and label (a table's short header for it, where
+    the report shows it in one; reports.format.Column.of).
 
     ``required``: every row of the kind has it, in every result file; ``written``: the suite
     still writes it (False: read from older files only).
@@ -34,6 +35,7 @@ class Field:
     required: bool = False
     written: bool = True
     range: str = "any"
+    label: str = ""
 
     def __post_init__(self) -> None:
         if self.range not in RANGES:
