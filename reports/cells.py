@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 
 from impl import stats
 from impl.metrics import LOST_TIME_PARTS
+from impl.rows.kinds import is_older_step
 from impl.stats import NO_DIFFERENCE, Estimate
 from impl.strategy_records import overlaps_in_k_chunks
 
@@ -70,17 +71,10 @@ def cell_sort(cell: dict) -> tuple:
             cell["chunks"])
 
 
-def is_interleaved_step(row: dict) -> bool:
-    """A step row measured interleaved: bench_overlap.py gives every such row its
-    ``intervals``; rows written before interleaving existed have none."""
-    return row.get("kind") == "step" and "intervals" in row
-
-
 def old_format_steps(rows: Iterable[dict]) -> list[dict]:
     """Step rows measured before interleaving: references taken at other moments, no
     intervals. The report shows them in an appendix only."""
-    return [r for r in rows if r.get("kind") == "step" and r.get("real", True)
-            and not is_interleaved_step(r)]
+    return [r for r in rows if is_older_step(r) and r.get("real", True)]
 
 
 def estimate(data: dict | None) -> Estimate | None:

@@ -15,6 +15,7 @@ import string
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from impl.rows.declare import Field
 from reports.analysis import note_for
 
 NA = "n/a"
@@ -102,6 +103,12 @@ class Column:
     numeric: bool = True
     nowrap: bool = False  # short codes such as shapes, which read badly when broken
     detail: Callable[[object], str] | None = None  # a second, smaller line (an interval)
+
+    @classmethod
+    def of(cls, declared: Field, **options) -> Column:
+        """The column of a declared row field: its key, header and unit from the declaration
+        (impl/rows), so the table and the row cannot disagree on them."""
+        return cls(declared.name, declared.label or declared.name, declared.unit, **options)
 
     @property
     def title(self) -> str:

@@ -11,11 +11,12 @@ from types import SimpleNamespace
 import pytest
 
 from impl.rows import kinds
-from impl.rows.declare import Field, RowError, RowKind
+from impl.rows.declare import Field, RowError, RowKind, ranged_fields
 from impl.rows.files import ResultsError, find_result_files, load_results
 from impl.rows.merge import benchmark_rows, merge_rows
 from impl.rows.write import write_row
 from reports import analysis
+from reports.format import Column
 from reports.gate import cli as gate
 from tests.committed import RESULTS
 
@@ -68,6 +69,40 @@ def test_a_field_only_older_runs_have_is_read_but_no_longer_written():
     assert not step.written
     assert kinds.STEP.check_written({"wall_step_ms": 1.0}) == (
         "writes extra_info.wall_step_ms, which the kind 'step' no longer writes")
+
+
+def test_a_field_carries_its_range_and_names_the_problem():
+    world = kinds.STEP.by_name["world_size"]
+    assert world.range == "count"
+    assert [world.range_problem(v) for v in (1, 0, 2.5)] == [
+        None, "expected an integer >= 1", "expected an integer >= 1"]
+    assert kinds.STEP.by_name["comm_only_ms"].range_problem(-1) == "expected a number >= 0"
+    assert kinds.STEP.by_name["step_ms"].range_problem(0) == "expected a number > 0"
+    with pytest.raises(RowError, match=r"field 'x': range 'fraction' is none of any, "):
+        Field("x", "", "", range="fraction")
+
+
+def test_two_declarations_of_one_name_must_agree_on_its_range():
+    one = RowKind("one", "", ("name",), (Field("stages", "", "", range="count"),))
+    other = RowKind("other", "", ("name",), (Field("stages", "", ""),))
+    with pytest.raises(RowError, match=r"different ranges: stages \(any and count\)$"):
+        ranged_fields([one, other])
+    assert ranged_fields([one]) == {"stages": one.fields[0]}
+    assert kinds.RANGED_FIELDS["microbatches"].range == "count"
+
+
+def test_a_kind_answers_what_readers_asked_of_the_kind_key():
+    older, interleaved = {"kind": "step"}, {"kind": "step", "intervals": {}}
+    assert kinds.STEP.holds(older) and not kinds.COMPARISON.holds(older)
+    assert [kinds.is_older_step(r) for r in (older, interleaved, {"kind": "comparison"})] == [
+        True, False, False]
+
+
+def test_a_report_column_of_a_field_takes_its_key_label_and_unit_from_the_declaration():
+    column = Column.of(kinds.STEP.by_name["compute_only_ms"])
+    assert (column.key, column.title) == ("compute_only_ms", "compute-only (ms)")
+    assert Column.of(kinds.ALLREDUCE.by_name["wrong_elements"]).title == "#wrong"
+    assert Column.of(Field("x", "", "")).title == "x"  # a field without a label
 
 
 def test_every_kind_the_suite_writes_is_declared_with_units_and_definitions():

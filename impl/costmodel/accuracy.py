@@ -42,6 +42,7 @@ from impl.costmodel.lanes import LaneEffects
 from impl.costmodel.scale import compute_band
 from impl.costmodel.schedule import Plan, simulate
 from impl.costmodel.variant_plans import Interference
+from impl.rows.kinds import is_older_step
 
 STEP_GOAL_MEDIAN, STEP_GOAL_MAX, HIDDEN_GOAL = 0.05, 0.10, 0.1
 # The fabric file whose copy-engine bandwidth times the copy-engine strategy on a GPU model.
@@ -152,8 +153,7 @@ def earlier_cells(rows: Sequence[dict]) -> list[Cell]:
     """Cells of step rows measured before interleaving (each variant at its own moment):
     their compute-only step is the one-rank sequential row of the same machine, workload
     and K (newest run first), their comm-only time the rows' own."""
-    old = [r for r in rows if r.get("kind") == "step" and "intervals" not in r
-           and r.get("timeline") and r.get("real", True)]
+    old = [r for r in rows if is_older_step(r) and r.get("timeline") and r.get("real", True)]
     alone = {}
     for r in sorted(old, key=lambda r: r.get("run") or 0):
         if r.get("world_size") == 1 and r.get("strategy") == "sequential":

@@ -40,6 +40,7 @@ from impl.costmodel.fabric import Fabric, fit_fabric, measured_sweep
 from impl.costmodel.inputs import comm_fabrics, fabric_key, interference, run_name, value
 from impl.costmodel.lanes import LaneEffects, lane_effects
 from impl.costmodel.scale import PREDICTED_VARIANTS, step_band
+from impl.rows.kinds import COMPARISON, is_older_step
 from impl.strategy_records import strategy_of
 
 SPLITS = ("other runs", "leave-one-K-out", "leave-one-workload-out", "in-cell")
@@ -55,11 +56,10 @@ def _compute_rows(rows: Sequence[dict], workload: str, device: str | None) -> li
     for row in rows:
         if row.get("workload") != workload or row.get("device") != device or device is None:
             continue
-        interleaved = row.get("kind") == "comparison" and "compute-only" in (
-            row.get("timelines") or {})
-        alone = (row.get("kind") == "step" and row.get("strategy") == "sequential"
+        interleaved = COMPARISON.holds(row) and "compute-only" in (row.get("timelines") or {})
+        alone = (is_older_step(row) and row.get("strategy") == "sequential"
                  and row.get("world_size") == 1 and row.get("timeline")
-                 and "intervals" not in row and row.get("real", True))
+                 and row.get("real", True))
         if interleaved or alone:
             found.append(row)
     return found
@@ -200,10 +200,10 @@ class Unreproduced:
 def _measurements(row: dict) -> dict[str, float]:
     """Each variant's measured step in one row: a comparison row's variants, or a step row's
     strategy (measured before interleaving)."""
-    if row.get("kind") == "comparison":
+    if COMPARISON.holds(row):
         return {name: estimate["value"]
                 for name, (estimate, _) in accuracy.measured_variants(row).items()}
-    if row.get("kind") == "step" and "intervals" not in row and row.get("real", True):
+    if is_older_step(row) and row.get("real", True):
         return {row["strategy"]: row["step_ms"]}
     return {}
 

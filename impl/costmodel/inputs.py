@@ -27,6 +27,7 @@ from impl.costmodel.compute import (
 )
 from impl.costmodel.fabric import Fabric, fit_fabric
 from impl.costmodel.variant_plans import Interference
+from impl.rows.kinds import COMPARISON, is_older_step
 
 
 def value(estimate: dict | None) -> float | None:
@@ -63,9 +64,9 @@ def comm_fabrics(rows: Sequence[dict]) -> dict[tuple, tuple[Fabric, str]]:
         if row.get("world_size", 1) <= 1 or not known_workload(row.get("workload")):
             continue
         comm = None
-        if row.get("kind") == "comparison":
+        if COMPARISON.holds(row):
             comm = value((row.get("references") or {}).get("comm_only_ms"))
-        elif row.get("kind") == "step" and "intervals" not in row:  # before interleaving
+        elif is_older_step(row):
             comm = row.get("comm_only_ms")
         if comm:
             points[fabric_key(row)][row["chunks"]] = comm

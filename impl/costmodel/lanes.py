@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from impl.costmodel import variant_plans
 from impl.costmodel.compute import backward_kernels, known_workload, parameter_layout
 from impl.costmodel.fabric import Fabric, fit_fabric
+from impl.rows.kinds import COMPARISON, is_older_step
 
 # The variants whose collectives' wait is read (from the same workload): the threaded
 # strategy's, equal in bytes. DDP's buckets differ in bytes; a 1 MB first chunk or chunks
@@ -118,9 +119,9 @@ def timeline_effects(timeline: dict) -> Reading:
 def _timelines(row: dict, name: str) -> dict | None:
     """Variant ``name``'s overlapped timeline in a row: a comparison row's, or a step row's
     (measured before interleaving) of that strategy."""
-    if row.get("kind") == "comparison":
+    if COMPARISON.holds(row):
         return (row.get("timelines") or {}).get(name)
-    if row.get("kind") == "step" and row.get("strategy") == name and "intervals" not in row:
+    if is_older_step(row) and row.get("strategy") == name:
         return row.get("timeline")
     return None
 
@@ -132,8 +133,8 @@ def _kernel_ms(rows: Sequence[dict], row: dict) -> float | None:
         return None
     timeline = (row.get("timelines") or {}).get("compute-only")
     if timeline is None:
-        timeline = next((r.get("timeline") for r in rows if r.get("kind") == "step"
-                         and r.get("strategy") == "sequential" and "intervals" not in r
+        timeline = next((r.get("timeline") for r in rows if is_older_step(r)
+                         and r.get("strategy") == "sequential"
                          and all(r.get(k) == row.get(k) for k in
                                  ("machine", "run", "workload", "chunks", "world_size",
                                   "profile"))), None)

@@ -11,6 +11,7 @@ ones it finds).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from impl.rows.shapes import Range, is_number, shape_error
@@ -18,7 +19,9 @@ from impl.rows.shapes import Range, is_number, shape_error
 
 @dataclass(frozen=True)
 class Field:
-    """One field of a row: its unit ("" when none), definition and shape (impl/rows/shapes.py).
+    """One field of a row: its unit ("" when none), definition, shape (impl/rows/shapes.py),
+    range (RANGES: what its numbers can be) and label (a table's short header for it, where
+    the report shows it in one; reports.format.Column.of).
 
     ``required``: every row of the kind has it, in every result file; ``written``: the suite
     still writes it (False: read from older files only).
@@ -31,6 +34,31 @@ class Field:
     shape: object = "any"
     required: bool = False
     written: bool = True
+    range: str = "any"
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        if self.range not in RANGES:
+            raise RowError(f"field {self.name!r}: range {self.range!r} is none of "
+                           f"{', '.join(RANGES)}")
+
+    def range_problem(self, value: float) -> str | None:
+        """Why the number ``value`` (the field's own, or one in a list under it) is
+        outside the field's range ("expected ..."), or None."""
+        return RANGES[self.range](value)
+
+
+# What a field's numbers can be, beyond their type. The report and the gate divide by steps,
+# world sizes and micro-batch counts, so a zero there is no measurement (impl/rows/files.py
+# checks every number of extra_info, at any depth, against the field its key names).
+RANGES = {
+    "any": lambda value: None,
+    "positive": lambda value: None if value > 0 else "expected a number > 0",
+    "non_negative": lambda value: None if value >= 0 else "expected a number >= 0",
+    # ranks, chunks, stages, micro-batches, tensor shapes
+    "count": lambda value: (None if isinstance(value, int) and value >= 1
+                            else "expected an integer >= 1"),
+}
 
 
 class RowError(ValueError):
@@ -59,6 +87,10 @@ class RowKind:
     @property
     def by_name(self) -> dict[str, Field]:
         return {f.name: f for f in self.fields}
+
+    def holds(self, row: dict) -> bool:
+        """Whether ``row`` is of this kind."""
+        return row.get("kind") == self.name
 
     def field_problem(self, info: dict, field: Field) -> str | None:
         """Why ``info``'s value of ``field`` cannot be it (absent only where not required)."""
@@ -99,6 +131,22 @@ class RowKind:
             if not declared[name].written:
                 return f"writes extra_info.{name}, which the kind {self.name!r} no longer writes"
         return self.check_read(info)
+
+
+def ranged_fields(kinds: Iterable[RowKind]) -> dict[str, Field]:
+    """Each field name with a range other than "any", declared by any of ``kinds``, to its
+    field; raises RowError where two declarations of one name disagree on its range (a value
+    is judged by its name at any depth of a row, whatever its kind)."""
+    ranges: dict[str, set[str]] = {}
+    found: dict[str, Field] = {}
+    for kind in kinds:
+        for field in kind.fields:
+            ranges.setdefault(field.name, set()).add(field.range)
+            found.setdefault(field.name, field)
+    if mixed := sorted(name for name, seen in ranges.items() if len(seen) > 1):
+        raise RowError("fields declared with different ranges: " + ", ".join(
+            f"{name} ({' and '.join(sorted(ranges[name]))})" for name in mixed))
+    return {name: field for name, field in found.items() if field.range != "any"}
 
 
 def _nullable(shape: object) -> bool:

@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from impl.rows.json_values import first_bad_value, parse_int, with_benchmark_name
-from impl.rows.kinds import ROW_KINDS
+from impl.rows.kinds import RANGED_FIELDS, ROW_KINDS
 from impl.rows.shapes import TEXT, is_number, shape_error
 from impl.rows.suite_record import SUITE_SHAPE
 
@@ -54,17 +54,9 @@ SPREAD_STATS = ("stddev", "iqr")
 # error bars of differences) and the gate's ratios overflow or underflow on it.
 ROUND_S_RANGE = (1e-9, 1e6)
 MS_LIMIT = ROUND_S_RANGE[1] * 1e3  # any extra_info time in ms, at any depth: |t| <= this
-# extra_info numbers that no real measurement has otherwise. Checked here, for every kind of
-# row and at any depth of extra_info, so neither the report nor the gate divides by a zero
-# step, world size or micro-batch count.
-POSITIVE_FIELDS = ("step_ms", "compute_only_ms", "sequential_ms", "limit_ms", "time_ms",
-                   "wall_step_ms", "step_ms_sampler_on", "step_ms_sampler_off", "samples_per_s",
-                   "algbw_gbps", "size_bytes", "tflops")
-NON_NEGATIVE_FIELDS = ("comm_only_ms",)
-# integers >= 1: ranks, chunks (K, autotune's candidates), pipeline stages and micro-batches,
-# tensor-parallel shapes
-COUNT_FIELDS = ("world_size", "chunks", "stages", "microbatches", "candidates",
-                "recommended_chunks", "best_measured_chunks", "tokens", "hidden", "ffn")
+# Each number of extra_info is also held to the range of the field its nearest key names
+# (impl/rows/kinds.py's RANGED_FIELDS), for every kind of row and at any depth, so neither the
+# report nor the gate divides by a zero step, world size or micro-batch count.
 # Lists of per-round values (round_ms, candidate_round_ms, step_ms_rounds, an estimate's
 # rounds): a figure made from none has no median.
 ROUND_LISTS = ("round_ms", "rounds")
@@ -192,17 +184,15 @@ def _extra_info_problem(info: dict) -> tuple[str, object, str] | None:
 
 
 def _field_problem(key: str, value: float, in_ms: bool = False) -> str | None:
-    """Why ``value`` cannot be extra_info's ``key`` (the *_FIELDS above), or None; ``in_ms``:
-    it is a time in milliseconds (its key or one above ends in "_ms")."""
-    if key in COUNT_FIELDS and (not isinstance(value, int) or value < 1):
-        return "expected an integer >= 1"
-    if key in POSITIVE_FIELDS and value <= 0:
-        return "expected a number > 0"
-    if key in NON_NEGATIVE_FIELDS and value < 0:
-        return "expected a number >= 0"
+    """Why ``value`` cannot be extra_info's ``key`` (its field's range, RANGED_FIELDS), or
+    None; ``in_ms``: it is a time in milliseconds (its key or one above ends in "_ms")."""
+    field = RANGED_FIELDS.get(key)
+    if field and (problem := field.range_problem(value)):
+        return problem
     if (in_ms or key.endswith("_ms")) and abs(value) > MS_LIMIT:
         return f"expected a time of at most {MS_LIMIT:g} ms"
-    if key in POSITIVE_FIELDS and key.endswith("_ms") and value < ROUND_S_RANGE[0] * 1e3:
+    if (field and field.range == "positive" and key.endswith("_ms")
+            and value < ROUND_S_RANGE[0] * 1e3):
         return f"expected a time of at least {ROUND_S_RANGE[0] * 1e3:g} ms"
     return None
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from impl.rows.declare import Field, RowKind
+from impl.rows.declare import Field, RowKind, ranged_fields
 from impl.rows.metric_fields import ALLREDUCE_FIELDS, STEP_FIELDS
 from impl.rows.shapes import (
     ANY,
@@ -47,7 +47,7 @@ def _f(name: str, shape: object, unit: str = "", definition: str = "",
 
 WORKLOAD = _f("workload", TEXT, "", "The workload preset (impl/presets.py) the row measured.",
               required=True)
-WORLD_SIZE = _f("world_size", INT, "ranks", "Ranks that took part.", required=True)
+WORLD_SIZE = _f("world_size", INT, "ranks", "Ranks that took part.", required=True, range="count")
 PROFILE = _f("profile", TEXT, "", "Interconnect profile (nvlink, shm, socket, gloo-tcp).",
              required=True)
 BACKEND = _f("backend", "str?", "", "torch.distributed backend (nccl or gloo).")
@@ -55,17 +55,19 @@ DEVICE = _f("device", "str?", "", "Device name as torch reports it, or cpu.")
 DEVICE_NAME = _f("device_name", "str?", "", "GPU name as torch reports it (null on the CPU); "
                  "the single-GPU studies are chosen by it.")
 CONFIG = _f("config", "obj?", "", "The workload's full configuration (asdict of its preset).")
-CHUNKS = _f("chunks", INT, "", "K: gradient chunks each step all-reduces.", required=True)
+CHUNKS = _f("chunks", INT, "", "K: gradient chunks each step all-reduces.", required=True,
+            range="count")
 REAL = _f("real", "bool?", "", "False only for the labelled sleep-based simulation.")
 ROUND_PLAN = _f("rounds", "obj?", "", "The round plan: warm-up, rounds, steps per round.")
 ORDER_SEED = _f("order_seed", "int?", "", "Seed of the per-round shuffled order of variants.")
 MEMORY = _f("memory", "obj?", "", "The cell's memory plan (impl/memory.py), or null.")
-STEP_MS = _f("step_ms", NUM, "ms", "Median time of one step.", False, required=True)
+STEP_MS = _f("step_ms", NUM, "ms", "Median time of one step.", False, required=True,
+             range="positive")
 STEP_ESTIMATE = _f("step_ms_estimate", nullable(ESTIMATE), "ms",
                    "Median step with its 95% bootstrap interval over rounds.")
 ROUND_MS = _f("round_ms", ["num"], "ms", "Per-round step times, every round kept.")
 SAMPLES_PER_S = _f("samples_per_s", NUM, "1/s", "Samples per second: batch / step time.", True,
-                   required=True)
+                   required=True, range="positive")
 TOLERANCE = _f("tolerance", "num?", "", "Largest error the correctness check accepts.")
 FIELDS_LIST = _f("fields", [TEXT], "", "Names of the study's metric fields, in table order.")
 OPTIONS = _f("options", "obj?", "", "The schedule's options (asdict).")
@@ -119,7 +121,8 @@ STEP = RowKind(
      _f("nvml", nullable(NVML), "", "NVML means, energy and series over the timed rounds."),
      _f("nvml_series", nullable(NVML_SERIES), "", "NVML samples over time (older runs).",
         written=False),
-     _f("wall_step_ms", "num?", "ms", "Wall-clock median step (older runs).", written=False),
+     _f("wall_step_ms", "num?", "ms", "Wall-clock median step (older runs).", written=False,
+        range="positive"),
      _f("wall_vs_event_rel_diff", "num?", "", "Wall clock against CUDA events, relative "
         "(older runs).", written=False)))
 
@@ -135,6 +138,14 @@ REFERENCES = {"compute_only_ms": ESTIMATE, "sequential_ms": ESTIMATE,
               "sequential_vs_compute_only": VERSUS, "comm_only_ms?": ESTIMATE,
               "limit_ms?": ESTIMATE, "bound_ms?": ESTIMATE, "compute_to_comm?": ESTIMATE,
               "bound_update_in_overlap_ms?": ESTIMATE}
+
+
+def is_older_step(row: dict) -> bool:
+    """A step row written before interleaving existed: each strategy and its references were
+    measured at other moments. bench_overlap.py gives every interleaved step row its
+    ``intervals`` (the "has intervals" of STEP's identity); older rows have none."""
+    return STEP.holds(row) and "intervals" not in row
+
 
 COMPARISON = RowKind(
     "comparison", "One overlap cell: every strategy and reference interleaved in the same "
@@ -192,9 +203,10 @@ SYNTHETIC = RowKind(
     (CHUNKS, REAL,
      _f("strategy", "str?", "", "Always synthetic."),
      _f("scale", "num?", "", "Factor applied to the course study's simulated durations."),
-     _f("step_ms", NUM, "ms", "Median simulated overlapped step.", False, required=True),
+     _f("step_ms", NUM, "ms", "Median simulated overlapped step.", False, required=True,
+        range="positive"),
      _f("sequential_ms", NUM, "ms", "Median simulated sequential step.", False,
-        required=True),
+        required=True, range="positive"),
      _f("speedup_pct", NUM, "%", "(sequential − step) / sequential · 100.", True,
         required=True),
      _f("timeline", nullable(TIMELINE), "", "The overlapped step's intervals."),
@@ -217,8 +229,8 @@ GEMM = RowKind(
      _f("n", INT, "", "Columns of B and C.", required=True),
      _f("k", INT, "", "Columns of A, rows of B.", required=True),
      _f("dtype", TEXT, "", "Operand type (fp32, bf16).", required=True),
-     _f("time_ms", "num?", "ms", "Median time of one GEMM.", False),
-     _f("tflops", NUM, "TFLOP/s", "2·m·n·k / time.", True, required=True),
+     _f("time_ms", "num?", "ms", "Median time of one GEMM.", False, range="positive"),
+     _f("tflops", NUM, "TFLOP/s", "2·m·n·k / time.", True, required=True, range="positive"),
      _f("cublas_ms", "num?", "ms", "cuBLAS's time at the same shape, same process.", False),
      _f("pct_of_cublas", NUM, "%", "cuBLAS time / this time · 100.", True, required=True),
      _f("arithmetic_intensity", NUM, "FLOP/B", "FLOPs / bytes of A, B and C.", required=True),
@@ -254,9 +266,10 @@ GEMM_SWEEP = RowKind(
      _f("rounds", INT, "", "Timed rounds (interleaved, order shuffled per round)."),
      _f("launches_per_round", INT, "", "GEMMs per variant per round (one CUDA graph)."),
      _f("round_ms", {"*": [NUM]}, "ms", "Per variant, the time of one GEMM in each round."),
-     _f("time_ms", BY_VARIANT, "ms", "Per variant, the median over rounds.", False),
+     _f("time_ms", BY_VARIANT, "ms", "Per variant, the median over rounds.", False,
+        range="positive"),
      _f("tflops", BY_VARIANT, "TFLOP/s", "Per variant, 2·m·n·k / median time.", True,
-        required=True),
+        required=True, range="positive"),
      _f("vs_cublas", {"*": ESTIMATE}, "×", "Per variant, cuBLAS's time over the variant's "
         "(above 1: faster than cuBLAS), 95% bootstrap interval over rounds.", True,
         required=True),
@@ -283,9 +296,10 @@ TENSOR_CORE_CEILING = RowKind(
     (DEVICE_NAME, PEAKS[0],
      _f("instruction", TEXT, "", "mma.sync or wgmma.", required=True),
      _f("dtype", TEXT, "", "Operand type (bf16).", required=True),
-     _f("time_ms", "num?", "ms", "Median time of one launch.", False),
+     _f("time_ms", "num?", "ms", "Median time of one launch.", False, range="positive"),
      _f("flop_per_launch", "int?", "FLOP", "FLOPs one launch performs."),
-     _f("tflops", NUM, "TFLOP/s", "FLOPs per launch / time.", True, required=True),
+     _f("tflops", NUM, "TFLOP/s", "FLOPs per launch / time.", True, required=True,
+        range="positive"),
      _f("cublas_8192_tflops", NUM, "TFLOP/s", "cuBLAS bf16 at 8192³, same process.",
         required=True),
      _f("pct_of_cublas_8192", NUM, "%", "tflops / cublas_8192_tflops · 100.", required=True),
@@ -301,7 +315,8 @@ SEED_STEP = RowKind(
     ("impl",),
     (DEVICE_NAME,
      _f("impl", TEXT, "", "The implementation (own kernels or torch).", required=True),
-     _f("step_ms", NUM, "ms", "Median time of one training step.", False, required=True),
+     _f("step_ms", NUM, "ms", "Median time of one training step.", False, required=True,
+        range="positive"),
      _f("steps_per_round", "int?", "", "Steps per timed round."),
      _f("rounds", "int?", "", "Timed rounds."),
      _f("max_abs_err_vs_torch", "num?", "", "Largest weight difference to torch's step."),
@@ -320,8 +335,9 @@ SAMPLER_OVERHEAD = RowKind(
     (replace(WORKLOAD, required=False, shape="str?"),
      _f("period_ms", "num?", "ms", "Sampling period."),
      _f("step_ms_sampler_off", NUM, "ms", "Median step without the sampler.", False,
-        required=True),
-     _f("step_ms_sampler_on", NUM, "ms", "Median step with the sampler.", False, required=True),
+        required=True, range="positive"),
+     _f("step_ms_sampler_on", NUM, "ms", "Median step with the sampler.", False, required=True,
+        range="positive"),
      _f("overhead_pct", NUM, "%", "(on / off − 1) · 100, paired by round.", False,
         required=True),
      _f("overhead_ratio", ESTIMATE, "", "on / off with its 95% interval."),
@@ -343,9 +359,10 @@ AUTOTUNE = RowKind(
      _f("ready_profile", OBJ, "", "When each chunk's gradient becomes ready."),
      _f("predictions", [OBJ], "ms", "Per K: predicted step, measured step (interval) and "
         "relative error."),
-     _f("candidates", [INT], "", "The K measured."),
-     _f("recommended_chunks", INT, "", "The K the model recommends."),
-     _f("best_measured_chunks", INT, "", "The K with the lowest measured median step."),
+     _f("candidates", [INT], "", "The K measured.", range="count"),
+     _f("recommended_chunks", INT, "", "The K the model recommends.", range="count"),
+     _f("best_measured_chunks", INT, "", "The K with the lowest measured median step.",
+        range="count"),
      _f("recommended_vs_best", OPTIONAL_ESTIMATE, "", "Step at the recommended K / step at "
         "the best measured K, paired by round.", False),
      _f("within_2pct_of_best", BOOL, "", "Whether that ratio is at most 1.02."),
@@ -362,9 +379,10 @@ PIPELINE = RowKind(
      # The study's figures (impl/pipeline/measure.py's PIPELINE_FIELDS, quoted by the report).
      Field("step_ms", "ms", "Median time of one pipeline step (every micro-batch's forward and "
            "backward, the messages between stages, the SGD update): per round the slowest "
-           "stage's median step, then the median over rounds.", False, shape=NUM, required=True),
+           "stage's median step, then the median over rounds.", False, shape=NUM, required=True,
+           range="positive"),
      Field("samples_per_s", "1/s", "Samples per second through the pipeline: batch / step "
-           "time.", True, shape=NUM, required=True),
+           "time.", True, shape=NUM, required=True, range="positive"),
      Field("bubble_fraction", "", "bubble = (step − busy) / step, averaged over the stages: busy "
            "is the union of a stage's compute intervals in its timeline (forwards, backwards, "
            "recomputes, update), step the pipeline's step time, so a stage that finishes early "
@@ -382,8 +400,8 @@ PIPELINE = RowKind(
      _f("variant", TEXT, "", "The schedule variant.", required=True),
      _f("schedule", "str?", "", "The schedule it runs."),
      _f("recompute", "bool?", "", "Whether activations are recomputed in backward."),
-     _f("stages", INT, "", "Pipeline stages.", required=True),
-     _f("microbatches", INT, "", "Micro-batches per step.", required=True),
+     _f("stages", INT, "", "Pipeline stages.", required=True, range="count"),
+     _f("microbatches", INT, "", "Micro-batches per step.", required=True, range="count"),
      _f("bubble_estimate", OPTIONAL_ESTIMATE, "", "The bubble with its 95% interval."),
      _f("bubble_per_stage", ["num", "?"], "", "Median bubble per stage.")))
 
@@ -393,8 +411,8 @@ PIPELINE_COMPARISON = RowKind(
     "pipeline_comparison", "The pipeline schedules of one setting, paired by round.",
     ("name",),
     (WORKLOAD, BACKEND, COMPARISONS, ORDERS,
-     _f("stages", INT, "", "Pipeline stages.", required=True),
-     _f("microbatches", INT, "", "Micro-batches per step.", required=True),
+     _f("stages", INT, "", "Pipeline stages.", required=True, range="count"),
+     _f("microbatches", INT, "", "Micro-batches per step.", required=True, range="count"),
      _f("round_ms", {"*": [NUM]}, "ms", "Per-round step times per variant."),
      _f("seed", "int?", "", "Seed of the per-round order."),
      _f("skipped", {"*": TEXT}, "", "Variants that did not run, and why.")))
@@ -413,7 +431,7 @@ HYBRID_STEP = RowKind(
      # The study's figures (impl/hybrid's HYBRID_FIELDS, quoted by the report).
      Field("step_ms", "ms", "Median time of one training step (forward, backward, Adam update, "
            "and for the hybrids the copies and the host's work) over the timed rounds.", False,
-           shape=NUM, required=True),
+           shape=NUM, required=True, range="positive"),
      Field("residual_imbalance", "", "imbalance = |t_gpu − t_cpu| / max(t_gpu, t_cpu) of the "
            "two workers' forward-and-backward times per step after the shares were balanced "
            "(median over rounds).", False, shape="num?"),
@@ -575,21 +593,21 @@ TENSOR_PARALLEL = RowKind(
         required=True),
      _f("scaling", TEXT, "", "strong or weak scaling.", required=True),
      _f("schedule", TEXT, "", "sync, overlapped or fused.", required=True),
-     _f("world_size", NUM, "ranks", "Ranks of the variant.", required=True),
+     _f("world_size", NUM, "ranks", "Ranks of the variant.", required=True, range="count"),
      _f("dtype", TEXT, "", "Operand type.", required=True),
      _f("form", "str?", "", "all-reduce or sequence-parallel."),
-     _f("tokens", INT, "", "Tokens of the layer's input."),
-     _f("hidden", INT, "", "Hidden size."),
-     _f("ffn", INT, "", "Feed-forward size."),
+     _f("tokens", INT, "", "Tokens of the layer's input.", range="count"),
+     _f("hidden", INT, "", "Hidden size.", range="count"),
+     _f("ffn", INT, "", "Feed-forward size.", range="count"),
      _f("ffn_per_rank", "int?", "", "Feed-forward columns per rank."),
      _f("pieces_per_peer", "int?", "", "Pieces each peer's transfer is cut into."),
      # The study's figures (impl/tensor_parallel/metrics.py's TP_FIELDS, quoted by the report).
      Field("step_ms", "ms", "Median over rounds of each round's median time of one step, the "
            "block's forward and backward: CUDA events on GPU, perf_counter on CPU.",
-           False, shape=NUM, required=True),
+           False, shape=NUM, required=True, range="positive"),
      Field("tflops", "TFLOP/s", "Layer FLOP / step time, the whole group's rate: 12·tokens·hidden·"
            "ffn (forward 2 GEMMs, backward 4, each 2·tokens·hidden·ffn) / step.",
-           True, shape="num?"),
+           True, shape="num?", range="positive"),
      Field("tflops_per_gpu", "TFLOP/s", "tflops / world size.", True, shape="num?"),
      Field("comm_fraction", "", "Communication not hidden by compute / step time, from the step's "
            "timeline: (comm − comm ∩ compute) / step. 0 on one rank; not observable for the fused "
@@ -636,3 +654,7 @@ ROW_KINDS: dict[str, RowKind] = {kind.name: kind for kind in (
     SEED_STEP, SAMPLER_OVERHEAD, AUTOTUNE, TENSOR_PARALLEL, TENSOR_PARALLEL_COMPARISON, PIPELINE,
     PIPELINE_COMPARISON, HYBRID_STEP, HYBRID_COMPARISON, OFFLOAD_ONLY, HOST_ADAM, DIGITS_CURVE,
     GPT_FORWARD)}
+
+# The fields whose numbers have a range, by name: impl/rows/files.py judges every number of a
+# row, at any depth and of any kind, by the field its nearest key names.
+RANGED_FIELDS: dict[str, Field] = ranged_fields(ROW_KINDS.values())

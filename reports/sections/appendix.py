@@ -12,6 +12,7 @@ import statistics
 from collections import Counter
 from collections.abc import Sequence
 
+from impl.rows.kinds import ALLREDUCE, STEP
 from reports import analysis, cells
 from reports.captions import Run, how_text
 from reports.format import Column, fmt, fmt_bytes, make_table, text_column
@@ -122,11 +123,11 @@ def section_runs(view: View, dropped: Sequence[str]) -> dict:
 
 STEP_COLUMNS = (
     text_column("strategy", "strategy"), Column("chunks", "K"),
-    Column("step_ms", "step", "ms"), Column("compute_only_ms", "compute-only", "ms"),
-    Column("comm_only_ms", "comm-only", "ms"), Column("sequential_ms", "sequential", "ms"),
-    Column("limit_ms", "limit", "ms"), Column("overlap_efficiency", "overlap eff."),
-    Column("hidden_comm_fraction", "hidden comm."), Column("samples_per_s", "samples/s"),
-    Column("max_abs_err_vs_sequential", "max\u00a0|Δw|"),
+    *map(Column.of, STEP.fields_named(
+        "step_ms", "compute_only_ms", "comm_only_ms", "sequential_ms", "limit_ms",
+        "overlap_efficiency", "hidden_comm_fraction")),
+    Column("samples_per_s", "samples/s"),  # the header says the unit; no "(1/s)" after it
+    Column.of(STEP.by_name["max_abs_err_vs_sequential"]),
 )
 ENERGY_COLUMNS = (text_column("workload", "workload"), Column("world_size", "ranks"),
                   Column("chunks", "K"), text_column("strategy", "strategy"),
@@ -191,13 +192,13 @@ def section_cells(view: View) -> dict:
 
 
 ALLREDUCE_COLUMNS = (Column("size_mib", "size", "MiB"),
-                     Column("time_ms", "time", "ms"), Column("algbw_gbps", "algbw", "GB/s"),
-                     Column("busbw_gbps", "busbw", "GB/s"),
+                     *map(Column.of, ALLREDUCE.fields_named("time_ms", "algbw_gbps",
+                                                            "busbw_gbps")),
                      text_column("spread", "round spread", nowrap=True),
                      Column("nccl_tests_gbps", "nccl-tests", "GB/s"),
                      Column("pct_of_nccl_tests", "of nccl-tests", "%"),
                      Column("torch_ref_gbps", "torch ref.", "GB/s"),
-                     Column("wrong_elements", "#wrong"))
+                     Column.of(ALLREDUCE.by_name["wrong_elements"]))
 
 
 def round_spread(row: dict) -> str:

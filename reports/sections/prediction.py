@@ -16,7 +16,8 @@ from collections.abc import Sequence
 
 from impl.costmodel import accuracy, heldout, scale
 from impl.costmodel.fabric_file import load_fabric
-from reports import cells, figures
+from impl.rows.kinds import is_older_step
+from reports import figures
 from reports.captions import make_figure
 from reports.format import Column, Placement, fmt, make_table, text_column
 from reports.view import View
@@ -70,7 +71,7 @@ def _by_device(rows: Sequence[dict]) -> dict[str, list[dict]]:
     report's other figures come from them (``python -m impl.costmodel.predict`` takes any run)."""
     devices: dict[str, list[dict]] = {}
     for row in rows:
-        if row.get("kind") == "step" and not cells.is_interleaved_step(row):
+        if is_older_step(row):
             continue
         if row.get("device") in FABRICS:
             devices.setdefault(row["device"], []).append(row)

@@ -1,0 +1,70 @@
+"""Row field names spelled as string literals outside impl/rows: each is a second place that
+must change with the declaration (impl/rows/kinds.py). Readers should ask the declaration
+(a RowKind's fields, ``holds``, impl.rows.kinds.is_older_step, reports.format.Column.of)
+instead, so the count may only go down: lower CEILINGS when it does.
+
+    python -m pytest tests/test_field_spellings.py -q -s   # prints the count per folder
+"""
+
+from __future__ import annotations
+
+import ast
+import tokenize
+from pathlib import Path
+
+from impl.rows.kinds import ROW_KINDS
+
+ROOT = Path(__file__).resolve().parent.parent
+FOLDERS = ("impl", "suite", "reports")
+# String literals equal to a declared field name, per folder. Before RowKind.holds,
+# is_older_step and Column.of were used: impl 414, suite 606, reports 978.
+CEILINGS = {"impl": 408, "suite": 606, "reports": 977}
+
+
+def declared_names() -> set[str]:
+    return {field.name for kind in ROW_KINDS.values() for field in kind.fields}
+
+
+def field_spellings(path: Path, names: set[str]) -> int:
+    """String literals in ``path`` whose value is one of ``names`` (f-strings not counted)."""
+    count = 0
+    with path.open("rb") as source:
+        for token in tokenize.tokenize(source.readline):
+            if token.type != tokenize.STRING:
+                continue
+            try:
+                value = ast.literal_eval(token.string)
+            except ValueError:  # an f-string: not one name
+                continue
+            count += isinstance(value, str) and value in names
+    return count
+
+
+def product_files(root: Path, folder: str) -> list[Path]:
+    """The Python files of ``folder`` but those of impl/rows, where the names are declared."""
+    return [path for path in sorted((root / folder).rglob("*.py"))
+            if path.relative_to(root).parts[:2] != ("impl", "rows")]
+
+
+def spellings_by_folder(root: Path = ROOT) -> dict[str, int]:
+    names = declared_names()
+    return {folder: sum(field_spellings(path, names) for path in product_files(root, folder))
+            for folder in FOLDERS}
+
+
+def test_field_spellings_outside_impl_rows_do_not_grow(capsys):
+    counts = spellings_by_folder()
+    with capsys.disabled():
+        print("\nfield names spelled as string literals:",
+              ", ".join(f"{folder} {count}" for folder, count in counts.items()))
+    grown = {f: (counts[f], CEILINGS[f]) for f in FOLDERS if counts[f] > CEILINGS[f]}
+    assert not grown, (f"more literal field names than recorded (count, ceiling): {grown}; "
+                       "read them from the declaration (impl/rows/kinds.py) instead")
+
+
+def test_the_count_finds_a_literal_and_skips_an_fstring(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text('a = row["step_ms"]\nb = f"{x}step_ms"\nc = "step_ms is"\n'
+                      "d = 'world_size'\n")
+    assert field_spellings(sample, {"step_ms", "world_size"}) == 2
+
