@@ -19,7 +19,7 @@ may start, and what else it puts on the communication lane:
 
 Times are on the compute-only step's clock (impl/costmodel/compute.py). The predicted step is the
 measured compute-only step plus the delay the schedule adds to its end; with ``slowdown`` = 1
-and no hand-off it equals ``impl.metrics.schedule_bound_ms`` (tests/test_model.py).
+and no hand-off it equals ``impl.metrics.schedule_bound_ms`` (tests/costmodel/test_model.py).
 """
 
 from __future__ import annotations
