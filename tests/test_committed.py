@@ -23,9 +23,9 @@ ROOT = committed.ROOT
 HAS_GIT = shutil.which("git") is not None and committed.git_tracked() is not None
 # The test files that read results/ by folder or through a command's default inputs: where a
 # user's run, read by mistake, changes an answer.
-READERS = ("tests/test_front_page.py", "tests/test_model_heldout.py",
-           "tests/test_model_overhead.py", "tests/test_model_lanes.py", "tests/test_studies.py",
-           "tests/test_rows.py", "tests/test_committed.py")
+READERS = ("tests/report/test_front_page.py", "tests/costmodel/test_heldout.py",
+           "tests/costmodel/test_overhead.py", "tests/costmodel/test_lanes.py",
+           "tests/test_studies.py", "tests/test_rows.py", "tests/test_committed.py")
 
 
 def files_under(folder: Path) -> list[str]:

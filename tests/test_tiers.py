@@ -63,14 +63,15 @@ def test_a_shared_fixture_sends_its_tests_to_the_slow_tier_together():
 
 
 def test_collection_leaves_the_slow_tier_out_without_all():
-    """The report build of tests/test_front_page.py is recorded far over the threshold: its
-    tests are collected only with --all."""
-    front = [n for n in DATA["tests"] if n.startswith("tests/test_front_page.py::")]
+    """The report build of tests/report/test_front_page.py is recorded far over the threshold:
+    its tests are collected only with --all."""
+    front = [n for n in DATA["tests"] if n.startswith("tests/report/test_front_page.py::")]
     assert front and all(n in tiers.slow_by_duration(DATA) for n in front)
 
     def collected(*args: str) -> str:
         done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
-                               "-p", "no:cacheprovider", "tests/test_front_page.py", *args],
+                               "-p", "no:cacheprovider", "tests/report/test_front_page.py",
+                               *args],
                               cwd=tiers.ROOT, capture_output=True, text=True, timeout=300,
                               check=False)
         return re.sub(r" in [\d.]+s$", "", done.stdout.strip().splitlines()[-1])

@@ -15,7 +15,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BUSY_LOOPS = 2
-FORMERLY_TIMED = ["tests/test_model.py"]
+FORMERLY_TIMED = ["tests/costmodel/test_model.py"]
 
 
 def test_the_formerly_timed_tests_pass_beside_two_busy_loops():

@@ -22,7 +22,7 @@ changes is in the schedule (the update shares beside backward: impl/costmodel/la
 fitted on the variant's own other cells instead (one, at K = 20 of the other workload), the
 overhead carried that workload's residual across, 2 to 5 ms off. The overhead is a cost: a
 median below zero (the model already pessimistic on the other cells) adds none. The checked
-cell never enters its own overhead (``calibrated``; tests/test_model_overhead.py pins it).
+cell never enters its own overhead (``calibrated``; tests/costmodel/test_overhead.py pins it).
 Sequential is not calibrated: nothing overlaps, and it is the reference of the overlap
 efficiency. A per-collective term (constant + cost · collectives, Theil–Sen) was tried and
 predicted the held-out cells worse: with 3 to 19 other cells of 2 workloads its slope

@@ -2,7 +2,7 @@
 
 Its name matches none of pytest's ``python_files`` patterns, so ``nox -s tests`` never collects
 it; reports/gate/trials.py runs it explicitly (tests/data/gate-step-baseline.json, the fixture of
-tests/test_gate_slowdown.py, is one run of it):
+tests/gate/test_slowdown.py, is one run of it):
 
     GATE_EXTRA_COMPUTE=0.1 python -m pytest tests/gate_bench/gate_workload.py::test_gate_mlp_step \
         -o python_files=gate_workload.py --confcutdir=tests/gate_bench -p no:cacheprovider \

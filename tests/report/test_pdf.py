@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import pdf_pages
+from tests.report import pdf_pages
 from tests.report.helpers import (
     CHROMIUM,
     blank_fraction,

@@ -11,7 +11,7 @@ from impl import metrics
 from impl.costmodel import autotune
 from impl.gradients import chunk_bounds
 
-RECORDED = Path(__file__).parent / "data" / "autotune-cpu-mlp_tiny.json"
+RECORDED = Path(__file__).parent.parent / "data" / "autotune-cpu-mlp_tiny.json"
 
 
 def test_alpha_beta_fit_recovers_a_known_fabric():

@@ -22,8 +22,8 @@ from reports.sections import hybrid, pipeline
 from reports.view import View
 from tests.report.helpers import run_build
 
-FIXTURE = Path(__file__).parent / "data" / "pipeline-cpu-2core.json"
-GPU_FIXTURE = Path(__file__).parent / "data" / "hybrid-h200x1-trimmed.json"
+FIXTURE = Path(__file__).parent.parent / "data" / "pipeline-cpu-2core.json"
+GPU_FIXTURE = Path(__file__).parent.parent / "data" / "hybrid-h200x1-trimmed.json"
 
 
 @pytest.fixture(scope="module")

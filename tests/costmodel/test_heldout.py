@@ -18,7 +18,7 @@ from impl.costmodel.scale import expected_max_of_normals
 from reports.view import View
 from tests.committed import RESULTS, ROOT_COPY
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 H200 = [str(RESULTS / "h200x2"), str(RESULTS / "h200x4"), str(RESULTS / "h200x1")]
 
 

@@ -1,5 +1,5 @@
-"""The page checks of tests/pdf_pages.py on a small PDF made for them: they must find text
-drawn over text and a figure drawn empty, and pass a page without either."""
+"""The page checks of tests/report/pdf_pages.py on a small PDF made for them: they must find
+text drawn over text and a figure drawn empty, and pass a page without either."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from tests import pdf_pages
+from tests.report import pdf_pages
 
 pytestmark = pytest.mark.skipif(shutil.which("pdftotext") is None
                                 or shutil.which("pdftoppm") is None,

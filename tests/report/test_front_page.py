@@ -23,11 +23,11 @@ from impl.rows.files import find_result_files, load_results
 from reports import cells
 from reports.format import fmt
 from reports.sections import headline
-from tests import pdf_pages
 from tests.committed import RESULTS
+from tests.report import pdf_pages
 from tests.report.helpers import blank_fraction, chapter_ends, run_build, section_html, text_of
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parent.parent.parent
 BODY_PAGES = 25
 pytestmark = pytest.mark.skipif(shutil.which("pdftotext") is None,
                                 reason="pdftotext (poppler-utils) missing")

@@ -21,7 +21,7 @@ from reports.view import View
 from tests.committed import RESULTS
 from tests.report.helpers import INTERLEAVED, REGIMES
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parent.parent.parent
 TP_RUN = RESULTS / "h200x2" / "20261123T100132Z.json"
 OVERLAP_RUN = RESULTS / "h200x2" / "20261123T094012Z.json"
 

@@ -7,7 +7,7 @@ with 10% more compute measured 17.9% faster than the run before it, and with two
 beside it the ratio's interval spanned 0.71–1.52. How often the gate flags a real slowdown
 between fresh runs, and how often it raises a false alarm, is measured, not asserted:
 reports/gate/trials.py (results/cpu-2core/gate-trials*.json), and the interleaved re-run that
-removes the drift between runs is checked in tests/test_gate_confirm.py.
+removes the drift between runs is checked in tests/gate/test_confirm.py.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from impl.costmodel.inputs import run_name
 from impl.rows.files import ResultsError, load_results
 from tests.committed import RESULTS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 
 PARTIAL = str(RESULTS / "h200x2" / "20261123T094012Z.json")  # the README's example: partial
 EARLIER_PARTIAL = str(RESULTS / "h200x2" / "20261123T091135Z.json")

@@ -28,7 +28,7 @@ from reports.sections import tensor_parallel as tp_report
 from reports.view import View
 from tests.report.helpers import CPU_FIXTURE, run_build
 
-TP_FIXTURE = Path(__file__).parent / "data" / "cpu-2core-tp.json"
+TP_FIXTURE = Path(__file__).parent.parent / "data" / "cpu-2core-tp.json"
 MACHINE = "cpu-2core"
 
 

@@ -39,9 +39,9 @@ from reports.gate.confirm import (
     schedule,
 )
 from tests.committed import RESULTS
-from tests.test_gate_slowdown import slower
+from tests.gate.test_slowdown import slower
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 QUICK_CPU = RESULTS / "cpu-2core" / "20261121T232934Z.json"
 DEFAULT_GPU = RESULTS / "h200x4" / "20261122T001808Z.json"
 DEFAULT_CPU = RESULTS / "cpu-2core" / "20261123T102810Z-dp9q3287.json"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from reports.gate.render import TERMINAL_WIDTH, shortened
-from tests.test_gate import CPU_MACHINE, benchmark, round_times, run_gate, write_results
+from tests.gate.test_gate import CPU_MACHINE, benchmark, round_times, run_gate, write_results
 
 LONG = "test_overlap[mlp_8192x12_b1024_bf16-w2-chunked+priority+first1mb-K20-nvlink-interleaved]"
 

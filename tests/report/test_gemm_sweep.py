@@ -11,7 +11,7 @@ import pytest
 
 from reports.sections import gemm_sweep
 
-DATA = Path(__file__).parent / "data" / "gemm_sweep_rows.json"
+DATA = Path(__file__).parent.parent / "data" / "gemm_sweep_rows.json"
 
 
 @pytest.fixture(scope="module")
