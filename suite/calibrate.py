@@ -217,16 +217,19 @@ def predicted_s(timed: TimedPass, rates: Rates) -> float:
         for study, expected, _ in timed.benchmarks)
 
 
-def held_out(passes: list[TimedPass]) -> list[tuple[str, float, float]]:
+def held_out(passes: list[TimedPass]) -> list[tuple[str, float | None, float]]:
     """Every run predicted from the other runs only: (run, predicted s, actual s), the run's
-    passes summed."""
+    passes summed. None where no other run of its machine class exists: unfitted rates (every
+    rate 1) would be scored as if they were a prediction."""
     results = []
     whole = {t.run for t in passes} - {t.run for t in passes if t.wall_s is None}
     for run in sorted(whole):
-        rates = fit([timed for timed in passes if timed.run != run])
+        others = [timed for timed in passes if timed.run != run]
         mine = [timed for timed in passes if timed.run == run]
-        results.append((run, sum(predicted_s(t, rates) for t in mine),
-                        sum(t.wall_s for t in mine)))
+        fitted = {timed.machine for timed in others}
+        predicted = (sum(predicted_s(t, fit(others)) for t in mine)
+                     if {t.machine for t in mine} <= fitted else None)
+        results.append((run, predicted, sum(t.wall_s for t in mine)))
     return results
 
 
@@ -324,6 +327,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     errors = []
     for run, predicted, actual in held_out(passes):
+        if predicted is None:
+            print(f"{run}: took {minutes(actual)}; no other run of its machine class to "
+                  "predict it from")
+            continue
         errors.append((predicted - actual) / actual)
         print(f"{run}: predicted {minutes(predicted)} from the other runs, took "
               f"{minutes(actual)} ({errors[-1]:+.0%})")

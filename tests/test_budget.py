@@ -41,6 +41,13 @@ def test_each_run_is_predicted_from_the_other_runs_only():
     assert predicted_b == 10.0 + 10.0 * 2.0  # a's
 
 
+def test_a_run_alone_in_its_machine_class_is_not_scored():
+    passes = [timed("a", "p", 30.0, [("dp", 10.0, 20.0)]),
+              timed("b", "p", 50.0, [("dp", 10.0, 40.0)]),
+              calibrate.TimedPass("c", "p", "cpu", 60.0, (("dp", 10.0, 50.0),))]
+    assert calibrate.held_out(passes)[2] == ("c", None, 60.0)
+
+
 @pytest.mark.parametrize("command, whole", [
     ("python -m suite.run", True),
     ("python -m suite.run --results-dir /root/out/r --skip-mpi", True),
