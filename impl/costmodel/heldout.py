@@ -45,6 +45,12 @@ from impl.strategy_records import strategy_of
 
 SPLITS = ("other runs", "leave-one-K-out", "leave-one-workload-out", "in-cell")
 HEADLINE = "other runs"
+# The overhead for predictions beyond the cells is fitted where a cell's compute and
+# communication inputs come from its own run: "other runs" residuals also carry one run's
+# compute step against another's, which is the band's to cover, not the strategy's cost.
+# Fitted on "other runs", every protocol split of docs/costmodel.md had larger errors on
+# chunked, threaded and DDP than fitted within runs.
+OVERHEAD_SPLIT = "leave-one-K-out"
 TRIVIAL = "step = sequential"
 EFFICIENCY_GOAL = 0.10  # predicted efficiency within ±0.10 where the measured interval allows
 
@@ -630,7 +636,7 @@ def validate_held_out(rows: Sequence[dict], merged: Sequence[dict]) -> HeldOut:
                   for device, world, workload in kinds for name in PREDICTED_VARIANTS})
     return HeldOut(strategy_table(by_split, trivial_errors(cells), found),
                    unreproduced_lines(found, by_split[HEADLINE]),
-                   decisions(by_split[HEADLINE], cells), overheads(by_split[HEADLINE], cells),
+                   decisions(by_split[HEADLINE], cells), overheads(by_split[OVERHEAD_SPLIT], cells),
                    # Every headline check, those that do not reproduce too: a later run varies
                    # as much, and its band must cover that.
                    lanes, relative_bands(by_split[HEADLINE]))

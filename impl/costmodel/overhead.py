@@ -24,7 +24,8 @@ overhead carried that workload's residual across, 2 to 5 ms off. The overhead is
 median below zero (the model already pessimistic on the other cells) adds none. The checked
 cell never enters its own overhead (``calibrated``; tests/costmodel/test_overhead.py pins it).
 Sequential is not calibrated: nothing overlaps, and it is the reference of the overlap
-efficiency. A per-collective term (constant + cost · collectives, Theil–Sen) was tried and
+efficiency. Predictions beyond the measured cells take the overhead fitted on cells whose
+inputs came from their own run (heldout.OVERHEAD_SPLIT says why). A per-collective term (constant + cost · collectives, Theil–Sen) was tried and
 predicted the held-out cells worse: with 3 to 19 other cells of 2 workloads its slope
 follows the workload, not the collective count.
 """

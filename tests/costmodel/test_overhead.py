@@ -108,6 +108,36 @@ def test_no_held_out_check_is_calibrated_on_its_own_cell():
     assert seen > 60
 
 
+def test_the_overhead_for_predictions_is_fitted_on_inputs_from_the_cells_own_run():
+    """Beyond the measured cells, a strategy's overhead is the median residual of its cells
+    whose compute and communication inputs came from their own run (heldout.OVERHEAD_SPLIT):
+    across runs, the residual also carries one run's compute step against another's."""
+    from impl.costmodel import variant_plans
+    from impl.costmodel.lanes import lane_effects
+    from impl.rows.merge import merge_rows
+
+    rows = validate.load_rows([str(RESULTS / m) for m in ("h200x2", "h200x4", "h200x1")],
+                              merged=False)
+    cells = heldout.gpu_cells(merge_rows(rows))
+    within = [c for cell in cells for c in accuracy.check_cell(
+        cell, heldout.leave_one_k_out(cell, rows),
+        functools.partial(lane_effects, rows, cell.row))]
+    device = {heldout._cell_key(c.row): c.row.get("device") for c in cells}
+    found = heldout.validate_held_out(rows, merge_rows(rows)).overheads
+    compared = 0
+    for variant in ("chunked", "threaded", "ddp", "copy-engine"):
+        for world in (2, 4):
+            residuals = [c.measured_ms - c.predicted_ms for c in within
+                         if c.predicted_ms is not None and c.world_size == world
+                         and variant_plans.variant(c.variant)[0] == variant == c.variant
+                         and device[cell_of(c)] == "NVIDIA H200"]
+            if residuals:
+                assert found["NVIDIA H200", world, variant] == pytest.approx(
+                    overhead.overhead_ms(residuals)), (variant, world)
+                compared += 1
+    assert compared >= 4
+
+
 def test_a_prediction_at_scale_adds_its_strategys_overhead_and_no_other():
     from impl.costmodel import scale
     from impl.costmodel.fabric_file import load_fabric
