@@ -45,9 +45,10 @@ from impl.strategy_records import strategy_of
 
 SPLITS = ("other runs", "leave-one-K-out", "leave-one-workload-out", "in-cell")
 HEADLINE = "other runs"
-# The overhead for predictions beyond the cells is fitted where a cell's compute and
-# communication inputs come from its own run: "other runs" residuals also carry one run's
-# compute step against another's, which is the band's to cover, not the strategy's cost.
+# Every split's overhead, and that of predictions beyond the cells, is fitted where a cell's
+# compute and communication inputs come from its own run: "other runs" residuals also carry
+# one run's compute step against another's, which the band is to cover, not the overhead; and
+# the band, from "other runs" errors, is then that of the predictions as they are made.
 # Fitted on "other runs", every protocol split of docs/costmodel.md had larger errors on
 # chunked, threaded and DDP than fitted within runs.
 OVERHEAD_SPLIT = "leave-one-K-out"
@@ -162,16 +163,19 @@ RULES = {"other runs": other_runs, "leave-one-K-out": leave_one_k_out,
 
 def checks_by_split(rows: Sequence[dict], cells: Sequence[accuracy.Cell]) -> dict[str, list]:
     """Every split's checks of ``cells`` (inputs drawn from ``rows``: every run's rows), each
-    with its variant's overhead fitted on the other cells (impl/costmodel/overhead.py)."""
+    with its variant's overhead fitted on the other cells of OVERHEAD_SPLIT
+    (impl/costmodel/overhead.py)."""
     known = [c for c in cells if known_workload(c.row["workload"])]
     lanes = {id(cell): functools.partial(lane_effects, rows, cell.row) for cell in known}
     device = {_cell_key(c.row): c.row.get("device") for c in known}
+    raw = {split: [check for cell in known
+                   for check in accuracy.check_cell(cell, RULES[split](cell, rows),
+                                                    lanes[id(cell)])]
+           for split in SPLITS}
     return {split: overhead.calibrated(
-                [check for cell in known
-                 for check in accuracy.check_cell(cell, RULES[split](cell, rows),
-                                                  lanes[id(cell)])],
-                lambda check: _check_key(check)[:-1],
-                lambda check: (device[_check_key(check)[:-1]], check.world_size))
+                raw[split], lambda check: _check_key(check)[:-1],
+                lambda check: (device[_check_key(check)[:-1]], check.world_size),
+                fitted_on=raw[OVERHEAD_SPLIT])
             for split in SPLITS}
 
 
@@ -636,7 +640,8 @@ def validate_held_out(rows: Sequence[dict], merged: Sequence[dict]) -> HeldOut:
                   for device, world, workload in kinds for name in PREDICTED_VARIANTS})
     return HeldOut(strategy_table(by_split, trivial_errors(cells), found),
                    unreproduced_lines(found, by_split[HEADLINE]),
-                   decisions(by_split[HEADLINE], cells), overheads(by_split[OVERHEAD_SPLIT], cells),
+                   decisions(by_split[HEADLINE], cells),
+                   overheads(by_split[OVERHEAD_SPLIT], cells),
                    # Every headline check, those that do not reproduce too: a later run varies
                    # as much, and its band must cover that.
                    lanes, relative_bands(by_split[HEADLINE]))

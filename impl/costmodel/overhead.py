@@ -24,10 +24,11 @@ overhead carried that workload's residual across, 2 to 5 ms off. The overhead is
 median below zero (the model already pessimistic on the other cells) adds none. The checked
 cell never enters its own overhead (``calibrated``; tests/costmodel/test_overhead.py pins it).
 Sequential is not calibrated: nothing overlaps, and it is the reference of the overlap
-efficiency. Predictions beyond the measured cells take the overhead fitted on cells whose
-inputs came from their own run (heldout.OVERHEAD_SPLIT says why). A per-collective term (constant + cost · collectives, Theil–Sen) was tried and
-predicted the held-out cells worse: with 3 to 19 other cells of 2 workloads its slope
-follows the workload, not the collective count.
+efficiency. The residuals are those of cells whose inputs came from their own run, under
+every split and for predictions beyond the cells alike (heldout.OVERHEAD_SPLIT says why).
+A per-collective term (constant + cost · collectives, Theil–Sen) was tried and predicted the
+held-out cells worse: with 3 to 19 other cells of 2 workloads its slope follows the workload,
+not the collective count.
 """
 
 from __future__ import annotations
@@ -62,18 +63,22 @@ def residuals_by_cause(checks: Sequence, check, cell_of: Callable[[object], tupl
 
 
 def calibrated(checks: Sequence, cell_of: Callable[[object], tuple],
-               cause_of: Callable[[object], tuple]) -> list:
+               cause_of: Callable[[object], tuple], fitted_on: Sequence | None = None) -> list:
     """Every check (accuracy.Check) with its strategy's overhead, fitted on the other cells of
     its causes (``cause_of(check)``: its GPU model and world size), added to its predicted
     step and to the model without interference, and its predicted efficiency recomputed
     against the cell's sequential prediction. ``cell_of(check)`` names a check's cell: a
-    cell's checks never enter its own overhead."""
+    cell's checks never enter its own overhead. ``fitted_on``: the checks whose residuals
+    give the overheads (heldout.OVERHEAD_SPLIT's, inputs from each cell's own run); default
+    ``checks`` themselves."""
     sequential = {cell_of(c): c for c in checks if c.variant in SEQUENTIAL
                   and c.predicted_ms is not None}
     usable = [c for c in checks if c.predicted_ms is not None and c.variant not in SEQUENTIAL]
+    residual_checks = usable if fitted_on is None else [
+        c for c in fitted_on if c.predicted_ms is not None and c.variant not in SEQUENTIAL]
     adjusted = {}
     for check in usable:
-        extra = overhead_ms(residuals_by_cause(usable, check, cell_of, cause_of))
+        extra = overhead_ms(residuals_by_cause(residual_checks, check, cell_of, cause_of))
         reference = sequential.get(cell_of(check))
         efficiency = check.predicted_efficiency
         if efficiency is not None and reference is not None and check.limit_ms is not None:

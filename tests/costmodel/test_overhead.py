@@ -78,8 +78,8 @@ def test_the_checked_cells_own_measurement_never_moves_its_overhead():
 def test_no_held_out_check_is_calibrated_on_its_own_cell():
     """On the committed H200 results: each check's overhead is the median of the residuals
     of its strategy in the other cells of its GPU model and world size (else of its GPU
-    model), computed here from the uncalibrated
-    checks, so the checked cell's own step never enters."""
+    model), with inputs from those cells' own runs (heldout.OVERHEAD_SPLIT), computed here
+    from the uncalibrated checks, so the checked cell's own step never enters."""
     from impl.costmodel import variant_plans
     from impl.costmodel.lanes import lane_effects
     from impl.rows.merge import merge_rows
@@ -88,8 +88,9 @@ def test_no_held_out_check_is_calibrated_on_its_own_cell():
                               merged=False)
     cells = [c for c in accuracy.measured_cells(merge_rows(rows)) if c.row.get("device")
              and c.row.get("backend") == "nccl"]
-    raw = [c for cell in cells for c in accuracy.check_cell(
-        cell, heldout.other_runs(cell, rows), functools.partial(lane_effects, rows, cell.row))]
+    raw, within = ([c for cell in cells for c in accuracy.check_cell(
+        cell, rule(cell, rows), functools.partial(lane_effects, rows, cell.row))]
+        for rule in (heldout.other_runs, heldout.leave_one_k_out))
     calibrated = heldout.checks_by_split(rows, cells)[heldout.HEADLINE]
     device = {heldout._cell_key(c.row): c.row.get("device") for c in cells}
     assert len(raw) == len(calibrated)
@@ -97,7 +98,7 @@ def test_no_held_out_check_is_calibrated_on_its_own_cell():
     for plain, done in zip(raw, calibrated):
         if plain.predicted_ms is None or plain.variant == "sequential":
             continue
-        same = [c for c in raw if c.predicted_ms is not None
+        same = [c for c in within if c.predicted_ms is not None
                 and c.variant == variant_plans.variant(plain.variant)[0]
                 and cell_of(c) != cell_of(plain) and device[cell_of(c)] == device[cell_of(plain)]]
         others = [c.measured_ms - c.predicted_ms for c in
