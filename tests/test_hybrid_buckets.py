@@ -128,3 +128,22 @@ def test_the_overlapped_bound_counts_the_last_bucket_and_the_whole_host_work():
     host_bound = offload_bounds(1.0, 1_000_000, 100_000, 2, rates)
     assert host_bound["offload-overlap"] == pytest.approx(3.0)  # the step's whole host work
     assert host_bound["offload-overlap-dpu"] == pytest.approx(3.0)
+
+
+@pytest.mark.parametrize("threads, half", [(31, 15), (2, 1), (1, None)])
+def test_the_delayed_update_is_timed_again_on_half_the_host_threads(monkeypatch, threads, half):
+    """Beside the default (host Adam on every core but one), the delayed update with half of
+    them: on a host of one thread there is no half, and the variant is absent, with why."""
+    from suite import bench_hybrid
+
+    monkeypatch.setattr(bench_hybrid, "host_threads", lambda: threads)
+    variants = bench_hybrid.offload_variants(gpt_small_bf16())
+    name = "offload-overlap-dpu+half-threads"
+    if half is None:
+        assert name not in variants
+        assert bench_hybrid.absent_reason(gpt_small_bf16(), name) == (
+            f"{name}: host Adam has 1 thread here, and half of it is none")
+    else:
+        assert variants[name] == ("offload-overlap-dpu", {"cpu_threads": half})
+        assert ("offload-overlap-dpu+half-threads", "offload-overlap-dpu") in \
+            bench_hybrid.offload_pairs(variants)

@@ -315,7 +315,9 @@ def family_table(rows: Sequence[dict]) -> Table | None:
         "step's host work)) and its goal (offload-overlap 1.10×, offload-overlap-dpu "
         "1.03×). +gpu-cast: bf16 values cast on the GPU, fp32 on the wire; without it the "
         "host casts and the copies carry bf16. +per-tensor: a bucket per tensor, the "
-        "offload before its flat buckets (impl/hybrid/buckets.py), timed beside them.",
+        "offload before its flat buckets (impl/hybrid/buckets.py), timed beside them. "
+        "+half-threads: the delayed update with host Adam on half the host threads (its "
+        "bound still counts the rates of all of them).",
         FAMILY_COLUMNS, family)
 
 
