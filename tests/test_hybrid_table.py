@@ -4,6 +4,7 @@ a file the command cannot use is one line and exit 2."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 from impl import stats
 from impl.hybrid import table
+from impl.rows.kinds import HOST_ADAM, HYBRID_STEP
 from tests.committed import make_copy
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,6 +77,17 @@ def test_a_printed_ratio_is_the_paired_ratio_of_the_rows(at_copy, capsys):
     assert gpt_cell == (f"{ratio.value:.3f} [{ratio.low:.3f}, {ratio.high:.3f}], bound "
                         f"{dpu['bound_ratio']:.3f}, step/bound {step_over_bound:.2f}: missed")
     assert lines[0] == f"**`{H200}`**: h200x1, NVIDIA H200, commit f5af138"
+
+
+@pytest.mark.parametrize(("reader", "kind"), [(table.FamilyStep, HYBRID_STEP),
+                                               (table.HostAdam, HOST_ADAM)])
+def test_the_table_reads_fields_its_rows_declare(reader, kind):
+    """A renamed field fails here, not as a blank cell; a field the reader cannot do without
+    is one every row of the kind has."""
+    declared = kind.by_name
+    assert {f.name for f in dataclasses.fields(reader)} <= set(declared)
+    assert all(declared[f.name].required for f in dataclasses.fields(reader)
+               if f.default is dataclasses.MISSING)
 
 
 def test_a_missing_file_is_one_line_and_exit_2(at_copy, capsys):

@@ -16,62 +16,99 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass, fields
 
 from impl import stats
+from impl.rows.declare import RowKind
 from impl.rows.files import ResultsError, ResultsFile, load_results
+from impl.rows.kinds import HOST_ADAM, HYBRID_STEP
 
 REFERENCE = "device-adam"  # fused GPU Adam: the family's reference
 STUDY = "fine-grained"
 HOST_ADAM_VARIANT = "fused-intra-op"  # the host Adam the offload runs (impl/hybrid/host_adam.py)
 
 
-def rows_of(results: ResultsFile, kind: str) -> list[dict]:
-    return [b["extra_info"] for b in results.benchmarks if b["extra_info"].get("kind") == kind]
+@dataclass(frozen=True)
+class FamilyStep:
+    """The fields of a hybrid_step row (impl/rows/kinds.py's HYBRID_STEP) this table reads,
+    by their declared names; those without a default are required there
+    (tests/test_hybrid_table.py checks both)."""
+
+    study: str
+    workload: str
+    variant: str
+    device: str
+    step_ms: float | dict  # a number in the suite's rows; an estimate ({"value": ...}) too
+    round_ms: list[float] | None = None  # every row the suite writes has them
+    dtype: str | None = None
+    rates: dict | None = None
+    bound_ms: float | None = None
+    bound_ratio: float | None = None
+    meets_goal: bool | None = None
+
+    @property
+    def median_step_ms(self) -> float:
+        return self.step_ms["value"] if isinstance(self.step_ms, dict) else self.step_ms
 
 
-def family_steps(results: ResultsFile) -> list[dict]:
+@dataclass(frozen=True)
+class HostAdam:
+    """The fields of a host_adam row (HOST_ADAM) this table reads."""
+
+    variant: str
+    threads: int
+    adam_gbps: float
+    bandwidth_gbps: float | None = None
+    fraction_of_bandwidth: dict | None = None
+
+
+def rows_of(results: ResultsFile, kind: RowKind, reader: type) -> list:
+    """The file's rows of ``kind``, each as ``reader`` (a dataclass of the fields it reads)."""
+    names = [f.name for f in fields(reader)]
+    return [reader(**{name: row[name] for name in names if name in row})
+            for row in (b["extra_info"] for b in results.benchmarks) if kind.holds(row)]
+
+
+def family_steps(results: ResultsFile) -> list[FamilyStep]:
     """The file's fine-grained hybrid_step rows; ResultsError where there are none, or where a
     workload lacks its fused-GPU-Adam reference."""
-    steps = [r for r in rows_of(results, "hybrid_step") if r["study"] == STUDY]
+    steps = [r for r in rows_of(results, HYBRID_STEP, FamilyStep) if r.study == STUDY]
     if not steps:
-        raise ResultsError(results.path, f"no {STUDY} hybrid_step rows (the offload family of "
-                                         "suite/bench_hybrid.py)")
-    for workload in dict.fromkeys(r["workload"] for r in steps):
-        if not any(r["workload"] == workload and r["variant"] == REFERENCE for r in steps):
+        raise ResultsError(results.path, f"no {STUDY} {HYBRID_STEP.name} rows (the offload "
+                                         "family of suite/bench_hybrid.py)")
+    if unpaired := [r.variant for r in steps if not r.round_ms]:
+        raise ResultsError(results.path, f"{STUDY} rows without round_ms (no per-round times "
+                                         f"to pair): {', '.join(unpaired)}")
+    for workload in dict.fromkeys(r.workload for r in steps):
+        if not any(r.workload == workload and r.variant == REFERENCE for r in steps):
             raise ResultsError(results.path, f"workload {workload!r} has no {REFERENCE} row to "
                                              "compare against")
     return steps
-
-
-def median_step_ms(row: dict) -> float:
-    """step_ms is a number in the suite's rows; an estimate ({"value": ...}) is read too."""
-    step = row["step_ms"]
-    return step["value"] if isinstance(step, dict) else step
 
 
 def interval(estimate: dict) -> str:
     return f"{estimate['value']:.3f} [{estimate['low']:.3f}, {estimate['high']:.3f}]"
 
 
-def cell(row: dict, reference: dict) -> str:
-    if row is reference:
-        return f"step {median_step_ms(row):.1f} ms"
-    text = interval(stats.ratio(row["round_ms"], reference["round_ms"]).to_json())
-    if row.get("bound_ratio") is not None:
-        text += f", bound {row['bound_ratio']:.3f}"
-    if row.get("bound_ms"):
-        text += f", step/bound {median_step_ms(row) / row['bound_ms']:.2f}"
-    if row.get("meets_goal") is not None:
-        text += ": met" if row["meets_goal"] else ": missed"
+def cell(step: FamilyStep, reference: FamilyStep) -> str:
+    if step is reference:
+        return f"step {step.median_step_ms:.1f} ms"
+    text = interval(stats.ratio(step.round_ms, reference.round_ms).to_json())
+    if step.bound_ratio is not None:
+        text += f", bound {step.bound_ratio:.3f}"
+    if step.bound_ms:
+        text += f", step/bound {step.median_step_ms / step.bound_ms:.2f}"
+    if step.meets_goal is not None:
+        text += ": met" if step.meets_goal else ": missed"
     return text
 
 
-def family_table(steps: Sequence[dict]) -> list[str]:
+def family_table(steps: Sequence[FamilyStep]) -> list[str]:
     """Rows the variants, columns the workloads, in the order the file holds them."""
-    workloads = list(dict.fromkeys(r["workload"] for r in steps))
-    variants = list(dict.fromkeys(r["variant"] for r in steps))
-    by = {(r["workload"], r["variant"]): r for r in steps}
-    headers = [f"`{w}`, {by[w, REFERENCE].get('dtype') or 'fp32'}" for w in workloads]
+    workloads = list(dict.fromkeys(r.workload for r in steps))
+    variants = list(dict.fromkeys(r.variant for r in steps))
+    by = {(r.workload, r.variant): r for r in steps}
+    headers = [f"`{w}`, {by[w, REFERENCE].dtype or 'fp32'}" for w in workloads]
     lines = ["| variant | " + " | ".join(headers) + " |",
              "|---|" + "---|" * len(workloads)]
     for variant in variants:
@@ -81,29 +118,29 @@ def family_table(steps: Sequence[dict]) -> list[str]:
     return lines
 
 
-def rates_line(results: ResultsFile, steps: Sequence[dict]) -> str | None:
+def rates_line(results: ResultsFile, steps: Sequence[FamilyStep]) -> str | None:
     """The rates the bounds used (the rows' ``rates``) and host Adam against the in-place
     bandwidth measured in the same rounds (the host_adam row of HOST_ADAM_VARIANT)."""
     parts = []
-    if rates := next((r["rates"] for r in steps if r.get("rates")), None):
+    if rates := next((r.rates for r in steps if r.rates), None):
         parts.append(f"for the bounds, host Adam {rates['adam_gbps']:.1f} GB/s "
                      f"({rates['threads']} threads) and pinned copies "
                      f"{rates['to_host_gbps']:.1f} GB/s to the host, "
                      f"{rates['to_device_gbps']:.1f} GB/s to the GPU")
-    host = next((r for r in rows_of(results, "host_adam")
-                 if r["variant"] == HOST_ADAM_VARIANT), None)
-    if host and host.get("fraction_of_bandwidth"):
-        parts.append(f"host Adam `{HOST_ADAM_VARIANT}` {host['adam_gbps']:.1f} GB/s "
-                     f"({host['threads']} threads), "
-                     f"{interval(host['fraction_of_bandwidth'])} of the in-place bandwidth "
-                     f"measured in the same rounds ({host['bandwidth_gbps']:.1f} GB/s)")
+    host = next((r for r in rows_of(results, HOST_ADAM, HostAdam)
+                 if r.variant == HOST_ADAM_VARIANT), None)
+    if host and host.fraction_of_bandwidth:
+        parts.append(f"host Adam `{HOST_ADAM_VARIANT}` {host.adam_gbps:.1f} GB/s "
+                     f"({host.threads} threads), {interval(host.fraction_of_bandwidth)} of the "
+                     f"in-place bandwidth measured in the same rounds "
+                     f"({host.bandwidth_gbps:.1f} GB/s)")
     return f"Rates measured in the run: {'; '.join(parts)}." if parts else None
 
 
 def file_block(path: str) -> list[str]:
     results = load_results(path)
     steps = family_steps(results)
-    devices = ", ".join(dict.fromkeys(r["device"] for r in steps))
+    devices = ", ".join(dict.fromkeys(r.device for r in steps))
     commit = ((results.data.get("commit_info") or {}).get("id") or "unknown")[:7]
     lines = [f"**`{path}`**: {results.label}, {devices}, commit {commit}", "",
              *family_table(steps)]
