@@ -1,0 +1,168 @@
+"""The offload family of result files as Markdown: per file, each fine-grained variant's step
+against fused GPU Adam measured in the same rounds, beside its bound and goal, then the rates
+the run measured. docs/hybrid.md's H100 and H200 tables are its output (tests/test_hybrid_table.py
+checks them); it only reads rows, through impl/rows/files.py.
+
+    python -m impl.hybrid.table results/h100x1/20261125T185111Z-e7j9h2iw.json
+
+Each cell is the ratio of medians round_ms / device-adam's round_ms with its 95% interval
+(``impl.stats.ratio``, paired by round); a variant with a bound (impl/hybrid/bounds.py) adds
+the bound as a ratio to fused GPU Adam's step (``bound_ratio``), its median step / bound and
+whether it meets its goal (``meets_goal``: ratio ≤ max(goal, 1.10 × bound_ratio)).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+
+from impl import stats
+from impl.rows.declare import RowKind
+from impl.rows.files import ResultsError, ResultsFile, load_results
+from impl.rows.kinds import HOST_ADAM, HYBRID_STEP
+
+REFERENCE = "device-adam"  # fused GPU Adam: the family's reference
+STUDY = "fine-grained"
+HOST_ADAM_VARIANT = "fused-intra-op"  # the host Adam the offload runs (impl/hybrid/host_adam.py)
+
+
+@dataclass(frozen=True)
+class FamilyStep:
+    """The fields of a hybrid_step row (impl/rows/kinds.py's HYBRID_STEP) this table reads,
+    by their declared names; those without a default are required there
+    (tests/test_hybrid_table.py checks both)."""
+
+    study: str
+    workload: str
+    variant: str
+    device: str
+    step_ms: float | dict  # a number in the suite's rows; an estimate ({"value": ...}) too
+    round_ms: list[float] | None = None  # every row the suite writes has them
+    dtype: str | None = None
+    rates: dict | None = None
+    bound_ms: float | None = None
+    bound_ratio: float | None = None
+    meets_goal: bool | None = None
+
+    @property
+    def median_step_ms(self) -> float:
+        return self.step_ms["value"] if isinstance(self.step_ms, dict) else self.step_ms
+
+
+@dataclass(frozen=True)
+class HostAdam:
+    """The fields of a host_adam row (HOST_ADAM) this table reads."""
+
+    variant: str
+    threads: int
+    adam_gbps: float
+    bandwidth_gbps: float | None = None
+    fraction_of_bandwidth: dict | None = None
+
+
+def rows_of(results: ResultsFile, kind: RowKind, reader: type) -> list:
+    """The file's rows of ``kind``, each as ``reader`` (a dataclass of the fields it reads)."""
+    names = [f.name for f in fields(reader)]
+    return [reader(**{name: row[name] for name in names if name in row})
+            for row in (b["extra_info"] for b in results.benchmarks) if kind.holds(row)]
+
+
+def family_steps(results: ResultsFile) -> list[FamilyStep]:
+    """The file's fine-grained hybrid_step rows; ResultsError where there are none, or where a
+    workload lacks its fused-GPU-Adam reference."""
+    steps = [r for r in rows_of(results, HYBRID_STEP, FamilyStep) if r.study == STUDY]
+    if not steps:
+        raise ResultsError(results.path, f"no {STUDY} {HYBRID_STEP.name} rows (the offload "
+                                         "family of suite/bench_hybrid.py)")
+    if unpaired := [r.variant for r in steps if not r.round_ms]:
+        raise ResultsError(results.path, f"{STUDY} rows without round_ms (no per-round times "
+                                         f"to pair): {', '.join(unpaired)}")
+    for workload in dict.fromkeys(r.workload for r in steps):
+        if not any(r.workload == workload and r.variant == REFERENCE for r in steps):
+            raise ResultsError(results.path, f"workload {workload!r} has no {REFERENCE} row to "
+                                             "compare against")
+    return steps
+
+
+def interval(estimate: dict) -> str:
+    return f"{estimate['value']:.3f} [{estimate['low']:.3f}, {estimate['high']:.3f}]"
+
+
+def cell(step: FamilyStep, reference: FamilyStep) -> str:
+    if step is reference:
+        return f"step {step.median_step_ms:.1f} ms"
+    text = interval(stats.ratio(step.round_ms, reference.round_ms).to_json())
+    if step.bound_ratio is not None:
+        text += f", bound {step.bound_ratio:.3f}"
+    if step.bound_ms:
+        text += f", step/bound {step.median_step_ms / step.bound_ms:.2f}"
+    if step.meets_goal is not None:
+        text += ": met" if step.meets_goal else ": missed"
+    return text
+
+
+def family_table(steps: Sequence[FamilyStep]) -> list[str]:
+    """Rows the variants, columns the workloads, in the order the file holds them."""
+    workloads = list(dict.fromkeys(r.workload for r in steps))
+    variants = list(dict.fromkeys(r.variant for r in steps))
+    by = {(r.workload, r.variant): r for r in steps}
+    headers = [f"`{w}`, {by[w, REFERENCE].dtype or 'fp32'}" for w in workloads]
+    lines = ["| variant | " + " | ".join(headers) + " |",
+             "|---|" + "---|" * len(workloads)]
+    for variant in variants:
+        cells = [cell(by[w, variant], by[w, REFERENCE]) if (w, variant) in by else ""
+                 for w in workloads]
+        lines.append(f"| `{variant}` | " + " | ".join(cells) + " |")
+    return lines
+
+
+def rates_line(results: ResultsFile, steps: Sequence[FamilyStep]) -> str | None:
+    """The rates the bounds used (the rows' ``rates``) and host Adam against the in-place
+    bandwidth measured in the same rounds (the host_adam row of HOST_ADAM_VARIANT)."""
+    parts = []
+    if rates := next((r.rates for r in steps if r.rates), None):
+        parts.append(f"for the bounds, host Adam {rates['adam_gbps']:.1f} GB/s "
+                     f"({rates['threads']} threads) and pinned copies "
+                     f"{rates['to_host_gbps']:.1f} GB/s to the host, "
+                     f"{rates['to_device_gbps']:.1f} GB/s to the GPU")
+    host = next((r for r in rows_of(results, HOST_ADAM, HostAdam)
+                 if r.variant == HOST_ADAM_VARIANT), None)
+    if host and host.fraction_of_bandwidth:
+        parts.append(f"host Adam `{HOST_ADAM_VARIANT}` {host.adam_gbps:.1f} GB/s "
+                     f"({host.threads} threads), {interval(host.fraction_of_bandwidth)} of the "
+                     f"in-place bandwidth measured in the same rounds "
+                     f"({host.bandwidth_gbps:.1f} GB/s)")
+    return f"Rates measured in the run: {'; '.join(parts)}." if parts else None
+
+
+def file_block(path: str) -> list[str]:
+    results = load_results(path)
+    steps = family_steps(results)
+    devices = ", ".join(dict.fromkeys(r.device for r in steps))
+    commit = ((results.data.get("commit_info") or {}).get("id") or "unknown")[:7]
+    lines = [f"**`{path}`**: {results.label}, {devices}, commit {commit}", "",
+             *family_table(steps)]
+    if rates := rates_line(results, steps):
+        lines += ["", rates]
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m impl.hybrid.table", description=(
+        "The offload family (fine-grained hybrid_step rows) of result files, as Markdown: "
+        "each variant's step against fused GPU Adam, its bound and goal, the run's rates."))
+    parser.add_argument("paths", nargs="+", metavar="RESULTS", help="result files")
+    args = parser.parse_args(argv)
+    try:
+        blocks = [file_block(path) for path in args.paths]
+    except ResultsError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print("\n\n".join("\n".join(block) for block in blocks))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
