@@ -11,8 +11,9 @@ and disarms it after. When the deadline (suite/deadline.py) passes, the watchdog
    measured together with it (its cell's other rows), which the next pass leaves out too;
 3. waits up to GRACE_S for the other ranks' records (a rank that sees another rank's record
    stops at once, so all of them report while they are stuck), then on rank 0 rewrites the
-   results file with what finished and the hang;
-4. ends the process with HANG_EXIT.
+   results file with what finished and the hang and marks its record ``STOPPED``;
+4. ends the process with HANG_EXIT, on the other ranks once rank 0's record is marked (or
+   GRACE_S has passed): torchrun kills every rank as soon as one exits.
 
 Where the main thread holds the GIL while it is stuck, no Python thread can run, so at the
 deadline faulthandler's own timer (a C thread, outside the GIL) also dumps every thread's stack
@@ -26,6 +27,7 @@ after the hung benchmark.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import faulthandler
 import math
 import os
@@ -42,6 +44,7 @@ from impl import studies
 from suite import deadline, hangs
 
 GRACE_S = 10.0  # for the other ranks' records, once the first rank has stopped
+STOPPED = "stopped"  # in rank 0's record: the results are written, the other ranks may exit
 BACKSTOP_S = 30.0  # after GRACE_S: torchrun's wait before it kills a rank that ignores SIGTERM
 POLL_S = 1.0  # how often an armed watchdog looks for another rank's record
 HANG_EXIT = 86  # the exit status of a rank stopped by its deadline
@@ -312,10 +315,32 @@ class Watchdog:
                       flush=True)
             self.close()  # the record holds the stacks: no stacks file
             records = self._wait_for_ranks()
-            if self.rank == 0 and self.on_stop is not None:
-                self.on_stop(records)
+            if self.rank == 0:
+                if self.on_stop is not None:
+                    self.on_stop(records)
+                self._say_stopped(record)
+            else:
+                # torchrun kills every rank once one exits: rank 0 must have written the
+                # results first (on a busy disk that took seconds, and the pass's file was lost).
+                self._wait_for_rank_0()
         sys.stdout.flush(), sys.stderr.flush()
         os._exit(HANG_EXIT)
+
+    def _say_stopped(self, record: dict) -> None:
+        """Rank 0's record again, saying it has written what it writes at a hang."""
+        with contextlib.suppress(OSError):  # the other ranks wait out GRACE_S instead
+            hangs.write_record(self.base, {**record, STOPPED: True})
+
+    def _wait_for_rank_0(self) -> None:
+        """Until rank 0's record says it has stopped, up to GRACE_S; at once where rank 0 left
+        no record (its Python could not run: nothing more will come from it)."""
+        until = time.monotonic() + GRACE_S
+        while time.monotonic() < until:
+            first = next((r for r in hangs.read_records(self.base, self.started)
+                          if r["rank"] == 0), None)
+            if first is None or first.get(STOPPED):
+                return
+            time.sleep(0.2)
 
     def _wait_for_ranks(self) -> list[dict]:
         """Every rank's record, or up to GRACE_S for them; a rank whose C-level dump has been

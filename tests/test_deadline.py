@@ -279,6 +279,41 @@ hangs.write_record = _slow
 """
 
 
+# A plugin: rank 0's results write at a hang (conftest.py's _write_hang) takes
+# OVERLAP_TEST_HANG_WRITE_DELAY_S (a busy disk).
+SLOW_HANG_WRITE = """
+import os, time, traceback
+import impl.atomic
+
+_write = impl.atomic.write_bytes_atomic
+
+
+def _slow(path, data):
+    if any(frame.name == "_write_hang" for frame in traceback.extract_stack()):
+        time.sleep(float(os.environ["OVERLAP_TEST_HANG_WRITE_DELAY_S"]))
+    return _write(path, data)
+
+
+impl.atomic.write_bytes_atomic = _slow
+"""
+
+
+def test_the_other_ranks_outlive_rank_0s_results_write(tmp_path):
+    """torchrun kills every rank once one exits: the other ranks wait for rank 0 to write
+    what finished and the hang, or a slow write lost the pass's file."""
+    (tmp_path / "slow_hang_write.py").write_text(SLOW_HANG_WRITE)
+    step = stuck_pass(tmp_path)
+    step.command += ["-p", "slow_hang_write", "-k", "before or collective"]
+    step.env.update(PYTHONPATH=os.pathsep.join([str(ROOT), str(tmp_path)]),
+                    OVERLAP_TEST_HANG_WRITE_DELAY_S="4")
+    passes, _, hung, log = run_logged([step], tmp_path / "log.txt")
+    (hang,) = hung
+    assert hang["stuck"] == [0, 1], log[-3000:]
+    document = json.loads(passes[0].output.read_text())
+    assert [b["name"] for b in document["benchmarks"]] == ["test_before"]
+    assert document["suite"]["hangs"][0]["benchmark"] == f"{STUCK}::test_stuck_collective"
+
+
 def test_a_slow_record_still_answers_for_its_rank(tmp_path):
     """A rank whose Python runs is named by its record, however long the write takes within
     the grace: its C-level dump must not answer for it meanwhile, or the other rank exits,
