@@ -226,9 +226,10 @@ def held_out(passes: list[TimedPass]) -> list[tuple[str, float | None, float]]:
     for run in sorted(whole):
         others = [timed for timed in passes if timed.run != run]
         mine = [timed for timed in passes if timed.run == run]
-        fitted = {timed.machine for timed in others}
-        predicted = (sum(predicted_s(t, fit(others)) for t in mine)
-                     if {t.machine for t in mine} <= fitted else None)
+        predicted = None
+        if {t.machine for t in mine} <= {t.machine for t in others}:
+            rates = fit(others)
+            predicted = sum(predicted_s(t, rates) for t in mine)
         results.append((run, predicted, sum(t.wall_s for t in mine)))
     return results
 
