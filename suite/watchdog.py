@@ -182,6 +182,7 @@ class Watchdog:
         self.started = time.time()
         self._armed: Armed | None = None
         self._changed = threading.Condition()
+        self._stopping = threading.Event()  # set by ``_stop``: the pass is ending here
         self._stacks_file = self._asked_file = None
         self._unwritable: set[Path] = set()  # files a write failed in, each said once
         if self.base is not None:
@@ -215,6 +216,11 @@ class Watchdog:
                      "benchmarks go on (at a deadline every stack still goes to the log)")
 
     def arm(self, benchmark: str, deadline: Deadline) -> None:
+        if self._stopping.is_set():
+            # This rank is ending the pass (``_stop``): no benchmark may start meanwhile, or
+            # ranks released from a hang (a stopped rank continued) run it while rank 0
+            # writes the results, and it lands in the hung pass's file too.
+            threading.Event().wait()
         armed = Armed(benchmark, deadline.seconds, deadline.expected_s, time.monotonic(),
                       deadline.measured_with, deadline.remaining)
         self._where(benchmark)
@@ -285,6 +291,7 @@ class Watchdog:
             record["rank"] != self.rank for record in hangs.read_records(self.base, self.started))
 
     def _stop(self, armed: Armed) -> None:
+        self._stopping.set()
         elapsed = time.monotonic() - armed.started
         # This rank's Python runs, so its record will answer: its C-level dump must not answer
         # for it meanwhile. The other ranks take a dump two polls old as all a rank can say
