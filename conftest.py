@@ -17,6 +17,7 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -167,7 +168,43 @@ def _all_ranks_meet(request):
         idle_barrier(context)  # asleep: rank 0's threads get every core (impl/dist.py)
         pytest.skip("a study of one device: rank 0 measures it alone")
     yield
-    (idle_barrier if alone else barrier)(context)
+    if alone:
+        idle_barrier(context)
+        return
+    if context.world_size > 1:
+        _finished_everywhere(request, context)
+    barrier(context)
+
+
+def _finished_everywhere(request, context) -> None:
+    """Every rank counts itself in on the launch's store as it finishes a benchmark. A rank
+    whose benchmark raised waits FAILED_WAIT_S for the others to finish it too (all raised
+    alike: the pass goes on). Where they do not, they wait inside a collective this rank will
+    never join (on 4 H100 two ranks of four failed in autotune, and the others waited out its
+    deadline): the rank ends the pass, naming its error (suite/watchdog.py), and the launcher
+    goes on after the benchmark."""
+    from impl.dist import all_counted, count_in
+    from suite.watchdog import FAILED_WAIT_S
+
+    key = f"overlap/finished/{request.node.nodeid}"
+    count_in(key)
+    watchdog = getattr(request.config, "suite_watchdog", None)
+    failed = getattr(request.node, "_suite_error", None)
+    if watchdog is not None and failed and not all_counted(context, key, FAILED_WAIT_S):
+        watchdog.end_pass()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A benchmark that raised on this rank: its error for the watchdog's record."""
+    report = (yield).get_result()
+    if report.when == "call" and report.failed:
+        crash = getattr(report.longrepr, "reprcrash", None)
+        error = (f"{crash.message.splitlines()[0]} ({Path(crash.path).name}:{crash.lineno})"
+                 if crash else str(report.longrepr).strip().splitlines()[-1])
+        item._suite_error = error
+        if (watchdog := getattr(item.config, "suite_watchdog", None)) is not None:
+            watchdog.failed(error)
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -154,17 +155,45 @@ def idle_barrier(context: DistContext) -> None:
         return
     context._idle_meetings += 1
     key = f"overlap/idle-barrier/{context._idle_meetings}"
-    store = dist.distributed_c10d._get_default_store()
-    store.add(key, 1)
-    deadline = time.monotonic() + context.timeout_s
-    while int(store.add(key, 0)) < context.world_size:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{key}: {int(store.add(key, 0))} of {context.world_size} "
-                               f"ranks arrived within the group timeout ({context.timeout_s} s)")
-        time.sleep(IDLE_POLL_S)
+    count_in(key)
+    if not all_counted(context, key, context.timeout_s):
+        raise TimeoutError(f"{key}: {counted(key)} of {context.world_size} ranks arrived "
+                           f"within the group timeout ({context.timeout_s} s)")
     # Every rank is here: the group's own barrier now costs nothing, and keeps a rank (rank 0
     # hosts the store) from leaving while another still reads the count.
     barrier(context)
+
+
+def count_in(key: str) -> None:
+    """This rank has arrived at ``key`` (a count on the launch's store; no waiting)."""
+    dist.distributed_c10d._get_default_store().add(key, 1)
+
+
+def counted(key: str) -> int:
+    return int(dist.distributed_c10d._get_default_store().add(key, 0))
+
+
+def all_counted(context: DistContext, key: str, timeout_s: float) -> bool:
+    """Whether every rank has counted in at ``key`` within ``timeout_s``, asleep meanwhile."""
+    deadline = time.monotonic() + timeout_s
+    while counted(key) < context.world_size:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(IDLE_POLL_S)
+    return True
+
+
+def slowest(values: Sequence[float], group: dist.ProcessGroup | None,
+            device: torch.device) -> list[float]:
+    """Each of ``values`` at its largest over the ranks of ``group``. A collective ends when its
+    slowest rank does, and every rank then decides from the same numbers: decisions from each
+    rank's own timings can differ, and with them the collectives that follow (on 4 H100, two
+    ranks of four failed in autotune while the other two waited in its measurement)."""
+    if group is None or dist.get_world_size(group) == 1:
+        return list(values)
+    tensor = torch.tensor(list(values), dtype=torch.float64, device=device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX, group=group)
+    return tensor.tolist()
 
 
 def barrier(context: DistContext) -> None:

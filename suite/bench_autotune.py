@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import itertools
 import statistics
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import torch
 
 from impl import stats
 from impl.costmodel import autotune
+from impl.dist import slowest
 from impl.gradients import max_chunks
 from impl.rows.write import write_row
 from impl.strategies import StrategyOptions, build_strategy
@@ -90,6 +91,18 @@ def interference_rate(workload: WorkloadConfig, context, group, rounds) -> float
     return max(0.0, ratio - 1.0)
 
 
+def agreed_inputs(profile: autotune.ReadyProfile, times: list[float], rate: float,
+                  device, group) -> tuple[autotune.ReadyProfile, list[float], float]:
+    """The model's inputs at the slowest rank's values, the same on every rank: each rank's
+    own would make its own prediction and recommendation (impl/dist.py ``slowest``)."""
+    ready = len(profile.ready_ms)
+    agreed = slowest([*profile.ready_ms, profile.backward_end_ms, profile.update_ms, *times,
+                      rate], group, device)
+    profile = replace(profile, ready_ms=tuple(agreed[:ready]), backward_end_ms=agreed[ready],
+                      update_ms=agreed[ready + 1])
+    return profile, agreed[ready + 2:-1], agreed[-1]
+
+
 def test_autotune(benchmark, autotune_workload, dist_context, rounds):
     workload, world = autotune_workload
     context = dist_context
@@ -99,8 +112,9 @@ def test_autotune(benchmark, autotune_workload, dist_context, rounds):
     candidates = [k for k in CANDIDATES if k <= limit]
     total_bytes = profile.total_elements * profile.element_size
     times = comm_only_sweep(workload, candidates, context, group, rounds)
-    fabric = autotune.fit_fabric(candidates, [total_bytes] * len(candidates), times)
     rate = interference_rate(workload, context, group, rounds)
+    profile, times, rate = agreed_inputs(profile, times, rate, context.device, group)
+    fabric = autotune.fit_fabric(candidates, [total_bytes] * len(candidates), times)
     predictions = [autotune.predict_step_ms(profile, fabric, k, rate) for k in candidates]
     recommended = autotune.recommend(predictions)
 

@@ -18,6 +18,8 @@ The results file names every hang under ``suite.hangs``, one entry per hung benc
                "1": {"frame": "impl/dist.py:133 in barrier", "innermost": "...",
                      "benchmark": "the id, where this rank was in another benchmark"}}}
 
+A rank whose benchmark raised while the others went on (they then wait in a collective it
+never joins) ends the pass FAILED_WAIT_S after, and its entry has ``"failed"``: the error.
 A pass the launcher ended as stalled (suite/pass_watch.py) adds ``"stalled"``: why. A rank
 that stalled between benchmarks has ``"benchmark": "after <id>"``.
 
@@ -148,7 +150,9 @@ def summary(records: list[dict], dumps: dict[int, tuple[str, str]]) -> dict | No
     first = next((r for r in records if r["benchmark"] == benchmark), {})
     ranks = {}
     for record in records:
-        ranks[str(record["rank"])] = {"frame": record["frame"], "innermost": record["innermost"]}
+        ranks[str(record["rank"])] = {"frame": record["frame"], "innermost": record["innermost"],
+                                      **({"failed": record["failed"]} if "failed" in record
+                                         else {})}
     for rank in dumps:
         ranks.setdefault(str(rank), {"frame": NO_PYTHON_THREAD, "innermost": NO_PYTHON_THREAD})
     for rank, elsewhere in found:
@@ -174,7 +178,10 @@ def stuck_ranks(records: list[dict], dumps: dict[int, tuple[str, str]]) -> list[
 def log_text(hang: dict, records: list[dict], dumps: dict[int, tuple[str, str]]) -> str:
     """What the launcher prints: the hang in one line per rank, then every rank's stacks (the
     launch shows only rank 0's output, so the others' come from their records)."""
-    if hang["deadline_s"] is not None:
+    if failed := failed_ranks(hang):
+        lines = [f"[suite] {hang['benchmark']} raised on rank(s) {', '.join(failed)} and the "
+                 "other ranks did not finish it; the pass was stopped"]
+    elif hang["deadline_s"] is not None:
         lines = [f"[suite] {hang['benchmark']} passed its deadline of {hang['deadline_s']:.0f} "
                  f"s (expected {hang['expected_s']:.1f} s); the pass was stopped"]
     else:  # no rank's watchdog answered: the launcher ended the pass
@@ -187,7 +194,8 @@ def log_text(hang: dict, records: list[dict], dumps: dict[int, tuple[str, str]])
     for rank, where in hang["ranks"].items():
         at = where.get("benchmark", "")
         elsewhere = f" ({at})" if at.startswith(AFTER) else f" (in {at})" if at else ""
-        lines.append(f"[suite]   rank {rank}{elsewhere}: {where['frame']}")
+        error = f"; raised {where['failed']}" if "failed" in where else ""
+        lines.append(f"[suite]   rank {rank}{elsewhere}: {where['frame']}{error}")
     for record in records:
         lines += [f"[suite] rank {record['rank']}, Python stacks of every thread:",
                   record["stacks"].rstrip()]
@@ -203,7 +211,15 @@ def outcome_line(hang: dict) -> str:
     if hang["benchmark"].startswith(AFTER):
         return (f"[suite] stalled {hang['benchmark']}, ended by the launcher: every benchmark "
                 "before it is kept")
+    if failed := failed_ranks(hang):
+        return (f"[suite] raised on rank(s) {', '.join(failed)} alone, stopped and left out: "
+                f"{hang['benchmark']}")
     return f"[suite] hung, stopped at its deadline and left out: {hang['benchmark']}"
+
+
+def failed_ranks(hang: dict) -> list[str]:
+    """The ranks whose benchmark raised while the others went on (``failed`` in their entry)."""
+    return [rank for rank, where in hang.get("ranks", {}).items() if "failed" in where]
 
 
 def resume_arguments(hang: dict) -> list[str] | None:

@@ -48,6 +48,10 @@ STOPPED = "stopped"  # in rank 0's record: the results are written, the other ra
 BACKSTOP_S = 30.0  # after GRACE_S: torchrun's wait before it kills a rank that ignores SIGTERM
 POLL_S = 1.0  # how often an armed watchdog looks for another rank's record
 HANG_EXIT = 86  # the exit status of a rank stopped by its deadline
+# How long a rank whose benchmark raised waits at its end for the others to finish it too.
+# Ranks that went on are inside a collective the failed rank will never join: past this, the
+# failed rank ends the pass as at a deadline, naming its error (conftest.py, ``end_pass``).
+FAILED_WAIT_S = 15.0
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -183,6 +187,8 @@ class Watchdog:
         self._armed: Armed | None = None
         self._changed = threading.Condition()
         self._stopping = threading.Event()  # set by ``_stop``: the pass is ending here
+        self._ending = threading.Event()  # set by ``end_pass``: stop now, not at the deadline
+        self._failure: str | None = None  # the armed benchmark raised here: its error
         self._stacks_file = self._asked_file = None
         self._unwritable: set[Path] = set()  # files a write failed in, each said once
         if self.base is not None:
@@ -233,6 +239,20 @@ class Watchdog:
             self._armed = armed
             self._changed.notify()
 
+    def failed(self, error: str) -> None:
+        """The armed benchmark raised on this rank: ``error`` goes into its record if the pass
+        ends at it."""
+        self._failure = error
+
+    def end_pass(self) -> None:
+        """Stop the pass now at the armed benchmark, as at its deadline: this rank's benchmark
+        raised and the other ranks did not finish it (they wait inside a collective this rank
+        will never join). Called from the main thread, which waits here for the exit."""
+        with self._changed:
+            self._ending.set()
+            self._changed.notify()
+        threading.Event().wait()
+
     def _where(self, position: str) -> None:
         """The stacks file's first line: where the rank is (a dump goes below it)."""
         if self._stacks_file is not None:
@@ -271,7 +291,7 @@ class Watchdog:
         if self._armed is not None:
             self._where(f"{hangs.AFTER}{self._armed.benchmark}")
         with self._changed:
-            self._armed = None
+            self._armed, self._failure = None, None
             self._changed.notify()
 
     def _watch(self) -> None:
@@ -283,7 +303,8 @@ class Watchdog:
                 self._changed.wait(timeout=max(0.0, min(POLL_S, armed.due - time.monotonic())))
                 if self._armed is not armed:
                     continue
-            if time.monotonic() >= armed.due or self._other_rank_stopped():
+            if (time.monotonic() >= armed.due or self._ending.is_set()
+                    or self._other_rank_stopped()):
                 self._stop(armed)
 
     def _other_rank_stopped(self) -> bool:
@@ -302,17 +323,24 @@ class Watchdog:
             hangs.stacks_path(self.base, self.rank).unlink(missing_ok=True)
         if self.uncapture is not None:
             self.uncapture()
-        print(f"\n[deadline] rank {self.rank}: {armed.benchmark} has run {elapsed:.0f} s; its "
-              f"deadline is {armed.deadline_s:.0f} s (expected {armed.expected_s:.1f} s). "
-              "Python stacks of every thread:", file=sys.stderr, flush=True)
+        if self._ending.is_set():
+            why = (f"failed here after {elapsed:.0f} s ({self._failure}) and the other ranks "
+                   f"did not finish it within {FAILED_WAIT_S:.0f} s")
+        else:
+            why = (f"has run {elapsed:.0f} s; its deadline is {armed.deadline_s:.0f} s "
+                   f"(expected {armed.expected_s:.1f} s)")
+        print(f"\n[deadline] rank {self.rank}: {armed.benchmark} {why}. Python stacks of every "
+              "thread:", file=sys.stderr, flush=True)
         faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
         frames = main_thread_frames()
         record = {"benchmark": armed.benchmark, "rank": self.rank,
                   "world_size": self.world_size, "deadline_s": armed.deadline_s,
                   "expected_s": armed.expected_s, "elapsed_s": round(elapsed, 1),
-                  **where(frames), "waiting": waiting_for_peers(frames),
-                  "measured_with": list(armed.measured_with),
-                  "remaining": armed.remaining, "stacks": all_stacks()}
+                  **where(frames), "measured_with": list(armed.measured_with),
+                  "remaining": armed.remaining, "stacks": all_stacks(),
+                  # A rank whose benchmark raised is the one the others wait for.
+                  "waiting": waiting_for_peers(frames) and self._failure is None,
+                  **({"failed": self._failure} if self._failure is not None else {})}
         if self.base is not None:
             try:
                 hangs.write_record(self.base, record)

@@ -18,9 +18,13 @@ def hang_text(hang: dict) -> str:
     benchmark = str(hang.get("benchmark"))
     stuck = [str(rank) for rank in hang.get("stuck") or sorted(hang.get("ranks") or {})]
     ranks = f"rank{'s' if len(stuck) > 1 else ''} {', '.join(stuck)}" if stuck else "no rank named"
+    errors = {rank: where["failed"] for rank, where in (hang.get("ranks") or {}).items()
+              if isinstance(where, dict) and "failed" in where}
     what = (f"stalled {benchmark}" if benchmark.startswith(AFTER)
+            else f"{benchmark} raised on some ranks only" if errors
             else f"{benchmark} hung")
-    why = [f"deadline {hang['deadline_s']:.0f} s"] if hang.get("deadline_s") else []
+    why = ([f"rank {rank} raised {error}" for rank, error in errors.items()] if errors
+           else [f"deadline {hang['deadline_s']:.0f} s"] if hang.get("deadline_s") else [])
     if hang.get("stalled"):
         why.append(f"the launcher ended the pass: {hang['stalled']}")
     if hang.get("pass"):
