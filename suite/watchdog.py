@@ -15,6 +15,10 @@ and disarms it after. When the deadline (suite/deadline.py) passes, the watchdog
 4. ends the process with HANG_EXIT, on the other ranks once rank 0's record is marked (or
    GRACE_S has passed): torchrun kills every rank as soon as one exits.
 
+A rank whose benchmark raised while the other ranks did not finish it (they wait in a
+collective it never joins) stops the same way at once (``end_pass``, from conftest.py), its
+record naming the error under ``failed``.
+
 Where the main thread holds the GIL while it is stuck, no Python thread can run, so at the
 deadline faulthandler's own timer (a C thread, outside the GIL) also dumps every thread's stack
 into the rank's stacks file (``hangs.stacks_path``); the other ranks count that dump as the
