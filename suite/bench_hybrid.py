@@ -53,7 +53,13 @@ from impl.hybrid.coarse import (
     residual_imbalance,
     worker_device,
 )
-from impl.hybrid.digits import DIGITS_VARIANTS, DigitsConfig, load_data, run_digits
+from impl.hybrid.digits import (
+    DIGITS_VARIANTS,
+    DigitsConfig,
+    fastest_threads,
+    load_data,
+    run_digits,
+)
 from impl.hybrid.gpt_forward import STUDY_TABLE, measure_in_fresh_process
 from impl.hybrid.host_adam import ADAM_BYTES_PER_PARAMETER, HostAdam
 from impl.hybrid.largest import measure_only_offload
@@ -742,10 +748,17 @@ def digits_epochs(mode: str) -> int:
 
 
 def digits_curve(variant: str, context, data, config: DigitsConfig, epochs: int) -> dict:
-    """One digits curve with the threads its variant gets (run_digits), and those threads."""
+    """One digits curve with the threads its variant gets (run_digits), and those threads. The
+    CPU row and the coarse hybrid's CPU worker train at the thread count they run fastest at
+    on a machine with a GPU (``fastest_threads``), the probe's times kept beside them."""
+    probe = None
     if variant == "coarse-hybrid":  # the GPU worker drives its GPU; the CPU worker computes
         on_cpu = worker_device(context.rank).type == "cpu"
         threads = cpu_worker_threads(2) if on_cpu else 1
+        if on_cpu and gpu_here():
+            threads, probe = fastest_threads(data, config, threads)
+    elif variant == "cpu" and gpu_here():
+        threads, probe = fastest_threads(data, config, os.cpu_count() or 1)
     else:
         threads = (os.cpu_count() or 1) if gpu_here() else 1
     previous = torch.get_num_threads()
@@ -755,7 +768,8 @@ def digits_curve(variant: str, context, data, config: DigitsConfig, epochs: int)
                             group=context.group(2) if variant == "coarse-hybrid" else None)
     finally:
         torch.set_num_threads(previous)
-    return {**result, "threads": threads}
+    return {**result, "threads": threads,
+            "thread_probe_ms": {str(n): ms for n, ms in probe.items()} if probe else None}
 
 
 @pytest.mark.parametrize("variant", [
@@ -776,7 +790,7 @@ def test_digits(benchmark, variant, dist_context, pytestconfig):
     epochs = digits_epochs(pytestconfig.option.suite_mode)
     data = load_data(config=config)
     result = _curves[variant] = digits_curve(variant, context, data, config, epochs)
-    curve, threads = result["curve"], result["threads"]
+    curve = result["curve"]
     matched = None
     if variant != "cpu" and context.rank == 0:
         if "cpu" not in _curves:  # a pass without the CPU row (the two-process hybrid pass)
@@ -788,11 +802,11 @@ def test_digits(benchmark, variant, dist_context, pytestconfig):
     benchmark.group = f"digits-{config.name}"
     record_round_times(benchmark, curve["epoch_s"])
     write_row(benchmark, {
-        "kind": "digits_curve", "variant": variant, "device": result["device"],
-        "threads": threads, "epochs": epochs, "study_epochs": config.epochs,
+        # run_digits's fields (variant, device, epochs, curve, the hybrid's balance) and the
+        # threads with their probe (digits_curve)
+        "kind": "digits_curve", **result, "study_epochs": config.epochs,
         "data": data.source, "train_rows": len(data.y_train), "test_rows": len(data.y_test),
-        "curve": curve, "final_test_accuracy": curve["test_accuracy"][-1],
-        "balance": result.get("balance"),
+        "final_test_accuracy": curve["test_accuracy"][-1],
         "loss_curve_max_diff_vs_cpu": matched, "loss_curve_tolerance": LOSS_CURVE_TOLERANCE,
         "config": asdict(config),
     })

@@ -547,6 +547,8 @@ DIGITS_CURVE = RowKind(
      _f("variant", TEXT, "", "Device or hybrid variant.", required=True),
      _f("device", TEXT, "", "The device(s) it ran on.", required=True),
      _f("threads", "int?", "", "CPU threads."),
+     _f("thread_probe_ms", "obj?", "ms", "Per thread count tried: the median training step; "
+        "the fastest count is the one used (CPU rows on a machine with a GPU)."),
      _f("epochs", INT, "", "Epochs trained.", required=True),
      _f("study_epochs", "int?", "", "Epochs of the original study."),
      _f("data", "str?", "", "Where the digits came from."),
