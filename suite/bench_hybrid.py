@@ -56,7 +56,7 @@ from impl.hybrid.coarse import (
 from impl.hybrid.digits import (
     DIGITS_VARIANTS,
     DigitsConfig,
-    fastest_threads,
+    classifier_threads,
     load_data,
     run_digits,
 )
@@ -75,6 +75,7 @@ from impl.presets import (
 )
 from impl.rows.write import write_row
 from impl.settings import selected_backend
+from impl.threads import fastest_threads
 from impl.workloads import Batch, build_model, describe, loss_fn
 from suite import deadline
 from suite.conftest import launched_world
@@ -595,19 +596,37 @@ def coarse_family() -> dict:
     return {"mlp_tiny": preset("mlp_tiny"), "mlp_256x8_b1024": mlp_256x8_b1024()}
 
 
+def worker_threads(workload, device, loss, batch) -> tuple[int, dict | None]:
+    """A worker's host threads, and the probe they came from: one for the GPU worker; for the
+    CPU worker beside a GPU, the count its step alone runs fastest at, up to every core but the
+    GPU worker's (impl/threads.py: with every core of a 64-core GPU host the benchmark took
+    64 s, against 12 s on a 32-core one)."""
+    most = cpu_worker_threads(2)
+    if device.type != "cpu":
+        return 1, None
+    if not gpu_here():
+        return most, None
+    alone = build_trainer("device-adam", host_initialised_model(workload, device), loss,
+                          HybridOptions(cpu_threads=most))
+    try:
+        return fastest_threads(lambda: alone.step(batch), most)
+    finally:
+        alone.close()
+
+
 def measure_coarse(context, rounds, workload) -> dict:
     group = context.group(2)
     rank = context.rank
     device = worker_device(rank)
-    threads = cpu_worker_threads(2) if device.type == "cpu" else 1
-    previous_threads = torch.get_num_threads()
-    torch.set_num_threads(threads)
     loss = mlp_loss(workload)
-    options = HybridOptions(cpu_threads=threads)
     # Made on the CPU and moved: a CUDA generator draws other numbers than a CPU one, and
     # both workers must share the same batch.
     data = [Batch(b.inputs.to(device), b.targets.to(device))
             for b in batches(workload, torch.device("cpu"), rank=0)]
+    threads, thread_probe = worker_threads(workload, device, loss, data[0])
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    options = HybridOptions(cpu_threads=threads)
     shares = even_shares(workload.batch, 2)
     probe = CoarseHybrid(host_initialised_model(workload, device), loss, options, group, shares)
     balanced = balance(probe, data[0])
@@ -640,7 +659,9 @@ def measure_coarse(context, rounds, workload) -> dict:
     result = measure_interleaved(variants, rounds, device, group)
     mine = {"round_ms": {n: result.round_ms(n) for n in COARSE_VARIANTS},
             "compute_ms": [e["compute_ms"] for e in result.extras["coarse-hybrid"]],
-            "device": device_name(device), "threads": threads}  # named with its threads set
+            "device": device_name(device), "threads": threads,  # named with its threads set
+            "thread_probe": {str(n): ms for n, ms in thread_probe.items()} if thread_probe
+            else None}
     torch.set_num_threads(previous_threads)
     workers: list[dict] = [{}, {}]
     dist.all_gather_object(workers, mine, group=group)
@@ -750,15 +771,15 @@ def digits_epochs(mode: str) -> int:
 def digits_curve(variant: str, context, data, config: DigitsConfig, epochs: int) -> dict:
     """One digits curve with the threads its variant gets (run_digits), and those threads. The
     CPU row and the coarse hybrid's CPU worker train at the thread count they run fastest at
-    on a machine with a GPU (``fastest_threads``), the probe's times kept beside them."""
+    on a machine with a GPU (``classifier_threads``), the probe's times kept beside them."""
     probe = None
     if variant == "coarse-hybrid":  # the GPU worker drives its GPU; the CPU worker computes
         on_cpu = worker_device(context.rank).type == "cpu"
         threads = cpu_worker_threads(2) if on_cpu else 1
         if on_cpu and gpu_here():
-            threads, probe = fastest_threads(data, config, threads)
+            threads, probe = classifier_threads(data, config, threads)
     elif variant == "cpu" and gpu_here():
-        threads, probe = fastest_threads(data, config, os.cpu_count() or 1)
+        threads, probe = classifier_threads(data, config, os.cpu_count() or 1)
     else:
         threads = (os.cpu_count() or 1) if gpu_here() else 1
     previous = torch.get_num_threads()

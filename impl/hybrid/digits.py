@@ -22,6 +22,7 @@ from torch import nn
 
 from impl import capabilities
 from impl.hybrid.base import Trainer
+from impl.threads import fastest_threads
 from impl.workloads import Batch
 
 NPZ_KEYS = ("x_train", "y_train", "x_test", "y_test")
@@ -138,46 +139,23 @@ def classification_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Ten
     return F.cross_entropy(logits, labels)
 
 
-PROBE_STEPS = 5  # timed steps per thread count, after one untimed
-
-
-def thread_candidates(most: int) -> list[int]:
-    """1, 2, 4, … below ``most``, and ``most``."""
-    if most < 1:
-        raise ValueError(f"most={most}: choose a thread count ≥ 1")
-    return sorted({2 ** i for i in range(most.bit_length()) if 2 ** i < most} | {most})
-
-
-def fastest_threads(data: DigitsData, config: DigitsConfig, most: int) -> tuple[int, dict]:
-    """The CPU thread count, of ``thread_candidates(most)``, at which the classifier's training
-    step (forward, backward, Adam) runs fastest here, and each count's median step in ms.
-
-    The classifier is small: on the 64-core GPU hosts, 63 and 64 threads made an epoch take
-    1.2–1.6 s, against 0.015 s with 32 threads on the 32-core ones
-    (results/h100x4/logs/20261128T0248-commands.md). So the CPU takes the count it trains
-    fastest at, measured, not every core."""
+def classifier_threads(data: DigitsData, config: DigitsConfig, most: int) -> tuple[int, dict]:
+    """The CPU thread count, up to ``most``, at which the classifier's training step (forward,
+    backward, Adam) runs fastest here, and the probe (impl/threads.py): the classifier is small,
+    and every core of a 64-core GPU host made its epoch 1.2–1.6 s, against 0.015 s on the
+    32-core ones."""
     cpu = torch.device("cpu")
     data = data.to(cpu)
     model = build_classifier(config, data.x_train.shape[1], cpu, config.seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
-    batches = epoch_batches(data, config, 0)[:PROBE_STEPS + 1]
+    batch = epoch_batches(data, config, 0)[0]
 
-    def step(batch: Batch) -> float:
-        started = time.perf_counter()
+    def step() -> None:
         optimizer.zero_grad(set_to_none=True)
         classification_loss(model(batch.inputs), batch.targets).backward()
         optimizer.step()
-        return (time.perf_counter() - started) * 1e3
 
-    previous, probe = torch.get_num_threads(), {}
-    try:
-        for threads in thread_candidates(most):
-            torch.set_num_threads(threads)
-            step(batches[0])  # untimed: the thread pool grows to its new size here
-            probe[threads] = float(np.median([step(batch) for batch in batches[1:]]))
-    finally:
-        torch.set_num_threads(previous)
-    return min(probe, key=probe.get), probe
+    return fastest_threads(step, most)
 
 
 def epoch_batches(data: DigitsData, config: DigitsConfig, epoch: int) -> list[Batch]:
