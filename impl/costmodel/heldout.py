@@ -38,7 +38,7 @@ from impl.costmodel import accuracy, overhead, variant_plans
 from impl.costmodel.compute import known_workload, parameter_layout
 from impl.costmodel.fabric import Fabric, fit_fabric, measured_sweep
 from impl.costmodel.inputs import comm_fabrics, fabric_key, interference, run_name, value
-from impl.costmodel.lanes import LaneEffects, lane_effects
+from impl.costmodel.lanes import ALONE_READ, ANY_GPU, LaneEffects, lane_effects
 from impl.costmodel.scale import PREDICTED_VARIANTS, step_band
 from impl.rows.kinds import COMPARISON, is_older_step
 from impl.strategy_records import strategy_of
@@ -638,6 +638,10 @@ def validate_held_out(rows: Sequence[dict], merged: Sequence[dict]) -> HeldOut:
                       rows, {"device": device, "world_size": world, "workload": workload}, name,
                       ("device", "world_size"))
                   for device, world, workload in kinds for name in PREDICTED_VARIANTS})
+    lanes.update({(ANY_GPU, world, workload, name): lane_effects(
+                      rows, {"world_size": world, "workload": workload}, name, ("world_size",))
+                  for world, workload in {(world, workload) for _, world, workload in kinds}
+                  for name in ALONE_READ})
     return HeldOut(strategy_table(by_split, trivial_errors(cells), found),
                    unreproduced_lines(found, by_split[HEADLINE]),
                    decisions(by_split[HEADLINE], cells),

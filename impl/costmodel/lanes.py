@@ -147,6 +147,7 @@ def _kernel_ms(rows: Sequence[dict], row: dict) -> float | None:
 
 
 NO_LANE = LaneEffects()  # nothing read: as fast beside backward as alone, no hand-off
+ANY_GPU = "any GPU model"  # lanes read over every GPU model at a world size (scale.lane_for)
 SAME_CELL_KIND = ("device", "world_size", "profile")
 
 

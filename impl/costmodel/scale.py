@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -36,7 +36,7 @@ from impl.costmodel.compute import (
 )
 from impl.costmodel.fabric import MeasuredSweep, NodeFabric, measured_sweep
 from impl.costmodel.inputs import compute_profile, interference, run_name
-from impl.costmodel.lanes import NO_LANE, LaneEffects
+from impl.costmodel.lanes import ANY_GPU, NO_LANE, LaneEffects
 from impl.costmodel.schedule import simulate
 
 WORLDS = (8, 16, 32, 64, 128, 256, 512, 1024)
@@ -245,10 +245,18 @@ def predict(rows: Sequence[dict], fabric: NodeFabric, worlds: Sequence[int] = WO
 def lane_for(lanes: dict[tuple, LaneEffects], device: str | None, world: int, workload: str,
              variant: str) -> LaneEffects:
     """A prediction's lane: read at its GPU model and world size where something was read
-    there, else at its GPU model over every world size, else none."""
+    there, else at its GPU model over every world size, else none. The collectives alone (the
+    copy-engine's), where its GPU model has none at this world size, come from another GPU
+    model's cells at it (``ANY_GPU``): at 4 ranks the copy-engine's all-reduce ran far below
+    the fabric file's peer-copy bandwidth, on H200 as on H100."""
     lane = lanes.get((device, world, workload, variant))
     if lane is None or lane == NO_LANE:
         lane = lanes.get((device, workload, variant), NO_LANE)
+    other = lanes.get((ANY_GPU, world, workload, variant))
+    if lane.alone is None and other is not None and other.alone is not None:
+        lane = replace(lane, alone=other.alone,
+                       source=f"{lane.source}; all-reduce alone from another GPU model's "
+                              f"cells at {world} ranks ({other.source})")
     return lane
 
 

@@ -117,3 +117,23 @@ def test_a_prediction_at_scale_carries_the_threaded_lane_it_is_given():
         beside_kernels=2.0, launch_ms=0.05, source="test")})
     assert slowed[workload, "threaded"] > plain[workload, "threaded"]
     assert slowed[workload, "chunked"] == plain[workload, "chunked"]  # only its own variant
+
+
+def test_a_gpu_model_without_cells_at_a_world_size_takes_the_collectives_alone_of_another():
+    """At 4 ranks the copy-engine's all-reduce ran far below the fabric file's peer copies, on
+    H200 as on H100: a GPU model with no cell there takes the other's α–β, and says so; one
+    with its own keeps it."""
+    from impl.costmodel.fabric import Fabric
+    from impl.costmodel.lanes import ANY_GPU, NO_LANE
+    from impl.costmodel.scale import lane_for
+
+    h200_alone, h100_alone = Fabric(0.05, 1e-8), Fabric(0.04, 2e-8)
+    lanes = {(ANY_GPU, 4, "mlp", "copy-engine"): LaneEffects(alone=h200_alone, source="H200"),
+             ("H100", 4, "mlp", "copy-engine"): NO_LANE,
+             ("H100", 2, "mlp", "copy-engine"): LaneEffects(alone=h100_alone, source="own")}
+    borrowed = lane_for(lanes, "H100", 4, "mlp", "copy-engine")
+    assert borrowed.alone == h200_alone
+    assert borrowed.source.endswith("all-reduce alone from another GPU model's cells at 4 "
+                                    "ranks (H200)")
+    assert lane_for(lanes, "H100", 2, "mlp", "copy-engine").alone == h100_alone
+    assert lane_for(lanes, "H100", 8, "mlp", "copy-engine") == NO_LANE
