@@ -43,7 +43,7 @@ from impl.hybrid import (
     host_initialised_model,
     loss_curves_match,
 )
-from impl.hybrid.bounds import GOALS, measure_rates, meets, offload_bounds
+from impl.hybrid.bounds import measure_rates, offload_bounds
 from impl.hybrid.buckets import BUCKET_ELEMENTS, bucket_layout
 from impl.hybrid.coarse import (
     CoarseHybrid,
@@ -60,6 +60,7 @@ from impl.hybrid.digits import (
     load_data,
     run_digits,
 )
+from impl.hybrid.goals import GOALS, meets
 from impl.hybrid.gpt_forward import STUDY_TABLE, measure_in_fresh_process
 from impl.hybrid.host_adam import ADAM_BYTES_PER_PARAMETER, HostAdam
 from impl.hybrid.largest import measure_only_offload

@@ -98,12 +98,3 @@ def measure_rates(device: torch.device, parameters: int, threads: int,
         rates["to_device_gbps"] = COPY_BYTES / (timed(lambda: gpu.copy_(host, non_blocking=True))
                                                 * 1e6)
     return rates
-
-
-def meets(ratio: float, goal: float, bound_ratio: float, slack: float = 1.10) -> bool:
-    """Issue 38's acceptance: a ratio to fused GPU Adam passes if it is within its goal or
-    within ``slack`` of its bound's ratio, whichever allows more."""
-    return ratio <= max(goal, slack * bound_ratio)
-
-
-GOALS = {"offload-overlap": 1.10, "offload-overlap-dpu": 1.03}  # × fused GPU Adam's step

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 from impl import stats
+from impl.hybrid.goals import bound_under_step
 from impl.rows.declare import RowKind
 from impl.rows.files import ResultsError, ResultsFile, load_results
 from impl.rows.kinds import HOST_ADAM, HYBRID_STEP
@@ -98,7 +99,9 @@ def cell(step: FamilyStep, reference: FamilyStep) -> str:
         text += f", bound {step.bound_ratio:.3f}"
     if step.bound_ms:
         text += f", step/bound {step.median_step_ms / step.bound_ms:.2f}"
-    if step.meets_goal is not None:
+    if step.bound_ms and bound_under_step(step.median_step_ms, step.bound_ms):
+        text += ": under its bound, whose rates read low: no verdict"
+    elif step.meets_goal is not None:
         text += ": met" if step.meets_goal else ": missed"
     return text
 

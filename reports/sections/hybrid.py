@@ -14,6 +14,7 @@ import math
 import statistics
 from collections.abc import Sequence
 
+from impl.hybrid.goals import bound_under_step
 from impl.hybrid.gpt_forward import STUDY_TABLE
 from reports import figures
 from reports.captions import Figure, how_text, make_figure
@@ -95,9 +96,20 @@ def family_rows(rows: Sequence[dict]) -> list[dict]:
                 "parameters": comparison.get("parameters") or step.get("parameters"),
                 "ratio": ratio["value"], "ratio_text": interval_text(ratio),
                 "bound_ratio": step.get("bound_ratio"), "goal_ratio": step.get("goal_ratio"),
-                "meets_text": "—" if step.get("meets_goal") is None
-                else "yes" if step["meets_goal"] else "no"})
+                "meets_text": meets_text(ratio["value"], step)})
     return table
+
+
+def meets_text(ratio: float | None, step: dict) -> str:
+    """Whether the step meets its goal or bound: "yes", "no", "—" (no bound), or "no verdict"
+    where the step is under its bound (its rates read low: impl/hybrid/goals.py; rows written
+    before that rule say "met" there)."""
+    bound = step.get("bound_ratio")
+    if ratio is not None and bound and bound_under_step(ratio, bound):
+        return "no verdict: under its bound"
+    if step.get("meets_goal") is None:
+        return "—"
+    return "yes" if step["meets_goal"] else "no"
 
 
 def family_headline(rows: Sequence[dict], machine: str) -> dict | None:
