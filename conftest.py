@@ -196,9 +196,10 @@ def _finished_everywhere(request, context) -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    """A benchmark that raised on this rank: its error for the watchdog's record."""
+    """A benchmark (or a fixture it uses) that raised on this rank: its error for the
+    watchdog's record."""
     report = (yield).get_result()
-    if report.when == "call" and report.failed:
+    if report.when in ("setup", "call") and report.failed:
         crash = getattr(report.longrepr, "reprcrash", None)
         error = (f"{crash.message.splitlines()[0]} ({Path(crash.path).name}:{crash.lineno})"
                  if crash else str(report.longrepr).strip().splitlines()[-1])
