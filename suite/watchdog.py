@@ -251,8 +251,11 @@ class Watchdog:
     def end_pass(self) -> None:
         """Stop the pass now at the armed benchmark, as at its deadline: this rank's benchmark
         raised and the other ranks did not finish it (they wait inside a collective this rank
-        will never join). Called from the main thread, which waits here for the exit."""
+        will never join). Called from the main thread, which waits here for the exit; nothing
+        happens where no benchmark is armed (no deadline: nothing would stop it)."""
         with self._changed:
+            if self._armed is None:
+                return
             self._ending.set()
             self._changed.notify()
         threading.Event().wait()
