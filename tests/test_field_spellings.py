@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = ("impl", "suite", "reports")
 # String literals equal to a declared field name, per folder. Before RowKind.holds,
 # is_older_step and Column.of were used: impl 414, suite 606, reports 978.
-CEILINGS = {"impl": 408, "suite": 598, "reports": 977}
+CEILINGS = {"impl": 403, "suite": 598, "reports": 976}
 
 
 def declared_names() -> set[str]:

@@ -38,7 +38,7 @@ from impl.costmodel import accuracy, overhead, variant_plans
 from impl.costmodel.compute import known_workload, parameter_layout
 from impl.costmodel.fabric import Fabric, fit_fabric, measured_sweep
 from impl.costmodel.inputs import comm_fabrics, fabric_key, interference, run_name, value
-from impl.costmodel.lanes import ALONE_READ, ANY_GPU, LaneEffects, lane_effects
+from impl.costmodel.lanes import ALONE_READ, ANY_GPU, LaneEffects, lane_effects, lanes_over
 from impl.costmodel.scale import PREDICTED_VARIANTS, step_band
 from impl.rows.kinds import COMPARISON, is_older_step
 from impl.strategy_records import strategy_of
@@ -630,16 +630,12 @@ def validate_held_out(rows: Sequence[dict], merged: Sequence[dict]) -> HeldOut:
     # peer-copy bandwidth, at 4 far below it); and over any world size, for a count no cell
     # had (assumed to hold there, as the overhead is). scale.lane_for reads them.
     kinds = {(c.row.get("device"), c.row["world_size"], c.row["workload"]) for c in cells}
-    lanes = {(device, workload, name): lane_effects(
-                 rows, {"device": device, "workload": workload}, name, ("device",))
+    lanes = {(device, workload, name): lanes_over(rows, name, workload, device=device)
              for device, workload in {(device, workload) for device, _, workload in kinds}
              for name in PREDICTED_VARIANTS}
-    lanes.update({(device, world, workload, name): lane_effects(
-                      rows, {"device": device, "world_size": world, "workload": workload}, name,
-                      ("device", "world_size"))
+    lanes.update({(device, world, workload, name): lanes_over(rows, name, workload, device, world)
                   for device, world, workload in kinds for name in PREDICTED_VARIANTS})
-    lanes.update({(ANY_GPU, world, workload, name): lane_effects(
-                      rows, {"world_size": world, "workload": workload}, name, ("world_size",))
+    lanes.update({(ANY_GPU, world, workload, name): lanes_over(rows, name, workload, world=world)
                   for world, workload in {(world, workload) for _, world, workload in kinds}
                   for name in ALONE_READ})
     return HeldOut(strategy_table(by_split, trivial_errors(cells), found),

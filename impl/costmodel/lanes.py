@@ -193,6 +193,15 @@ def lane_effects(rows: Sequence[dict], cell: dict, name: str,
                                                 len(alone)))
 
 
+def lanes_over(rows: Sequence[dict], name: str, workload: str, device: str | None = None,
+               world: int | None = None) -> LaneEffects:
+    """``lane_effects`` for a prediction of ``workload``: over the cells of the GPU model and
+    world size given, each of them where given, any where None."""
+    given = {"device": device, "world_size": world}
+    same = tuple(key for key, wanted in given.items() if wanted is not None)
+    return lane_effects(rows, {**given, "workload": workload}, name, same)
+
+
 def _alone(points: list[tuple[float, float]]) -> Fabric | None:
     """α–β of (bytes, mean duration alone) points; None with fewer than two sizes."""
     if len({size for size, _ in points}) < 2:

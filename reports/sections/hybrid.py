@@ -89,27 +89,27 @@ def family_rows(rows: Sequence[dict]) -> list[dict]:
             step = steps.get((comparison["machine"], comparison.get("run"),
                               comparison["workload"], pair["candidate"]), {})
             ratio = _time_ratio(pair.get("speedup") or {})
+            bound = step.get("bound_ratio")
             table.append({
                 "machine": comparison["machine"], "run": comparison.get("run"),
                 "workload": comparison["workload"], "variant": pair["candidate"],
                 "dtype": comparison.get("dtype") or step.get("dtype") or "fp32",
                 "parameters": comparison.get("parameters") or step.get("parameters"),
                 "ratio": ratio["value"], "ratio_text": interval_text(ratio),
-                "bound_ratio": step.get("bound_ratio"), "goal_ratio": step.get("goal_ratio"),
-                "meets_text": meets_text(ratio["value"], step)})
+                "bound_ratio": bound, "goal_ratio": step.get("goal_ratio"),
+                "meets_text": meets_text(ratio["value"], bound, step.get("meets_goal"))})
     return table
 
 
-def meets_text(ratio: float | None, step: dict) -> str:
+def meets_text(ratio: float | None, bound: float | None, meets: bool | None) -> str:
     """Whether the step meets its goal or bound: "yes", "no", "—" (no bound), or "no verdict"
     where the step is under its bound (its rates read low: impl/hybrid/goals.py; rows written
     before that rule say "met" there)."""
-    bound = step.get("bound_ratio")
     if ratio is not None and bound and bound_under_step(ratio, bound):
         return "no verdict: under its bound"
-    if step.get("meets_goal") is None:
+    if meets is None:
         return "—"
-    return "yes" if step["meets_goal"] else "no"
+    return "yes" if meets else "no"
 
 
 def family_headline(rows: Sequence[dict], machine: str) -> dict | None:
