@@ -36,12 +36,12 @@ DEADLINE_S = 10
 STARTUP_S = 30
 
 
-def stuck_pass(folder: Path, benchmarks: str = STUCK) -> Pass:
+def stuck_pass(folder: Path, benchmarks: str = STUCK, deadline_s: int = DEADLINE_S) -> Pass:
     output = folder / "gloo-tcp.json.tmp"
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                "--nproc-per-node=2", "--local-ranks-filter=0", "-m", "pytest", benchmarks,
                "-o", f"python_files={Path(benchmarks).name}", "-p", "no:cacheprovider", "-q",
-               "--deadline-floor-s", str(DEADLINE_S), "--deadline-multiple", "0",
+               "--deadline-floor-s", str(deadline_s), "--deadline-multiple", "0",
                "--results-json", str(output)]
     return Pass("torchrun gloo-tcp", command, {}, output)
 

@@ -6,15 +6,14 @@ the error, and the launcher goes on after it; where every rank raised alike the 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from suite import hangs
-from suite.run import Pass, merge
+from suite.run import merge
 from suite.watchdog import FAILED_WAIT_S, GRACE_S, POLL_S
-from tests.test_deadline import run_logged
+from tests.test_deadline import run_logged, stuck_pass
 
 FAILING = "tests/hang_bench/failing_benchmarks.py"
 DEADLINE_S = 120  # far beyond FAILED_WAIT_S: the pass must not wait for it
@@ -23,13 +22,7 @@ DEADLINE_S = 120  # far beyond FAILED_WAIT_S: the pass must not wait for it
 @pytest.fixture(scope="module")
 def raised(tmp_path_factory):
     folder = tmp_path_factory.mktemp("raised")
-    output = folder / "gloo-tcp.json.tmp"
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-               "--nproc-per-node=2", "--local-ranks-filter=0", "-m", "pytest", FAILING,
-               "-o", f"python_files={Path(FAILING).name}", "-p", "no:cacheprovider", "-q",
-               "--deadline-floor-s", str(DEADLINE_S), "--deadline-multiple", "0",
-               "--results-json", str(output)]
-    passes, codes, hung, log = run_logged([Pass("torchrun gloo-tcp", command, {}, output)],
+    passes, codes, hung, log = run_logged([stuck_pass(folder, FAILING, DEADLINE_S)],
                                           folder / "log.txt")
     return passes, codes, hung, log
 
