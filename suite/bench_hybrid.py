@@ -43,7 +43,7 @@ from impl.hybrid import (
     host_initialised_model,
     loss_curves_match,
 )
-from impl.hybrid.bounds import measure_rates, offload_bounds
+from impl.hybrid.bounds import measure_copy_rates, offload_bounds
 from impl.hybrid.buckets import BUCKET_ELEMENTS, bucket_layout
 from impl.hybrid.coarse import (
     CoarseHybrid,
@@ -65,6 +65,7 @@ from impl.hybrid.gpt_forward import STUDY_TABLE, measure_in_fresh_process
 from impl.hybrid.host_adam import ADAM_BYTES_PER_PARAMETER, HostAdam
 from impl.hybrid.largest import measure_only_offload
 from impl.hybrid.measure import host_work_split
+from impl.hybrid.table import HOST_ADAM_VARIANT
 from impl.presets import (
     gpt_small_bf16,
     gpt_study_w384_b2,
@@ -284,11 +285,20 @@ def check_offload(name: str, initial, workload, options, steps) -> dict:
     return check.require().to_json()
 
 
-def offload_rates() -> dict:
-    """Host Adam and copy rates for the bounds, measured once per run (impl/hybrid/bounds.py)."""
+def offload_rates(rounds) -> dict:
+    """Host Adam and copy rates for the bounds (impl/hybrid/bounds.py), once per run. Host
+    Adam's is the host_adam rows' timing of the trainers' own engine (HOST_ADAM_VARIANT) in
+    their interleaved rounds: a second timing of it, 5 calls after the offload's rounds, read
+    34 GB/s in a 4-rank launch on 4 H200 where those rows read 106 and the trainers' own host
+    Adam 60-110 (results/h200x4, 2026-11-28)."""
     if "rates" not in _rates:
-        _rates["rates"] = measure_rates(main_device(), parameter_count(mlp_4096x8_b8192()),
-                                        host_threads())
+        measured = host_adam_measured(rounds)
+        parameters = measured["parameters"]
+        step = stats.median(measured["measurement"].round_ms(HOST_ADAM_VARIANT)).value
+        _rates["rates"] = {
+            "adam_gbps": ADAM_BYTES_PER_PARAMETER * parameters / (step * 1e6),
+            "threads": measured["threads"], "parameters": parameters,
+            **measure_copy_rates(main_device())}
     return _rates["rates"]
 
 
@@ -347,7 +357,7 @@ def measure_offload(workload, rounds) -> dict:
     calls = {name: dict(trainer.step_calls) for name, trainer in trainers.items()
              if hasattr(trainer, "step_calls")}
     phases.done("rounds")
-    rates = offload_rates()
+    rates = offload_rates(rounds)
     phases.done("rates")
     round_ms = {name: round_means(result, name) for name in variants}
     gpu_step = stats.median(round_ms["device-adam"]).value
@@ -519,6 +529,14 @@ def test_offload_only(benchmark, dist_context, pytestconfig):
 _host_adam: dict[str, object] = {}
 
 
+def host_adam_measured(rounds) -> dict:
+    """measure_host_adam's result, measured once per run: its rows and the offload's bounds
+    read it."""
+    if "host_adam" not in _host_adam:
+        _host_adam["host_adam"] = measure_host_adam(rounds)
+    return _host_adam["host_adam"]
+
+
 def measure_host_adam(rounds):
     """Every implementation × layout of HOST_ADAM_VARIANTS updating the offload workload's
     parameter count, and the machine's memory bandwidth measured the same way: an in-place
@@ -556,9 +574,7 @@ def measure_host_adam(rounds):
 def test_host_adam(benchmark, variant, dist_context, rounds):
     if dist_context.rank != 0:
         pytest.skip("host Adam is one process: it runs on rank 0")
-    if "host_adam" not in _host_adam:
-        _host_adam["host_adam"] = measure_host_adam(rounds)
-    measured = _host_adam["host_adam"]
+    measured = host_adam_measured(rounds)
     result, parameters = measured["measurement"], measured["parameters"]
     round_ms, bandwidth_ms = result.round_ms(variant), result.round_ms("bandwidth")
     adam_bytes = ADAM_BYTES_PER_PARAMETER * parameters

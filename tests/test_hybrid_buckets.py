@@ -130,6 +130,30 @@ def test_the_overlapped_bound_counts_the_last_bucket_and_the_whole_host_work():
     assert host_bound["offload-overlap-dpu"] == pytest.approx(3.0)
 
 
+class FakeRounds:
+    def __init__(self, round_ms: dict[str, list[float]]):
+        self.by_variant = round_ms
+
+    def round_ms(self, variant: str) -> list[float]:
+        return self.by_variant[variant]
+
+
+def test_the_bounds_read_host_adam_from_the_host_adam_rows_timing(monkeypatch):
+    """One timing of the trainers' host Adam per run: the bounds' rate is the host_adam rows'
+    fused intra-op median (28 B a parameter), not a second timing of its own."""
+    from suite import bench_hybrid
+
+    measured = {"parameters": 1_000_000, "threads": 7, "measurement": FakeRounds({
+        "fused-intra-op": [2.0, 1.0, 1.5], "fused-pool": [0.1, 0.1, 0.1]})}
+    monkeypatch.setattr(bench_hybrid, "host_adam_measured", lambda rounds: measured)
+    monkeypatch.setattr(bench_hybrid, "measure_copy_rates",
+                        lambda device: {"to_host_gbps": 50.0, "to_device_gbps": 40.0})
+    monkeypatch.setattr(bench_hybrid, "_rates", {})
+    rates = bench_hybrid.offload_rates(rounds=None)
+    assert rates == {"adam_gbps": pytest.approx(28e6 / 1.5e6), "threads": 7,
+                     "parameters": 1_000_000, "to_host_gbps": 50.0, "to_device_gbps": 40.0}
+
+
 @pytest.mark.parametrize("threads, half", [(31, 15), (2, 1), (1, None)])
 def test_the_delayed_update_is_timed_again_on_half_the_host_threads(monkeypatch, threads, half):
     """Beside the default (host Adam on every core but one), the delayed update with half of

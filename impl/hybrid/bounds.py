@@ -17,7 +17,7 @@ With P parameters of b bytes on the device (4 for fp32, 2 for bf16/fp16), host A
 
 The offload pays its fixed costs (a copy each way, a host Adam call) per piece of a bucket,
 and the rates are measured over pieces of that size, so the bound counts them as the trainer
-pays them. The rates are measured on the machine the bound is quoted for (``measure_rates``).
+pays them. The rates are measured on the machine the bound is quoted for, in the same run.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import time
 
 import torch
 
-from impl.hybrid.host_adam import ADAM_BYTES_PER_PARAMETER, HostAdam
+from impl.hybrid.host_adam import ADAM_BYTES_PER_PARAMETER
 
 COPY_BYTES = 256 << 20  # pinned copies of 256 MiB reach PCIe's plateau
 
@@ -61,40 +61,20 @@ def median_ms(task, repeats: int, warm: bool = False) -> float:
     return statistics.median(times)
 
 
-def measure_rates(device: torch.device, parameters: int, threads: int,
-                  repeats: int = 5) -> dict:
-    """Host Adam's rate (fused, intra-op threads, the trainers' choice) over ``parameters``
-    fp32 values in pieces, and pinned copy rates each way (CUDA only), medians of
-    ``repeats``."""
-    weights = [torch.zeros(parameters)]
-    gradient = torch.full((parameters,), 1e-3)
-    engine = HostAdam(weights, 1e-3, "fused", "intra-op", threads)
+def measure_copy_rates(device: torch.device, repeats: int = 5) -> dict:
+    """Pinned copy rates each way over COPY_BYTES, medians of ``repeats`` (CUDA only; None on
+    the CPU). Host Adam's rate is not measured here: the bounds read the run's one timing of
+    the trainers' host Adam (suite/bench_hybrid.py: offload_rates)."""
+    if device.type != "cuda":
+        return {"to_host_gbps": None, "to_device_gbps": None}
+    host = torch.empty(COPY_BYTES, dtype=torch.uint8, pin_memory=True)
+    gpu = torch.empty(COPY_BYTES, dtype=torch.uint8, device=device)
 
-    def update() -> None:
-        futures = [engine.submit(engine.update, 0, piece, gradient[a:b])
-                   for piece, (a, b) in enumerate(engine.spans[0])]
-        for future in futures:
-            future.result()
+    def timed(copy) -> float:
+        copy()
+        torch.cuda.synchronize(device)
+        return median_ms(lambda: (copy(), torch.cuda.synchronize(device)), repeats)
 
-    try:
-        update()  # first touch of the moments
-        adam_ms = median_ms(update, repeats)
-    finally:
-        engine.close()
-    rates = {"adam_gbps": ADAM_BYTES_PER_PARAMETER * parameters / (adam_ms * 1e6),
-             "to_host_gbps": None, "to_device_gbps": None, "threads": threads,
-             "parameters": parameters}
-    if device.type == "cuda":
-        host = torch.empty(COPY_BYTES, dtype=torch.uint8, pin_memory=True)
-        gpu = torch.empty(COPY_BYTES, dtype=torch.uint8, device=device)
-
-        def timed(copy) -> float:
-            copy()
-            torch.cuda.synchronize(device)
-            return median_ms(lambda: (copy(), torch.cuda.synchronize(device)), repeats)
-
-        rates["to_host_gbps"] = COPY_BYTES / (timed(lambda: host.copy_(gpu, non_blocking=True))
-                                              * 1e6)
-        rates["to_device_gbps"] = COPY_BYTES / (timed(lambda: gpu.copy_(host, non_blocking=True))
-                                                * 1e6)
-    return rates
+    return {"to_host_gbps": COPY_BYTES / (timed(lambda: host.copy_(gpu, non_blocking=True)) * 1e6),
+            "to_device_gbps": COPY_BYTES / (timed(lambda: gpu.copy_(host, non_blocking=True))
+                                            * 1e6)}
