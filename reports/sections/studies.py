@@ -16,7 +16,9 @@ gate's line comes from its trials files.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 
 from impl.studies import STUDIES
@@ -41,6 +43,7 @@ ABSTRACT_TESTS = {
 }
 GPU_ONLY = "device-adam"  # the fine-grained hybrid's reference: Adam on the device
 VERDICTS = {"no significant difference": "n.s."}
+LOG_STAMP = re.compile(r"^(\d{8}T\d{4})")  # a console log's name starts with its UTC start
 
 
 def run_ref(run: Run) -> str:
@@ -59,19 +62,26 @@ def verdict(text: str | None) -> str:
 # --- runs that meant to measure a study and did not finish -----------------------------------
 
 
-def attempts(archive: Archive, module: str, functions: tuple[str, ...]) -> list[str]:
+def attempts(archive: Archive, module: str, functions: tuple[str, ...],
+             measured: Mapping[str, Run] | None = None) -> list[str]:
     """"on h200x2 the run stopped by signal 15 (timeout 250 s) during the pipeline benchmark ...
     (LOG)", per run that selected ``module`` and did not finish it: from its log, else from
-    its results file's failed passes (suite.failed_passes) that selected the module."""
+    its results file's failed passes (suite.failed_passes) that selected the module.
+    ``measured``: per machine label, the run whose result the line gives; an attempt on that
+    machine before it is history its result answers (the appendix on runs keeps it)."""
     found, covered = [], set()
     for log in archive.logs:
         if log.wrote:
             covered.add(Path(log.wrote).name)
         covered.add(Path(log.path).name)
+        if superseded(archive.label_of_log(log), log_time(log), log.wrote, measured or {}):
+            continue
         if targets(log, module, functions) and (how := unfinished(log, module)):
             found.append(f"on {archive.label_of_log(log)} the run {how} (from its console "
                          f"log)")
-    for results in archive.files:
+    files = [f for f in archive.files
+             if not superseded(f.label, f.created, str(f.path), measured or {})]
+    for results in files:
         suite = results.data.get("suite") or {}
         failed = [p for p in suite.get("passes") or [] if isinstance(p, dict)
                   and p.get("name") in (suite.get("failed_passes") or ())]
@@ -83,10 +93,29 @@ def attempts(archive: Archive, module: str, functions: tuple[str, ...]) -> list[
         names = ", ".join(str(p.get("name")) for p in failed)
         found.append(f"on {results.label} the pass {names} did not finish (a partial run, "
                      f"appendix on runs)")
-    for results in archive.files:  # a hang is named even where the run went on without it
+    for results in files:  # a hang is named even where the run went on without it
         found += [f"on {results.label} {text} (appendix on runs)" for text in
                   hangs_in(results.data.get("suite") or {}, module, functions)]
     return found
+
+
+def log_time(log) -> datetime | None:
+    """When a console log's run started, from its name (results/<label>/logs/20261127T1707-…,
+    UTC), None when its name does not say."""
+    stamp = LOG_STAMP.match(Path(log.path).name)
+    return datetime.strptime(stamp.group(1), "%Y%m%dT%H%M").replace(tzinfo=UTC) if stamp else None
+
+
+def superseded(label: str, when: datetime | None, wrote: str | None,
+               measured: Mapping[str, Run]) -> bool:
+    """Whether an attempt on ``label`` at ``when`` came before the run whose result the line
+    gives there (and is not that run itself: a hang inside it stays named)."""
+    run = measured.get(label)
+    if run is None or run.created is None or when is None:
+        return False
+    if wrote is not None and Path(wrote).name == Path(run.path).name:
+        return False
+    return when < datetime.fromisoformat(run.created)
 
 
 # --- each study's result on one machine --------------------------------------------------------
@@ -209,7 +238,8 @@ def study_line(study: str, view: View) -> str:
     machines = list(dict.fromkeys(r.label for r in runs))
     results = {m: found for m in machines if (found := RESULTS[study](rows, m))}
     gpu = {m: r for m, r in results.items() if m in view.machines.gpu}
-    failed = attempts(view.archive, module, functions)
+    failed = attempts(view.archive, module, functions,
+                      {m: runs[row["run"]] for m, (_, row) in gpu.items()})
     parts = [f"{text} ({run_ref(runs[row['run']])})" for text, row in gpu.values()]
     if not gpu:
         parts.append("no GPU result" + (": " + "; ".join(failed) if failed else
