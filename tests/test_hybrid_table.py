@@ -22,6 +22,9 @@ END = "<!-- end of generated text -->"
 H100 = "results/h100x1/20261125T185111Z-e7j9h2iw.json"
 H200 = "results/h200x1/20261127T234409Z-y28fxw6q.json"  # the first GPU run of the flat buckets
 H100X4 = "results/h100x4/20261128T024824Z-id1sxdtx.json"  # rank 0 of 4, half-threads beside
+H200X4 = "results/h200x4/20261128T055146Z-m_louupf.json"  # rank 0 of 4 on a 64-core host
+H200_OF4 = "results/h200x1/20261128T060918Z-rqy27nl3.json"  # one GPU of that host, alone
+DOC_FILES = [H100, H200, H100X4, H200X4, H200_OF4]
 
 
 def doc_block() -> tuple[list[str], str]:
@@ -37,14 +40,14 @@ def doc_block() -> tuple[list[str], str]:
 def at_copy(monkeypatch, tmp_path):
     """The committed runs, named from the folder the command runs in as the doc names them
     (results/<label>/<run>.json), apart from anything else a user keeps in results/."""
-    make_copy(tmp_path, [H100, H200, H100X4])
+    make_copy(tmp_path, DOC_FILES)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
 
 def test_the_doc_holds_what_the_command_prints(at_copy, capsys):
     files, block = doc_block()
-    assert files == [H100, H200, H100X4]
+    assert files == DOC_FILES
     assert DOC.read_text(encoding="utf-8").count(END) == 1
     assert table.main(files) == 0
     assert capsys.readouterr().out == block, "regenerate it: python -m impl.hybrid.table FILES"
