@@ -41,13 +41,20 @@ NOV27_4GPU = ["results/h200x4/20261127T172120Z-q3ah0pvf.json"]
 # The two 2-GPU default runs at f5af138, measured after the v2 predictions were frozen.
 AT_F5AF138 = ["results/h200x2/20261127T232409Z-zla_roy8.json",
               "results/h200x2/20261127T233424Z-ot41om0c.json"]
+AT_F5AF138_1GPU = ["results/h200x1/20261127T234409Z-y28fxw6q.json"]
+NOV28_H100X4 = ["results/h100x4/20261128T024824Z-id1sxdtx.json"]
+# The 4-GPU default run at 59d9cf5, measured after the v3 and v4 predictions were frozen.
+NOV28_4GPU = ["results/h200x4/20261128T055146Z-m_louupf.json"]
 # (fit, test), each test run measured after every fit run: the 2-GPU runs of 27 Nov from the
 # runs before them; the 4-GPU run of 27 Nov from every run before it; the 2-GPU runs at f5af138
-# from every run before them.
+# from every run before them; the 4-GPU run of 28 Nov from every run before it.
+BEFORE_NOV28_4GPU = [*BEFORE_NOV27, *NOV27_2GPU, *NOV27_1GPU, *NOV27_4GPU, *AT_F5AF138,
+                     *AT_F5AF138_1GPU, *NOV28_H100X4]
 SPLITS = [
     (BEFORE_NOV27, NOV27_2GPU),
     ([*BEFORE_NOV27, *NOV27_2GPU, *NOV27_1GPU], NOV27_4GPU),
     ([*BEFORE_NOV27, *NOV27_2GPU, *NOV27_1GPU, *NOV27_4GPU], AT_F5AF138),
+    (BEFORE_NOV28_4GPU, NOV28_4GPU),
 ]
 
 
