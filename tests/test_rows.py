@@ -105,6 +105,13 @@ def test_a_report_column_of_a_field_takes_its_key_label_and_unit_from_the_declar
     assert Column.of(Field("x", "", "")).title == "x"  # a field without a label
 
 
+def test_a_kinds_fields_and_names_read_as_attributes_checked_against_the_declaration():
+    assert kinds.STEP.names.step_ms == "step_ms"
+    assert kinds.HOST_ADAM.field.adam_gbps is kinds.HOST_ADAM.by_name["adam_gbps"]
+    with pytest.raises(AttributeError, match="'gemm' declares no field 'step_ms'"):
+        kinds.GEMM.names.step_ms  # noqa: B018 (the read is the test)
+
+
 def test_every_kind_the_suite_writes_is_declared_with_units_and_definitions():
     written_kinds = set()
     for path in sorted((ROOT / "suite").glob("bench_*.py")):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 
 from impl.rows.shapes import Range, is_number, shape_error
 
@@ -88,6 +89,17 @@ class RowKind:
     def by_name(self) -> dict[str, Field]:
         return {f.name: f for f in self.fields}
 
+    @cached_property
+    def names(self) -> Declared:
+        """The declared field names as attributes: ``row[TENSOR_PARALLEL.names.preset]`` reads
+        the field the declaration names, where a misspelt one raises AttributeError."""
+        return Declared(self.name, {f.name: f.name for f in self.fields})
+
+    @cached_property
+    def field(self) -> Declared:
+        """The declared fields as attributes: ``Column.of(HOST_ADAM.field.adam_gbps)``."""
+        return Declared(self.name, self.by_name)
+
     def holds(self, row: dict) -> bool:
         """Whether ``row`` is of this kind."""
         return row.get("kind") == self.name
@@ -131,6 +143,19 @@ class RowKind:
             if not declared[name].written:
                 return f"writes extra_info.{name}, which the kind {self.name!r} no longer writes"
         return self.check_read(info)
+
+
+class Declared:
+    """One kind's declared fields (or their names) as attributes (RowKind.names, .field), so
+    that a reader names a field as an identifier the declaration checks, not a free string."""
+
+    def __init__(self, kind: str, by_name: dict[str, object]) -> None:
+        self._kind = kind
+        self.__dict__.update(by_name)
+
+    def __getattr__(self, name: str) -> object:  # only for names not declared
+        kind = self.__dict__.get("_kind")  # absent while a copy is being built
+        raise AttributeError(f"row kind {kind!r} declares no field {name!r}")
 
 
 def ranged_fields(kinds: Iterable[RowKind]) -> dict[str, Field]:
