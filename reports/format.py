@@ -115,9 +115,10 @@ class Column:
         return f"{self.header} ({self.unit})" if self.unit else self.header
 
 
-def text_column(key: str, header: str, nowrap: bool = False) -> Column:
-    return Column(key, header, render=lambda v: NA if v is None else str(v), numeric=False,
-                  nowrap=nowrap)
+def text_column(key: str, header: str | None = None, nowrap: bool = False) -> Column:
+    """A column of text; its header is ``key`` where none is given (a field's own name)."""
+    return Column(key, key if header is None else header,
+                  render=lambda v: NA if v is None else str(v), numeric=False, nowrap=nowrap)
 
 
 def estimate_column(key: str, header: str, unit: str = "") -> Column:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
+from impl.rows.kinds import TENSOR_PARALLEL
 from impl.tensor_parallel.metrics import TP_FIELDS
 from reports import analysis, figures
 from reports.captions import how_text, make_figure
@@ -20,7 +21,7 @@ from reports.figures import Image, _figure, _save, _styled, version_color
 from reports.format import Placement, Table, fmt, make_table, text_column
 from reports.view import View
 
-KIND = "tensor_parallel"
+TP = TENSOR_PARALLEL.names  # the variant rows' fields: row[TP.preset]
 SCHEDULE_STYLES = {"sync": "-", "overlapped": "--", "fused": ":"}
 EMPTY_LINE = ("No tensor-parallel results in the loaded result files (no benchmark with "
               "extra_info.kind 'tensor_parallel'; suite/bench_tp.py makes them).")
@@ -32,19 +33,19 @@ EMPTY_LINE = ("No tensor-parallel results in the loaded result files (no benchma
 def variant_rows(rows: Sequence[dict]) -> list[dict]:
     """The variant rows, ordered by machine, preset, backend, scaling, world size, schedule."""
     schedules = list(SCHEDULE_STYLES)
-    order = lambda r: (r["machine"], r["preset"], r["gemm_backend"], r["scaling"],
-                       r["world_size"], schedules.index(r["schedule"])
-                       if r["schedule"] in schedules else len(schedules))
-    return sorted((r for r in rows if r.get("kind") == KIND and r.get("estimates")), key=order)
+    order = lambda r: (r["machine"], r[TP.preset], r[TP.gemm_backend], r[TP.scaling],
+                       r[TP.world_size], schedules.index(r[TP.schedule])
+                       if r[TP.schedule] in schedules else len(schedules))
+    return sorted((r for r in rows if TENSOR_PARALLEL.holds(r) and r.get(TP.estimates)), key=order)
 
 
 def value(row: dict | None, field: str) -> float | None:
-    return ((row or {}).get("estimates") or {}).get(field, {}).get("value")
+    return ((row or {}).get(TP.estimates) or {}).get(field, {}).get("value")
 
 
 def interval_text(row: dict | None, field: str) -> str | None:
     """"0.812 [0.79–0.83]" (the 95% interval), the value alone without one, None when absent."""
-    estimate = ((row or {}).get("estimates") or {}).get(field) or {}
+    estimate = ((row or {}).get(TP.estimates) or {}).get(field) or {}
     if estimate.get("value") is None:
         return None
     if estimate.get("low") is None or estimate.get("high") is None:
@@ -58,27 +59,27 @@ def find(rows: Sequence[dict], **match) -> dict | None:
 
 def single(rows: Sequence[dict], row: dict) -> dict | None:
     """The 1-rank row of ``row``'s cell (the reference of every efficiency)."""
-    return find(rows, machine=row["machine"], preset=row["preset"],
-                gemm_backend=row["gemm_backend"], scaling="single")
+    return find(rows, machine=row["machine"], preset=row[TP.preset],
+                gemm_backend=row[TP.gemm_backend], scaling="single")
 
 
 def cells(rows: Sequence[dict]) -> list[tuple[str, str]]:
     """(machine, preset) pairs in order."""
-    return list(dict.fromkeys((r["machine"], r["preset"]) for r in rows))
+    return list(dict.fromkeys((r["machine"], r[TP.preset]) for r in rows))
 
 
 def scaling_series(rows: Sequence[dict], machine: str, preset: str, scaling: str) -> list[dict]:
     """Per (backend, schedule): efficiency points against world size, the 1-rank point first."""
     series = defaultdict(list)
     for row in rows:
-        if (row["machine"], row["preset"], row["scaling"]) == (machine, preset, scaling):
-            series[row["gemm_backend"], row["schedule"]].append(row)
+        if (row["machine"], row[TP.preset], row[TP.scaling]) == (machine, preset, scaling):
+            series[row[TP.gemm_backend], row[TP.schedule]].append(row)
     out = []
     for (backend, schedule), members in series.items():
         base = single(rows, members[0])
         points = ([{"world": 1, "value": 1.0, "low": None, "high": None}] if base else [])
-        points += [{"world": r["world_size"], **r["estimates"]["scaling_efficiency"]}
-                   for r in members if value(r, "scaling_efficiency") is not None]
+        points += [{"world": r[TP.world_size], **r[TP.estimates][TP.scaling_efficiency]}
+                   for r in members if value(r, TP.scaling_efficiency) is not None]
         out.append({"backend": backend, "schedule": schedule, "points": points})
     return out
 
@@ -88,15 +89,15 @@ def comm_share_points(rows: Sequence[dict], machine: str, preset: str) -> list[d
     (TFLOP/s per GPU of its 1-rank block), one point per backend and world size."""
     points = []
     for row in rows:
-        if ((row["machine"], row["preset"], row["scaling"], row["schedule"])
-                != (machine, preset, "strong", "sync")) or value(row, "comm_fraction") is None:
+        if ((row["machine"], row[TP.preset], row[TP.scaling], row[TP.schedule])
+                != (machine, preset, "strong", "sync")) or value(row, TP.comm_fraction) is None:
             continue
         base = single(rows, row)
-        if value(base, "tflops_per_gpu") is None:
+        if value(base, TP.tflops_per_gpu) is None:
             continue
-        points.append({"backend": row["gemm_backend"], "world": row["world_size"],
-                       "x": base["estimates"]["tflops_per_gpu"],
-                       "y": row["estimates"]["comm_fraction"]})
+        points.append({"backend": row[TP.gemm_backend], "world": row[TP.world_size],
+                       "x": base[TP.estimates][TP.tflops_per_gpu],
+                       "y": row[TP.estimates][TP.comm_fraction]})
     return points
 
 
@@ -104,22 +105,23 @@ def overlap_rows(rows: Sequence[dict]) -> list[dict]:
     """overlapped (and fused) against sync, per cell, scaling and world size."""
     out = []
     for row in rows:
-        if row["schedule"] != "overlapped":
+        if row[TP.schedule] != "overlapped":
             continue
-        key = {k: row[k] for k in ("machine", "preset", "gemm_backend", "scaling", "world_size")}
+        key = {k: row[k] for k in ("machine", TP.preset, TP.gemm_backend, TP.scaling,
+                                              TP.world_size)}
         sync, fused = find(rows, **key, schedule="sync"), find(rows, **key, schedule="fused")
         out.append({**key, "label": f"{row['preset']} · {row['scaling']} · w{row['world_size']} "
                                     f"· {row['gemm_backend']}",
-                    "sync_ms": interval_text(sync, "step_ms"),
-                    "overlapped_ms": interval_text(row, "step_ms"),
-                    "speedup": interval_text(row, "overlap_speedup"),
-                    "speedup_estimate": row["estimates"]["overlap_speedup"],
-                    "verdict": (row.get("verdicts") or {}).get("overlap_speedup"),
-                    "fused_ms": interval_text(fused, "step_ms"),
-                    "fused_speedup_estimate": (fused or {}).get("estimates", {}).get(
-                        "overlap_speedup"),
-                    "vs_fused": interval_text(row, "speedup_vs_fused"),
-                    "vs_fused_verdict": (row.get("verdicts") or {}).get("speedup_vs_fused")})
+                    "sync_ms": interval_text(sync, TP.step_ms),
+                    "overlapped_ms": interval_text(row, TP.step_ms),
+                    "speedup": interval_text(row, TP.overlap_speedup),
+                    "speedup_estimate": row[TP.estimates][TP.overlap_speedup],
+                    "verdict": (row.get(TP.verdicts) or {}).get(TP.overlap_speedup),
+                    "fused_ms": interval_text(fused, TP.step_ms),
+                    "fused_speedup_estimate": (fused or {}).get(TP.estimates, {}).get(
+                        TP.overlap_speedup),
+                    "vs_fused": interval_text(row, TP.speedup_vs_fused),
+                    "vs_fused_verdict": (row.get(TP.verdicts) or {}).get(TP.speedup_vs_fused)})
     return out
 
 
@@ -128,24 +130,24 @@ def efficiency_rows(rows: Sequence[dict]) -> list[dict]:
     efficiency at 2 and 4 ranks, sync and overlapped."""
     out = []
     for base in rows:
-        if base["scaling"] != "single":
+        if base[TP.scaling] != "single":
             continue
-        entry = {k: base[k] for k in ("machine", "preset", "gemm_backend")}
-        entry["tflops_per_gpu"] = interval_text(base, "tflops_per_gpu")
-        entry["gemm_tflops"] = value(base, "tflops_per_gpu")
+        entry = {k: base[k] for k in ("machine", TP.preset, TP.gemm_backend)}
+        entry[TP.tflops_per_gpu] = interval_text(base, TP.tflops_per_gpu)
+        entry["gemm_tflops"] = value(base, TP.tflops_per_gpu)
         for world in (2, 4):
             for schedule in ("sync", "overlapped"):
                 row = find(rows, **entry_key(entry), scaling="strong", world_size=world,
                            schedule=schedule)
-                entry[f"{schedule}_w{world}"] = interval_text(row, "scaling_efficiency")
+                entry[f"{schedule}_w{world}"] = interval_text(row, TP.scaling_efficiency)
                 entry[f"{schedule}_w{world}_estimate"] = (row or {}).get(
-                    "estimates", {}).get("scaling_efficiency")
+                    TP.estimates, {}).get(TP.scaling_efficiency)
         out.append(entry)
     return out
 
 
 def entry_key(entry: dict) -> dict:
-    return {k: entry[k] for k in ("machine", "preset", "gemm_backend")}
+    return {k: entry[k] for k in ("machine", TP.preset, TP.gemm_backend)}
 
 
 def _disjoint(a: dict, b: dict) -> bool:
@@ -159,14 +161,14 @@ def question4(efficiency: Sequence[dict]) -> list[str]:
     scaling efficiency?" from the strong-scaling efficiency of the sync schedule at the largest
     world size measured with two or more GEMM backends."""
     sentences, one_rank = [], []
-    for machine, preset in dict.fromkeys((e["machine"], e["preset"]) for e in efficiency):
-        mine = [e for e in efficiency if (e["machine"], e["preset"]) == (machine, preset)
+    for machine, preset in dict.fromkeys((e["machine"], e[TP.preset]) for e in efficiency):
+        mine = [e for e in efficiency if (e["machine"], e[TP.preset]) == (machine, preset)
                 and e["gemm_tflops"] is not None]
         world = next((w for w in (4, 2) if sum(e[f"sync_w{w}_estimate"] is not None
                                                and e[f"sync_w{w}_estimate"]["value"] is not None
                                                for e in mine) >= 2), None)
         if world is None:
-            measured = sorted({e["gemm_backend"] for e in mine})
+            measured = sorted({e[TP.gemm_backend] for e in mine})
             why = (f"only the {', '.join(measured)} GEMM backend was measured above one rank"
                    if any(e["sync_w2"] or e["sync_w4"] for e in mine)
                    else "no run with more than one rank")
@@ -196,32 +198,32 @@ def roofline_groups(rows: Sequence[dict], machine: str) -> list[dict]:
     shape, as figures.roofline groups; the backend is the point's version colour."""
     groups: dict[str, list[dict]] = defaultdict(list)
     for row in rows:
-        if row["machine"] != machine or row["schedule"] != "sync":
+        if row["machine"] != machine or row[TP.schedule] != "sync":
             continue
-        version = "cublas" if row["gemm_backend"] == "torch" and row.get("device_name") else (
-            row["gemm_backend"])
-        for gemm in row.get("gemms") or []:
+        version = "cublas" if row[TP.gemm_backend] == "torch" and row.get(TP.device_name) else (
+            row[TP.gemm_backend])
+        for gemm in row.get(TP.gemms) or []:
             if gemm.get("tflops"):
-                groups[row["dtype"]].append({
+                groups[row[TP.dtype]].append({
                     "version": version, "arithmetic_intensity": gemm["arithmetic_intensity"],
-                    "tflops": gemm["tflops"], "peak_tflops": row.get("peak_tflops"),
-                    "peak_gbps": row.get("peak_gbps")})
+                    "tflops": gemm["tflops"], "peak_tflops": row.get(TP.peak_tflops),
+                    "peak_gbps": row.get(TP.peak_gbps)})
     return [{"dtype": dtype, "rows": members} for dtype, members in groups.items()]
 
 
 def gantt_panels(rows: Sequence[dict], machine: str, preset: str) -> list[dict]:
     """One step of sync and of overlapped at the largest world size (strong, first backend)."""
-    multi = [r for r in rows if (r["machine"], r["preset"], r["scaling"]) == (machine, preset,
+    multi = [r for r in rows if (r["machine"], r[TP.preset], r[TP.scaling]) == (machine, preset,
                                                                              "strong")
-             and r["schedule"] in ("sync", "overlapped") and r.get("timeline")]
+             and r[TP.schedule] in ("sync", "overlapped") and r.get(TP.timeline)]
     if not multi:
         return []
-    world = max(r["world_size"] for r in multi)
-    backend = multi[0]["gemm_backend"]
+    world = max(r[TP.world_size] for r in multi)
+    backend = multi[0][TP.gemm_backend]
     return [{"title": f"{r['schedule']}, {world} ranks, {backend}: one step "
                       f"({fmt(value(r, 'step_ms'))} ms median)",
-             "bars": analysis.timeline_bars(r["timeline"]), "notes": []}
-            for r in multi if (r["world_size"], r["gemm_backend"]) == (world, backend)]
+             "bars": analysis.timeline_bars(r[TP.timeline]), "notes": []}
+            for r in multi if (r[TP.world_size], r[TP.gemm_backend]) == (world, backend)]
 
 
 # --- figures --------------------------------------------------------------------------------------
@@ -309,11 +311,11 @@ def overlap_figure(entries: Sequence[dict]) -> Image:
 # --- the section ------------------------------------------------------------------------------
 
 VARIANT_COLUMNS = (
-    text_column("preset", "preset"), text_column("gemm_backend", "GEMM"),
-    text_column("scaling", "scaling"), text_column("schedule", "schedule"),
-    text_column("world_size", "ranks"), text_column("step", "step (ms) [95% CI]"),
-    text_column("tflops", "TFLOP/s [95% CI]"), text_column("comm", "exposed comm share"),
-    text_column("efficiency", "scaling eff. [95% CI]"), text_column("max_rel_err", "max rel. err"),
+    text_column(TP.preset), text_column(TP.gemm_backend, "GEMM"), text_column(TP.scaling),
+    text_column(TP.schedule), text_column(TP.world_size, "ranks"),
+    text_column("step", "step (ms) [95% CI]"), text_column(TP.tflops, "TFLOP/s [95% CI]"),
+    text_column("comm", "exposed comm share"),
+    text_column("efficiency", "scaling eff. [95% CI]"), text_column(TP.max_rel_err, "max rel. err"),
 )
 OVERLAP_COLUMNS = (
     text_column("label", "cell"), text_column("sync_ms", "sync (ms)"),
@@ -322,8 +324,8 @@ OVERLAP_COLUMNS = (
     text_column("vs_fused", "vs fused [95% CI]"), text_column("vs_fused_verdict", "verdict"),
 )
 EFFICIENCY_COLUMNS = (
-    text_column("machine", "machine"), text_column("preset", "preset"),
-    text_column("gemm_backend", "GEMM"), text_column("tflops_per_gpu", "TFLOP/s per GPU, 1 rank"),
+    text_column("machine"), text_column(TP.preset), text_column(TP.gemm_backend, "GEMM"),
+    text_column(TP.tflops_per_gpu, "TFLOP/s per GPU, 1 rank"),
     text_column("sync_w2", "2 ranks, sync"), text_column("overlapped_w2", "2 ranks, overlapped"),
     text_column("sync_w4", "4 ranks, sync"), text_column("overlapped_w4", "4 ranks, overlapped"),
 )
@@ -331,10 +333,10 @@ EFFICIENCY_COLUMNS = (
 
 def variant_table(table_id: str, caption: str, rows: Sequence[dict],
                   placement: Placement | None = None) -> Table:
-    shown = [{**r, "world_size": str(r["world_size"]), "step": interval_text(r, "step_ms"),
-              "tflops": interval_text(r, "tflops"), "comm": interval_text(r, "comm_fraction"),
-              "efficiency": interval_text(r, "scaling_efficiency"),
-              "max_rel_err": f"{fmt(r.get('max_rel_err'))} (≤ {fmt(r.get('tolerance'))})"}
+    shown = [{**r, TP.world_size: str(r[TP.world_size]), "step": interval_text(r, TP.step_ms),
+              TP.tflops: interval_text(r, TP.tflops), "comm": interval_text(r, TP.comm_fraction),
+              "efficiency": interval_text(r, TP.scaling_efficiency),
+              TP.max_rel_err: f"{fmt(r.get('max_rel_err'))} (≤ {fmt(r.get('tolerance'))})"}
              for r in rows]
     return make_table(table_id, caption, VARIANT_COLUMNS, shown, placement=placement)
 
