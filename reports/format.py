@@ -105,10 +105,13 @@ class Column:
     detail: Callable[[object], str] | None = None  # a second, smaller line (an interval)
 
     @classmethod
-    def of(cls, declared: Field, **options) -> Column:
+    def of(cls, declared: Field, header: str | None = None, unit: str | None = None,
+           **options) -> Column:
         """The column of a declared row field: its key, header and unit from the declaration
-        (impl/rows), so the table and the row cannot disagree on them."""
-        return cls(declared.name, declared.label or declared.name, declared.unit, **options)
+        (impl/rows), so the table and the row cannot disagree on them; ``header`` and ``unit``
+        where the table words them otherwise (a unit the header already says: unit="")."""
+        return cls(declared.name, header or declared.label or declared.name,
+                   declared.unit if unit is None else unit, **options)
 
     @property
     def title(self) -> str:

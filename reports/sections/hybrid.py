@@ -16,6 +16,14 @@ from collections.abc import Sequence
 
 from impl.hybrid.goals import bound_under_step
 from impl.hybrid.gpt_forward import STUDY_TABLE
+from impl.rows.kinds import (
+    DIGITS_CURVE,
+    GPT_FORWARD,
+    HOST_ADAM,
+    HYBRID_COMPARISON,
+    HYBRID_STEP,
+    OFFLOAD_ONLY,
+)
 from reports import figures
 from reports.captions import Figure, how_text, make_figure
 from reports.format import (
@@ -30,6 +38,11 @@ from reports.format import (
 from reports.study_tables import comparison_table, interval_text, of_kind
 from reports.view import View
 
+# The fields of each kind of row read here: row[HYBRID.variant].
+HYBRID, PAIRS = HYBRID_STEP.names, HYBRID_COMPARISON.names
+LARGEST, ADAM = OFFLOAD_ONLY.names, HOST_ADAM.names
+DIGITS, GPT = DIGITS_CURVE.names, GPT_FORWARD.names
+
 VARIANT_COLORS = {"cpu": "#7f7f7f", "gpu": "#1f77b4", "coarse-hybrid": "#ff7f0e",
                   "offload-overlap": "#2ca02c"}
 
@@ -37,27 +50,28 @@ VARIANT_COLORS = {"cpu": "#7f7f7f", "gpu": "#1f77b4", "coarse-hybrid": "#ff7f0e"
 def check_text(row: dict) -> str:
     """The check a row passed: gradients and update (impl/hybrid/trainer_check.py), or the older
     weights-only check of runs made before it."""
-    if (check := row.get("check")) or row.get("checks"):
-        checks = [check] if check else row["checks"]
+    if (check := row.get(HYBRID.check)) or row.get(HYBRID.checks):
+        checks = [check] if check else row[HYBRID.checks]
         gradient = max(c["gradient_error"] for c in checks)
         weights = max(c["weight_error"] for c in checks)
         late = " (update one step late)" if checks[0].get("update_delay") else ""
         return (f"gradients {fmt(gradient)} ≤ {fmt(checks[0]['gradient_tolerance'])}; "
                 f"weights {fmt(weights)} ≤ {fmt(checks[0]['weight_tolerance'])}{late}")
-    if row.get("max_abs_err_vs_reference") is not None:
+    if row.get(HYBRID.max_abs_err_vs_reference) is not None:
         return (f"weights {fmt(row['max_abs_err_vs_reference'])} ≤ {fmt(row.get('tolerance'))} "
                 "(older check: against Adam on the CPU after N steps)")
     return "—"
 
 
 def hybrid_rows(rows: Sequence[dict]) -> list[dict]:
-    return [{**row, "step_text": interval_text(row.get("step_ms_estimate")),
+    return [{**row, "step_text": interval_text(row.get(HYBRID.step_ms_estimate)),
              "check_text": check_text(row),
-             "imbalance_text": interval_text(row.get("residual_imbalance_estimate"))
-             if row.get("residual_imbalance") is not None else "—",
-             "shares_text": " / ".join(map(str, row["shares"])) if row.get("shares") else "—",
-             "decision_text": ((row.get("balance") or {}).get("decision") or {}).get("reason")
-             or "—"}
+             "imbalance_text": interval_text(row.get(HYBRID.residual_imbalance_estimate))
+             if row.get(HYBRID.residual_imbalance) is not None else "—",
+             "shares_text": " / ".join(map(str, row[HYBRID.shares]))
+             if row.get(HYBRID.shares) else "—",
+             "decision_text": ((row.get(HYBRID.balance) or {}).get("decision") or {}).get(
+                 "reason") or "—"}
             for row in of_kind(rows, "hybrid_step")]
 
 
@@ -77,27 +91,28 @@ def family_rows(rows: Sequence[dict]) -> list[dict]:
     """Every fine-grained variant of every family member against fused GPU Adam in the same
     rounds: the time ratio with its interval, beside the variant's bound and goal as ratios
     (impl/hybrid/bounds.py) and whether the step meets max(goal, 1.10 × bound)."""
-    steps = {(r["machine"], r.get("run"), r["workload"], r["variant"]): r
-             for r in of_kind(rows, "hybrid_step") if r.get("study") == "fine-grained"}
+    steps = {(r["machine"], r.get("run"), r[HYBRID.workload], r[HYBRID.variant]): r
+             for r in of_kind(rows, "hybrid_step") if r.get(HYBRID.study) == "fine-grained"}
     table = []
     for comparison in of_kind(rows, "hybrid_comparison"):
-        if comparison.get("study") != "fine-grained":
+        if comparison.get(PAIRS.study) != "fine-grained":
             continue
-        for pair in comparison.get("comparisons") or []:
+        for pair in comparison.get(PAIRS.comparisons) or []:
             if pair["reference"] != GPU_ONLY:
                 continue
             step = steps.get((comparison["machine"], comparison.get("run"),
-                              comparison["workload"], pair["candidate"]), {})
+                              comparison[PAIRS.workload], pair["candidate"]), {})
             ratio = _time_ratio(pair.get("speedup") or {})
-            bound = step.get("bound_ratio")
-            table.append({
+            bound = step.get(HYBRID.bound_ratio)
+            table.append({  # keyed by the step row's field names (FAMILY_COLUMNS)
                 "machine": comparison["machine"], "run": comparison.get("run"),
-                "workload": comparison["workload"], "variant": pair["candidate"],
-                "dtype": comparison.get("dtype") or step.get("dtype") or "fp32",
-                "parameters": comparison.get("parameters") or step.get("parameters"),
+                HYBRID.workload: comparison[PAIRS.workload], HYBRID.variant: pair["candidate"],
+                HYBRID.dtype: comparison.get(PAIRS.dtype) or step.get(HYBRID.dtype) or "fp32",
+                HYBRID.parameters: (comparison.get(PAIRS.parameters)
+                                    or step.get(HYBRID.parameters)),
                 "ratio": ratio["value"], "ratio_text": interval_text(ratio),
-                "bound_ratio": bound, "goal_ratio": step.get("goal_ratio"),
-                "meets_text": meets_text(ratio["value"], bound, step.get("meets_goal"))})
+                HYBRID.bound_ratio: bound, HYBRID.goal_ratio: step.get(HYBRID.goal_ratio),
+                "meets_text": meets_text(ratio["value"], bound, step.get(HYBRID.meets_goal))})
     return table
 
 
@@ -122,12 +137,12 @@ def family_headline(rows: Sequence[dict], machine: str) -> dict | None:
     newest = max(r["run"] or "" for r in mine)
     out = {}
     for variant in HEADLINE_VARIANTS:
-        at = [r for r in mine if (r["run"] or "") == newest and r["variant"] == variant]
+        at = [r for r in mine if (r["run"] or "") == newest and r[HYBRID.variant] == variant]
         if len(at) < 2:  # one workload is a cell, quoted as such by the caller
             continue
         worst = max(at, key=lambda r: r["ratio"])
         out[variant] = {"geomean": math.exp(statistics.fmean(math.log(r["ratio"]) for r in at)),
-                        "worst": worst["ratio"], "worst_workload": worst["workload"],
+                        "worst": worst["ratio"], "worst_workload": worst[HYBRID.workload],
                         "members": len(at), "meeting": sum(r["meets_text"] == "yes" for r in at)}
     return out or None
 
@@ -144,8 +159,8 @@ def family_headline_text(rows: Sequence[dict], machine: str) -> str | None:
         for variant, h in headline.items()))
 
 
-HOST_WORK = ("hidden_host_fraction", "exposed_adam_ms", "exposed_copies_ms", "tail_ms",
-             "carried_ms", "host_adam_gbps")
+HOST_WORK = (HYBRID.hidden_host_fraction, HYBRID.exposed_adam_ms, HYBRID.exposed_copies_ms,
+             HYBRID.tail_ms, HYBRID.carried_ms, HYBRID.host_adam_gbps)
 
 
 def only_offload_rows(rows: Sequence[dict]) -> list[dict]:
@@ -153,8 +168,8 @@ def only_offload_rows(rows: Sequence[dict]) -> list[dict]:
     step and its model TFLOP/s against the measured bf16 peak."""
     out = []
     for row in of_kind(rows, "offload_only"):
-        plan = row.get("plan") or {}
-        out.append({**row, "step_text": interval_text(row.get("step_ms_estimate")),
+        plan = row.get(LARGEST.plan) or {}
+        out.append({**row, "step_text": interval_text(row.get(LARGEST.step_ms_estimate)),
                     "check_text": check_text(row),
                     "plan_text": f"GPU-only Adam {plan.get('gpu_only_layers')} layers, the "
                                  f"offload {plan.get('offload_layers')} (bound by the "
@@ -164,53 +179,55 @@ def only_offload_rows(rows: Sequence[dict]) -> list[dict]:
 
 def host_work_rows(rows: Sequence[dict]) -> list[dict]:
     """The offload variants whose rows carry the host-work split (impl/hybrid/measure.py)."""
-    return [{"machine": row["machine"], "workload": row["workload"], "variant": row["variant"],
+    return [{"machine": row["machine"], HYBRID.workload: row[HYBRID.workload],
+             HYBRID.variant: row[HYBRID.variant],
              **{f"{key}_text": interval_text(row.get(key)) for key in HOST_WORK}}
-            for row in of_kind(rows, "hybrid_step") if row.get("hidden_host_fraction")]
+            for row in of_kind(rows, "hybrid_step") if row.get(HYBRID.hidden_host_fraction)]
 
 
 def host_adam_rows(rows: Sequence[dict]) -> list[dict]:
     """Host Adam against memory bandwidth; runs before the in-place a += s·b measured it
     against a copy (8 bytes counted per value, its write-allocate read missed): said so."""
     def bandwidth(row: dict) -> tuple[str, str]:
-        if row.get("bandwidth_gbps") is not None:
-            return fmt(row["bandwidth_gbps"]), interval_text(row.get("fraction_of_bandwidth"))
+        if row.get(ADAM.bandwidth_gbps) is not None:
+            return (fmt(row[ADAM.bandwidth_gbps]),
+                    interval_text(row.get(ADAM.fraction_of_bandwidth)))
         return (f"{fmt(row.get('copy_gbps'))} (a copy)",
                 f"{interval_text(row.get('fraction_of_copy_bandwidth'))} (of a copy)")
 
-    return [{**row, "step_text": interval_text(row.get("step_ms_estimate")),
+    return [{**row, "step_text": interval_text(row.get(ADAM.step_ms_estimate)),
              **dict(zip(("bandwidth_text", "fraction_text"), bandwidth(row)))}
             for row in sorted(of_kind(rows, "host_adam"),
-                              key=lambda r: (r["machine"], -r["adam_gbps"]))]
+                              key=lambda r: (r["machine"], -r[ADAM.adam_gbps]))]
 
 
 def digits_rows(rows: Sequence[dict]) -> list[dict]:
     order = ("cpu", "gpu", "coarse-hybrid", "offload-overlap")
     table = []
     for row in of_kind(rows, "digits_curve"):
-        curve = row.get("curve") or {}
+        curve = row.get(DIGITS.curve) or {}
         losses = curve.get("train_loss") or [None]
         table.append({**row, "final_train_loss": losses[-1],
-                      "accuracy_pct": None if row.get("final_test_accuracy") is None
-                      else row["final_test_accuracy"] * 100,
-                      "criterion_text": "reference" if row["variant"] == "cpu"
+                      "accuracy_pct": None if row.get(DIGITS.final_test_accuracy) is None
+                      else row[DIGITS.final_test_accuracy] * 100,
+                      "criterion_text": "reference" if row[DIGITS.variant] == "cpu"
                       else "n/a (no cpu curve in this run)"
-                      if row.get("loss_curve_max_diff_vs_cpu") is None
+                      if row.get(DIGITS.loss_curve_max_diff_vs_cpu) is None
                       else f"{fmt(row['loss_curve_max_diff_vs_cpu'])} "
                            f"(≤ {fmt(row.get('loss_curve_tolerance'))})"})
-    return sorted(table, key=lambda r: (r["machine"], order.index(r["variant"])
-                                        if r["variant"] in order else len(order)))
+    return sorted(table, key=lambda r: (r["machine"], order.index(r[DIGITS.variant])
+                                        if r[DIGITS.variant] in order else len(order)))
 
 
 def gpt_rows(rows: Sequence[dict]) -> list[dict]:
     """This suite's forward times per machine and device, then the study's, as it printed."""
-    table = [{"source": row["machine"], "device": row.get("device_name") or row["device"],
-              "threads": row.get("threads"), "first": fmt(row.get("first_ms")),
-              "steady": fmt(row.get("steady_ms")),
-              "iterations": ", ".join(fmt(t) for t in row.get("iteration_ms") or [])}
+    table = [{"source": row["machine"], "device": row.get(GPT.device_name) or row[GPT.device],
+              "threads": row.get(GPT.threads), "first": fmt(row.get(GPT.first_ms)),
+              "steady": fmt(row.get(GPT.steady_ms)),
+              "iterations": ", ".join(fmt(t) for t in row.get(GPT.iteration_ms) or [])}
              for row in of_kind(rows, "gpt_forward")]
     for study in STUDY_TABLE.values():
-        low, high = study["steady_ms"]
+        low, high = study[GPT.steady_ms]
         table.append({"source": "the study", "device": study["hardware"], "threads": "—",
                       "first": fmt(study["first_ms"]) if study["first_ms"] else "—",
                       "steady": fmt(low) if low == high else f"{fmt(low)}–{fmt(high)}",
@@ -224,9 +241,9 @@ def curves_figure(curves: Sequence[dict]) -> figures.Image:
     fig, axes = figures._figure(1, 2, height=2.5)
     loss_ax, accuracy_ax = axes[0]
     for row in curves:
-        curve = row["curve"]
+        curve = row[DIGITS.curve]
         epochs = range(1, len(curve["train_loss"]) + 1)
-        style = {"color": VARIANT_COLORS.get(row["variant"]), "linewidth": 1,
+        style = {"color": VARIANT_COLORS.get(row[DIGITS.variant]), "linewidth": 1,
                  "label": f"{row['variant']} ({device_words(row['device'])})"}
         loss_ax.plot(epochs, curve["train_loss"], **style)
         accuracy_ax.plot(epochs, [a * 100 for a in curve["test_accuracy"]], **style)
@@ -241,34 +258,37 @@ def curves_figure(curves: Sequence[dict]) -> figures.Image:
 
 
 HYBRID_COLUMNS = (
-    text_column("machine", "machine"), text_column("study", "strategy"),
-    text_column("workload", "workload"), text_column("variant", "variant"),
-    text_column("device", "device"), text_column("step_text", "step ms [95% CI]"),
-    Column("samples_per_s", "throughput", "1/s"), text_column("shares_text", "rows per worker"),
+    text_column("machine"), text_column(HYBRID.study, "strategy"), text_column(HYBRID.workload),
+    text_column(HYBRID.variant), text_column(HYBRID.device),
+    text_column("step_text", "step ms [95% CI]"),
+    Column.of(HYBRID_STEP.field.samples_per_s, "throughput"),
+    text_column("shares_text", "rows per worker"),
     text_column("imbalance_text", "residual imbalance [95% CI]"),
     text_column("decision_text", "split or GPU alone (impl/hybrid/coarse.py, split_decision)"),
     text_column("check_text", "check: error ≤ tolerance"),
 )
-FAMILY_COLUMNS = (
-    text_column("machine", "machine"), text_column("workload", "workload"),
-    text_column("dtype", "dtype"), Column("parameters", "parameters"),
-    text_column("variant", "variant"),
+FAMILY_COLUMNS = (  # family_rows
+    text_column("machine"), text_column(HYBRID.workload), text_column(HYBRID.dtype),
+    Column.of(HYBRID_STEP.field.parameters), text_column(HYBRID.variant),
     text_column("ratio_text", "time / fused GPU Adam [95% CI]"),
-    Column("bound_ratio", "bound / fused GPU Adam"), Column("goal_ratio", "goal"),
+    Column.of(HYBRID_STEP.field.bound_ratio, "bound / fused GPU Adam", unit=""),
+    Column.of(HYBRID_STEP.field.goal_ratio, "goal", unit=""),
     text_column("meets_text", "within max(goal, 1.10 × bound)"),
 )
 ONLY_OFFLOAD_COLUMNS = (
-    text_column("machine", "machine"), text_column("workload", "model"),
-    Column("parameters", "parameters"), text_column("plan_text", "memory plan at this width"),
-    text_column("gpu_only_attempt", "one fused GPU Adam step"),
+    text_column("machine"), text_column(LARGEST.workload, "model"),
+    Column.of(OFFLOAD_ONLY.field.parameters),
+    text_column("plan_text", "memory plan at this width"),
+    text_column(LARGEST.gpu_only_attempt, "one fused GPU Adam step"),
     text_column("check_text", "first step checked: error ≤ tolerance"),
     text_column("step_text", "offload-overlap step ms [95% CI]"),
-    Column("model_tflops", "model TFLOP/s"), Column("peak_tflops", "measured bf16 peak TFLOP/s"),
-    Column("fraction_of_peak", "of peak"),
+    # The headers name their unit already.
+    Column.of(OFFLOAD_ONLY.field.model_tflops, "model TFLOP/s", unit=""),
+    Column.of(OFFLOAD_ONLY.field.peak_tflops, "measured bf16 peak TFLOP/s", unit=""),
+    Column.of(OFFLOAD_ONLY.field.fraction_of_peak, "of peak"),
 )
 HOST_WORK_COLUMNS = (
-    text_column("machine", "machine"), text_column("workload", "workload"),
-    text_column("variant", "variant"),
+    text_column("machine"), text_column(HYBRID.workload), text_column(HYBRID.variant),
     text_column("hidden_host_fraction_text", "hidden host work [95% CI]"),
     text_column("exposed_adam_ms_text", "exposed Adam ms"),
     text_column("exposed_copies_ms_text", "exposed copies ms"),
@@ -277,15 +297,16 @@ HOST_WORK_COLUMNS = (
     text_column("host_adam_gbps_text", "host Adam GB/s"),
 )
 HOST_ADAM_COLUMNS = (
-    text_column("machine", "machine"), text_column("variant", "implementation, threads"),
-    Column("threads", "threads"), Column("parameters", "parameters"),
-    text_column("step_text", "one update ms [95% CI]"), Column("adam_gbps", "Adam", "GB/s"),
+    text_column("machine"), text_column(ADAM.variant, "implementation, threads"),
+    Column.of(HOST_ADAM.field.threads), Column.of(HOST_ADAM.field.parameters),
+    text_column("step_text", "one update ms [95% CI]"),
+    Column.of(HOST_ADAM.field.adam_gbps, "Adam"),
     text_column("bandwidth_text", "memory, a += s·b (GB/s)"),
     text_column("fraction_text", "Adam / memory [95% CI]"),
 )
 DIGITS_COLUMNS = (
-    text_column("machine", "machine"), text_column("variant", "variant"),
-    text_column("device", "device"), Column("epochs", "epochs"),
+    text_column("machine"), text_column(DIGITS.variant), text_column(DIGITS.device),
+    Column.of(DIGITS_CURVE.field.epochs),
     Column("final_train_loss", "final training loss"),
     Column("accuracy_pct", "test accuracy", "%"),
     text_column("criterion_text", "max loss difference to cpu"),
@@ -392,7 +413,7 @@ def digits_parts(view: View) -> tuple[Table | None, list[Figure]]:
     # others' final values are in the table; their curves add pages, not answers.
     machines = list(dict.fromkeys(r["machine"] for r in digits))
     machine = max(machines, key=lambda m: (
-        max(r["epochs"] for r in digits if r["machine"] == m), m in view.machines.gpu))
+        max(r[DIGITS.epochs] for r in digits if r["machine"] == m), m in view.machines.gpu))
     mine = [r for r in digits if r["machine"] == machine]
     others = [m for m in machines if m != machine]
     figure = make_figure(
