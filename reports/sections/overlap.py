@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from impl.rows.kinds import COMPARISON, STEP
 from reports import cells, figures
 from reports.captions import (
     Machines,
@@ -29,6 +30,9 @@ from reports.format import (
 )
 from reports.view import View
 
+CELL = COMPARISON.names  # a cell is a comparison row: cell[CELL.workload]
+# The result table's rows are keyed as step rows are: the figures a cell holds per strategy.
+STEP_ROW = STEP.names
 PROFILE_ORDER = ("nvlink", "shm", "socket")
 CPU_CAVEAT = ("a CPU machine with 2 cores shared with other work: its intervals are wide and "
               "its numbers check the method, they do not answer for GPUs")
@@ -36,10 +40,10 @@ CPU_CAVEAT = ("a CPU machine with 2 cores shared with other work: its intervals 
 
 def fabric_rank(cell: dict, machines: Machines) -> tuple:
     labels = machines.labels
-    profile = cell["profile"]
+    profile = cell[CELL.profile]
     return (labels.index(cell["machine"]) if cell["machine"] in labels else len(labels),
             PROFILE_ORDER.index(profile) if profile in PROFILE_ORDER else len(PROFILE_ORDER),
-            profile, cell["world_size"], cells.is_mpi(cell))
+            profile, cell[CELL.world_size], cells.is_mpi(cell))
 
 
 def fabric_heading(cell: dict, machines: Machines) -> str:
@@ -108,15 +112,15 @@ def answer_text(entry: dict) -> str:
 def nvlink_text(view: View) -> str:
     """The NVLink answer, or why there is none yet and which files are old-format."""
     rows, runs = view.rows, view.runs
-    found = [a for a in cells.answers(rows) if a["cell"]["profile"] == "nvlink"
-             and a["cell"].get("backend") == "nccl"]
+    found = [a for a in cells.answers(rows) if a["cell"][CELL.profile] == "nvlink"
+             and a["cell"].get(CELL.backend) == "nccl"]
     if found:
-        first = min(found, key=lambda a: (cells.workload_rank(a["cell"]["workload"]),
-                                          -a["cell"]["world_size"]))
+        first = min(found, key=lambda a: (cells.workload_rank(a["cell"][CELL.workload]),
+                                          -a["cell"][CELL.world_size]))
         return (f"The NVLink answer ({fabric_heading(first['cell'], view.machines)}): "
                 f"{answer_text(first)}")
     old = sorted({runs[r["run"]].path for r in cells.old_format_steps(rows)
-                  if r["profile"] == "nvlink" and r["world_size"] > 1})
+                  if r[STEP_ROW.profile] == "nvlink" and r[STEP_ROW.world_size] > 1})
     if old:
         return (f"There is no interleaved NVLink result over several GPUs yet, so this report "
                 f"gives no NVLink answer. The NVLink files loaded ({', '.join(old)}) were "
@@ -141,16 +145,15 @@ def world_one_text(rows: Sequence[dict], machines: Machines) -> str | None:
 # --- the interleaved results --------------------------------------------------------------------
 
 RESULT_COLUMNS = (
-    text_column("workload", "workload"), Column("chunks", "K"),
-    text_column("strategy", "strategy"), estimate_column("step_ms", "step", "ms"),
-    estimate_column("speedup", "× sequential"),
-    estimate_column("overlap_efficiency", "eff. (limit)"),
-    estimate_column("bound_efficiency", "eff. (bound)"),
-    estimate_column("hidden_comm_fraction", "hidden comm."),
+    text_column(STEP_ROW.workload), Column(STEP_ROW.chunks, "K"), text_column(STEP_ROW.strategy),
+    estimate_column(STEP_ROW.step_ms, "step", "ms"), estimate_column("speedup", "× sequential"),
+    estimate_column(STEP_ROW.overlap_efficiency, "eff. (limit)"),
+    estimate_column(STEP_ROW.bound_efficiency, "eff. (bound)"),
+    estimate_column(STEP_ROW.hidden_comm_fraction, "hidden comm."),
     text_column("vs_ddp", "vs DDP"), text_column("vs_ddp_25mb", "vs DDP 25 MB"),
 )
 REFERENCE_COLUMNS = (
-    text_column("workload", "workload"), Column("chunks", "K"),
+    text_column(STEP_ROW.workload), Column(STEP_ROW.chunks, "K"),
     estimate_column("compute_only_ms", "compute-only", "ms"),
     estimate_column("comm_only_ms", "comm-only", "ms"),
     estimate_column("sequential_ms", "sequential", "ms"),
@@ -166,12 +169,12 @@ def strategy_rows(cell: dict) -> list[dict]:
     table = []
     for strategy in cells.compared(cell):
         found = cells.figures(cell, strategy)
-        row = {"cell": cell, "strategy": strategy, "workload": cell["workload"],
-               "chunks": cell["chunks"], "step_ms": found["step_ms"],
+        row = {"cell": cell, STEP_ROW.strategy: strategy, STEP_ROW.workload: cell[CELL.workload],
+               STEP_ROW.chunks: cell[CELL.chunks], STEP_ROW.step_ms: found[STEP_ROW.step_ms],
                "speedup": found["vs_sequential"]["speedup"],
-               "overlap_efficiency": found.get("overlap_efficiency"),
-               "bound_efficiency": found.get("bound_efficiency"),
-               "hidden_comm_fraction": found.get("hidden_comm_fraction")}
+               **{key: found.get(key) for key in (STEP_ROW.overlap_efficiency,
+                                                  STEP_ROW.bound_efficiency,
+                                                  STEP_ROW.hidden_comm_fraction)}}
         for peer in ("ddp", "ddp_25mb"):
             versus = found.get(f"vs_{peer}")
             row[f"vs_{peer}"] = VERDICT_SHORT[versus["verdict"]] if versus else "–"
@@ -181,14 +184,14 @@ def strategy_rows(cell: dict) -> list[dict]:
 
 def cell_note(key: str, row: dict) -> str | None:
     """Footnotes of the result tables: why an efficiency is missing or needs care."""
-    if key in ("overlap_efficiency", "bound_efficiency"):
-        note = cells.efficiency_note(row["cell"], row["strategy"])
-        if key == "bound_efficiency" and note is None and row.get(key) and (
+    if key in (STEP_ROW.overlap_efficiency, STEP_ROW.bound_efficiency):
+        note = cells.efficiency_note(row["cell"], row[STEP_ROW.strategy])
+        if key == STEP_ROW.bound_efficiency and note is None and row.get(key) and (
                 row[key].get("low") is None):
             return ("no interval: some resamples had no headroom against the schedule bound "
                     "(sequential at or below it)")
         return note
-    if key == "hidden_comm_fraction" and not row.get(key):
+    if key == STEP_ROW.hidden_comm_fraction and not row.get(key):
         return "no communication in the step's timeline"
     return None
 
@@ -199,7 +202,8 @@ def results_table(table_id: str, caption: str, cell_list: Sequence[dict]) -> obj
 
 
 def references_table(table_id: str, caption: str, cell_list: Sequence[dict]) -> object:
-    rows = [{"workload": c["workload"], "chunks": c["chunks"], **c["references"]}
+    rows = [{STEP_ROW.workload: c[CELL.workload], STEP_ROW.chunks: c[CELL.chunks],
+             **c[CELL.references]}
             for c in cell_list]
     # The update-inside-the-overlap bound exists only in cells that measured such a variant.
     columns = [c for c in REFERENCE_COLUMNS if c.key != "bound_update_in_overlap_ms"
@@ -211,7 +215,7 @@ def section_results(view: View) -> dict:
     rows, runs, machines = view.rows, view.runs, view.machines
     blocks: dict[tuple, list[list[dict]]] = {}
     for group in cells.groups(rows):
-        if group[0]["world_size"] != 1:
+        if group[0][CELL.world_size] != 1:
             blocks.setdefault(fabric_rank(group[0], machines), []).append(group)
     answers = cells.answers(rows)
     out: dict = {"empty": not blocks and not cells.world_one(rows), "blocks": [],
@@ -223,10 +227,10 @@ def section_results(view: View) -> dict:
         chosen = [cells.answer_cell(group)[0] for group in found]
         first = chosen[0]
         where = fabric_heading(first, machines)
-        lines = {g[0]["workload"]: sorted(g, key=lambda c: c["chunks"]) for g in found}
+        lines = {g[0][CELL.workload]: sorted(g, key=lambda c: c[CELL.chunks]) for g in found}
         panels = [{"title": workload, "lines": {
-            strategy: [(c["chunks"], cells.figures(c, strategy)["vs_sequential"]["speedup"])
-                       for c in sweep if strategy in c["strategies"]]
+            strategy: [(c[CELL.chunks], cells.figures(c, strategy)["vs_sequential"]["speedup"])
+                       for c in sweep if strategy in c[CELL.strategies]]
             for strategy in dict.fromkeys(s for c in sweep for s in cells.compared(c))}}
             for workload, sweep in lines.items()]
         mpi = any(cells.is_mpi(c) for c in chosen)
@@ -250,7 +254,7 @@ def section_results(view: View) -> dict:
     return out
 
 
-WORLD_ONE_COLUMNS = (text_column("machine", "machine"), text_column("workload", "workload"),
+WORLD_ONE_COLUMNS = (text_column("machine"), text_column(STEP_ROW.workload),
                      estimate_column("compute_only_ms", "compute-only", "ms"),
                      estimate_column("sequential_ms", "sequential", "ms"),
                      estimate_column("difference", "sequential − compute-only", "ms"),
@@ -258,9 +262,9 @@ WORLD_ONE_COLUMNS = (text_column("machine", "machine"), text_column("workload", 
 
 
 def world_one_table(found: Sequence[dict], view: View) -> object:
-    table_rows = [{"machine": f["cell"]["machine"], "workload": f["cell"]["workload"],
-                   "compute_only_ms": f["cell"]["references"]["compute_only_ms"],
-                   "sequential_ms": f["cell"]["references"]["sequential_ms"],
+    table_rows = [{"machine": f["cell"]["machine"], STEP_ROW.workload: f["cell"][CELL.workload],
+                   "compute_only_ms": f["cell"][CELL.references]["compute_only_ms"],
+                   "sequential_ms": f["cell"][CELL.references]["sequential_ms"],
                    "difference": f["difference"], "verdict": f["verdict"]}
                   for f in view.machines.in_order([{**f, "machine": f["cell"]["machine"]}
                                                    for f in found])]
