@@ -75,6 +75,7 @@ from impl.presets import (
     mlp_8192x16_b2048_bf16,
     preset,
 )
+from impl.rows.kinds import HOST_ADAM
 from impl.rows.write import write_row
 from impl.settings import selected_backend
 from impl.threads import fastest_threads
@@ -143,6 +144,8 @@ def mlp_loss(workload):
 
 _offload: dict[str, dict] = {}
 _rates: dict[str, dict] = {}
+# measure_host_adam's result and the bounds' rates name host Adam's figures as its rows do.
+ADAM_ROW = HOST_ADAM.names
 
 
 def offload_family() -> dict[str, tuple]:
@@ -293,11 +296,11 @@ def offload_rates(rounds) -> dict:
     Adam 60-110 (results/h200x4, 2026-11-28)."""
     if "rates" not in _rates:
         measured = host_adam_measured(rounds)
-        parameters = measured["parameters"]
+        parameters = measured[ADAM_ROW.parameters]
         step = stats.median(measured["measurement"].round_ms(HOST_ADAM_VARIANT)).value
         _rates["rates"] = {
-            "adam_gbps": ADAM_BYTES_PER_PARAMETER * parameters / (step * 1e6),
-            "threads": measured["threads"], "parameters": parameters,
+            ADAM_ROW.adam_gbps: ADAM_BYTES_PER_PARAMETER * parameters / (step * 1e6),
+            ADAM_ROW.threads: measured[ADAM_ROW.threads], ADAM_ROW.parameters: parameters,
             **measure_copy_rates(main_device())}
     return _rates["rates"]
 
@@ -566,7 +569,8 @@ def measure_host_adam(rounds):
         streamer.shutdown()
         for engine in engines.values():
             engine.close()
-    return {"parameters": parameters, "threads": threads, "measurement": result}
+    return {ADAM_ROW.parameters: parameters, ADAM_ROW.threads: threads,
+            "measurement": result}
 
 
 @pytest.mark.one_device
@@ -575,7 +579,7 @@ def test_host_adam(benchmark, variant, dist_context, rounds):
     if dist_context.rank != 0:
         pytest.skip("host Adam is one process: it runs on rank 0")
     measured = host_adam_measured(rounds)
-    result, parameters = measured["measurement"], measured["parameters"]
+    result, parameters = measured["measurement"], measured[ADAM_ROW.parameters]
     round_ms, bandwidth_ms = result.round_ms(variant), result.round_ms("bandwidth")
     adam_bytes = ADAM_BYTES_PER_PARAMETER * parameters
     stream_bytes = BANDWIDTH_BYTES_PER_VALUE * parameters
@@ -584,7 +588,7 @@ def test_host_adam(benchmark, variant, dist_context, rounds):
     record_round_times(benchmark, round_seconds(round_ms))
     write_row(benchmark, {
         "kind": "host_adam", "variant": variant, "parameters": parameters,
-        "threads": measured["threads"], "device": device_name(torch.device("cpu")),
+        "threads": measured[ADAM_ROW.threads], "device": device_name(torch.device("cpu")),
         "step_ms": step.value, "step_ms_estimate": step.to_json(), "round_ms": round_ms,
         "adam_gbps": adam_bytes / (step.value * 1e6),
         "bandwidth_round_ms": bandwidth_ms,
