@@ -26,6 +26,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 
@@ -53,6 +54,8 @@ from impl.hybrid.coarse import (
     residual_imbalance,
     worker_device,
 )
+from impl.hybrid.deepspeed_adam import VARIANT as DEEPSPEED_VARIANT
+from impl.hybrid.deepspeed_adam import check_against_torch, deepspeed_cpu_adam
 from impl.hybrid.digits import (
     DIGITS_VARIANTS,
     DigitsConfig,
@@ -109,6 +112,7 @@ EXPECTED_REFERENCE_FLOPS_GPU = 10e12
 HOST_ADAM_VARIANTS = (("fused", "intra-op"), ("fused", "pool"), ("foreach", "intra-op"),
                       ("foreach", "pool"), ("single", "pool"))
 BANDWIDTH_BYTES_PER_VALUE = 12  # a += s·b in fp32: read a and b, write a
+FAILED = "FAILED: "  # an absent variant's reason that fails its row instead of skipping it
 HOST_WORK_FIGURES = ("hidden_host_fraction", "exposed_adam_ms", "exposed_copies_ms",
                      "carried_ms", "tail_ms", "host_adam_ms", "host_adam_gbps")
 COARSE_VARIANTS = ("coarse-hybrid", "worker0-alone", "worker1-alone")
@@ -559,10 +563,15 @@ def measure_host_adam(rounds):
             future.result()
 
     stream, addend = weights[0].clone(), gradients.clone()
+    # One thread with the engines' intra-op threads runs the in-place stream and DeepSpeed's
+    # CPU Adam (its OpenMP loops take the calling thread's count, torch.set_num_threads's).
     streamer = ThreadPoolExecutor(1, initializer=torch.set_num_threads, initargs=(threads,))
     variants = [Variant(name, lambda e=engine: full_update(e)) for name, engine in engines.items()]
     variants.append(Variant("bandwidth", lambda: streamer.submit(
         stream.add_, addend, alpha=1e-6).result()))
+    reference, why_not = deepspeed_reference(weights[0], gradients, streamer)
+    if reference is not None:
+        variants.append(Variant(DEEPSPEED_VARIANT, lambda: streamer.submit(reference).result()))
     try:
         result = measure_interleaved(variants, rounds, torch.device("cpu"), None)
     finally:
@@ -570,15 +579,37 @@ def measure_host_adam(rounds):
         for engine in engines.values():
             engine.close()
     return {ADAM_ROW.parameters: parameters, ADAM_ROW.threads: threads,
-            "measurement": result}
+            "measurement": result, "absent": {DEEPSPEED_VARIANT: why_not} if why_not else {}}
+
+
+def deepspeed_reference(weights: torch.Tensor, gradients: torch.Tensor,
+                        thread: ThreadPoolExecutor) -> tuple[Callable | None, str | None]:
+    """DeepSpeed's CPU Adam over a copy of ``weights`` (impl/hybrid/deepspeed_adam.py), its
+    first step checked against torch's fused Adam on ``thread``: ``(its step, None)``, or
+    ``(None, why it is absent)``; a step that disagrees fails its row (``FAILED:`` prefix)."""
+    param = torch.nn.Parameter(weights.clone())
+    param.grad = gradients
+    optimizer, why_not = deepspeed_cpu_adam([param], lr=1e-3)
+    if optimizer is None:
+        return None, why_not
+    try:
+        thread.submit(check_against_torch, optimizer, param, 1e-3).result()
+    except AssertionError as error:
+        return None, f"{FAILED}{error}"
+    return optimizer.step, None
 
 
 @pytest.mark.one_device
-@pytest.mark.parametrize("variant", [f"{i}-{layout}" for i, layout in HOST_ADAM_VARIANTS])
+@pytest.mark.parametrize("variant", [*(f"{i}-{layout}" for i, layout in HOST_ADAM_VARIANTS),
+                                     DEEPSPEED_VARIANT])
 def test_host_adam(benchmark, variant, dist_context, rounds):
     if dist_context.rank != 0:
         pytest.skip("host Adam is one process: it runs on rank 0")
     measured = host_adam_measured(rounds)
+    if why_not := measured["absent"].get(variant):
+        if why_not.startswith(FAILED):
+            pytest.fail(why_not.removeprefix(FAILED))
+        pytest.skip(why_not)
     result, parameters = measured["measurement"], measured[ADAM_ROW.parameters]
     round_ms, bandwidth_ms = result.round_ms(variant), result.round_ms("bandwidth")
     adam_bytes = ADAM_BYTES_PER_PARAMETER * parameters
