@@ -20,13 +20,25 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from impl.rows.kinds import ROW_KINDS
+from impl.rows.kinds import (
+    ALLREDUCE,
+    GEMM,
+    ROW_KINDS,
+    SEED_STEP,
+    STEP,
+    SYNTHETIC,
+    TENSOR_CORE_CEILING,
+)
 from impl.strategy_records import REFERENCE, STRATEGY_RECORDS, overlaps_in_k_chunks, reading_rank
 
 PIPELINE_KINDS = ("pipeline", "pipeline_comparison", "hybrid_step", "hybrid_comparison",
                   "host_adam", "digits_curve", "gpt_forward")  # reports/sections/: pipeline, hybrid
 # The declared kinds (impl/rows/kinds.py) that a section of the report shows.
 REPORTED_KINDS = tuple(kind for kind in ROW_KINDS if kind != "autotune")
+# The fields of each kind of row read here: row[STEP_ROW.chunks]. A group (step_groups,
+# allreduce_groups, gemm_ladder) carries its rows' shared fields under the same names.
+STEP_ROW, ALLREDUCE_ROW, SYNTHETIC_ROW = STEP.names, ALLREDUCE.names, SYNTHETIC.names
+GEMM_ROW, CEILING_ROW, SEED_ROW = GEMM.names, TENSOR_CORE_CEILING.names, SEED_STEP.names
 GIB = 2**30
 MIB = 2**20
 
@@ -73,10 +85,11 @@ BUSBW_ANCHORS = _anchors()
 def anchor_for(row: dict, peer: str) -> BusbwAnchor | None:
     """The reference busbw for an all-reduce row's device, backend, profile, ranks and size."""
     for anchor in BUSBW_ANCHORS:
-        if (anchor.peer == peer and anchor.device == row.get("device")
-                and anchor.backend == row.get("backend") and anchor.profile == row.get("profile")
-                and anchor.world_size == row.get("world_size")
-                and anchor.size_bytes == row.get("size_bytes")):
+        if (anchor.peer == peer and anchor.device == row.get(ALLREDUCE_ROW.device)
+                and anchor.backend == row.get(ALLREDUCE_ROW.backend)
+                and anchor.profile == row.get(ALLREDUCE_ROW.profile)
+                and anchor.world_size == row.get(ALLREDUCE_ROW.world_size)
+                and anchor.size_bytes == row.get(ALLREDUCE_ROW.size_bytes)):
             return anchor
     return None
 
@@ -87,7 +100,7 @@ def anchor_for(row: dict, peer: str) -> BusbwAnchor | None:
 def of_kind(rows: Iterable[dict], *kinds: str) -> list[dict]:
     """Rows of the given kinds; step rows only when real (the simulation never mixes in)."""
     return [r for r in rows if r.get("kind") in kinds
-            and (r.get("kind") != "step" or r.get("real", True))]
+            and (r.get("kind") != "step" or r.get(STEP_ROW.real, True))]
 
 
 def unknown_kinds(rows: Iterable[dict]) -> list[str]:
@@ -101,7 +114,7 @@ def strategy_rank(strategy: str) -> tuple[int, str]:
 
 
 def _step_sort(row: dict) -> tuple:
-    return (row["chunks"], strategy_rank(row["strategy"]))
+    return (row[STEP_ROW.chunks], strategy_rank(row[STEP_ROW.strategy]))
 
 
 # --- notes for missing or suspicious values ------------------------------------------------
@@ -115,19 +128,19 @@ EFFICIENCY_ABOVE_ONE = ("above 1: the step beat the measured limit. compute-only
 def efficiency_note_before_interleaving(row: dict) -> str | None:
     """Why an overlap efficiency of a step row measured before interleaving is missing or
     cannot be read as one (the interleaved cells have reports.cells.efficiency_note)."""
-    value, strategy = row.get("overlap_efficiency"), row.get("strategy")
-    buckets = row.get("ddp_bucket_count")
-    if row.get("world_size") == 1:
+    value, strategy = row.get(STEP_ROW.overlap_efficiency), row.get(STEP_ROW.strategy)
+    buckets, chunks = row.get(STEP_ROW.ddp_bucket_count), row.get(STEP_ROW.chunks)
+    if row.get(STEP_ROW.world_size) == 1:
         return "undefined at world size 1: there is no communication to hide"
     if strategy in STRATEGY_RECORDS and STRATEGY_RECORDS[strategy].role == REFERENCE:
         return ("sequential against its own reference measured at another moment: only the "
                 "noise between the two, not an overlap")
-    if strategy == "ddp" and buckets is not None and buckets != row.get("chunks"):
-        return (f"DDP made {buckets} bucket(s), not K = {row.get('chunks')}: the K-chunk limit "
+    if strategy == "ddp" and buckets is not None and buckets != chunks:
+        return (f"DDP made {buckets} bucket(s), not K = {chunks}: the K-chunk limit "
                 f"does not describe it")
-    if overlaps_in_k_chunks(strategy) and row.get("chunks") == 1:
+    if overlaps_in_k_chunks(strategy) and chunks == 1:
         return "K = 1: nothing can overlap"
-    if strategy == "mpi" and row.get("sequential_reference") != "mpi-sequential":
+    if strategy == "mpi" and row.get(STEP_ROW.sequential_reference) != "mpi-sequential":
         return "MPI against the torch.distributed references, not MPI's own"
     if value is None:
         return ("undefined: sequential is already at or below the limit "
@@ -142,25 +155,26 @@ def efficiency_note_before_interleaving(row: dict) -> str | None:
 def note_for(field: str, row: dict) -> str | None:
     """Why a value is n/a (or needs a warning), in words for a table footnote; None if fine."""
     value = row.get(field)
-    if field == "overlap_efficiency":
+    if field == STEP_ROW.overlap_efficiency:
         return efficiency_note_before_interleaving(row)
     if value is not None:
         return None
-    if field == "hidden_comm_fraction":
-        if row.get("strategy") == "ddp":
+    if field == STEP_ROW.hidden_comm_fraction:
+        if row.get(STEP_ROW.strategy) == "ddp":
             return ("not observable for DDP: its bucket all-reduces run inside DDP's reducer, "
                     "so its timeline has no communication lane")
         return "undefined: the step communicated nothing (world size 1)"
-    if field in ("energy_per_step_j", "samples_per_joule", "mean_power_w", "mean_gpu_util_pct",
-                 "mean_sm_clock_mhz"):
-        reason = (row.get("nvml") or {}).get("reason")
+    if field in (STEP_ROW.energy_per_step_j, STEP_ROW.samples_per_joule, "mean_power_w",
+                 "mean_gpu_util_pct", "mean_sm_clock_mhz"):
+        reason = (row.get(STEP_ROW.nvml) or {}).get("reason")
         return f"no NVML energy counter in this run ({reason})" if reason else (
             "no NVML energy counter in this run")
     if field == "scaling_efficiency":
         return "no 1-rank run of this strategy to scale from"
     if field in ("nccl_tests_gbps", "torch_ref_gbps", "pct_of_nccl_tests"):
         return "no reference measurement for this device, backend, profile, ranks and size"
-    if field in ("roofline_tflops", "peak_tflops", "pct_of_roofline", "pct_of_peak"):
+    if field in (GEMM_ROW.roofline_tflops, GEMM_ROW.peak_tflops, "pct_of_roofline",
+                 CEILING_ROW.pct_of_peak):
         return "no peak table row for this device (impl/kernels/peaks.py)"
     return "not recorded in this result file"
 
@@ -172,9 +186,11 @@ def step_groups(rows: Iterable[dict]) -> list[dict]:
     """Step rows per (machine, workload, world size, profile), each sorted by K then strategy."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for row in of_kind(rows, "step"):
-        groups[(row["machine"], row["workload"], row["world_size"], row["profile"])].append(row)
-    return [{"machine": m, "workload": w, "world_size": n, "profile": p,
-             "backend": members[0].get("backend"), "rows": sorted(members, key=_step_sort)}
+        groups[(row["machine"], row[STEP_ROW.workload], row[STEP_ROW.world_size],
+                row[STEP_ROW.profile])].append(row)
+    return [{"machine": m, STEP_ROW.workload: w, STEP_ROW.world_size: n, STEP_ROW.profile: p,
+             STEP_ROW.backend: members[0].get(STEP_ROW.backend),
+             "rows": sorted(members, key=_step_sort)}
             for (m, w, n, p), members in sorted(groups.items())]
 
 
@@ -199,7 +215,7 @@ def profiles(rows: Iterable[dict]) -> dict[str, list[str]]:
     """The interconnect profiles measured per machine (step and all-reduce rows)."""
     found: dict[str, set[str]] = defaultdict(set)
     for row in of_kind(rows, "step", "allreduce"):
-        found[row["machine"]].add(row["profile"])
+        found[row["machine"]].add(row[STEP_ROW.profile])  # all-reduce rows declare it too
     return {machine: sorted(names) for machine, names in sorted(found.items())}
 
 
@@ -211,16 +227,18 @@ def allreduce_groups(rows: Iterable[dict]) -> list[dict]:
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for row in of_kind(rows, "allreduce"):
         nccl_tests, torch_ref = anchor_for(row, "nccl-tests"), anchor_for(row, "torch.distributed")
-        groups[(row["machine"], row["profile"], row["world_size"])].append({
+        groups[(row["machine"], row[ALLREDUCE_ROW.profile],
+                row[ALLREDUCE_ROW.world_size])].append({
             **row,
             "nccl_tests_gbps": nccl_tests.busbw_gbps if nccl_tests else None,
             "torch_ref_gbps": torch_ref.busbw_gbps if torch_ref else None,
-            "pct_of_nccl_tests": row["busbw_gbps"] / nccl_tests.busbw_gbps * 100
+            "pct_of_nccl_tests": row[ALLREDUCE_ROW.busbw_gbps] / nccl_tests.busbw_gbps * 100
             if nccl_tests else None,
         })
-    return [{"machine": m, "profile": p, "world_size": w, "backend": members[0].get("backend"),
-             "device": members[0].get("device"),
-             "rows": sorted(members, key=lambda r: r["size_bytes"])}
+    return [{"machine": m, ALLREDUCE_ROW.profile: p, ALLREDUCE_ROW.world_size: w,
+             **{key: members[0].get(key) for key in (ALLREDUCE_ROW.backend,
+                                                     ALLREDUCE_ROW.device)},
+             "rows": sorted(members, key=lambda r: r[ALLREDUCE_ROW.size_bytes])}
             for (m, p, w), members in sorted(groups.items())]
 
 
@@ -228,8 +246,9 @@ def allreduce_groups(rows: Iterable[dict]) -> list[dict]:
 
 
 def _mean_over_gpus(row: dict, field: str) -> float | None:
-    """Mean of the per-GPU means; a GPU without samples (null) or a non-number is skipped."""
-    values = ((row.get("nvml") or {}).get("mean") or {}).get(field)
+    """Mean of a ceiling row's per-GPU NVML means; a GPU without samples (null) or a
+    non-number is skipped."""
+    values = ((row.get(CEILING_ROW.nvml) or {}).get("mean") or {}).get(field)
     if not isinstance(values, list):
         return None
     numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)
@@ -255,17 +274,17 @@ def energy_before_interleaving(rows: Iterable[dict]) -> list[dict]:
     mean power (summed over the run's GPUs) × step time, and their disagreement in %."""
     table = []
     for row in of_kind(rows, "step"):
-        if row.get("energy_per_step_j") is None or "intervals" in row:
+        if row.get(STEP_ROW.energy_per_step_j) is None or STEP_ROW.intervals in row:
             continue
-        powers = [p for p in ((row.get("nvml") or {}).get("mean") or {}).get("power_w") or []
-                  if isinstance(p, (int, float)) and not isinstance(p, bool)]
-        predicted = sum(powers) * row["step_ms"] / 1e3 if powers else None
+        powers = [p for p in ((row.get(STEP_ROW.nvml) or {}).get("mean") or {}).get("power_w")
+                  or [] if isinstance(p, (int, float)) and not isinstance(p, bool)]
+        predicted = sum(powers) * row[STEP_ROW.step_ms] / 1e3 if powers else None
         table.append({**row, "power_w": sum(powers) if powers else None,
                       "power_times_step_j": predicted,
-                      "disagreement_pct": 100 * (row["energy_per_step_j"] / predicted - 1)
+                      "disagreement_pct": 100 * (row[STEP_ROW.energy_per_step_j] / predicted - 1)
                       if predicted else None})
-    return sorted(table, key=lambda r: (r["machine"], r["workload"], r["world_size"],
-                                        r["chunks"], strategy_rank(r["strategy"])))
+    return sorted(table, key=lambda r: (r["machine"], r[STEP_ROW.workload],
+                                        r[STEP_ROW.world_size], *_step_sort(r)))
 
 
 def sampler_overhead(rows: Iterable[dict]) -> list[dict]:
@@ -277,7 +296,8 @@ def sampler_overhead(rows: Iterable[dict]) -> list[dict]:
 
 def synthetic(rows: Iterable[dict]) -> list[dict]:
     """The sleep-based simulation's rows (never mixed with real measurements)."""
-    return sorted(of_kind(rows, "synthetic"), key=lambda r: (r["machine"], r["chunks"]))
+    return sorted(of_kind(rows, "synthetic"),
+                  key=lambda r: (r["machine"], r[SYNTHETIC_ROW.chunks]))
 
 
 GEMM_VERSION_ORDER = ("v1", "v1c", "v2", "v3", "v4", "v5", "v6", "cublas")
@@ -292,7 +312,8 @@ def gemm_version_rank(version: str) -> tuple[int, str]:
 
 def gpu_model(row: dict) -> str:
     """The GPU a single-GPU row ran on: its device_name, else (older files) its machine."""
-    return row.get("device_name") or f"machine {row['machine']}"
+    # device_name as GEMM declares it: each single-GPU kind declares it the same way
+    return row.get(GEMM_ROW.device_name) or f"machine {row['machine']}"
 
 
 def newest_run_per_gpu(rows: Iterable[dict], kind: str) -> list[dict]:
@@ -322,9 +343,10 @@ RENAMED_BEFORE_KERNEL_PATH = {"v1": "v1c"}
 
 def ladder_version(row: dict) -> str:
     """A GEMM row's version in today's ladder (see RENAMED_BEFORE_KERNEL_PATH)."""
-    if "kernel_path" in row:
-        return row["version"]
-    return RENAMED_BEFORE_KERNEL_PATH.get(row["version"], row["version"])
+    version = row[GEMM_ROW.version]
+    if GEMM_ROW.kernel_path in row:
+        return version
+    return RENAMED_BEFORE_KERNEL_PATH.get(version, version)
 
 
 def ran_other_kernel(row: dict) -> str | None:
@@ -334,8 +356,8 @@ def ran_other_kernel(row: dict) -> str | None:
     instead of "tma"); every other version records its own name. Rows from before
     kernel_path was recorded give None.
     """
-    path = row.get("kernel_path")
-    return path if path in GEMM_VERSION_ORDER and path != row.get("version") else None
+    path = row.get(GEMM_ROW.kernel_path)
+    return path if path in GEMM_VERSION_ORDER and path != row.get(GEMM_ROW.version) else None
 
 
 def gemm_ladder(rows: Iterable[dict]) -> list[dict]:
@@ -344,15 +366,17 @@ def gemm_ladder(rows: Iterable[dict]) -> list[dict]:
     (newest_run_per_gpu); ``version`` is today's name (ladder_version, the recorded one in
     ``recorded_version``) and ``ran_kernel_of`` says whose kernel ran (ran_other_kernel)."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
-    for row in newest_run_per_gpu(rows, "gemm"):
-        roofline = row.get("roofline_tflops")
-        groups[(row["machine"], row["m"], row["n"], row["k"], row["dtype"])].append({
-            **row, "pct_of_roofline": row["tflops"] / roofline * 100 if roofline else None,
-            "version": ladder_version(row), "recorded_version": row["version"],
+    for row in newest_run_per_gpu(rows, GEMM.name):
+        roofline = row.get(GEMM_ROW.roofline_tflops)
+        shape = tuple(row[key] for key in (GEMM_ROW.m, GEMM_ROW.n, GEMM_ROW.k, GEMM_ROW.dtype))
+        groups[(row["machine"], *shape)].append({
+            **row, "pct_of_roofline": row[GEMM_ROW.tflops] / roofline * 100 if roofline else None,
+            GEMM_ROW.version: ladder_version(row), "recorded_version": row[GEMM_ROW.version],
             "ran_kernel_of": ran_other_kernel(row)})
-    order = lambda r: gemm_version_rank(r["version"])
-    return [{"machine": machine, "preset": members[0]["preset"], "m": m, "n": n, "k": k,
-             "dtype": dtype, "device_name": members[0].get("device_name"),
+    order = lambda r: gemm_version_rank(r[GEMM_ROW.version])
+    return [{"machine": machine, GEMM_ROW.preset: members[0][GEMM_ROW.preset],
+             GEMM_ROW.m: m, GEMM_ROW.n: n, GEMM_ROW.k: k, GEMM_ROW.dtype: dtype,
+             GEMM_ROW.device_name: members[0].get(GEMM_ROW.device_name),
              "rows": sorted(members, key=order)}
             for (machine, m, n, k, dtype), members in sorted(groups.items())]
 
@@ -362,13 +386,15 @@ def tensor_core_ceilings(rows: Iterable[dict]) -> list[dict]:
     instruction family reaches at most, mma.sync first, then wgmma, with the mean SM clock
     and power NVML saw over the sustained launches (None where not sampled)."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
-    for row in newest_run_per_gpu(rows, "tensor_core_ceiling"):
+    for row in newest_run_per_gpu(rows, TENSOR_CORE_CEILING.name):
         groups[(row["machine"], gpu_model(row))].append({
             **row, "sustained_sm_clock_mhz": _mean_over_gpus(row, "sm_clock_mhz"),
             "sustained_power_w": _mean_over_gpus(row, "power_w")})
-    order = lambda r: (TENSOR_CORE_INSTRUCTIONS.index(r["instruction"])
-                       if r["instruction"] in TENSOR_CORE_INSTRUCTIONS else 99, r["instruction"])
-    return [{"machine": machine, "device_name": members[0].get("device_name"),
+    instruction = CEILING_ROW.instruction
+    order = lambda r: (TENSOR_CORE_INSTRUCTIONS.index(r[instruction])
+                       if r[instruction] in TENSOR_CORE_INSTRUCTIONS else 99, r[instruction])
+    return [{"machine": machine,
+             CEILING_ROW.device_name: members[0].get(CEILING_ROW.device_name),
              "rows": sorted(members, key=order)}
             for (machine, _), members in sorted(groups.items())]
 
@@ -376,11 +402,11 @@ def tensor_core_ceilings(rows: Iterable[dict]) -> list[dict]:
 def seed_steps(rows: Iterable[dict]) -> list[dict]:
     """The seed training step per implementation, with its time relative to torch's in the
     same run (the newest run per GPU model, newest_run_per_gpu)."""
-    found = newest_run_per_gpu(rows, "seed_step")
-    torch_ms = {gpu_model(r): r["step_ms"] for r in found if r["impl"] == "torch"}
-    return sorted(({**r, "vs_torch": r["step_ms"] / torch_ms[gpu_model(r)]
+    found = newest_run_per_gpu(rows, SEED_STEP.name)
+    torch_ms = {gpu_model(r): r[SEED_ROW.step_ms] for r in found if r[SEED_ROW.impl] == "torch"}
+    return sorted(({**r, "vs_torch": r[SEED_ROW.step_ms] / torch_ms[gpu_model(r)]
                     if gpu_model(r) in torch_ms else None} for r in found),
-                  key=lambda r: (r["machine"], r["impl"]))
+                  key=lambda r: (r["machine"], r[SEED_ROW.impl]))
 
 
 # --- headline numbers -------------------------------------------------------------------------
@@ -392,7 +418,8 @@ def busbw_at_gib(rows: Sequence[dict]) -> dict | None:
     busbw = None
     for group in allreduce_groups(rows):
         for row in group["rows"]:
-            if row["size_bytes"] == GIB and row["nccl_tests_gbps"] is not None and (
-                    busbw is None or row["world_size"] > busbw["world_size"]):
+            if row[ALLREDUCE_ROW.size_bytes] == GIB and row["nccl_tests_gbps"] is not None and (
+                    busbw is None or row[ALLREDUCE_ROW.world_size]
+                    > busbw[ALLREDUCE_ROW.world_size]):
                 busbw = row
     return busbw
