@@ -21,11 +21,13 @@ from collections.abc import Iterable, Sequence
 
 from impl import stats
 from impl.metrics import LOST_TIME_PARTS
-from impl.rows.kinds import is_older_step
+from impl.rows.kinds import COMPARISON, INTERFERENCE, STEP, is_older_step
 from impl.stats import NO_DIFFERENCE, Estimate
 from impl.strategy_records import overlaps_in_k_chunks
 
-COMPARISON = "comparison"
+# A cell is a comparison row: cell[CELL.workload]. A strategy's figures in it (figures) are
+# named as a step row's; the rows measured before interleaving are step rows.
+CELL, STEP_ROW, INTERFERENCE_ROW = COMPARISON.names, STEP.names, INTERFERENCE.names
 COMPUTE_ONLY, COMM_ONLY = "compute-only", "comm-only"  # impl/comparisons.py's reference names
 DDP, DDP_DEFAULT = "ddp", "ddp-25mb"
 # The K an answer is read from: fixed before looking at the data, so its interval is honest.
@@ -62,19 +64,19 @@ def workload_rank(name: str) -> tuple[int, str]:
 
 def cells(rows: Iterable[dict]) -> list[dict]:
     """Every comparison row, by machine, profile, world size, workload, reference and K."""
-    return sorted((r for r in rows if r.get("kind") == COMPARISON), key=cell_sort)
+    return sorted((r for r in rows if COMPARISON.holds(r)), key=cell_sort)
 
 
 def cell_sort(cell: dict) -> tuple:
-    return (cell["machine"], cell["profile"], cell["world_size"],
-            workload_rank(cell["workload"]), cell.get("sequential_reference") or "",
-            cell["chunks"])
+    return (cell["machine"], cell[CELL.profile], cell[CELL.world_size],
+            workload_rank(cell[CELL.workload]), cell.get(CELL.sequential_reference) or "",
+            cell[CELL.chunks])
 
 
 def old_format_steps(rows: Iterable[dict]) -> list[dict]:
     """Step rows measured before interleaving: references taken at other moments, no
     intervals. The report shows them in an appendix only."""
-    return [r for r in rows if is_older_step(r) and r.get("real", True)]
+    return [r for r in rows if is_older_step(r) and r.get(STEP_ROW.real, True)]
 
 
 def estimate(data: dict | None) -> Estimate | None:
@@ -88,7 +90,8 @@ def value(data: dict | None) -> float | None:
 def round_ms(cell: dict, variant: str) -> list[float]:
     """Per round, the median step time of ``variant``: suite.harness.Measurement.round_ms of
     the stored per-step times."""
-    return [statistics.median(steps) for steps in cell["measurement"]["step_ms"][variant]]
+    # "step_ms" here is the measurement's own key (per variant, per round), not a row field
+    return [statistics.median(steps) for steps in cell[CELL.measurement]["step_ms"][variant]]
 
 
 def compare(cell: dict, candidate: str, reference: str) -> dict:
@@ -100,18 +103,18 @@ def compare(cell: dict, candidate: str, reference: str) -> dict:
 
 
 def figures(cell: dict, strategy: str) -> dict:
-    return cell["strategies"][strategy]
+    return cell[CELL.strategies][strategy]
 
 
 def compared(cell: dict) -> list[str]:
     """The cell's compared strategies that have figures and per-round times."""
-    timed = (cell.get("measurement") or {}).get("step_ms") or {}
-    return [s for s in cell.get("compared") or cell["strategies"]
-            if s in cell["strategies"] and s in timed]
+    timed = (cell.get(CELL.measurement) or {}).get("step_ms") or {}
+    return [s for s in cell.get(CELL.compared) or cell[CELL.strategies]
+            if s in cell[CELL.strategies] and s in timed]
 
 
 def is_mpi(cell: dict) -> bool:
-    return cell.get("sequential_reference") == "mpi-sequential"
+    return cell.get(CELL.sequential_reference) == "mpi-sequential"
 
 
 # --- which cell answers the question ----------------------------------------------------------
@@ -119,8 +122,8 @@ def is_mpi(cell: dict) -> bool:
 
 def group_key(cell: dict) -> tuple:
     """Cells that differ only in K: one workload on one machine, fabric, world and reference."""
-    return (cell["machine"], cell["profile"], cell["world_size"], cell["workload"],
-            cell.get("sequential_reference"))
+    return (cell["machine"], cell[CELL.profile], cell[CELL.world_size], cell[CELL.workload],
+            cell.get(CELL.sequential_reference))
 
 
 def groups(rows: Iterable[dict]) -> list[list[dict]]:
@@ -136,7 +139,7 @@ def answer_cell(group: Sequence[dict]) -> tuple[dict, str]:
     K = ANSWER_CHUNKS where measured (chosen before the data were seen); otherwise the
     measured K > 1 nearest to it; K = 1 only when nothing else was measured.
     """
-    by_k = {cell["chunks"]: cell for cell in group}
+    by_k = {cell[CELL.chunks]: cell for cell in group}
     if ANSWER_CHUNKS in by_k:
         return by_k[ANSWER_CHUNKS], (f"K = {ANSWER_CHUNKS}, the suite's default chunk count, "
                                      "fixed before the data were seen")
@@ -172,12 +175,13 @@ def answer(group: Sequence[dict]) -> dict:
     best = best_strategy(cell)
     versus = {other: compare(cell, best, other) for other in compared(cell) if other != best}
     # DDP at its 25 MB default does not depend on K: its best "K" would only pick noise.
-    pairs = [(c, s) for c in group if c["chunks"] > 1 for s in compared(c) if s != DDP_DEFAULT]
+    pairs = [(c, s) for c in group if c[CELL.chunks] > 1 for s in compared(c) if s != DDP_DEFAULT]
     best_k = None
     if pairs:
         top_cell, top = max(pairs, key=lambda p: speedup(*p))
-        if top_cell["chunks"] != cell["chunks"] and speedup(top_cell, top) > speedup(cell, best):
-            best_k = {"cell": top_cell, "strategy": top, "figures": figures(top_cell, top)}
+        if (top_cell[CELL.chunks] != cell[CELL.chunks]
+                and speedup(top_cell, top) > speedup(cell, best)):
+            best_k = {"cell": top_cell, STEP_ROW.strategy: top, "figures": figures(top_cell, top)}
     return {"cell": cell, "why": why, "best": best, "figures": figures(cell, best),
             "versus": versus, "best_k": best_k, "candidates": len(pairs)}
 
@@ -186,7 +190,7 @@ def answers(rows: Iterable[dict]) -> list[dict]:
     """One answer per workload, machine, fabric and world size ≥ 2 (where the answer cell
     compared any strategy)."""
     return [answer(group) for group in groups(rows)
-            if group[0]["world_size"] > 1 and compared(answer_cell(group)[0])]
+            if group[0][CELL.world_size] > 1 and compared(answer_cell(group)[0])]
 
 
 def verdict_text(verdict: str, other: str) -> str:
@@ -200,9 +204,9 @@ def world_one(rows: Iterable[dict]) -> list[dict]:
     all-reduce of one rank is a no-op), with the interval of their paired difference."""
     found = []
     for cell in cells(rows):
-        if cell["world_size"] != 1:
+        if cell[CELL.world_size] != 1:
             continue
-        versus = cell["references"]["sequential_vs_compute_only"]
+        versus = cell[CELL.references]["sequential_vs_compute_only"]
         found.append({"cell": cell, "difference": versus["difference_ms"],
                       "ratio": versus["speedup"], "verdict": versus["verdict"]})
     return found
@@ -212,26 +216,26 @@ def world_one(rows: Iterable[dict]) -> list[dict]:
 
 
 def bucket_count(cell: dict, strategy: str) -> int | None:
-    return (cell.get("ddp_bucket_counts") or {}).get(strategy)
+    return (cell.get(CELL.ddp_bucket_counts) or {}).get(strategy)
 
 
 def other_chunking(cell: dict, strategy: str) -> bool:
     """True when a strategy does not communicate in the cell's K chunks (DDP's buckets)."""
     buckets = bucket_count(cell, strategy)
-    return buckets is not None and buckets != cell["chunks"]
+    return buckets is not None and buckets != cell[CELL.chunks]
 
 
 def efficiency_note(cell: dict, strategy: str) -> str | None:
     """Why a strategy's overlap efficiency is missing or needs reading with care, or None."""
-    found = figures(cell, strategy).get("overlap_efficiency")
+    found = figures(cell, strategy).get(STEP_ROW.overlap_efficiency)
     buckets = bucket_count(cell, strategy)
-    if cell["world_size"] == 1:
+    if cell[CELL.world_size] == 1:
         return "world size 1: no communication, so no efficiency"
     if other_chunking(cell, strategy):
         return (f"DDP made {buckets} bucket(s), not K = {cell['chunks']} chunks: the limit and "
                 f"the schedule bound describe K-chunk all-reduces, so no efficiency "
                 f"(other chunking)")
-    if cell["chunks"] == 1 and overlaps_in_k_chunks(strategy):
+    if cell[CELL.chunks] == 1 and overlaps_in_k_chunks(strategy):
         return ("K = 1: the only chunk is ready when backward ends, so nothing can overlap; "
                 "a reference point, not a candidate")
     if not found or found.get("value") is None:
@@ -263,7 +267,8 @@ def lost_time(cell: dict) -> list[dict]:
     table = []
     for strategy in compared(cell):
         lost = figures(cell, strategy)["lost_time"]
-        table.append({"strategy": strategy, **{part: lost[part] for part in LOST_TIME_PARTS},
+        table.append({STEP_ROW.strategy: strategy,
+                      **{part: lost[part] for part in LOST_TIME_PARTS},
                       "parts_sum_ms": lost["parts_sum_ms"], "gap_ms": lost["gap_ms"]})
     return table
 
@@ -280,9 +285,10 @@ def finding(cell: dict, strategy: str) -> dict:
     steps of compute-only and of the strategy."""
     lost = figures(cell, strategy)["lost_time"]
     parts = {part: value(lost[part]) or 0.0 for part in LOST_TIME_PARTS}
-    timelines = cell.get("timelines") or {}
+    timelines = cell.get(CELL.timelines) or {}
     reference, own = timelines.get(COMPUTE_ONLY), timelines.get(strategy)
-    return {"strategy": strategy, "hidden": figures(cell, strategy).get("hidden_comm_fraction"),
+    return {STEP_ROW.strategy: strategy,
+            "hidden": figures(cell, strategy).get(STEP_ROW.hidden_comm_fraction),
             "largest": max(parts, key=lambda p: parts[p]), "parts": lost,
             "backward_reference_ms": backward_ms(reference) if reference else None,
             "backward_ms": backward_ms(own) if own else None}
@@ -298,19 +304,19 @@ def regime_points(rows: Iterable[dict]) -> list[dict]:
     sequential describe K-chunk communication, which theirs is not."""
     points = []
     for cell in cells(rows):
-        ratio = cell["references"].get("compute_to_comm")
-        if cell["world_size"] == 1 or cell["chunks"] == 1 or not (value(ratio) or 0) > 0:
+        ratio = cell[CELL.references].get("compute_to_comm")
+        if cell[CELL.world_size] == 1 or cell[CELL.chunks] == 1 or not (value(ratio) or 0) > 0:
             continue
         for strategy in compared(cell):
             if other_chunking(cell, strategy):
                 continue
-            points.append({"cell": cell, "strategy": strategy, "ratio": ratio,
+            points.append({"cell": cell, STEP_ROW.strategy: strategy, "ratio": ratio,
                            "speedup": figures(cell, strategy)["vs_sequential"]["speedup"]})
     return points
 
 
 def fabric_key(cell: dict) -> tuple[str, str]:
-    return cell["machine"], cell["profile"]
+    return cell["machine"], cell[CELL.profile]
 
 
 def nearest_to_study(rows: Iterable[dict]) -> list[dict]:
@@ -319,15 +325,15 @@ def nearest_to_study(rows: Iterable[dict]) -> list[dict]:
     strategy the study's phase 4 describes (chunked) and the best one there."""
     nearest: dict[tuple, dict] = {}
     for cell in cells(rows):
-        ratio = value(cell["references"].get("compute_to_comm"))
-        if (cell["world_size"] == 1 or cell["chunks"] == 1 or not (ratio or 0) > 0
+        ratio = value(cell[CELL.references].get("compute_to_comm"))
+        if (cell[CELL.world_size] == 1 or cell[CELL.chunks] == 1 or not (ratio or 0) > 0
                 or is_mpi(cell) or not compared(cell)):
             continue
         distance = abs(math.log(ratio / STUDY_COMPUTE_TO_COMM))
         key = fabric_key(cell)
         if key not in nearest or distance < nearest[key]["distance"]:
             nearest[key] = {"cell": cell, "distance": distance,
-                            "ratio": cell["references"]["compute_to_comm"]}
+                            "ratio": cell[CELL.references]["compute_to_comm"]}
     for entry in nearest.values():
         entry["best"] = best_strategy(entry["cell"])
     return [nearest[key] for key in sorted(nearest)]
@@ -339,11 +345,11 @@ def reference_ratios(rows: Iterable[dict]) -> list[dict]:
     found: dict[tuple, dict] = {}
     for entry in answers(rows):
         cell = entry["cell"]
-        if cell["workload"] not in REFERENCE_WORKLOADS or is_mpi(cell):
+        if cell[CELL.workload] not in REFERENCE_WORKLOADS or is_mpi(cell):
             continue
         key = fabric_key(cell)
-        if key not in found or cell["world_size"] > found[key]["cell"]["world_size"]:
-            found[key] = {"cell": cell, "ratio": cell["references"].get("compute_to_comm")}
+        if key not in found or cell[CELL.world_size] > found[key]["cell"][CELL.world_size]:
+            found[key] = {"cell": cell, "ratio": cell[CELL.references].get("compute_to_comm")}
     return [found[key] for key in sorted(found)]
 
 
@@ -352,16 +358,18 @@ def old_format_ratios(rows: Iterable[dict]) -> list[dict]:
     interleaving (one value per machine, fabric and world size, no interval)."""
     found: dict[tuple, dict] = {}
     for row in old_format_steps(rows):
-        if row["workload"] != REFERENCE_WORKLOADS[0] or row["world_size"] < 2:
+        if row[STEP_ROW.workload] != REFERENCE_WORKLOADS[0] or row[STEP_ROW.world_size] < 2:
             continue
-        if not row.get("comm_only_ms"):
+        if not row.get(STEP_ROW.comm_only_ms):
             continue
-        key = (row["machine"], row["profile"], row["world_size"])
-        found.setdefault(key, {"machine": row["machine"], "profile": row["profile"],
-                               "world_size": row["world_size"], "run": row["run"],
-                               "ratio": row["compute_only_ms"] / row["comm_only_ms"],
-                               "compute_only_ms": row["compute_only_ms"],
-                               "comm_only_ms": row["comm_only_ms"], "chunks": row["chunks"]})
+        key = (row["machine"], row[STEP_ROW.profile], row[STEP_ROW.world_size])
+        compute_only, comm_only = row[STEP_ROW.compute_only_ms], row[STEP_ROW.comm_only_ms]
+        found.setdefault(key, {"machine": row["machine"], STEP_ROW.profile: key[1],
+                               STEP_ROW.world_size: key[2], "run": row["run"],
+                               "ratio": compute_only / comm_only,
+                               STEP_ROW.compute_only_ms: compute_only,
+                               STEP_ROW.comm_only_ms: comm_only,
+                               STEP_ROW.chunks: row[STEP_ROW.chunks]})
     return [found[key] for key in sorted(found)]
 
 
@@ -379,12 +387,12 @@ def anatomy_cells(rows: Iterable[dict]) -> list[dict]:
         if is_mpi(cell):
             continue
         key = fabric_key(cell)
-        rank = (cell["world_size"], -workload_rank(cell["workload"])[0])
+        rank = (cell[CELL.world_size], -workload_rank(cell[CELL.workload])[0])
         if key not in chosen or rank > chosen[key]["rank"]:
             chosen[key] = {"cell": cell, "rank": rank}
     drawn = [chosen[key]["cell"] for key in sorted(chosen)]
-    if any(cell["world_size"] > 1 for cell in drawn):
-        drawn = [cell for cell in drawn if cell["world_size"] > 1]
+    if any(cell[CELL.world_size] > 1 for cell in drawn):
+        drawn = [cell for cell in drawn if cell[CELL.world_size] > 1]
     return drawn
 
 
@@ -393,9 +401,10 @@ def anatomy_cells(rows: Iterable[dict]) -> list[dict]:
 
 def interference(rows: Iterable[dict]) -> list[dict]:
     """The interference rows: GEMM alone and beside each kind of traffic, per workload."""
-    return sorted((r for r in rows if r.get("kind") == "interference"),
-                  key=lambda r: (r["machine"], r["profile"], r["world_size"],
-                                 workload_rank(r["workload"])))
+    return sorted((r for r in rows if INTERFERENCE.holds(r)),
+                  key=lambda r: (r["machine"], r[INTERFERENCE_ROW.profile],
+                                 r[INTERFERENCE_ROW.world_size],
+                                 workload_rank(r[INTERFERENCE_ROW.workload])))
 
 
 def energy_check(cell: dict) -> list[dict]:
@@ -407,14 +416,14 @@ def energy_check(cell: dict) -> list[dict]:
     differs because a segment also holds the round's sync and barrier, the energy counter
     updates every few ms, and power differs between variants while the mean is the cell's.
     """
-    nvml = cell.get("nvml") or {}
-    energy = (cell.get("measurement") or {}).get("energy_j") or {}
+    nvml = cell.get(CELL.nvml) or {}
+    energy = (cell.get(CELL.measurement) or {}).get("energy_j") or {}
     powers = [p for p in (nvml.get("mean") or {}).get("power_w") or [] if p is not None]
     if not energy or not powers:
         return []
     power_w = sum(powers)
-    steps = cell["measurement"]["steps_per_round"]
-    timed = cell["measurement"]["step_ms"]
+    steps = cell[CELL.measurement]["steps_per_round"]
+    timed = cell[CELL.measurement]["step_ms"]
     table = []
     for variant in sorted((v for v in energy if v in timed), key=variant_rank):
         per_step = [joules / max(steps, 1) for joules in energy[variant]]
@@ -422,7 +431,8 @@ def energy_check(cell: dict) -> list[dict]:
         if len(per_step) != len(predicted):
             continue
         table.append({"variant": variant, "power_w": power_w,
-                      "energy_per_step_j": stats.median(per_step).to_json(),
+                      # the energy column is keyed as a step row's
+                      STEP_ROW.energy_per_step_j: stats.median(per_step).to_json(),
                       "power_times_step_j": stats.median(predicted).to_json(),
                       "ratio": stats.ratio(per_step, predicted).to_json()})
     return table
