@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from impl.rows.kinds import GEMM, SEED_STEP, STEP, TENSOR_CORE_CEILING
 from reports import analysis, cells, figures
 from reports.analysis import gemm_version_rank
 from reports.captions import Run, and_list, how_text, make_figure
@@ -24,35 +25,42 @@ from reports.sections import appendix
 from reports.sections.gemm_sweep import NOT_COVERED, sweep_headline, sweep_tables
 from reports.view import View
 
-GEMM_COLUMNS = (text_column("shape", "m×n×k", nowrap=True), text_column("dtype", "dtype"),
-                text_column("version_label", "version"), Column("tflops", "TFLOP/s"),
-                Column("pct_of_cublas", "of cuBLAS", "%"),
-                Column("arithmetic_intensity", "intensity", "FLOP/B"),
-                Column("achieved_gbps", "traffic", "GB/s"),
-                Column("roofline_tflops", "roofline", "TFLOP/s"),
+# The fields of each kind of row read here: row[GEMM_ROW.version]. A ladder group
+# (analysis.gemm_ladder) carries its rows' shape and dtype under the same names.
+GEMM_ROW, CEILING_ROW, SEED_ROW = GEMM.names, TENSOR_CORE_CEILING.names, SEED_STEP.names
+STEP_ROW = STEP.names  # the seed layer's runs under the data-parallel strategies
+
+GEMM_COLUMNS = (text_column("shape", "m×n×k", nowrap=True), text_column(GEMM_ROW.dtype),
+                text_column("version_label", "version"),
+                Column.of(GEMM.field.tflops, "TFLOP/s", unit=""),
+                Column.of(GEMM.field.pct_of_cublas, "of cuBLAS"),
+                Column.of(GEMM.field.arithmetic_intensity, "intensity"),
+                Column.of(GEMM.field.achieved_gbps, "traffic"),
+                Column.of(GEMM.field.roofline_tflops, "roofline"),
                 Column("pct_of_roofline", "of roofline", "%"),
-                Column("max_abs_err", "max |C − C_cuBLAS|"))
+                Column.of(GEMM.field.max_abs_err, "max |C − C_cuBLAS|"))
 
 
-CEILING_COLUMNS = (text_column("instruction", "instruction"), Column("tflops", "TFLOP/s"),
-                   Column("pct_of_peak", "of datasheet peak", "%"),
-                   Column("pct_of_cublas_8192", "of cuBLAS 8192³", "%"),
-                   Column("sustained_tflops", "sustained", "TFLOP/s"),
+CEILING_COLUMNS = (text_column(CEILING_ROW.instruction),
+                   Column.of(TENSOR_CORE_CEILING.field.tflops, "TFLOP/s", unit=""),
+                   Column.of(TENSOR_CORE_CEILING.field.pct_of_peak, "of datasheet peak"),
+                   Column.of(TENSOR_CORE_CEILING.field.pct_of_cublas_8192, "of cuBLAS 8192³"),
+                   Column.of(TENSOR_CORE_CEILING.field.sustained_tflops, "sustained"),
                    Column("sustained_sm_clock_mhz", "SM clock, sustained", "MHz"),
                    Column("sustained_power_w", "power, sustained", "W"))
 
 
-SEED_COLUMNS = (text_column("machine", "machine"), text_column("impl", "implementation"),
-                Column("step_ms", "step", "ms"), Column("vs_torch", "× torch's time"),
-                Column("max_abs_err_vs_torch", "max |Δw| vs torch"))
+SEED_COLUMNS = (text_column("machine"), text_column(SEED_ROW.impl, "implementation"),
+                Column.of(SEED_STEP.field.step_ms, "step"), Column("vs_torch", "× torch's time"),
+                Column.of(SEED_STEP.field.max_abs_err_vs_torch, "max |Δw| vs torch"))
 
 
 V1C_TEXT = ("v1c is v1 with a coalesced thread mapping: not a rung of its own, it separates "
             "what coalescing buys from what v2's tiling buys.")
 
 
-GPU_STUDY_KINDS = {"gemm": "GEMM", "tensor_core_ceiling": "tensor-core-ceiling",
-                   "seed_step": "seed-step"}  # suite/bench_gemm.py's rows, as captions name them
+GPU_STUDY_KINDS = {GEMM.name: "GEMM", TENSOR_CORE_CEILING.name: "tensor-core-ceiling",
+                   SEED_STEP.name: "seed-step"}  # suite/bench_gemm.py's rows, as captions name them
 
 
 def superseded_text(rows: Sequence[dict], runs: Sequence[Run]) -> str | None:
@@ -78,7 +86,7 @@ def superseded_text(rows: Sequence[dict], runs: Sequence[Run]) -> str | None:
 def version_label(row: dict) -> str:
     """A GEMM row's version, marked when the row ran another version's kernel (v6 -> v5)
     or was recorded under the old ladder's name (v1 before v1c existed)."""
-    label = row["version"]
+    label = row[GEMM_ROW.version]
     recorded = row.get("recorded_version", label)
     if recorded != label:
         label += f" (recorded as {recorded})"
@@ -91,7 +99,7 @@ def _marks_text(rows: Sequence[dict], figure: bool = False) -> str:
     """Caption sentences explaining the marks version_label puts on rows (or, for a figure,
     which bars they concern), or ""."""
     text = ""
-    if any(r.get("recorded_version", r["version"]) != r["version"] for r in rows):
+    if any(r.get("recorded_version", r[GEMM_ROW.version]) != r[GEMM_ROW.version] for r in rows):
         text += ("v1c was recorded as v1 by a run made before v1c existed, when v1 named the "
                  "coalesced kernel. " if figure else
                  "Rows marked \"recorded as v1\" come from a run made before v1c existed, "
@@ -113,10 +121,11 @@ def ceiling_table(group: dict, view: View) -> Table:
     found = group["rows"]
     first = found[0]
     peak = (f"The datasheet's dense bf16 peak is {fmt(first['peak_tflops'])} TFLOP/s"
-            if first.get("peak_tflops") is not None else
+            if first.get(CEILING_ROW.peak_tflops) is not None else
             "No datasheet peak is on record for this device (impl/kernels/peaks.py)")
-    sustained = next((r["sustained_s"] for r in found
-                      if r.get("sustained_tflops") is not None and r.get("sustained_s")), None)
+    sustained = next((r[CEILING_ROW.sustained_s] for r in found
+                      if r.get(CEILING_ROW.sustained_tflops) is not None
+                      and r.get(CEILING_ROW.sustained_s)), None)
     columns = CEILING_COLUMNS if sustained else CEILING_COLUMNS[:4]  # runs before it was taken
     sustained_text = (f"TFLOP/s is the median of short timed rounds; sustained is the rate over "
                       f"{sustained:g} s of back-to-back launches, with NVML's mean SM clock "
@@ -136,16 +145,17 @@ def ceiling_table(group: dict, view: View) -> Table:
 
 def _versions_of(rows: Sequence[dict], dtype: str) -> str:
     """The own (non-cuBLAS) versions measured in ``dtype``, in ladder order, for captions."""
-    found = {r["version"] for r in rows if r["dtype"] == dtype and r["version"] != "cublas"}
+    found = {r[GEMM_ROW.version] for r in rows
+             if r[GEMM_ROW.dtype] == dtype and r[GEMM_ROW.version] != "cublas"}
     return ", ".join(sorted(found, key=analysis.gemm_version_rank)) or "none"
 
 
 def cublas_note(rows: Sequence[dict]) -> str | None:
     """Why a cuBLAS row's "% of cuBLAS" is not 100: the footnote of that cell, or None."""
-    found = [r for r in rows if r["version"] == "cublas" and r.get("pct_of_cublas")]
+    found = [r for r in rows if r[GEMM_ROW.version] == "cublas" and r.get(GEMM_ROW.pct_of_cublas)]
     if not found:
         return None
-    widest = max(found, key=lambda r: abs(r["pct_of_cublas"] - 100))
+    widest = max(found, key=lambda r: abs(r[GEMM_ROW.pct_of_cublas] - 100))
     return (f"cuBLAS against its own baseline: the same kernel timed twice in one process, "
             f"once before the shape's rows (the baseline every '% of cuBLAS' of that shape "
             f"divides by) and once as this row. The gap, up to {fmt(widest['pct_of_cublas'])}% "
@@ -159,7 +169,7 @@ def gemm_note(rows: Sequence[dict]):
     text = cublas_note(rows)
 
     def note(key: str, row: dict) -> str | None:
-        if key == "pct_of_cublas" and row["version"] == "cublas":
+        if key == GEMM_ROW.pct_of_cublas and row[GEMM_ROW.version] == "cublas":
             return text
         return missing_value_note(key, row)
 
@@ -169,7 +179,8 @@ def gemm_note(rows: Sequence[dict]):
 def seed_layer_text(rows: Sequence[dict]) -> str | None:
     """Where the course study's layer under the data-parallel strategies is shown (runs of
     seed_layer workloads measured before interleaving: the appendix)."""
-    found = [r for r in cells.old_format_steps(rows) if r["workload"].startswith("seed_layer")]
+    found = [r for r in cells.old_format_steps(rows)
+             if r[STEP_ROW.workload].startswith("seed_layer")]
     if not found:
         return None
     machines = and_list(sorted({r["machine"] for r in found}))
@@ -197,7 +208,7 @@ def section_gemm(view: View) -> dict:
         how = how_text(flat, runs)
         where = machines.words[label]
         marks = _marks_text(flat)
-        own = sorted({r["version"] for r in flat if r["version"] != "cublas"},
+        own = sorted({r[GEMM_ROW.version] for r in flat if r[GEMM_ROW.version] != "cublas"},
                      key=analysis.gemm_version_rank)
         out["tables"].append(make_table(
             f"tab-gemm-{label}", f"GEMM ladder on {where}: own kernels {', '.join(own)} and "
@@ -238,18 +249,18 @@ def section_gemm(view: View) -> dict:
 @_styled
 def gemm_bars(groups: Sequence[dict]) -> Image:
     """TFLOP/s per kernel version, grouped by shape, one panel per dtype."""
-    dtypes = list(dict.fromkeys(g["dtype"] for g in groups))
+    dtypes = list(dict.fromkeys(g[GEMM_ROW.dtype] for g in groups))
     fig, axes = _figure(1, len(dtypes), height=2.5)
     for ax, dtype in zip(axes[0], dtypes):
-        shapes = [g for g in groups if g["dtype"] == dtype]
-        versions = sorted({r["version"] for g in shapes for r in g["rows"]},
+        shapes = [g for g in groups if g[GEMM_ROW.dtype] == dtype]
+        versions = sorted({r[GEMM_ROW.version] for g in shapes for r in g["rows"]},
                           key=gemm_version_rank)
         width = 0.8 / len(versions)
         for v_index, version in enumerate(versions):
             labelled = False  # one legend entry per version, at its first shape with a bar
             for s_index, group in enumerate(shapes):
-                value = next((r["tflops"] for r in group["rows"] if r["version"] == version),
-                             None)
+                value = next((r[GEMM_ROW.tflops] for r in group["rows"]
+                              if r[GEMM_ROW.version] == version), None)
                 if value is not None:
                     ax.bar(s_index + (v_index - (len(versions) - 1) / 2) * width, value, width,
                            color=version_color(version), label=None if labelled else version)
