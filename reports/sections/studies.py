@@ -21,6 +21,13 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from impl.rows.kinds import (
+    GEMM,
+    HYBRID_STEP,
+    PIPELINE,
+    PIPELINE_COMPARISON,
+    TENSOR_PARALLEL,
+)
 from impl.studies import STUDIES
 from reports import analysis
 from reports.archive import Archive
@@ -31,6 +38,10 @@ from reports.runlogs import pass_targets, targets, unfinished
 from reports.sections import gemm_sweep, hybrid, tensor_parallel
 from reports.sections.hangs import hangs_in
 from reports.view import View
+
+# The fields of each kind of row a study's line reads: r[TP.preset].
+TP, GEMM_ROW, HYBRID = TENSOR_PARALLEL.names, GEMM.names, HYBRID_STEP.names
+PIPE, PIPE_PAIRS = PIPELINE.names, PIPELINE_COMPARISON.names
 
 # study (impl/studies.py) -> the test functions of its module whose results its line gives,
 # in the abstract's order
@@ -125,16 +136,16 @@ def tp_text(rows: Sequence[dict], machine: str) -> tuple[str, dict] | None:
     """Overlapped and fused against sync, strong scaling at the largest world measured, torch
     GEMMs where measured."""
     mine = [r for r in tensor_parallel.variant_rows(rows) if r["machine"] == machine
-            and r["scaling"] == "strong"]
+            and r[TP.scaling] == "strong"]
     if not mine:
         return None
-    backend = "torch" if any(r["gemm_backend"] == "torch" for r in mine) else mine[0][
-        "gemm_backend"]
-    preset = next(r["preset"] for r in mine if r["gemm_backend"] == backend)
-    world = max(r["world_size"] for r in mine if (r["preset"], r["gemm_backend"]) == (
+    backend = "torch" if any(r[TP.gemm_backend] == "torch" for r in mine) else mine[0][
+        TP.gemm_backend]
+    preset = next(r[TP.preset] for r in mine if r[TP.gemm_backend] == backend)
+    world = max(r[TP.world_size] for r in mine if (r[TP.preset], r[TP.gemm_backend]) == (
         preset, backend))
-    found = {r["schedule"]: r for r in mine if (r["preset"], r["gemm_backend"],
-                                                r["world_size"]) == (preset, backend, world)}
+    found = {r[TP.schedule]: r for r in mine if (r[TP.preset], r[TP.gemm_backend],
+                                                 r[TP.world_size]) == (preset, backend, world)}
     parts = [f"{schedule} {fmt_times(found[schedule]['estimates'].get('overlap_speedup'))} "
              f"({verdict((found[schedule].get('verdicts') or {}).get('overlap_speedup'))})"
              for schedule in ("overlapped", "fused") if schedule in found]
@@ -147,20 +158,22 @@ def tp_text(rows: Sequence[dict], machine: str) -> tuple[str, dict] | None:
 
 def pipeline_text(rows: Sequence[dict], machine: str) -> tuple[str, dict] | None:
     """Bubble against the theory and ours against the library at the largest p, then m."""
-    mine = [r for r in analysis.of_kind(rows, "pipeline") if r["machine"] == machine]
+    mine = [r for r in analysis.of_kind(rows, PIPELINE.name) if r["machine"] == machine]
     if not mine:
         return None
-    stages = max(r["stages"] for r in mine)
-    m = max(r["microbatches"] for r in mine if r["stages"] == stages)
-    at = [r for r in mine if (r["stages"], r["microbatches"]) == (stages, m)]
+    stages = max(r[PIPE.stages] for r in mine)
+    m = max(r[PIPE.microbatches] for r in mine if r[PIPE.stages] == stages)
+    at = [r for r in mine if (r[PIPE.stages], r[PIPE.microbatches]) == (stages, m)]
     bubbles = [f"{r['variant']} {fmt_estimate(r.get('bubble_estimate'))}" for r in at
-               if r.get("bubble_estimate")]
+               if r.get(PIPE.bubble_estimate)]
     text = (f"{machine} ({at[0]['workload']}, p = {stages}, m = {m}): bubble "
             f"{and_list(bubbles) or NA} against (p − 1)/(m + p − 1) = "
             f"{fmt(at[0]['bubble_theory'])}")
-    compared = [pair for r in analysis.of_kind(rows, "pipeline_comparison")
-                if r["machine"] == machine and (r["stages"], r["microbatches"]) == (stages, m)
-                for pair in r.get("comparisons") or [] if pair["reference"].startswith("torch-")]
+    compared = [pair for r in analysis.of_kind(rows, PIPELINE_COMPARISON.name)
+                if r["machine"] == machine
+                and (r[PIPE_PAIRS.stages], r[PIPE_PAIRS.microbatches]) == (stages, m)
+                for pair in r.get(PIPE_PAIRS.comparisons) or []
+                if pair["reference"].startswith("torch-")]
     if compared:
         text += "; against the library " + and_list(
             [f"{p['candidate']} {fmt_times(p.get('speedup'))} ({verdict(p.get('verdict'))})"
@@ -172,19 +185,20 @@ def hybrid_text(rows: Sequence[dict], machine: str) -> tuple[str, dict] | None:
     """Each offload variant against Adam on the device, in the same rounds (paired)."""
     from impl.comparisons import versus  # imports numpy and scipy: only where compared
 
-    steps = [r for r in analysis.of_kind(rows, "hybrid_step") if r["machine"] == machine
-             and r.get("study") == "fine-grained" and r.get("round_ms")]
-    reference = next((r for r in steps if r["variant"] == GPU_ONLY), None)
+    steps = [r for r in analysis.of_kind(rows, HYBRID_STEP.name) if r["machine"] == machine
+             and r.get(HYBRID.study) == "fine-grained" and r.get(HYBRID.round_ms)]
+    reference = next((r for r in steps if r[HYBRID.variant] == GPU_ONLY), None)
     if reference is None:
         return None
     if family := hybrid.family_headline_text(rows, machine):  # the family, not one cell
         return f"{machine} ({device_words(reference['device'])}): {family}", reference
     parts = []  # results files from before the family: their one workload
     for row in steps:
-        if row["variant"] not in hybrid.HEADLINE_VARIANTS or row["run"] != reference["run"] or (
-                len(row["round_ms"]) != len(reference["round_ms"])):
+        own, reference_ms = row[HYBRID.round_ms], reference[HYBRID.round_ms]
+        if row[HYBRID.variant] not in hybrid.HEADLINE_VARIANTS or (
+                row["run"] != reference["run"] or len(own) != len(reference_ms)):
             continue
-        compared = versus(row["round_ms"], reference["round_ms"])
+        compared = versus(own, reference_ms)
         parts.append(f"{row['variant']} {fmt_times(compared['speedup'])} "
                      f"({verdict(compared['verdict'])})")
     if not parts:
@@ -203,20 +217,23 @@ def gemm_text(rows: Sequence[dict], machine: str) -> tuple[str, dict] | None:
              if r["machine"] == machine]
     if line := gemm_sweep.sweep_headline(swept):
         return f"{machine}: {line}", swept[0]
-    mine = [r for r in analysis.newest_run_per_gpu(rows, "gemm") if r["machine"] == machine
-            and r["dtype"] == "bf16"]
+    mine = [r for r in analysis.newest_run_per_gpu(rows, GEMM.name) if r["machine"] == machine
+            and r[GEMM_ROW.dtype] == "bf16"]
     if not mine:
         return None
-    largest = max(r["m"] * r["n"] * r["k"] for r in mine)
-    at = [r for r in mine if r["m"] * r["n"] * r["k"] == largest]
-    own = [r for r in at if r["version"] != "cublas"]
+    size = lambda r: r[GEMM_ROW.m] * r[GEMM_ROW.n] * r[GEMM_ROW.k]
+    largest = max(size(r) for r in mine)
+    at = [r for r in mine if size(r) == largest]
+    own = [r for r in at if r[GEMM_ROW.version] != "cublas"]
     if not own:
         return None
-    best = max(own, key=lambda r: r["tflops"])
-    cublas = next((r for r in at if r["version"] == "cublas"), None)
+    best = max(own, key=lambda r: r[GEMM_ROW.tflops])
+    cublas = next((r for r in at if r[GEMM_ROW.version] == "cublas"), None)
     margin = ""
-    if cublas and cublas.get("cublas_ms") and cublas.get("time_ms"):
-        gap = 100 * abs(cublas["time_ms"] - cublas["cublas_ms"]) / cublas["cublas_ms"]
+    # cuBLAS's own row: its time against the baseline cuBLAS time its shape's rows divide by
+    if cublas and cublas.get(GEMM_ROW.cublas_ms) and cublas.get(GEMM_ROW.time_ms):
+        baseline = cublas[GEMM_ROW.cublas_ms]
+        gap = 100 * abs(cublas[GEMM_ROW.time_ms] - baseline) / baseline
         margin = (f" (±{fmt_pct(gap)}: cuBLAS timed twice there; {best['rounds']} rounds, "
                   f"no interval)")
     shape = f"{best['m']}×{best['n']}×{best['k']}"
