@@ -8,6 +8,7 @@ A timeline drawn here is also collected in ``timelines`` for the Perfetto export
 
 from __future__ import annotations
 
+from impl.rows.kinds import COMPARISON, STEP
 from reports import analysis, cells, figures, traces
 from reports.captions import how_text, make_figure
 from reports.format import (
@@ -23,33 +24,39 @@ from reports.format import (
 from reports.sections.overlap import cell_text, fabric_rank
 from reports.view import View
 
+# A cell is a comparison row (cell[CELL.workload]); a strategy's figures in it are named as a
+# step row's. Its references (compute-only, comm-only, sequential, the limit and the bound) are
+# keyed by their own names, read as written.
+CELL, STEP_ROW = COMPARISON.names, STEP.names
 VARIANT_NOTES = {cells.COMPUTE_ONLY: "no communication: the reference computation",
                  cells.COMM_ONLY: "no compute: the K all-reduces back to back"}
 
 
 def variant_step(cell: dict, variant: str) -> dict | None:
     """A variant's step time (Estimate as JSON): its own figures, or the reference's."""
-    if variant in cell["strategies"]:
-        return cell["strategies"][variant]["step_ms"]
+    if variant in cell[CELL.strategies]:
+        return cells.figures(cell, variant)[STEP_ROW.step_ms]
     key = {cells.COMPUTE_ONLY: "compute_only_ms", cells.COMM_ONLY: "comm_only_ms"}.get(
         variant, "sequential_ms")
-    return cell["references"].get(key)
+    return cell[CELL.references].get(key)
 
 
 def trace_name(cell: dict, variant: str) -> str:
-    return "traces/" + traces.file_name(cell["machine"], cell["workload"], f"K{cell['chunks']}",
-                                        f"w{cell['world_size']}", cell["profile"], variant)
+    return "traces/" + traces.file_name(cell["machine"], cell[CELL.workload],
+                                        f"K{cell['chunks']}", f"w{cell['world_size']}",
+                                        cell[CELL.profile], variant)
 
 
 def cell_timelines(cell: dict) -> list[dict]:
     """Every representative step of a cell, for the Gantt chart and the trace export."""
     found = []
-    for variant in sorted(cell.get("timelines") or {}, key=cells.variant_rank):
-        about = {"machine": cell["machine"], "workload": cell["workload"],
-                 "chunks": cell["chunks"], "world_size": cell["world_size"],
-                 "profile": cell["profile"], "variant": variant,
-                 "step": "last step of the median round"}
-        found.append({"variant": variant, "timeline": cell["timelines"][variant],
+    timelines = cell.get(CELL.timelines) or {}
+    for variant in sorted(timelines, key=cells.variant_rank):
+        about = {"machine": cell["machine"],
+                 **{key: cell[key] for key in (CELL.workload, CELL.chunks, CELL.world_size,
+                                               CELL.profile)},
+                 "variant": variant, "step": "last step of the median round"}
+        found.append({"variant": variant, "timeline": timelines[variant],
                       "file": trace_name(cell, variant), "about": about,
                       "process": f"rank 0 · {variant} · {cell_text(cell)}"})
     return found
@@ -57,7 +64,7 @@ def cell_timelines(cell: dict) -> list[dict]:
 
 def step_entries(cell: dict) -> list[dict]:
     """The bars of the step-times figure: references, then every compared strategy."""
-    references = cell["references"]
+    references = cell[CELL.references]
     entries = [{"label": "compute-only", "estimate": references["compute_only_ms"],
                 "color": figures.color(cells.COMPUTE_ONLY)}]
     if references.get("comm_only_ms"):
@@ -71,15 +78,15 @@ def step_entries(cell: dict) -> list[dict]:
         entries.append({"label": "schedule bound, update inside the overlap",
                         "estimate": references["bound_update_in_overlap_ms"],
                         "color": "#bbbbbb"})
-    entries.append({"label": cell.get("sequential_reference") or "sequential",
+    entries.append({"label": cell.get(CELL.sequential_reference) or "sequential",
                     "estimate": references["sequential_ms"],
                     "color": figures.color("sequential")})
-    entries += [{"label": strategy, "estimate": cells.figures(cell, strategy)["step_ms"],
+    entries += [{"label": strategy, "estimate": cells.figures(cell, strategy)[STEP_ROW.step_ms],
                  "color": figures.color(strategy)} for strategy in cells.compared(cell)]
     return entries
 
 
-LOST_COLUMNS = (text_column("strategy", "strategy"),
+LOST_COLUMNS = (text_column(STEP_ROW.strategy),  # cells.lost_time's rows
                 estimate_column("exposed_comm_ms", "exposed comm.", "ms"),
                 estimate_column("compute_slowdown_ms", "compute slowdown", "ms"),
                 estimate_column("other_ms", "other", "ms"),
@@ -138,7 +145,8 @@ def section_anatomy(view: View) -> dict:
         panels = []
         for entry in steps:
             variant = entry["variant"]
-            hidden = (cell["strategies"].get(variant) or {}).get("hidden_comm_fraction")
+            hidden = (cell[CELL.strategies].get(variant) or {}).get(
+                STEP_ROW.hidden_comm_fraction)
             panels.append({"title": f"{variant}: step {fmt_estimate(variant_step(cell, variant))}"
                                     f" ms" + (f", hidden comm. {fmt_estimate(hidden)}"
                                               if hidden else ""),
