@@ -12,7 +12,14 @@ import statistics
 from collections import Counter
 from collections.abc import Sequence
 
-from impl.rows.kinds import ALLREDUCE, STEP
+from impl.rows.kinds import (
+    ALLREDUCE,
+    GEMM,
+    SAMPLER_OVERHEAD,
+    SEED_STEP,
+    STEP,
+    TENSOR_CORE_CEILING,
+)
 from reports import analysis, cells
 from reports.captions import Run, how_text
 from reports.format import Column, fmt, fmt_bytes, make_table, text_column
@@ -20,6 +27,9 @@ from reports.sections.hangs import hang_text
 from reports.sections.overlap import fabric_heading, fabric_rank, references_table, results_table
 from reports.view import View
 
+STEP_ROW, ALLREDUCE_ROW, SAMPLER_ROW = STEP.names, ALLREDUCE.names, SAMPLER_OVERHEAD.names
+# The single-GPU studies, shown per GPU model from its newest run (analysis.newest_run_per_gpu).
+GPU_STUDY_KINDS = (GEMM.name, SEED_STEP.name, TENSOR_CORE_CEILING.name)
 BEFORE_INTERLEAVING = ("Measured before interleaving: references measured at other moments, "
                        "no intervals.")
 # Where each kind of row is shown (old-format step rows: appendix only).
@@ -28,7 +38,7 @@ USES = {"comparison": "in the overlap chapters and the appendix of every cell",
                 "figures are read from their cells' comparison rows",
         "interference": "in the interference section", "allreduce": "in the all-reduce chapter",
         "synthetic": "in the course study chapter (the simulation)",
-        "gemm": "in the GEMM chapter", "tensor_core_ceiling": "in the GEMM chapter",
+        GEMM.name: "in the GEMM chapter", "tensor_core_ceiling": "in the GEMM chapter",
         "seed_step": "in the GEMM chapter", "sampler_overhead": "in the power section",
         "tensor_parallel": "in the tensor-parallel section",
         "pipeline": "in the pipeline section"}
@@ -46,11 +56,10 @@ def run_uses(run: Run, rows: Sequence[dict]) -> list[str]:
     """How the report uses one run's rows, kind by kind, with what it left out and why."""
     kept = Counter(r.get("kind") for r in rows if r["run"] == run.index)
     old = sum(1 for r in cells.old_format_steps(rows) if r["run"] == run.index)
-    gpu_study = {id(r) for kind in ("gemm", "seed_step", "tensor_core_ceiling")
+    gpu_study = {id(r) for kind in GPU_STUDY_KINDS
                  for r in analysis.newest_run_per_gpu(rows, kind)}
     superseded = Counter(r["kind"] for r in rows if r["run"] == run.index
-                         and r.get("kind") in ("gemm", "seed_step", "tensor_core_ceiling")
-                         and id(r) not in gpu_study)
+                         and r.get("kind") in GPU_STUDY_KINDS and id(r) not in gpu_study)
     uses = []
     for kind, count in sorted(dict(run.kinds).items()):
         shown = kept.get(kind, 0)
@@ -58,7 +67,7 @@ def run_uses(run: Run, rows: Sequence[dict]) -> list[str]:
         if kind in ("step", "sampler_overhead"):
             before = old if kind == "step" else sum(
                 1 for r in analysis.sampler_overhead(rows)
-                if r["run"] == run.index and "overhead_ratio" not in r)
+                if r["run"] == run.index and SAMPLER_ROW.overhead_ratio not in r)
             if before:
                 text += (f"; {before} measured before interleaving, shown only in the appendix "
                          f"'{BEFORE_INTERLEAVING_TITLE}'")
@@ -122,16 +131,18 @@ def section_runs(view: View, dropped: Sequence[str]) -> dict:
 
 
 STEP_COLUMNS = (
-    text_column("strategy", "strategy"), Column("chunks", "K"),
-    *map(Column.of, STEP.fields_named(
-        "step_ms", "compute_only_ms", "comm_only_ms", "sequential_ms", "limit_ms",
-        "overlap_efficiency", "hidden_comm_fraction")),
-    Column("samples_per_s", "samples/s"),  # the header says the unit; no "(1/s)" after it
-    Column.of(STEP.by_name["max_abs_err_vs_sequential"]),
+    text_column(STEP_ROW.strategy), Column(STEP_ROW.chunks, "K"),
+    *map(Column.of, (STEP.field.step_ms, STEP.field.compute_only_ms, STEP.field.comm_only_ms,
+                     STEP.field.sequential_ms, STEP.field.limit_ms,
+                     STEP.field.overlap_efficiency, STEP.field.hidden_comm_fraction)),
+    # the header says the unit; no "(1/s)" after it
+    Column.of(STEP.field.samples_per_s, "samples/s", unit=""),
+    Column.of(STEP.field.max_abs_err_vs_sequential),
 )
-ENERGY_COLUMNS = (text_column("workload", "workload"), Column("world_size", "ranks"),
-                  Column("chunks", "K"), text_column("strategy", "strategy"),
-                  Column("step_ms", "step", "ms"), Column("energy_per_step_j", "energy/step", "J"),
+ENERGY_COLUMNS = (text_column(STEP_ROW.workload), Column(STEP_ROW.world_size, "ranks"),
+                  Column(STEP_ROW.chunks, "K"), text_column(STEP_ROW.strategy),
+                  Column.of(STEP.field.step_ms, "step"),
+                  Column.of(STEP.field.energy_per_step_j, "energy/step"),
                   Column("power_w", "mean power, all GPUs", "W"),
                   Column("power_times_step_j", "power × step", "J"),
                   Column("disagreement_pct", "energy vs power × step", "%"))
@@ -164,9 +175,11 @@ def section_before_interleaving(view: View) -> dict:
             "tab-before-energy", f"{BEFORE_INTERLEAVING} Energy per step against mean power "
             f"× step time, per step row with NVML readings. {ENERGY_NOTE} "
             f"{how_text(energy, runs)}", ENERGY_COLUMNS, energy)
-    overhead = [r for r in analysis.sampler_overhead(rows) if "overhead_ratio" not in r]
+    # rows without the ratio were measured before interleaving
+    overhead = [r for r in analysis.sampler_overhead(rows)
+                if SAMPLER_ROW.overhead_ratio not in r]
     return {"empty": not tables and not overhead, "tables": tables, "energy": energy_table,
-            "overhead": [{"machine": r["machine"], "pct": fmt(r["overhead_pct"]),
+            "overhead": [{"machine": r["machine"], "pct": fmt(r[SAMPLER_ROW.overhead_pct]),
                           "path": runs[r["run"]].path} for r in overhead],
             "title": BEFORE_INTERLEAVING_TITLE}
 
@@ -192,13 +205,13 @@ def section_cells(view: View) -> dict:
 
 
 ALLREDUCE_COLUMNS = (Column("size_mib", "size", "MiB"),
-                     *map(Column.of, ALLREDUCE.fields_named("time_ms", "algbw_gbps",
-                                                            "busbw_gbps")),
+                     *map(Column.of, (ALLREDUCE.field.time_ms, ALLREDUCE.field.algbw_gbps,
+                                      ALLREDUCE.field.busbw_gbps)),
                      text_column("spread", "round spread", nowrap=True),
                      Column("nccl_tests_gbps", "nccl-tests", "GB/s"),
                      Column("pct_of_nccl_tests", "of nccl-tests", "%"),
                      Column("torch_ref_gbps", "torch ref.", "GB/s"),
-                     Column.of(ALLREDUCE.by_name["wrong_elements"]))
+                     Column.of(ALLREDUCE.field.wrong_elements))
 
 
 def round_spread(row: dict) -> str:
@@ -216,7 +229,8 @@ def allreduce_tables(view: View) -> list:
     """The all-reduce sweep per machine, fabric and world size, sizes in MiB throughout."""
     tables = []
     for group in view.machines.in_order(analysis.allreduce_groups(view.rows)):
-        table_rows = [{**r, "size_mib": r["size_bytes"] / 2**20, "spread": round_spread(r)}
+        table_rows = [{**r, "size_mib": r[ALLREDUCE_ROW.size_bytes] / 2**20,
+                       "spread": round_spread(r)}
                       for r in group["rows"]]
         tables.append(make_table(
             f"tab-allreduce-{group['machine']}-{group['profile']}-w{group['world_size']}",
