@@ -18,15 +18,19 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from impl.rows.kinds import GEMM_SWEEP
 from reports import analysis
 from reports.captions import how_text
 from reports.format import Column, Placement, Table, estimate_column, fmt, make_table, text_column
 from reports.view import View
 
-KIND = "gemm_sweep"
+KIND = GEMM_SWEEP.name
+# The sweep rows' fields: row[SWEEP.family]. A family's summary row is keyed by its rows'
+# family and dtype under the same names.
+SWEEP = GEMM_SWEEP.names
 KERNELS = ("v7", "v6")
 
-SUMMARY_COLUMNS = (text_column("family", "family"), text_column("dtype", "dtype"),
+SUMMARY_COLUMNS = (text_column(SWEEP.family), text_column(SWEEP.dtype),
                    Column("rows", "shapes"),
                    Column("v7_geomean", "v7 / cuBLAS, geometric mean"),
                    Column("v7_min", "v7 / cuBLAS, minimum"),
@@ -34,13 +38,13 @@ SUMMARY_COLUMNS = (text_column("family", "family"), text_column("dtype", "dtype"
                    Column("v6_geomean", "v6 / cuBLAS, geometric mean"),
                    Column("v6_min", "v6 / cuBLAS, minimum"))
 
-ROW_COLUMNS = (text_column("preset", "shape", nowrap=True), text_column("dtype", "dtype"),
+ROW_COLUMNS = (text_column(SWEEP.preset, "shape", nowrap=True), text_column(SWEEP.dtype),
                Column("cublas_tflops", "cuBLAS", "TFLOP/s"),
                estimate_column("v7_vs_cublas", "v7 / cuBLAS"),
                Column("v6_vs_cublas", "v6 / cuBLAS"),
                text_column("v7_tile", "v7 tile, rows, K parts"),
-               Column("roofline_tflops", "roofline", "TFLOP/s"),
-               text_column("roofline_bound", "bound"),
+               Column.of(GEMM_SWEEP.field.roofline_tflops, "roofline"),
+               text_column(SWEEP.roofline_bound, "bound"),
                Column("v7_pct_of_roofline", "v7 of roofline", "%"))
 
 NOT_COVERED = (
@@ -61,24 +65,26 @@ def geometric_mean(values: Sequence[float]) -> float:
 
 
 def ratio(row: dict, kernel: str) -> float:
-    return row["vs_cublas"][kernel]["value"]
+    return row[SWEEP.vs_cublas][kernel]["value"]
 
 
 def sweep_rows(rows: Sequence[dict]) -> list[dict]:
     """The sweep's rows of the newest run per GPU model, as the tables show them."""
     shown = []
     for row in analysis.newest_run_per_gpu(rows, KIND):
-        roofline = row.get("roofline_tflops")
-        v7_tflops = row["tflops"]["v7"]
+        roofline = row.get(SWEEP.roofline_tflops)
+        tflops = row[SWEEP.tflops]  # per variant
         shown.append({
-            **row, "cublas_tflops": row["tflops"]["cublas"],
-            "v7_vs_cublas": row["vs_cublas"]["v7"], "v6_vs_cublas": ratio(row, "v6"),
+            **row, "cublas_tflops": tflops["cublas"],
+            "v7_vs_cublas": row[SWEEP.vs_cublas]["v7"], "v6_vs_cublas": ratio(row, "v6"),
             "v7_tile": f"128×{row['v7_block_n']}, ×{row['v7_row_multiple']}"
-                       + (f" (copies {'+'.join(row['v7_copies'])})" if row["v7_copies"] else "")
-                       + (f", split-K {row['v7_splits']}" if row.get("v7_splits", 1) > 1 else "")
+                       + (f" (copies {'+'.join(row['v7_copies'])})"
+                          if row[SWEEP.v7_copies] else "")
+                       + (f", split-K {row['v7_splits']}"
+                          if row.get(SWEEP.v7_splits, 1) > 1 else "")
                        + (f", stream-K {row['v7_stream_k_tiles']} tiles"
-                          if row.get("v7_stream_k_tiles") else ""),
-            "v7_pct_of_roofline": 100 * v7_tflops / roofline if roofline else None})
+                          if row.get(SWEEP.v7_stream_k_tiles) else ""),
+            "v7_pct_of_roofline": 100 * tflops["v7"] / roofline if roofline else None})
     return shown
 
 
@@ -86,14 +92,14 @@ def family_summary(rows: Sequence[dict]) -> list[dict]:
     """Per family and dtype, then per dtype over every family: geometric mean and minimum."""
     groups: dict[tuple[str, str], list[dict]] = {}
     for row in rows:
-        groups.setdefault((row["dtype"], row["family"]), []).append(row)
-    for dtype in dict.fromkeys(row["dtype"] for row in rows):
-        groups[(dtype, "all")] = [row for row in rows if row["dtype"] == dtype]
+        groups.setdefault((row[SWEEP.dtype], row[SWEEP.family]), []).append(row)
+    for dtype in dict.fromkeys(row[SWEEP.dtype] for row in rows):
+        groups[(dtype, "all")] = [row for row in rows if row[SWEEP.dtype] == dtype]
     summary = []
     for (dtype, family), members in groups.items():
         worst = min(members, key=lambda r: ratio(r, "v7"))
-        summary.append({"family": family, "dtype": dtype, "rows": len(members),
-                        "v7_worst": worst["preset"],
+        summary.append({SWEEP.family: family, SWEEP.dtype: dtype, "rows": len(members),
+                        "v7_worst": worst[SWEEP.preset],
                         **{f"{k}_geomean": geometric_mean([ratio(r, k) for r in members])
                            for k in KERNELS},
                         **{f"{k}_min": min(ratio(r, k) for r in members) for k in KERNELS}})
@@ -113,7 +119,7 @@ def sweep_headline(rows: Sequence[dict]) -> str | None:
         v6 = [ratio(r, "v6") for r in members]
         # cuBLAS is slow where TMA-style strides break (0.15 of its aligned rate), so that
         # family lifts any mean; the mean without it is quoted beside.
-        aligned = [ratio(r, "v7") for r in members if r["family"] != "unaligned"]
+        aligned = [ratio(r, "v7") for r in members if r[SWEEP.family] != "unaligned"]
         lines.append(
             f"own GEMM v7 against cuBLAS on {gpu}, {len(members)} shapes × dtypes: geometric "
             f"mean {fmt(geometric_mean(v7))} ({fmt(geometric_mean(aligned))} without the "
