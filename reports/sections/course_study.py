@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from impl.metrics import ideal_speedup
+from impl.rows.kinds import COMPARISON, STEP, SYNTHETIC
 from reports import analysis, cells, figures, traces
 from reports.captions import (
     Machines,
@@ -20,6 +21,9 @@ from reports.sections.methodology import IDEAL_DOC
 from reports.sections.overlap import cell_text, saved_pct
 from reports.view import View
 
+# The simulation's rows (row[SIM.chunks]); a cell is a comparison row; the ratios measured
+# before interleaving (cells.old_format_ratios) are keyed as the step rows they come from.
+SIM, CELL, STEP_ROW = SYNTHETIC.names, COMPARISON.names, STEP.names
 STUDY_SPEEDUP_PCT = 30.0  # the course study's reported speedup (docs/ANCHORS.md)
 
 
@@ -33,8 +37,8 @@ def study_text(rows: Sequence[dict]) -> str | None:
     text = (f"The course study reported up to ~{STUDY_SPEEDUP_PCT:g}% from a simulation with "
             f"sleeps at compute:communication {cells.STUDY_COMPUTE_TO_COMM:g}")
     if simulated:
-        low = min(simulated, key=lambda r: r["speedup_pct"])
-        high = max(simulated, key=lambda r: r["speedup_pct"])
+        low = min(simulated, key=lambda r: r[SIM.speedup_pct])
+        high = max(simulated, key=lambda r: r[SIM.speedup_pct])
         text += (f" (rerun here: {fmt_pct(low['speedup_pct'])} at K = {low['chunks']} to "
                  f"{fmt_pct(high['speedup_pct'])} at K = {high['chunks']}, "
                  f"{len(simulated)} runs of the simulation)" if len(simulated) > 1 else
@@ -42,7 +46,7 @@ def study_text(rows: Sequence[dict]) -> str | None:
     if nearest:
         entry = nearest[0]
         cell = entry["cell"]
-        chunked = cell["strategies"].get("chunked")
+        chunked = cell[CELL.strategies].get("chunked")
         best = entry["best"]
         text += (f"; the measured cell nearest that ratio ({cell['machine']}, {cell_text(cell)}, "
                  f"compute:communication {fmt_estimate(entry['ratio'])})")
@@ -63,7 +67,7 @@ STUDY_COLUMNS = (text_column("what", "the study's figure or claim"),
 
 
 def _saved_text(cell: dict, strategy: str) -> str:
-    found = cell["strategies"].get(strategy)
+    found = cell[CELL.strategies].get(strategy)
     if not found:
         return f"{strategy} not measured in that cell"
     versus = found["vs_sequential"]
@@ -83,7 +87,7 @@ def study_rows(rows: Sequence[dict], machines: Machines) -> list[dict]:
     shown = [f"{fmt_estimate(r['ratio'])} ({r['cell']['machine']}, {cell_text(r['cell'])})"
              for r in reference]
     if old and not any(r["cell"]["machine"] in machines.gpu for r in reference):
-        first = max(old, key=lambda o: (o["profile"] == "nvlink", o["world_size"]))
+        first = max(old, key=lambda o: (o[STEP_ROW.profile] == "nvlink", o[STEP_ROW.world_size]))
         shown.append(f"≈ {fmt(first['ratio'])} ({first['machine']}, {first['profile']}, "
                      f"{first['world_size']} GPUs, {REFERENCE_NAME}: compute "
                      f"{fmt(first['compute_only_ms'])} ms, all-reduce "
@@ -128,12 +132,12 @@ def study_rows(rows: Sequence[dict], machines: Machines) -> list[dict]:
 REFERENCE_NAME = cells.REFERENCE_WORKLOADS[0]
 
 
-SYNTHETIC_COLUMNS = (text_column("machine", "machine"), Column("chunks", "K"),
-                     Column("scale", "time scale"),
-                     Column("sequential_ms", "one after the other", "ms"),
-                     Column("step_ms", "overlapped", "ms"),
+SYNTHETIC_COLUMNS = (text_column("machine"), Column(SIM.chunks, "K"),
+                     Column.of(SYNTHETIC.field.scale, "time scale"),
+                     Column.of(SYNTHETIC.field.sequential_ms, "one after the other"),
+                     Column.of(SYNTHETIC.field.step_ms, "overlapped"),
                      text_column("spread", "overlapped, round range", nowrap=True),
-                     Column("speedup_pct", "time saved", "%"))
+                     Column.of(SYNTHETIC.field.speedup_pct, "time saved"))
 
 
 def section_study(view: View) -> dict:
@@ -189,20 +193,20 @@ def section_study(view: View) -> dict:
             f"and overlapped by a second thread, and the time saved against the course "
             f"study's ~{STUDY_SPEEDUP_PCT:g}% (on {machines}). {how}",
             "Simulated speedup of the sleep-based model"))
-        largest = max(simulated, key=lambda r: (r["chunks"], r["machine"]))
-        if largest.get("timeline"):
+        largest = max(simulated, key=lambda r: (r[SIM.chunks], r["machine"]))
+        if timeline := largest.get(SIM.timeline):
             name = "traces/" + traces.file_name(largest["machine"], "synthetic",
                                                 f"K{largest['chunks']}")
-            out["timelines"].append({"variant": "synthetic", "timeline": largest["timeline"],
+            out["timelines"].append({"variant": "synthetic", "timeline": timeline,
                                      "file": name, "process": "simulation (sleeps)",
                                      "about": {"machine": largest["machine"],
-                                               "chunks": largest["chunks"],
+                                               SIM.chunks: largest[SIM.chunks],
                                                "variant": "synthetic (sleep-based)"}})
             out["synthetic_figures"].append(make_figure(
                 "fig-synthetic-gantt", figures.gantt([{
                     "title": f"simulation, K = {largest['chunks']} ({largest['machine']}): "
                              f"sleeps, no compute and no communication",
-                    "bars": analysis.timeline_bars(largest["timeline"]), "note": None}]),
+                    "bars": analysis.timeline_bars(timeline), "note": None}]),
                 f"Simulation (sleep-based), not a measurement: the overlapped timeline of the "
                 f"simulated step with K = {largest['chunks']} on "
                 f"{view.machines.words[largest['machine']]} (Perfetto trace: {name}). "
@@ -217,16 +221,17 @@ def synthetic_figure(rows: Sequence[dict], study_pct: float = 30.0) -> Image:
     left, right = axes[0]
     labels = [f"{r['machine']}\nK={r['chunks']}" for r in rows]
     positions = range(len(rows))
-    left.bar([p - 0.2 for p in positions], [r["sequential_ms"] for r in rows], 0.4,
+    left.bar([p - 0.2 for p in positions], [r[SIM.sequential_ms] for r in rows], 0.4,
              color="#aaaaaa", label="one after the other")
-    left.bar([p + 0.2 for p in positions], [r["step_ms"] for r in rows], 0.4,
+    left.bar([p + 0.2 for p in positions], [r[SIM.step_ms] for r in rows], 0.4,
              color=color("synthetic"), label="overlapped (2 threads)")
     left.set_xticks(list(positions), labels)
     left.set_ylabel("simulated step (ms, sleeps)")
     left.legend(frameon=False, ncols=2, loc="lower left", bbox_to_anchor=(0, 1.0))
-    right.bar(list(positions), [r["speedup_pct"] for r in rows], 0.5, color=color("synthetic"))
+    right.bar(list(positions), [r[SIM.speedup_pct] for r in rows], 0.5,
+              color=color("synthetic"))
     right.axhline(study_pct, color="black", linestyle="--", linewidth=0.8)
-    right.set_ylim(0, max([study_pct, *(r["speedup_pct"] for r in rows)]) * 1.25)
+    right.set_ylim(0, max([study_pct, *(r[SIM.speedup_pct] for r in rows)]) * 1.25)
     right.text(-0.4, study_pct * 1.03, f"course study: ~{study_pct:g}%", ha="left",
                va="bottom", fontsize=6.5)
     right.set_xticks(list(positions), labels)
