@@ -42,8 +42,12 @@ from impl.costmodel.lanes import LaneEffects
 from impl.costmodel.scale import compute_band
 from impl.costmodel.schedule import Plan, simulate
 from impl.costmodel.variant_plans import Interference
-from impl.rows.kinds import is_older_step
+from impl.rows.kinds import COMPARISON, STEP, is_older_step
 
+# A cell's row is a comparison row, or (before interleaving) a step row, which declares the
+# fields read from both (workload, chunks, world_size, profile, device, backend) alike; a
+# strategy's figures in a comparison row are named as a step row's.
+CELL_ROW, STEP_ROW = COMPARISON.names, STEP.names
 STEP_GOAL_MEDIAN, STEP_GOAL_MAX, HIDDEN_GOAL = 0.05, 0.10, 0.1
 # The fabric file whose copy-engine bandwidth times the copy-engine strategy on a GPU model.
 COPY_FABRICS = {"NVIDIA H200": "nvlink-h200x8", "NVIDIA H100 80GB HBM3": "nvlink-h100x8"}
@@ -109,9 +113,11 @@ def copy_fabric(device: str | None, comm: Fabric | MeasuredSweep, world: int) ->
 
 def measured_variants(row: dict) -> dict[str, tuple[dict, float | None]]:
     """Every variant of a comparison row with a step estimate: (estimate, hidden fraction)."""
-    found = {row["sequential_reference"]: (row["references"]["sequential_ms"], None)}
-    for name, figures in (row.get("strategies") or {}).items():
-        found[name] = (figures["step_ms"], value(figures.get("hidden_comm_fraction")))
+    sequential = row[CELL_ROW.references]["sequential_ms"]
+    found = {row[CELL_ROW.sequential_reference]: (sequential, None)}
+    for name, figures in (row.get(CELL_ROW.strategies) or {}).items():
+        found[name] = (figures[STEP_ROW.step_ms],
+                       value(figures.get(STEP_ROW.hidden_comm_fraction)))
     return found
 
 
@@ -127,17 +133,20 @@ class Cell:
     @property
     def efficiencies(self) -> dict[str, dict]:
         """Each variant's measured overlap efficiency (an estimate with its interval)."""
-        return {name: figures["overlap_efficiency"]
-                for name, figures in (self.row.get("strategies") or {}).items()
-                if self.interleaved and isinstance(figures.get("overlap_efficiency"), dict)}
+        efficiency = STEP_ROW.overlap_efficiency
+        return {name: figures[efficiency]
+                for name, figures in (self.row.get(CELL_ROW.strategies) or {}).items()
+                if self.interleaved and isinstance(figures.get(efficiency), dict)}
 
     def sequential_excess(self) -> float | None:
         """sequential / (compute-only + comm-only) − 1 in this cell: what sequential, with
         nothing to overlap, costs beyond its parts (a diagnostic, never a model input)."""
-        references = self.row.get("references") or {}
-        compute = value(references.get("compute_only_ms")) or self.row.get("compute_only_ms")
-        comm = value(references.get("comm_only_ms")) or self.row.get("comm_only_ms")
-        sequential = self.variants.get(self.row["sequential_reference"])
+        references = self.row.get(CELL_ROW.references) or {}
+        # an interleaved cell's references, else (a step row) the row's own figures
+        compute = (value(references.get("compute_only_ms"))
+                   or self.row.get(STEP_ROW.compute_only_ms))
+        comm = value(references.get("comm_only_ms")) or self.row.get(STEP_ROW.comm_only_ms)
+        sequential = self.variants.get(self.row[CELL_ROW.sequential_reference])
         if not compute or not comm or sequential is None:
             return None
         return sequential[0]["value"] / (compute + comm) - 1
@@ -145,37 +154,39 @@ class Cell:
 
 def interleaved_cells(rows: Sequence[dict]) -> list[Cell]:
     return [Cell(r, r, measured_variants(r), True) for r in rows
-            if r.get("kind") == "comparison" and r.get("world_size", 1) > 1
-            and "compute-only" in (r.get("timelines") or {})]
+            if COMPARISON.holds(r) and r.get(CELL_ROW.world_size, 1) > 1
+            and "compute-only" in (r.get(CELL_ROW.timelines) or {})]
 
 
 def earlier_cells(rows: Sequence[dict]) -> list[Cell]:
     """Cells of step rows measured before interleaving (each variant at its own moment):
     their compute-only step is the one-rank sequential row of the same machine, workload
     and K (newest run first), their comm-only time the rows' own."""
-    old = [r for r in rows if is_older_step(r) and r.get("timeline") and r.get("real", True)]
+    old = [r for r in rows
+           if is_older_step(r) and r.get(STEP_ROW.timeline) and r.get(STEP_ROW.real, True)]
     alone = {}
     for r in sorted(old, key=lambda r: r.get("run") or 0):
-        if r.get("world_size") == 1 and r.get("strategy") == "sequential":
-            alone[r.get("machine"), r["workload"], r["chunks"]] = r
+        if r.get(STEP_ROW.world_size) == 1 and r.get(STEP_ROW.strategy) == "sequential":
+            alone[r.get("machine"), r[STEP_ROW.workload], r[STEP_ROW.chunks]] = r
     cells: dict[tuple, dict] = {}
     for r in old:
-        compute = alone.get((r.get("machine"), r["workload"], r["chunks"]))
-        if r.get("world_size", 1) > 1 and compute is not None and r.get("comm_only_ms"):
-            key = (*fabric_key(r), r["chunks"])
+        compute = alone.get((r.get("machine"), r[STEP_ROW.workload], r[STEP_ROW.chunks]))
+        if (r.get(STEP_ROW.world_size, 1) > 1 and compute is not None
+                and r.get(STEP_ROW.comm_only_ms)):
+            key = (*fabric_key(r), r[STEP_ROW.chunks])
             cell = cells.setdefault(key, {"row": r, "compute": compute, "variants": {}})
-            cell["variants"][r["strategy"]] = ({"value": r["step_ms"]},
-                                               r.get("hidden_comm_fraction"))
+            cell["variants"][r[STEP_ROW.strategy]] = ({"value": r[STEP_ROW.step_ms]},
+                                                      r.get(STEP_ROW.hidden_comm_fraction))
     return [Cell(c["row"], c["compute"], c["variants"], False) for c in cells.values()]
 
 
 def unreadable(cell: Cell) -> str | None:
     """Why the model cannot start from this cell's compute-only step, or None."""
-    if not known_workload(cell.row["workload"]):
+    if not known_workload(cell.row[CELL_ROW.workload]):
         return (f"workload {cell.row['workload']!r} is not a model preset of impl/presets.py: its "
                 "parameter layout is unknown")
     try:
-        compute_profile({**cell.compute, "chunks": cell.row["chunks"]})
+        compute_profile({**cell.compute, CELL_ROW.chunks: cell.row[CELL_ROW.chunks]})
     except (ValueError, KeyError, TypeError) as error:
         return f"its compute-only timeline cannot be read ({error})"
     return None
@@ -205,9 +216,9 @@ def in_cell_inputs(cell: Cell, rows: Sequence[dict], fits: dict) -> Inputs:
     every input but the interference row comes from the cell's own run)."""
     row = cell.row
     comm, fit_text = fits[fabric_key(row)]  # known workload: comm_fabrics has its fit
-    return Inputs({**cell.compute, "chunks": row["chunks"]}, comm, fit_text,
-                  interference(rows, row["workload"], row.get("device"), row.get("profile"),
-                               row.get("machine")))
+    return Inputs({**cell.compute, CELL_ROW.chunks: row[CELL_ROW.chunks]}, comm, fit_text,
+                  interference(rows, row[CELL_ROW.workload], row.get(CELL_ROW.device),
+                               row.get(CELL_ROW.profile), row.get("machine")))
 
 
 def _limit(profile: ReadyProfile, plan: Plan) -> float:
@@ -230,19 +241,20 @@ def check_cell(cell: Cell, inputs: Inputs | str,
         except (ValueError, KeyError, TypeError) as error:
             problem = f"its compute-only input cannot be read ({error})"
     if problem is not None:
-        return [Check(row.get("machine"), row["workload"], row["chunks"], row["world_size"],
-                      row.get("profile"), name, estimate["value"], estimate.get("low"),
-                      estimate.get("high"), None, None, hidden, None, "", problem,
-                      cell.interleaved, row.get("backend"), cell.sequential_excess())
+        return [Check(row.get("machine"), row[CELL_ROW.workload], row[CELL_ROW.chunks],
+                      row[CELL_ROW.world_size], row.get(CELL_ROW.profile), name,
+                      estimate["value"], estimate.get("low"), estimate.get("high"), None, None,
+                      hidden, None, "", problem,
+                      cell.interleaved, row.get(CELL_ROW.backend), cell.sequential_excess())
                 for name, (estimate, hidden) in cell.variants.items()]
-    spans, _ = parameter_layout(row["workload"])
+    spans, _ = parameter_layout(row[CELL_ROW.workload])
     comm, slowdown = inputs.comm, inputs.interference
-    copy = copy_fabric(row.get("device"), comm, row["world_size"])
+    copy = copy_fabric(row.get(CELL_ROW.device), comm, row[CELL_ROW.world_size])
     about = inputs.about
     if copy is not None:
         about += (f"; peer copies at {copy.bandwidth_gbps:.3g} GB/s algbw "
                   f"(fabrics/{COPY_FABRICS[row.get('device')]}.toml)")
-    reference = variant_plans.plan("sequential", profile, row["chunks"], spans, comm)
+    reference = variant_plans.plan("sequential", profile, row[CELL_ROW.chunks], spans, comm)
     sequential = simulate(profile, reference)
     checks = []
     for name, (estimate, hidden) in cell.variants.items():
@@ -252,8 +264,8 @@ def check_cell(cell: Cell, inputs: Inputs | str,
             unseen = f"no copy-engine bandwidth for {row.get('device')} in fabrics/"
         elif variant_plans.variant(name)[0] in variant_plans.MODELLED:
             lane = lanes(name) if lanes else LaneEffects()
-            kernel = backward_kernel_ms(profile, row["workload"])
-            plan = variant_plans.plan(name, profile, row["chunks"], spans, comm,
+            kernel = backward_kernel_ms(profile, row[CELL_ROW.workload])
+            plan = variant_plans.plan(name, profile, row[CELL_ROW.chunks], spans, comm,
                                       lane.alone or copy, slowdown, lane.launch_ms,
                                       lane.beside_ms(kernel), lane.update_beside_ms(kernel))
             predicted = simulate(profile, plan)
@@ -261,12 +273,13 @@ def check_cell(cell: Cell, inputs: Inputs | str,
             efficiency = metrics.overlap_efficiency(sequential.step_ms, predicted.step_ms,
                                                     _limit(profile, reference))
         checks.append(Check(
-            row.get("machine"), row["workload"], row["chunks"], row["world_size"],
-            row.get("profile"), name, estimate["value"], estimate.get("low"),
-            estimate.get("high"), predicted.step_ms if predicted else None,
+            row.get("machine"), row[CELL_ROW.workload], row[CELL_ROW.chunks],
+            row[CELL_ROW.world_size], row.get(CELL_ROW.profile), name,
+            estimate["value"], estimate.get("low"), estimate.get("high"),
+            predicted.step_ms if predicted else None,
             calm.step_ms if calm else None, hidden,
             predicted.hidden_fraction if predicted else None,
-            about, unseen, cell.interleaved, row.get("backend"),
+            about, unseen, cell.interleaved, row.get(CELL_ROW.backend),
             cell.sequential_excess(), run=row.get("run"),
             measured_efficiency=cell.efficiencies.get(name), predicted_efficiency=efficiency,
             limit_ms=_limit(profile, reference) if predicted else None,
@@ -285,10 +298,10 @@ def validate(rows: Sequence[dict]) -> list[Check]:
     cells first, then those measured before interleaving."""
     fits = comm_fabrics(rows)
     cells = [c for c in measured_cells(rows)
-             if fabric_key(c.row) in fits or not known_workload(c.row["workload"])]
+             if fabric_key(c.row) in fits or not known_workload(c.row[CELL_ROW.workload])]
     return [check for cell in cells
             for check in check_cell(cell, in_cell_inputs(cell, rows, fits)
-                                    if known_workload(cell.row["workload"]) else "")]
+                                    if known_workload(cell.row[CELL_ROW.workload]) else "")]
 
 
 def by_strategy(checks: Sequence[Check], interleaved: bool = True) -> dict[tuple, dict]:
