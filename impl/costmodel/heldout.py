@@ -40,9 +40,12 @@ from impl.costmodel.fabric import Fabric, fit_fabric, measured_sweep
 from impl.costmodel.inputs import comm_fabrics, fabric_key, interference, run_name, value
 from impl.costmodel.lanes import ALONE_READ, ANY_GPU, LaneEffects, lane_effects, lanes_over
 from impl.costmodel.scale import PREDICTED_VARIANTS, step_band
-from impl.rows.kinds import COMPARISON, is_older_step
+from impl.rows.kinds import ALLREDUCE, COMPARISON, STEP, is_older_step
 from impl.strategy_records import strategy_of
 
+# A cell's row, and the rows compared with it, are comparison rows or (before interleaving)
+# step rows, which declare the fields read from both alike; the sweeps are all-reduce rows.
+CELL_ROW, STEP_ROW, SWEEP_ROW = COMPARISON.names, STEP.names, ALLREDUCE.names
 SPLITS = ("other runs", "leave-one-K-out", "leave-one-workload-out", "in-cell")
 HEADLINE = "other runs"
 # Every split's overhead, and that of predictions beyond the cells, is fitted where a cell's
@@ -61,12 +64,14 @@ def _compute_rows(rows: Sequence[dict], workload: str, device: str | None) -> li
     world size) and one-rank sequential step rows of runs before interleaving."""
     found = []
     for row in rows:
-        if row.get("workload") != workload or row.get("device") != device or device is None:
+        if (row.get(CELL_ROW.workload) != workload or row.get(CELL_ROW.device) != device
+                or device is None):
             continue
-        interleaved = COMPARISON.holds(row) and "compute-only" in (row.get("timelines") or {})
-        alone = (is_older_step(row) and row.get("strategy") == "sequential"
-                 and row.get("world_size") == 1 and row.get("timeline")
-                 and row.get("real", True))
+        interleaved = (COMPARISON.holds(row)
+                       and "compute-only" in (row.get(CELL_ROW.timelines) or {}))
+        alone = (is_older_step(row) and row.get(STEP_ROW.strategy) == "sequential"
+                 and row.get(STEP_ROW.world_size) == 1 and row.get(STEP_ROW.timeline)
+                 and row.get(STEP_ROW.real, True))
         if interleaved or alone:
             found.append(row)
     return found
@@ -76,32 +81,34 @@ def _nearest_compute(candidates: list[dict], chunks: int) -> dict | None:
     """The cell's K first, then the nearest K (finer on a tie), then the newest run."""
     if not candidates:
         return None
-    return min(candidates, key=lambda r: (abs(r["chunks"] - chunks), -r["chunks"],
+    return min(candidates, key=lambda r: (abs(r[CELL_ROW.chunks] - chunks), -r[CELL_ROW.chunks],
                                           -(r.get("run") or 0)))
 
 
 def other_runs(cell: accuracy.Cell, rows: Sequence[dict]) -> accuracy.Inputs | str:
     row = cell.row
-    if row.get("sequential_reference") != "sequential":
+    if row.get(CELL_ROW.sequential_reference) != "sequential":
         return "MPI's all-reduce: the suite's all-reduce sweep times NCCL and gloo only"
     others = [r for r in rows if r.get("run") != row.get("run")]
-    compute = _nearest_compute(_compute_rows(others, row["workload"], row.get("device")),
-                               row["chunks"])
+    compute = _nearest_compute(
+        _compute_rows(others, row[CELL_ROW.workload], row.get(CELL_ROW.device)),
+        row[CELL_ROW.chunks])
     if compute is None:
         return f"no compute-only step of {row['workload']} on {row.get('device')} in another run"
-    sweep = [r for r in others if r.get("kind") == "allreduce"
-             and r.get("world_size") == row["world_size"] and r.get("device") == row.get("device")
-             and r.get("profile") == row.get("profile") and r.get("backend") == row.get("backend")]
+    # the all-reduce rows of the cell's setting in other runs
+    sweep = [r for r in others if ALLREDUCE.holds(r)
+             and all(r.get(field) == row.get(field) for field in (
+                 SWEEP_ROW.world_size, SWEEP_ROW.device, SWEEP_ROW.profile, SWEEP_ROW.backend))]
     runs = sorted({(r.get("machine"), r.get("run"), run_name(r)) for r in sweep})
-    if len({r["size_bytes"] for r in sweep}) < 2:
+    if len({r[SWEEP_ROW.size_bytes] for r in sweep}) < 2:
         return (f"no all-reduce sweep at {row['world_size']} ranks, {row.get('backend')}, "
                 f"profile {row.get('profile')} in another run")
     comm = measured_sweep(sweep, "")
     source = (f"all-reduce sweep at {row['world_size']} ranks ({len(comm.sizes_bytes)} sizes, "
               f"{', '.join(f'{m} {name}' for m, _, name in runs)})")
     return accuracy.Inputs(compute, comm, source,
-                           interference(rows, row["workload"], row.get("device"),
-                                        row.get("profile"), row.get("machine"),
+                           interference(rows, row[CELL_ROW.workload], row.get(CELL_ROW.device),
+                                        row.get(CELL_ROW.profile), row.get("machine"),
                                         exclude_run=row.get("run")))
 
 
@@ -109,12 +116,13 @@ def _same_run(cell: accuracy.Cell, rows: Sequence[dict], keep) -> accuracy.Input
     """The cell's run with the comm-only times that ``keep(row)`` allows, fitted as α–β."""
     row = cell.row
     key = fabric_key(row)
-    comm_rows = [r for r in rows if r.get("kind") == "comparison" and keep(r)
+    comm_rows = [r for r in rows if COMPARISON.holds(r) and keep(r)
                  and fabric_key(r)[:2] == key[:2] and fabric_key(r)[3:] == key[3:]]
-    points = [(r["chunks"], parameter_layout(r["workload"])[0][-1][1]
-               * parameter_layout(r["workload"])[1], value(r["references"]["comm_only_ms"]))
-              for r in comm_rows if known_workload(r["workload"])
-              and value((r.get("references") or {}).get("comm_only_ms"))]
+    points = [(r[CELL_ROW.chunks], parameter_layout(r[CELL_ROW.workload])[0][-1][1]
+               * parameter_layout(r[CELL_ROW.workload])[1],
+               value(r[CELL_ROW.references]["comm_only_ms"]))
+              for r in comm_rows if known_workload(r[CELL_ROW.workload])
+              and value((r.get(CELL_ROW.references) or {}).get("comm_only_ms"))]
     if not points:
         return "no other comm-only time in its run"
     launches, total, times = zip(*points)
@@ -124,30 +132,30 @@ def _same_run(cell: accuracy.Cell, rows: Sequence[dict], keep) -> accuracy.Input
     except ValueError:  # one chunk count: all of it is bandwidth
         comm = Fabric(0.0, sum(times) / sum(total))
         how = "one chunk count, α not separable (taken as 0)"
-    others = [r for r in _compute_rows(rows, row["workload"], row.get("device"))
-              if r.get("run") == row.get("run") and r["chunks"] != row["chunks"]]
-    compute = _nearest_compute(others, row["chunks"])
+    others = [r for r in _compute_rows(rows, row[CELL_ROW.workload], row.get(CELL_ROW.device))
+              if r.get("run") == row.get("run") and r[CELL_ROW.chunks] != row[CELL_ROW.chunks]]
+    compute = _nearest_compute(others, row[CELL_ROW.chunks])
     if compute is None:
         return "no compute-only step at another K in its run"
     source = (f"{how} on comm-only at K = {', '.join(map(str, sorted(set(launches))))} "
               f"({len(points)} cells of its run)")
     return accuracy.Inputs(compute, comm, source,
-                           interference(rows, row["workload"], row.get("device"),
-                                        row.get("profile"), row.get("machine")))
+                           interference(rows, row[CELL_ROW.workload], row.get(CELL_ROW.device),
+                                        row.get(CELL_ROW.profile), row.get("machine")))
 
 
 def leave_one_k_out(cell: accuracy.Cell, rows: Sequence[dict]) -> accuracy.Inputs | str:
     row = cell.row
     if not cell.interleaved:
         return "measured before interleaving: no comm-only reference per cell to leave out"
-    return _same_run(cell, rows, lambda r: r["workload"] == row["workload"]
-                     and r["chunks"] != row["chunks"])
+    return _same_run(cell, rows, lambda r: r[CELL_ROW.workload] == row[CELL_ROW.workload]
+                     and r[CELL_ROW.chunks] != row[CELL_ROW.chunks])
 
 
 def leave_one_workload_out(cell: accuracy.Cell, rows: Sequence[dict]) -> accuracy.Inputs | str:
     if not cell.interleaved:
         return "measured before interleaving: no comm-only reference per cell to leave out"
-    return _same_run(cell, rows, lambda r: r["workload"] != cell.row["workload"])
+    return _same_run(cell, rows, lambda r: r[CELL_ROW.workload] != cell.row[CELL_ROW.workload])
 
 
 def in_cell(cell: accuracy.Cell, rows: Sequence[dict]) -> accuracy.Inputs | str:
@@ -165,9 +173,9 @@ def checks_by_split(rows: Sequence[dict], cells: Sequence[accuracy.Cell]) -> dic
     """Every split's checks of ``cells`` (inputs drawn from ``rows``: every run's rows), each
     with its variant's overhead fitted on the other cells of OVERHEAD_SPLIT
     (impl/costmodel/overhead.py)."""
-    known = [c for c in cells if known_workload(c.row["workload"])]
+    known = [c for c in cells if known_workload(c.row[CELL_ROW.workload])]
     lanes = {id(cell): functools.partial(lane_effects, rows, cell.row) for cell in known}
-    device = {_cell_key(c.row): c.row.get("device") for c in known}
+    device = {_cell_key(c.row): c.row.get(CELL_ROW.device) for c in known}
     raw = {split: [check for cell in known
                    for check in accuracy.check_cell(cell, RULES[split](cell, rows),
                                                     lanes[id(cell)])]
@@ -183,9 +191,9 @@ def trivial_errors(cells: Sequence[accuracy.Cell]) -> dict[tuple, float]:
     """Per (machine, run, workload, K, world, profile, variant): measured sequential / step − 1."""
     errors = {}
     for cell in cells:
-        if cell.row["sequential_reference"] not in cell.variants:
+        if cell.row[CELL_ROW.sequential_reference] not in cell.variants:
             continue  # a cell measured before interleaving without its sequential step
-        sequential = cell.variants[cell.row["sequential_reference"]][0]["value"]
+        sequential = cell.variants[cell.row[CELL_ROW.sequential_reference]][0]["value"]
         for name, (estimate, _) in cell.variants.items():
             errors[(*_cell_key(cell.row), name)] = sequential / estimate["value"] - 1
     return errors
@@ -213,8 +221,8 @@ def _measurements(row: dict) -> dict[str, float]:
     if COMPARISON.holds(row):
         return {name: estimate["value"]
                 for name, (estimate, _) in accuracy.measured_variants(row).items()}
-    if is_older_step(row) and row.get("real", True):
-        return {row["strategy"]: row["step_ms"]}
+    if is_older_step(row) and row.get(STEP_ROW.real, True):
+        return {row[STEP_ROW.strategy]: row[STEP_ROW.step_ms]}
     return {}
 
 
@@ -225,8 +233,9 @@ def unreproduced(cells: Sequence[accuracy.Cell], rows: Sequence[dict]) -> dict[t
     found = {}
     for cell in cells:
         key = _cell_key(cell.row)
-        same = [r for r in rows if r.get("workload") == key[2] and r.get("chunks") == key[3]
-                and r.get("world_size") == key[4] and r.get("profile") == key[5]
+        same = [r for r in rows
+                if r.get(CELL_ROW.workload) == key[2] and r.get(CELL_ROW.chunks) == key[3]
+                and r.get(CELL_ROW.world_size) == key[4] and r.get(CELL_ROW.profile) == key[5]
                 and r.get("machine") == key[0]]  # the validated row itself differs by 0
         for name, (estimate, _) in cell.variants.items():
             others = [(ms, run_name(r)) for r in same
@@ -241,8 +250,8 @@ def unreproduced(cells: Sequence[accuracy.Cell], rows: Sequence[dict]) -> dict[t
 
 
 def _cell_key(row: dict) -> tuple:
-    return (row.get("machine"), row.get("run"), row["workload"], row["chunks"],
-            row["world_size"], row.get("profile"))
+    return (row.get("machine"), row.get("run"), row[CELL_ROW.workload], row[CELL_ROW.chunks],
+            row[CELL_ROW.world_size], row.get(CELL_ROW.profile))
 
 
 def _check_key(check: accuracy.Check) -> tuple:
@@ -354,7 +363,8 @@ def bands(checks: Sequence[accuracy.Check]) -> dict[tuple, float]:
 
 
 def _round_medians(row: dict, name: str) -> list[float] | None:
-    steps = ((row.get("measurement") or {}).get("step_ms") or {}).get(name)
+    # a comparison row's per-variant, per-round step times (the measurement's own keys)
+    steps = ((row.get(CELL_ROW.measurement) or {}).get("step_ms") or {}).get(name)
     return [float(np.median(r)) for r in steps] if steps else None
 
 
@@ -413,7 +423,7 @@ def _limit_bands(by_cell: dict[tuple, list[accuracy.Check]],
     limit − 1| of the *other* cells (leave-one-cell-out, as ``bands``)."""
     errors = {}
     for key, group in by_cell.items():
-        measured = value((rows[key].get("references") or {}).get("limit_ms"))
+        measured = value((rows[key].get(CELL_ROW.references) or {}).get("limit_ms"))
         predicted = next((c.limit_ms for c in group if c.limit_ms is not None), None)
         if measured and predicted:
             errors[key] = abs(predicted / measured - 1)
@@ -477,7 +487,8 @@ def decisions(checks: Sequence[accuracy.Check], cells: Sequence[accuracy.Cell]) 
         else:
             wrong.append(f"{row.get('machine')} {row['workload']} K = {row['chunks']}: "
                          f"picked {best.variant}, measured best {', '.join(sorted(measured_best))}")
-        sequential = next((c for c in group if c.variant == row["sequential_reference"]), None)
+        sequential = next((c for c in group
+                           if c.variant == row[CELL_ROW.sequential_reference]), None)
         for c in group:
             measured = c.measured_efficiency
             if c.predicted_efficiency is None or not measured or measured.get("low") is None \
@@ -578,7 +589,7 @@ def overheads(checks: Sequence[accuracy.Check],
     keyed by its causes: per (GPU model, world size, variant) the median residual of its
     strategy over every measured cell of that GPU model and world size, and per (GPU model,
     variant) over every world size, for a world size no cell had (overhead.overhead_for)."""
-    device = {_cell_key(c.row): c.row.get("device") for c in cells}
+    device = {_cell_key(c.row): c.row.get(CELL_ROW.device) for c in cells}
     predicted = [(device[_check_key(c)[:-1]], c) for c in checks
                  if c.predicted_ms is not None and c.overhead_ms is not None]
     residuals: dict[tuple, list[float]] = {}
@@ -614,8 +625,8 @@ class HeldOut:
 def gpu_cells(merged: Sequence[dict]) -> list[accuracy.Cell]:
     """The cells held-out validation predicts: every measured cell on a GPU (NCCL, 2 or more
     ranks) of ``merged``."""
-    return [c for c in accuracy.measured_cells(merged) if c.row.get("device")
-            and c.row.get("backend") == "nccl"]
+    return [c for c in accuracy.measured_cells(merged) if c.row.get(CELL_ROW.device)
+            and c.row.get(CELL_ROW.backend) == "nccl"]
 
 
 def validate_held_out(rows: Sequence[dict], merged: Sequence[dict]) -> HeldOut:
@@ -629,7 +640,8 @@ def validate_held_out(rows: Sequence[dict], merged: Sequence[dict]) -> HeldOut:
     # world size (the copy-engine's all-reduce alone ran at 2 ranks near the fabric file's
     # peer-copy bandwidth, at 4 far below it); and over any world size, for a count no cell
     # had (assumed to hold there, as the overhead is). scale.lane_for reads them.
-    kinds = {(c.row.get("device"), c.row["world_size"], c.row["workload"]) for c in cells}
+    kinds = {(c.row.get(CELL_ROW.device), c.row[CELL_ROW.world_size], c.row[CELL_ROW.workload])
+             for c in cells}
     lanes = {(device, workload, name): lanes_over(rows, name, workload, device=device)
              for device, workload in {(device, workload) for device, _, workload in kinds}
              for name in PREDICTED_VARIANTS}
