@@ -27,7 +27,11 @@ from impl.costmodel.compute import (
 )
 from impl.costmodel.fabric import Fabric, fit_fabric
 from impl.costmodel.variant_plans import Interference
-from impl.rows.kinds import COMPARISON, is_older_step
+from impl.rows.kinds import COMPARISON, INTERFERENCE, STEP, is_older_step
+
+# A cell's row is a comparison row or (before interleaving) a step row: both declare the
+# fields read from either (workload, chunks, world_size, profile, sequential_reference) alike.
+CELL_ROW, STEP_ROW, INTERFERENCE_ROW = COMPARISON.names, STEP.names, INTERFERENCE.names
 
 
 def value(estimate: dict | None) -> float | None:
@@ -43,33 +47,35 @@ def run_name(row: dict) -> str:
 def compute_profile(row: dict) -> ReadyProfile:
     """The compute-only step of a comparison row (or of any row holding a world-size-1
     ``compute-only`` or sequential timeline), cut at the row's K."""
-    spans, element_size = parameter_layout(row["workload"])
-    timelines = row.get("timelines") or {}
-    timeline = timelines.get("compute-only") or row.get("timeline")
-    step = value((row.get("references") or {}).get("compute_only_ms")) or row.get("step_ms")
-    return profile_from_timeline(timeline, chunk_ends(spans, row["chunks"]), element_size, step)
+    spans, element_size = parameter_layout(row[CELL_ROW.workload])
+    timelines = row.get(CELL_ROW.timelines) or {}
+    timeline = timelines.get("compute-only") or row.get(STEP_ROW.timeline)
+    step = (value((row.get(CELL_ROW.references) or {}).get("compute_only_ms"))
+            or row.get(STEP_ROW.step_ms))
+    return profile_from_timeline(timeline, chunk_ends(spans, row[CELL_ROW.chunks]),
+                                 element_size, step)
 
 
 def fabric_key(row: dict) -> tuple:
     """Whose comm-only times share one fit: one run's cells of a workload, world size and
     profile, measured with the same library (MPI's cells have their own comm-only times)."""
-    return (row.get("machine"), row.get("run"), row["workload"], row["world_size"],
-            row.get("profile"), row.get("sequential_reference"))
+    return (row.get("machine"), row.get("run"), row[CELL_ROW.workload], row[CELL_ROW.world_size],
+            row.get(CELL_ROW.profile), row.get(CELL_ROW.sequential_reference))
 
 
 def comm_fabrics(rows: Sequence[dict]) -> dict[tuple, tuple[Fabric, str]]:
     """Per fabric_key, the α–β fit of the comm-only times at every K (and what it used)."""
     points: dict[tuple, dict[int, float]] = defaultdict(dict)
     for row in rows:
-        if row.get("world_size", 1) <= 1 or not known_workload(row.get("workload")):
+        if row.get(CELL_ROW.world_size, 1) <= 1 or not known_workload(row.get(CELL_ROW.workload)):
             continue
         comm = None
         if COMPARISON.holds(row):
-            comm = value((row.get("references") or {}).get("comm_only_ms"))
+            comm = value((row.get(CELL_ROW.references) or {}).get("comm_only_ms"))
         elif is_older_step(row):
-            comm = row.get("comm_only_ms")
+            comm = row.get(STEP_ROW.comm_only_ms)
         if comm:
-            points[fabric_key(row)][row["chunks"]] = comm
+            points[fabric_key(row)][row[CELL_ROW.chunks]] = comm
     fits = {}
     for key, by_k in points.items():
         spans, element_size = parameter_layout(key[2])
@@ -87,7 +93,8 @@ def comm_fabrics(rows: Sequence[dict]) -> dict[tuple, tuple[Fabric, str]]:
 
 
 def _ratios(row: dict) -> dict[str, float | None]:
-    return {kind: value(entry.get("ratio")) for kind, entry in (row.get("slowdown") or {}).items()
+    slowdown = row.get(INTERFERENCE_ROW.slowdown) or {}
+    return {kind: value(entry.get("ratio")) for kind, entry in slowdown.items()
             if isinstance(entry, dict)}
 
 
@@ -101,11 +108,12 @@ def interference(rows: Sequence[dict], workload: str, device: str | None, profil
     stands in for it, however new. Without any, a one-rank row's memory-bound add kernel
     (what NCCL's reduction kernels are) stands in, and says so; with neither, none.
     """
-    candidates = [r for r in rows if r.get("kind") == "interference"
-                  and r.get("workload") == workload and r.get("profile") == profile
+    candidates = [r for r in rows if INTERFERENCE.holds(r)
+                  and r.get(INTERFERENCE_ROW.workload) == workload
+                  and r.get(INTERFERENCE_ROW.profile) == profile
                   and (r.get("run") != exclude_run or exclude_run is None)
                   and ((machine is not None and r.get("machine") == machine)
-                       or (device is not None and r.get("device") == device))]
+                       or (device is not None and r.get(INTERFERENCE_ROW.device) == device))]
     # Own machine before another of the same GPU model, then the newest run.
     candidates.sort(key=lambda r: (r.get("machine") == machine, r.get("run") or 0),
                     reverse=True)
@@ -117,7 +125,7 @@ def interference(rows: Sequence[dict], workload: str, device: str | None, profil
                 continue
             copy = ratios.get("copy")
             where = f"{row.get('machine')}, {run_name(row)}, {row.get('world_size')} rank" \
-                    + ("s" if row.get("world_size") != 1 else "") \
+                    + ("s" if row.get(INTERFERENCE_ROW.world_size) != 1 else "") \
                     + ("" if row.get("machine") == machine else ", same GPU model")
             return Interference(
                 max(1.0, ratios[kind]), max(1.0, copy or 1.0),

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from impl.costmodel import variant_plans
 from impl.costmodel.compute import backward_kernels, known_workload, parameter_layout
 from impl.costmodel.fabric import Fabric, fit_fabric
-from impl.rows.kinds import COMPARISON, is_older_step
+from impl.rows.kinds import COMPARISON, STEP, is_older_step
 
 # The variants whose collectives' wait is read (from the same workload): the threaded
 # strategy's, equal in bytes. DDP's buckets differ in bytes; a 1 MB first chunk or chunks
@@ -48,6 +48,9 @@ from impl.rows.kinds import COMPARISON, is_older_step
 # per collective at K = 5, 1.0 at K = 20) nor across workloads: read from the same
 # workload, the copy-engine's largest held-out error was 12% and 74 of 93 separated pairs
 # were ordered right; from the other workloads 15% and 69; left out, 76 (docs/costmodel.md).
+# A cell's row is a comparison row or (before interleaving) a step row, which declare the
+# fields read from both alike.
+CELL_ROW, STEP_ROW = COMPARISON.names, STEP.names
 LANE_READ = ("threaded",)
 ALONE_READ = ("copy-engine",)  # no fabric file times its all-reduce (module docstring)
 
@@ -120,35 +123,35 @@ def _timelines(row: dict, name: str) -> dict | None:
     """Variant ``name``'s overlapped timeline in a row: a comparison row's, or a step row's
     (measured before interleaving) of that strategy."""
     if COMPARISON.holds(row):
-        return (row.get("timelines") or {}).get(name)
-    if is_older_step(row) and row.get("strategy") == name:
-        return row.get("timeline")
+        return (row.get(CELL_ROW.timelines) or {}).get(name)
+    if is_older_step(row) and row.get(STEP_ROW.strategy) == name:
+        return row.get(STEP_ROW.timeline)
     return None
 
 
 def _kernel_ms(rows: Sequence[dict], row: dict) -> float | None:
     """The mean backward GEMM of a row's cell, from its compute-only timeline (a comparison
     row's) or, measured before interleaving, the same run's sequential step at its K."""
-    if not known_workload(row.get("workload")):
+    if not known_workload(row.get(CELL_ROW.workload)):
         return None
-    timeline = (row.get("timelines") or {}).get("compute-only")
+    timeline = (row.get(CELL_ROW.timelines) or {}).get("compute-only")
     if timeline is None:
-        timeline = next((r.get("timeline") for r in rows if is_older_step(r)
-                         and r.get("strategy") == "sequential"
+        timeline = next((r.get(STEP_ROW.timeline) for r in rows if is_older_step(r)
+                         and r.get(STEP_ROW.strategy) == "sequential"
                          and all(r.get(k) == row.get(k) for k in
-                                 ("machine", "run", "workload", "chunks", "world_size",
-                                  "profile"))), None)
+                                 ("machine", "run", STEP_ROW.workload, STEP_ROW.chunks,
+                                  STEP_ROW.world_size, STEP_ROW.profile))), None)
     backward = [i for i in (timeline or {}).get("intervals") or []
                 if i["lane"] == "compute" and i["label"].startswith("backward")]
     if not backward:
         return None
     span = max(i["end_ms"] for i in backward) - min(i["start_ms"] for i in backward)
-    return span / backward_kernels(row["workload"])
+    return span / backward_kernels(row[CELL_ROW.workload])
 
 
 NO_LANE = LaneEffects()  # nothing read: as fast beside backward as alone, no hand-off
 ANY_GPU = "any GPU model"  # lanes read over every GPU model at a world size (scale.lane_for)
-SAME_CELL_KIND = ("device", "world_size", "profile")
+SAME_CELL_KIND = (CELL_ROW.device, CELL_ROW.world_size, CELL_ROW.profile)
 
 
 def lane_effects(rows: Sequence[dict], cell: dict, name: str,
@@ -165,11 +168,11 @@ def lane_effects(rows: Sequence[dict], cell: dict, name: str,
     beside, updates, waits, alone = [], [], [], []
     for row in rows:
         if any(row.get(k) != cell.get(k) for k in same) \
-                or all(row.get(k) == cell.get(k) for k in ("machine", "run", "chunks",
-                                                            "workload")) \
+                or all(row.get(k) == cell.get(k) for k in ("machine", "run", CELL_ROW.chunks,
+                                                            CELL_ROW.workload)) \
                 or not (kernel := _kernel_ms(rows, row)):
             continue  # another kind of cell, or the predicted cell itself
-        same_workload = row.get("workload") == cell.get("workload")
+        same_workload = row.get(CELL_ROW.workload) == cell.get(CELL_ROW.workload)
         found = timeline_effects(timeline) if (timeline := _timelines(row, name)) else None
         if found and read_lane and same_workload:
             beside += [found.beside_ms / kernel] if found.beside_ms is not None else []
@@ -180,8 +183,8 @@ def lane_effects(rows: Sequence[dict], cell: dict, name: str,
         if strategy in ALONE_READ and not same_workload \
                 and (timeline := _timelines(row, strategy)) \
                 and (base := timeline_effects(timeline)).alone_ms is not None:
-            spans, element_size = parameter_layout(row["workload"])
-            alone.append((spans[-1][1] * element_size / row["chunks"], base.alone_ms))
+            spans, element_size = parameter_layout(row[CELL_ROW.workload])
+            alone.append((spans[-1][1] * element_size / row[CELL_ROW.chunks], base.alone_ms))
     if not (beside or waits or updates or alone):
         return LaneEffects()
     effects = LaneEffects(statistics.median(beside) if beside else 0.0,
@@ -197,9 +200,9 @@ def lanes_over(rows: Sequence[dict], name: str, workload: str, device: str | Non
                world: int | None = None) -> LaneEffects:
     """``lane_effects`` for a prediction of ``workload``: over the cells of the GPU model and
     world size given, each of them where given, any where None."""
-    given = {"device": device, "world_size": world}
+    given = {CELL_ROW.device: device, CELL_ROW.world_size: world}
     same = tuple(key for key, wanted in given.items() if wanted is not None)
-    return lane_effects(rows, {**given, "workload": workload}, name, same)
+    return lane_effects(rows, {**given, CELL_ROW.workload: workload}, name, same)
 
 
 def _alone(points: list[tuple[float, float]]) -> Fabric | None:

@@ -38,7 +38,11 @@ from impl.costmodel.fabric import MeasuredSweep, NodeFabric, measured_sweep
 from impl.costmodel.inputs import compute_profile, interference, run_name
 from impl.costmodel.lanes import ANY_GPU, NO_LANE, LaneEffects
 from impl.costmodel.schedule import simulate
+from impl.rows.kinds import ALLREDUCE, COMPARISON, STEP
 
+# The row predicted from is a comparison row or (an older file) a step row, which declare the
+# fields read from both alike; the sweeps are all-reduce rows.
+CELL_ROW, STEP_ROW, SWEEP_ROW = COMPARISON.names, STEP.names, ALLREDUCE.names
 WORLDS = (8, 16, 32, 64, 128, 256, 512, 1024)
 NO_EFFICIENCY = ("no overlap efficiency: the step's band is wider than the headroom S − L "
                  "(the sequential step less the limit), so E = (S − T)/(S − L) could be anything")
@@ -66,7 +70,7 @@ class Source:
 
 def compute_band(row: dict) -> float:
     """The compute-only step's 95% interval as a relative half-width (0 where not given)."""
-    estimate = (row.get("references") or {}).get("compute_only_ms") or {}
+    estimate = (row.get(CELL_ROW.references) or {}).get("compute_only_ms") or {}
     if estimate.get("low") is None or estimate.get("high") is None or not estimate.get("value"):
         return 0.0
     return (estimate["high"] - estimate["low"]) / 2 / estimate["value"]
@@ -82,7 +86,9 @@ def step_band(held_out: float | None, compute: float) -> float | None:
 def step_spread_ms(row: dict) -> float:
     """The standard deviation of a comparison row's compute-only step over every measured
     step (all rounds): how much one rank's step varies; 0 where the row keeps no steps."""
-    steps = ((row.get("measurement") or {}).get("step_ms") or {}).get("compute-only") or []
+    # the measurement's per-variant, per-round step times
+    timed = (row.get(CELL_ROW.measurement) or {}).get("step_ms") or {}
+    steps = timed.get("compute-only") or []
     flat = [float(t) for round_steps in steps for t in round_steps]
     return float(np.std(flat, ddof=1)) if len(flat) >= 2 else 0.0
 
@@ -127,17 +133,17 @@ def _profile_rows(rows: Sequence[dict]) -> dict[str, dict]:
     one-rank sequential step of an older file), the one with the most chunks."""
     found: dict[str, dict] = {}
     for row in rows:
-        timeline = (row.get("timelines") or {}).get("compute-only") if row.get(
-            "kind") == "comparison" else (row.get("timeline") if row.get("kind") == "step"
-                                          and row.get("strategy") == "sequential"
-                                          and row.get("world_size") == 1 else None)
+        timeline = (row.get(CELL_ROW.timelines) or {}).get("compute-only") if COMPARISON.holds(
+            row) else (row.get(STEP_ROW.timeline) if STEP.holds(row)
+                       and row.get(STEP_ROW.strategy) == "sequential"
+                       and row.get(STEP_ROW.world_size) == 1 else None)
         if not timeline:
             continue
-        best = found.get(row["workload"])
+        best = found.get(row[CELL_ROW.workload])
         # Interleaved cells before older step rows (as the report reads runs), then more chunks.
-        rank = (row.get("kind") == "comparison", row["chunks"])
-        if best is None or rank > (best.get("kind") == "comparison", best["chunks"]):
-            found[row["workload"]] = row
+        rank = (COMPARISON.holds(row), row[CELL_ROW.chunks])
+        if best is None or rank > (COMPARISON.holds(best), best[CELL_ROW.chunks]):
+            found[row[CELL_ROW.workload]] = row
     return found
 
 
@@ -152,12 +158,12 @@ def sources(rows: Sequence[dict]) -> list[Source]:
         except (ValueError, KeyError, TypeError):
             continue  # an unreadable timeline: nothing to predict from
         found.append(Source(workload, profile,
-                            interference(rows, workload, row.get("device"), row.get("profile"),
-                                         row.get("machine")),
+                            interference(rows, workload, row.get(CELL_ROW.device),
+                                         row.get(CELL_ROW.profile), row.get("machine")),
                             f"compute-only {profile.compute_only_ms:.3g} ms "
                             f"({row.get('machine')}, K = {row['chunks']}, "
                             f"{row.get('device') or 'device not recorded'})",
-                            row.get("device"), step_spread_ms(row), compute_band(row)))
+                            row.get(CELL_ROW.device), step_spread_ms(row), compute_band(row)))
     return found
 
 
@@ -267,16 +273,16 @@ def sweeps(rows: Sequence[dict], profile: str = "nvlink") -> dict[tuple, Measure
     sweep carries its protocol and channel choices."""
     newest: dict[tuple, int] = {}  # run: the file's index, oldest first (validate.load_rows)
     for row in rows:
-        if row.get("kind") == "allreduce" and row.get("backend") == "nccl" \
-                and row.get("profile") == profile and row.get("device"):
-            key = (row["device"], row["world_size"])
+        if ALLREDUCE.holds(row) and row.get(SWEEP_ROW.backend) == "nccl" \
+                and row.get(SWEEP_ROW.profile) == profile and row.get(SWEEP_ROW.device):
+            key = (row[SWEEP_ROW.device], row[SWEEP_ROW.world_size])
             newest[key] = max(newest.get(key, -1), row.get("run") or 0)
     found = {}
     for (device, world), run in newest.items():
-        mine = [r for r in rows if r.get("kind") == "allreduce" and r.get("device") == device
-                and r.get("world_size") == world and (r.get("run") or 0) == run
-                and r.get("backend") == "nccl" and r.get("profile") == profile]
-        if len({r["size_bytes"] for r in mine}) >= 2:
+        mine = [r for r in rows if ALLREDUCE.holds(r) and r.get(SWEEP_ROW.device) == device
+                and r.get(SWEEP_ROW.world_size) == world and (r.get("run") or 0) == run
+                and r.get(SWEEP_ROW.backend) == "nccl" and r.get(SWEEP_ROW.profile) == profile]
+        if len({r[SWEEP_ROW.size_bytes] for r in mine}) >= 2:
             found[device, world] = measured_sweep(
                 mine, f"all-reduce sweep at {world} ranks ({run_name(mine[0])})")
     return found

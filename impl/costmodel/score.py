@@ -28,6 +28,9 @@ from pathlib import Path
 from impl.costmodel.accuracy import measured_variants
 from impl.costmodel.validate import load_rows
 from impl.rows.files import ResultsError
+from impl.rows.kinds import COMPARISON
+
+CELL = COMPARISON.names  # the measured cells: cell[CELL.workload]
 
 
 @dataclass(frozen=True)
@@ -56,12 +59,13 @@ def scored(predictions: Sequence[dict], rows: Sequence[dict]) -> list[Scored]:
               for p in predictions if p.get("step_ms") is not None}
     found = []
     for row in rows:
-        if row.get("kind") != "comparison" or row.get("world_size", 1) < 2:
+        if not COMPARISON.holds(row) or row.get(CELL.world_size, 1) < 2:
             continue
+        workload, world, chunks = row[CELL.workload], row[CELL.world_size], row[CELL.chunks]
         for name, (estimate, _) in measured_variants(row).items():
-            key = (row["workload"], name, row["world_size"], row["chunks"])
+            key = (workload, name, world, chunks)
             if key in frozen:
-                found.append(Scored(row["workload"], row["chunks"], row["world_size"], name,
+                found.append(Scored(workload, chunks, world, name,
                                     estimate["value"], frozen[key], estimate.get("low"),
                                     estimate.get("high")))
     return found
