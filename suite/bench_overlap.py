@@ -36,6 +36,7 @@ import torch
 from impl import capabilities, comparisons, metrics
 from impl.gradients import max_chunks, shared_buffers
 from impl.memory import MemoryPlan, Pristine, agreed, alias_model, plan_for_cell
+from impl.rows.kinds import STEP
 from impl.rows.write import write_row
 from impl.strategies import (
     STRATEGIES,
@@ -403,6 +404,14 @@ def _value(estimate: dict | None) -> float | None:
     return None if estimate is None else estimate["value"]
 
 
+# A variant's step row names its fields as STEP declares them; the comparison's references
+# and a strategy's figures carry the same names (copied below).
+STEP_ROW = STEP.names
+# The figures with an interval in a comparison, a step row's value and its interval.
+INTERVAL_FIGURES = (STEP_ROW.overlap_efficiency, STEP_ROW.bound_efficiency,
+                    STEP_ROW.hidden_comm_fraction)
+
+
 def variant_info(variant: str, cell: Cell, result: CellResult) -> dict:
     """A variant's row: its own step times, and its figures copied from the comparison."""
     workload = cell.workload
@@ -418,22 +427,22 @@ def variant_info(variant: str, cell: Cell, result: CellResult) -> dict:
         "step_ms": step_ms, "step_ms_rounds": round_ms, "step_ms_all": steps,
         "samples_per_s": metrics.samples_per_s(cell.world_size, workload.batch, step_ms),
         "samples_per_round": cell.world_size * workload.batch * measurement.steps_per_round,
-        "intervals": {"step_ms": step_estimate.to_json(), **{
-            key: figures[key] for key in ("overlap_efficiency", "bound_efficiency",
-                                          "hidden_comm_fraction") if figures.get(key)}},
+        "intervals": {STEP_ROW.step_ms: step_estimate.to_json(), **{
+            key: figures[key] for key in INTERVAL_FIGURES if figures.get(key)}},
         "timeline": result.timelines[variant],
         "ddp_bucket_count": result.bucket_counts.get(variant),
         **result.checks.get(variant, {"max_abs_err_vs_sequential": None, "tolerance": None}),
     }
-    for key in ("compute_only_ms", "comm_only_ms", "sequential_ms", "limit_ms", "bound_ms"):
-        info[key] = _value(references.get(key)) if key != "comm_only_ms" or cell.world_size > 1 \
-            else 0.0
-    info["limit_ms"] = info["limit_ms"] if info["limit_ms"] is not None else info[
-        "compute_only_ms"]
-    for key in ("overlap_efficiency", "bound_efficiency", "hidden_comm_fraction"):
+    for key in (STEP_ROW.compute_only_ms, STEP_ROW.comm_only_ms, STEP_ROW.sequential_ms,
+                STEP_ROW.limit_ms, STEP_ROW.bound_ms):
+        info[key] = _value(references.get(key)) \
+            if key != STEP_ROW.comm_only_ms or cell.world_size > 1 else 0.0
+    if info[STEP_ROW.limit_ms] is None:
+        info[STEP_ROW.limit_ms] = info[STEP_ROW.compute_only_ms]
+    for key in INTERVAL_FIGURES:
         info[key] = _value(figures.get(key))
     vs = figures.get("vs_sequential")
-    info["speedup_vs_sequential"] = _value(vs["speedup"]) if vs else None
+    info[STEP_ROW.speedup_vs_sequential] = _value(vs["speedup"]) if vs else None
     for peer in ("ddp", "ddp_25mb"):
         versus = figures.get(f"vs_{peer}")
         info[f"speedup_vs_{peer}"] = _value(versus["speedup"]) if versus else None
@@ -446,7 +455,8 @@ def energy(measurement: Measurement, variant: str, cell: Cell, batch: int) -> di
     """Energy of the variant's segments (NVML counter read around each), per step."""
     joules = measurement.energy_j.get(variant)
     if not joules:
-        return {"energy_per_step_j": None, "samples_per_joule": None}
+        return {STEP_ROW.energy_per_step_j: None, STEP_ROW.samples_per_joule: None}
     per_step = metrics.energy_per_step_j(sum(joules), len(joules) * measurement.steps_per_round)
-    return {"energy_per_step_j": per_step,
-            "samples_per_joule": metrics.samples_per_joule(cell.world_size, batch, per_step)}
+    return {STEP_ROW.energy_per_step_j: per_step,
+            STEP_ROW.samples_per_joule: metrics.samples_per_joule(cell.world_size, batch,
+                                                                  per_step)}
