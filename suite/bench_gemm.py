@@ -32,6 +32,7 @@ import torch
 from impl import stats
 from impl.capabilities import missing_gpu, missing_hopper, missing_nvcc
 from impl.kernels import load, ops, peaks, sweep, tiles
+from impl.rows.kinds import GEMM, GEMM_SWEEP, TENSOR_CORE_CEILING
 from impl.rows.write import write_row
 from impl.sampler import NvmlSampler
 from suite.harness import Rounds, Variant, measure_interleaved, record_round_times
@@ -41,6 +42,10 @@ pytestmark = [pytest.mark.gpu, pytest.mark.one_device,
               pytest.mark.skipif(SKIP is not None, reason=str(SKIP))]
 
 ROUNDS = 5
+# The fields read or set after a row is built (the peaks, where the GPU is in the peak table;
+# the error check), named as each kind of row declares them.
+GEMM_ROW, CEILING_ROW = GEMM.names, TENSOR_CORE_CEILING.names
+SWEEP_ROW = GEMM_SWEEP.names
 WARMUP_ROUNDS = 1
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 VERSIONS_BY_DTYPE = {
@@ -226,12 +231,12 @@ def test_gemm(benchmark, device_peaks, shape: GemmShape, dtype_name: str, versio
         "kernel_path": ops.gemm_v6_path(a, b) if version == "v6" else version,
     }
     if device_peaks is not None:
-        info["peak_tflops"] = device_peaks.peak_flops(dtype_name) / 1e12
-        info["peak_gbps"] = device_peaks.hbm_bytes_per_s / 1e9
-        info["roofline_tflops"] = peaks.roofline(intensity, dtype_name, device_peaks) / 1e12
+        info[GEMM_ROW.peak_tflops] = device_peaks.peak_flops(dtype_name) / 1e12
+        info[GEMM_ROW.peak_gbps] = device_peaks.hbm_bytes_per_s / 1e9
+        info[GEMM_ROW.roofline_tflops] = peaks.roofline(intensity, dtype_name, device_peaks) / 1e12
     write_row(benchmark, info)
     # Correctness beside the timing: a fast wrong answer fails its row.
-    assert info["max_abs_err"] <= info["max_abs_err_tolerance"], info
+    assert info[GEMM_ROW.max_abs_err] <= info[GEMM_ROW.max_abs_err_tolerance], info
 
 
 # --- tensor-core ceilings: what each MMA instruction family can deliver at most ------------
@@ -306,8 +311,8 @@ def test_tensor_core_ceiling(benchmark, device_peaks, cublas_tflops: float,
         "pct_of_peak": None,
     }
     if device_peaks is not None:
-        info["peak_tflops"] = device_peaks.peak_flops("bf16") / 1e12
-        info["pct_of_peak"] = 100.0 * tflops / info["peak_tflops"]
+        info[CEILING_ROW.peak_tflops] = device_peaks.peak_flops("bf16") / 1e12
+        info[CEILING_ROW.pct_of_peak] = 100.0 * tflops / info[CEILING_ROW.peak_tflops]
     write_row(benchmark, info)
 
 
@@ -519,8 +524,9 @@ def test_gemm_sweep(benchmark, device_peaks, sweep_rounds: int, sweep_shape, swe
         "peak_tflops": None, "peak_gbps": None, "roofline_tflops": None, "roofline_bound": None,
     }
     if device_peaks is not None:
-        info["peak_tflops"] = device_peaks.peak_flops(sweep_dtype) / 1e12
-        info["peak_gbps"] = device_peaks.hbm_bytes_per_s / 1e9
-        info["roofline_tflops"] = peaks.roofline(intensity, sweep_dtype, device_peaks) / 1e12
-        info["roofline_bound"] = peaks.binding_roof(intensity, sweep_dtype, device_peaks)
+        info[SWEEP_ROW.peak_tflops] = device_peaks.peak_flops(sweep_dtype) / 1e12
+        info[SWEEP_ROW.peak_gbps] = device_peaks.hbm_bytes_per_s / 1e9
+        info[SWEEP_ROW.roofline_tflops] = (
+            peaks.roofline(intensity, sweep_dtype, device_peaks) / 1e12)
+        info[SWEEP_ROW.roofline_bound] = peaks.binding_roof(intensity, sweep_dtype, device_peaks)
     write_row(benchmark, info)
