@@ -16,12 +16,15 @@ from collections.abc import Sequence
 
 from impl.costmodel import accuracy, heldout, scale
 from impl.costmodel.fabric_file import load_fabric
-from impl.rows.kinds import is_older_step
+from impl.rows.kinds import COMPARISON, STEP, is_older_step
 from reports import figures
 from reports.captions import make_figure
 from reports.format import Column, Placement, fmt, make_table, text_column
 from reports.view import View
 
+# A measured cell's row: a comparison row or (before interleaving) a step row, which declare
+# device alike. The predictions' and checks' own keys below are theirs, not row fields.
+CELL = COMPARISON.names
 # The fabric each GPU model's compute is predicted on: its HGX nodes over InfiniBand.
 FABRICS = {"NVIDIA H200": "ib400-h200x8", "NVIDIA H100 80GB HBM3": "ib400-h100x8"}
 # The same nodes with in-network reduction (CollNet, cited, not measured): one line each.
@@ -73,8 +76,8 @@ def _by_device(rows: Sequence[dict]) -> dict[str, list[dict]]:
     for row in rows:
         if is_older_step(row):
             continue
-        if row.get("device") in FABRICS:
-            devices.setdefault(row["device"], []).append(row)
+        if row.get(CELL.device) in FABRICS:  # any kind: each that records a device names it so
+            devices.setdefault(row[CELL.device], []).append(row)
     return devices
 
 
@@ -324,6 +327,6 @@ def section(view: View) -> dict:
             "held_out": held_out_table, "decisions": decisions,
             "notes": list(dict.fromkeys(notes)),
             "summaries": validation_tables(checks, {
-                r["machine"] for r in rows if r.get("kind") in ("step", "comparison")
-                and r.get("device") not in (None, "cpu")}),
+                r["machine"] for r in rows if (STEP.holds(r) or COMPARISON.holds(r))
+                and r.get(CELL.device) not in (None, "cpu")}),
             "tables": tables}
