@@ -112,12 +112,32 @@ def test_a_kinds_fields_and_names_read_as_attributes_checked_against_the_declara
         kinds.GEMM.names.step_ms  # noqa: B018 (the read is the test)
 
 
+def test_a_row_is_built_by_its_kind_which_refuses_an_undeclared_field():
+    row = kinds.ALLREDUCE.row(**{k: v for k, v in allreduce_row().items() if k != "kind"})
+    assert row == allreduce_row()
+    assert written(row) == allreduce_row()
+    assert kinds.STEP.row() == {"kind": "step"}
+    with pytest.raises(TypeError) as raised:
+        kinds.ALLREDUCE.row(time_ms=0.8, busbw_gpbs=1.31)
+    assert str(raised.value) == "row kind 'allreduce' declares no field 'busbw_gpbs'"
+
+
+def kinds_built_in(source: str) -> set[str]:
+    """The row kinds a suite module's source builds: ``KIND.row(...)`` of a kind of
+    impl/rows/kinds.py, or a dict that spells ``"kind": "..."``."""
+    by_variable = {name: kind.name for name, kind in vars(kinds).items()
+                   if isinstance(kind, RowKind)}
+    return set(re.findall(r'"kind": "(\w+)"', source)) | {
+        by_variable[name] for name in re.findall(r"\b([A-Z_]+)\.row\(", source)
+        if name in by_variable}
+
+
 def test_every_kind_the_suite_writes_is_declared_with_units_and_definitions():
     written_kinds = set()
     for path in sorted((ROOT / "suite").glob("bench_*.py")):
         source = path.read_text(encoding="utf-8")
         assert "extra_info.update" not in source, f"{path.name} writes a row around write_row"
-        written_kinds |= set(re.findall(r'"kind": "(\w+)"', source))
+        written_kinds |= kinds_built_in(source)
     assert written_kinds == set(kinds.ROW_KINDS)
     assert "autotune" in kinds.ROW_KINDS
     for kind in kinds.ROW_KINDS.values():

@@ -18,6 +18,7 @@ from impl.studies import GPU_RUNS, STUDIES, of_module
 from reports.context import SECTIONS
 from suite import budget, run
 from suite.watchdog import study_of
+from tests.test_rows import kinds_built_in
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -44,7 +45,7 @@ def test_every_row_kind_is_one_study_s_and_its_module_writes_it():
     assert sorted(kinds) == sorted(ROW_KINDS)  # each once
     for study in STUDIES.values():
         source = (ROOT / study.module).read_text(encoding="utf-8")
-        assert set(re.findall(r'"kind": "(\w+)"', source)) == set(study.kinds), study.name
+        assert kinds_built_in(source) == set(study.kinds), study.name
 
 
 def test_presets_are_listed_under_one_study_each():

@@ -100,6 +100,15 @@ class RowKind:
         """The declared fields as attributes: ``Column.of(HOST_ADAM.field.adam_gbps)``."""
         return Declared(self.name, self.by_name)
 
+    def row(self, /, **values: object) -> dict:
+        """A row of this kind: ``{"kind": name, **values}``. A keyword that is no declared
+        field raises TypeError here, at the call site, before anything is measured in vain;
+        write_row (impl/rows/write.py) checks the rest (required fields, shapes, ranges)."""
+        declared = self.by_name
+        if unknown := next((name for name in values if name not in declared), None):
+            raise TypeError(f"row kind {self.name!r} declares no field {unknown!r}")
+        return {"kind": self.name, **values}
+
     def holds(self, row: dict) -> bool:
         """Whether ``row`` is of this kind."""
         return row.get("kind") == self.name
