@@ -16,6 +16,7 @@ import torch
 import torch.distributed as dist
 
 from impl import metrics
+from impl.rows.kinds import ALLREDUCE
 from impl.rows.write import write_row
 from suite.conftest import launched_world, suite_axes
 from suite.harness import StepClock, sync
@@ -82,13 +83,13 @@ def test_allreduce(benchmark, dist_context, rounds, pytestconfig, size_mib, worl
     dist.all_reduce(buffer, group=group)
     expected = world_size * (world_size + 1) // 2
     wrong = int((buffer != expected).sum().item())
-    write_row(benchmark, {
-        "kind": "allreduce", "backend": context.backend, "profile": context.profile,
-        "world_size": world_size, "dtype": str(dtype).removeprefix("torch."),
-        "size_bytes": size_bytes, "ops_per_round": ops, "time_ms": time_ms,
-        "algbw_gbps": metrics.algbw_gbps(size_bytes, time_ms),
-        "busbw_gbps": metrics.busbw_gbps(size_bytes, time_ms, world_size),
-        "wrong_elements": wrong, "device": torch.cuda.get_device_name(context.device)
+    write_row(benchmark, ALLREDUCE.row(
+        backend=context.backend, profile=context.profile,
+        world_size=world_size, dtype=str(dtype).removeprefix("torch."),
+        size_bytes=size_bytes, ops_per_round=ops, time_ms=time_ms,
+        algbw_gbps=metrics.algbw_gbps(size_bytes, time_ms),
+        busbw_gbps=metrics.busbw_gbps(size_bytes, time_ms, world_size),
+        wrong_elements=wrong, device=torch.cuda.get_device_name(context.device)
         if cuda else "cpu",
-    })
+    ))
     assert wrong == 0, f"all-reduce of {size_mib} MiB over {world_size} ranks: {wrong} wrong"
