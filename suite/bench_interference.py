@@ -27,6 +27,7 @@ import torch
 import torch.distributed as dist
 
 from impl import capabilities, stats
+from impl.rows.kinds import INTERFERENCE
 from impl.rows.write import write_row
 from impl.workloads import DTYPES, WorkloadConfig
 from suite.conftest import launched_world, suite_axes
@@ -181,15 +182,15 @@ def test_interference(benchmark, interference_workload, dist_context, rounds):
                            "repeats": setup.repeats[kind]}
     benchmark.group = f"interference-w{context.world_size}-{context.profile}"
     record_round_times(benchmark, [sum(s) / 1e3 for s in measurement.step_ms["alone"]])
-    write_row(benchmark, {
-        "kind": "interference", "workload": interference_workload.name,
-        "world_size": context.world_size, "profile": context.profile,
-        "backend": context.backend,
-        "device": torch.cuda.get_device_name(context.device)
+    write_row(benchmark, INTERFERENCE.row(
+        workload=interference_workload.name,
+        world_size=context.world_size, profile=context.profile,
+        backend=context.backend,
+        device=torch.cuda.get_device_name(context.device)
         if context.device.type == "cuda" else "cpu",
-        "gemm": {"m": gemm.m, "n": gemm.n, "k": gemm.k, "dtype": str(setup.a.dtype)[6:],
-                 "per_step": setup.gemms},
-        "traffic_bytes": setup.traffic.numel() * setup.traffic.element_size(),
-        "gemm_alone_ms": stats.median(alone).to_json(), "slowdown": slowdowns,
-        "measurement": measurement.to_json(), "seconds": time.perf_counter() - started,
-    })
+        gemm={"m": gemm.m, "n": gemm.n, "k": gemm.k, "dtype": str(setup.a.dtype)[6:],
+              "per_step": setup.gemms},
+        traffic_bytes=setup.traffic.numel() * setup.traffic.element_size(),
+        gemm_alone_ms=stats.median(alone).to_json(), slowdown=slowdowns,
+        measurement=measurement.to_json(), seconds=time.perf_counter() - started,
+    ))
