@@ -12,6 +12,7 @@ import itertools
 import pytest
 
 from impl import capabilities, stats
+from impl.rows.kinds import SAMPLER_OVERHEAD
 from impl.rows.write import write_row
 from impl.strategies import StrategyOptions, build_strategy
 from impl.workloads import build_model
@@ -46,12 +47,12 @@ def test_sampler_overhead(benchmark, dist_context, rounds, sampler_factory, pyte
     overhead = stats.ratio(on, off)
     benchmark.group = "nvml-sampler-overhead"
     record_round_times(benchmark, [sum(s) / 1e3 for s in measurement.step_ms["sampler-on"]])
-    write_row(benchmark, {
-        "kind": "sampler_overhead", "workload": workload.name, "period_ms": sampler.period_ms,
-        "step_ms_sampler_off": stats.median(off).value,
-        "step_ms_sampler_on": stats.median(on).value,
-        "overhead_pct": (overhead.value - 1) * 100,
-        "overhead_ratio": overhead.to_json(), "verdict": stats.verdict(stats.difference(on, off),
-                                                                       "faster", "slower"),
-        "measurement": measurement.to_json(),
-    })
+    write_row(benchmark, SAMPLER_OVERHEAD.row(
+        workload=workload.name, period_ms=sampler.period_ms,
+        step_ms_sampler_off=stats.median(off).value,
+        step_ms_sampler_on=stats.median(on).value,
+        overhead_pct=(overhead.value - 1) * 100,
+        overhead_ratio=overhead.to_json(), verdict=stats.verdict(stats.difference(on, off),
+                                                                 "faster", "slower"),
+        measurement=measurement.to_json(),
+    ))
