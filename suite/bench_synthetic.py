@@ -15,6 +15,7 @@ import torch
 from impl.costmodel.compute import ReadyProfile
 from impl.costmodel.schedule import Collective, Plan, simulate
 from impl.presets import preset
+from impl.rows.kinds import SYNTHETIC
 from impl.rows.write import write_row
 from impl.strategies import StrategyOptions, build_strategy
 from impl.workloads import build_model, make_batch
@@ -62,14 +63,14 @@ def test_synthetic(benchmark, dist_context, rounds, pytestconfig, chunks):
     timeline = overlapped.finish_timeline()
     sequential_ms = statistics.median(sequential_s) * 1e3
     step_ms = benchmark.stats.stats.median * 1e3 if benchmark.stats else None
-    write_row(benchmark, {
-        "kind": "synthetic", "real": False, "strategy": "synthetic", "chunks": chunks,
-        "scale": scale, "step_ms": step_ms, "sequential_ms": sequential_ms,
-        "speedup_pct": (sequential_ms - step_ms) / sequential_ms * 100 if step_ms else None,
+    write_row(benchmark, SYNTHETIC.row(
+        real=False, strategy="synthetic", chunks=chunks,
+        scale=scale, step_ms=step_ms, sequential_ms=sequential_ms,
+        speedup_pct=(sequential_ms - step_ms) / sequential_ms * 100 if step_ms else None,
         # The cost model's prediction, reported and never asserted: a wall clock on a busy
         # machine wakes late (thread starts and sleeps overshoot), so only a run can judge it.
-        "predicted_ms": statistics.median(predicted_ms),
-        "prediction_error_pct": ((statistics.median(predicted_ms) - step_ms) / step_ms * 100
-                                 if step_ms else None),
-        "timeline": timeline.to_json(),
-    })
+        predicted_ms=statistics.median(predicted_ms),
+        prediction_error_pct=((statistics.median(predicted_ms) - step_ms) / step_ms * 100
+                              if step_ms else None),
+        timeline=timeline.to_json(),
+    ))
