@@ -29,6 +29,7 @@ from impl.pipeline.measure import PIPELINE_FIELDS, bubble_fraction, bubble_theor
 from impl.pipeline.plans import MICROBATCH_COUNTS
 from impl.pipeline.schedule_check import max_abs_err_vs_single, single_device_weights
 from impl.presets import preset
+from impl.rows.kinds import PIPELINE, PIPELINE_COMPARISON
 from impl.rows.write import write_row
 from impl.strategy_check import weight_tolerance
 from impl.workloads import DTYPES, MLPConfig, build_model, describe
@@ -229,26 +230,26 @@ def test_pipeline(benchmark, setting, variant, dist_context, rounds):
     benchmark.group = f"pipeline-{setting.id}"
     record_round_times(benchmark, round_seconds(rows["round_ms"]))
     schedule, options = variant_options(variant, setting.microbatches)
-    write_row(benchmark, {
-        "kind": "pipeline", "variant": variant, "schedule": schedule,
-        "recompute": options.recompute, "workload": setting.workload.name,
-        "stages": setting.stages, "microbatches": setting.microbatches,
-        "backend": context.backend, "device": torch.cuda.get_device_name(context.device)
+    write_row(benchmark, PIPELINE.row(
+        variant=variant, schedule=schedule,
+        recompute=options.recompute, workload=setting.workload.name,
+        stages=setting.stages, microbatches=setting.microbatches,
+        backend=context.backend, device=torch.cuda.get_device_name(context.device)
         if context.device.type == "cuda" else "cpu",
-        "step_ms": step.value, "step_ms_estimate": step.to_json(),
-        "round_ms": rows["round_ms"],
-        "samples_per_s": workload.batch / (step.value / 1e3),
-        "bubble_fraction": bubble.value if bubble else None,
-        "bubble_estimate": bubble.to_json() if bubble else None,
-        "bubble_per_stage": bubbles["per_stage"] if bubbles else None,
-        "bubble_theory": rows["theory"],
-        "peak_memory_mib": [s["peak_mib"][variant] for s in measured["stages"]],
-        "max_abs_err_vs_single": measured["errors"][variant],
-        "tolerance": measured["tolerance"],
-        "stage_timelines": [s["timeline"][variant] for s in measured["stages"]],
-        "config": describe(workload), "options": asdict(options),
-        "fields": [f.name for f in PIPELINE_FIELDS],
-    })
+        step_ms=step.value, step_ms_estimate=step.to_json(),
+        round_ms=rows["round_ms"],
+        samples_per_s=workload.batch / (step.value / 1e3),
+        bubble_fraction=bubble.value if bubble else None,
+        bubble_estimate=bubble.to_json() if bubble else None,
+        bubble_per_stage=bubbles["per_stage"] if bubbles else None,
+        bubble_theory=rows["theory"],
+        peak_memory_mib=[s["peak_mib"][variant] for s in measured["stages"]],
+        max_abs_err_vs_single=measured["errors"][variant],
+        tolerance=measured["tolerance"],
+        stage_timelines=[s["timeline"][variant] for s in measured["stages"]],
+        config=describe(workload), options=asdict(options),
+        fields=[f.name for f in PIPELINE_FIELDS],
+    ))
 
 
 def test_pipeline_comparison(benchmark, setting, dist_context, rounds):
@@ -269,9 +270,9 @@ def test_pipeline_comparison(benchmark, setting, dist_context, rounds):
     whole_rounds = [sum(rounds_ms[n][r] for n in rounds_ms)
                     for r in range(len(next(iter(rounds_ms.values()))))]
     record_round_times(benchmark, round_seconds(whole_rounds))
-    write_row(benchmark, {
-        "kind": "pipeline_comparison", "workload": setting.workload.name, "stages": setting.stages,
-        "microbatches": setting.microbatches, "backend": context.backend,
-        "comparisons": pairs, "round_ms": rounds_ms, "orders": measured["orders"],
-        "seed": measured["seed"], "skipped": measured["skipped"],
-    })
+    write_row(benchmark, PIPELINE_COMPARISON.row(
+        workload=setting.workload.name, stages=setting.stages,
+        microbatches=setting.microbatches, backend=context.backend,
+        comparisons=pairs, round_ms=rounds_ms, orders=measured["orders"],
+        seed=measured["seed"], skipped=measured["skipped"],
+    ))
