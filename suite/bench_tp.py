@@ -28,6 +28,7 @@ import torch.distributed as dist
 from impl import capabilities
 from impl.kernels import ops, peaks
 from impl.presets import preset
+from impl.rows.kinds import TENSOR_PARALLEL, TENSOR_PARALLEL_COMPARISON
 from impl.rows.write import write_row
 from impl.tensor_parallel.layers import (
     TpMlpConfig,
@@ -222,22 +223,22 @@ def variant_info(row: Row, v: TpVariant, layer: TpMlpConfig, check: dict,
     """A variant row's extra_info: what ran, its figures with intervals, its check."""
     figures = variant_figures(measurement, v, layer_flops(layer.tokens, layer.hidden, layer.ffn),
                               set(measurement.names))
-    return {
-        "kind": "tensor_parallel", "preset": row.config.name, "gemm_backend": row.backend,
-        "scaling": v.scaling, "schedule": v.schedule, "world_size": v.world_size,
-        "form": "sequence-parallel" if layer.sequence_parallel else "all-reduce",
-        "tokens": layer.tokens, "hidden": layer.hidden, "ffn": layer.ffn,
-        "ffn_per_rank": layer.ffn // v.world_size, "dtype": layer.dtype,
-        "pieces_per_peer": layer.pieces_per_peer, **where,
+    return TENSOR_PARALLEL.row(
+        preset=row.config.name, gemm_backend=row.backend,
+        scaling=v.scaling, schedule=v.schedule, world_size=v.world_size,
+        form="sequence-parallel" if layer.sequence_parallel else "all-reduce",
+        tokens=layer.tokens, hidden=layer.hidden, ffn=layer.ffn,
+        ffn_per_rank=layer.ffn // v.world_size, dtype=layer.dtype,
+        pieces_per_peer=layer.pieces_per_peer, **where,
         **{key: estimate["value"] for key, estimate in figures["estimates"].items()},
-        **figures, "step_ms_rounds": measurement.round_ms(v.name),
-        "max_rel_err": check["max_rel_err"], "rel_errors": check["errors"],
-        "tolerance": check["tolerance"], "timeline": timeline.to_json() if timeline else None,
-        "gemms": gemm_rows(layer, v.world_size, figures["gemm_ms"], layer.dtype, device_peaks),
-        "peak_tflops": device_peaks.peak_flops(layer.dtype) / 1e12 if device_peaks else None,
-        "peak_gbps": device_peaks.hbm_bytes_per_s / 1e9 if device_peaks else None,
-        "measured_with": measurement.names, "config": asdict(layer),
-    }
+        **figures, step_ms_rounds=measurement.round_ms(v.name),
+        max_rel_err=check["max_rel_err"], rel_errors=check["errors"],
+        tolerance=check["tolerance"], timeline=timeline.to_json() if timeline else None,
+        gemms=gemm_rows(layer, v.world_size, figures["gemm_ms"], layer.dtype, device_peaks),
+        peak_tflops=device_peaks.peak_flops(layer.dtype) / 1e12 if device_peaks else None,
+        peak_gbps=device_peaks.hbm_bytes_per_s / 1e9 if device_peaks else None,
+        measured_with=measurement.names, config=asdict(layer),
+    )
 
 
 def measure_cell(row: Row, context, rounds, world_sizes: list[int]) -> Cell:
@@ -262,12 +263,12 @@ def measure_cell(row: Row, context, rounds, world_sizes: list[int]) -> Cell:
             cell.info[v.name] = variant_info(row, v, layers[v.name], checks[v.name],
                                              measurement, timelines.get(v.name), where,
                                              device_peaks)
-    cell.info["comparison"] = {
-        "kind": "tensor_parallel_comparison", "preset": row.config.name,
-        "gemm_backend": row.backend, "dtype": row.config.dtype, **where,
-        "variants": measurement.names, "measurement": measurement.to_json(), "checks": checks,
-        "config": asdict(row.config),
-    }
+    cell.info["comparison"] = TENSOR_PARALLEL_COMPARISON.row(
+        preset=row.config.name,
+        gemm_backend=row.backend, dtype=row.config.dtype, **where,
+        variants=measurement.names, measurement=measurement.to_json(), checks=checks,
+        config=asdict(row.config),
+    )
     runners.clear()
     if context.device.type == "cuda":
         torch.cuda.empty_cache()
