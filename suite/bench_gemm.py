@@ -32,7 +32,7 @@ import torch
 from impl import stats
 from impl.capabilities import missing_gpu, missing_hopper, missing_nvcc
 from impl.kernels import load, ops, peaks, sweep, tiles
-from impl.rows.kinds import GEMM, GEMM_SWEEP, TENSOR_CORE_CEILING
+from impl.rows.kinds import GEMM, GEMM_SWEEP, SEED_STEP, TENSOR_CORE_CEILING
 from impl.rows.write import write_row
 from impl.sampler import NvmlSampler
 from suite.harness import Rounds, Variant, measure_interleaved, record_round_times
@@ -206,30 +206,29 @@ def test_gemm(benchmark, device_peaks, shape: GemmShape, dtype_name: str, versio
     flops = ops.gemm_flops(shape.m, shape.n, shape.k)
     intensity = ops.arithmetic_intensity(shape.m, shape.n, shape.k, element_bytes)
     seconds = time_ms / 1e3
-    info = {
-        "kind": "gemm",
-        "version": version,
-        "preset": shape.name,
-        "m": shape.m, "n": shape.n, "k": shape.k,
-        "dtype": dtype_name,
-        "time_ms": time_ms,
-        "tflops": flops / seconds / 1e12,
-        "cublas_ms": cublas_ms,
-        "pct_of_cublas": 100.0 * cublas_ms / time_ms,
-        "arithmetic_intensity": intensity,
-        "achieved_gbps": ops.gemm_bytes(shape.m, shape.n, shape.k, element_bytes) / seconds / 1e9,
-        "device_name": torch.cuda.get_device_name(),
-        "peak_tflops": None,
-        "peak_gbps": None,
-        "roofline_tflops": None,
-        "max_abs_err": float((out.float() - reference.float()).abs().max()),
-        "max_abs_err_tolerance": max_abs_err_tolerance(dtype_name, shape.k, reference_max_abs),
-        "reference_max_abs": reference_max_abs,
-        "launches_per_round": shape.launches,
-        "rounds": ROUNDS,
+    info = GEMM.row(
+        version=version,
+        preset=shape.name,
+        m=shape.m, n=shape.n, k=shape.k,
+        dtype=dtype_name,
+        time_ms=time_ms,
+        tflops=flops / seconds / 1e12,
+        cublas_ms=cublas_ms,
+        pct_of_cublas=100.0 * cublas_ms / time_ms,
+        arithmetic_intensity=intensity,
+        achieved_gbps=ops.gemm_bytes(shape.m, shape.n, shape.k, element_bytes) / seconds / 1e9,
+        device_name=torch.cuda.get_device_name(),
+        peak_tflops=None,
+        peak_gbps=None,
+        roofline_tflops=None,
+        max_abs_err=float((out.float() - reference.float()).abs().max()),
+        max_abs_err_tolerance=max_abs_err_tolerance(dtype_name, shape.k, reference_max_abs),
+        reference_max_abs=reference_max_abs,
+        launches_per_round=shape.launches,
+        rounds=ROUNDS,
         # v6 runs v5's kernel where TMA cannot address the operands: say which one ran.
-        "kernel_path": ops.gemm_v6_path(a, b) if version == "v6" else version,
-    }
+        kernel_path=ops.gemm_v6_path(a, b) if version == "v6" else version,
+    )
     if device_peaks is not None:
         info[GEMM_ROW.peak_tflops] = device_peaks.peak_flops(dtype_name) / 1e12
         info[GEMM_ROW.peak_gbps] = device_peaks.hbm_bytes_per_s / 1e9
@@ -294,22 +293,21 @@ def test_tensor_core_ceiling(benchmark, device_peaks, cublas_tflops: float,
     # GPU may lower its clock to stay within its power limit, so the rate is also taken
     # over SUSTAIN_S of back-to-back launches with NVML sampling clock and power.
     sustained_ms, nvml = sustained(probe, SUSTAIN_S)
-    info = {
-        "kind": "tensor_core_ceiling",
-        "instruction": instruction,
-        "dtype": "bf16",
-        "time_ms": time_ms,
-        "flop_per_launch": flop,
-        "tflops": tflops,
-        "cublas_8192_tflops": cublas_tflops,
-        "pct_of_cublas_8192": 100.0 * tflops / cublas_tflops,
-        "sustained_tflops": flop / (sustained_ms / 1e3) / 1e12,
-        "sustained_s": SUSTAIN_S,
-        "nvml": nvml,
-        "device_name": torch.cuda.get_device_name(),
-        "peak_tflops": None,
-        "pct_of_peak": None,
-    }
+    info = TENSOR_CORE_CEILING.row(
+        instruction=instruction,
+        dtype="bf16",
+        time_ms=time_ms,
+        flop_per_launch=flop,
+        tflops=tflops,
+        cublas_8192_tflops=cublas_tflops,
+        pct_of_cublas_8192=100.0 * tflops / cublas_tflops,
+        sustained_tflops=flop / (sustained_ms / 1e3) / 1e12,
+        sustained_s=SUSTAIN_S,
+        nvml=nvml,
+        device_name=torch.cuda.get_device_name(),
+        peak_tflops=None,
+        pct_of_peak=None,
+    )
     if device_peaks is not None:
         info[CEILING_ROW.peak_tflops] = device_peaks.peak_flops("bf16") / 1e12
         info[CEILING_ROW.pct_of_peak] = 100.0 * tflops / info[CEILING_ROW.peak_tflops]
@@ -369,17 +367,16 @@ def test_seed_step(benchmark, impl: str) -> None:
     benchmark.group = f"seed_step-{cfg.name}"
     w = w0.clone()
     step_ms = timed_rounds_ms(benchmark, lambda: step(x, w, target, cfg.lr), steps_per_round)
-    write_row(benchmark, {
-        "kind": "seed_step",
-        "impl": impl,
-        "step_ms": step_ms,
-        "steps_per_round": steps_per_round,
-        "rounds": ROUNDS,
-        "max_abs_err_vs_torch": float(error.max()),
-        "max_update": update,
-        "device_name": torch.cuda.get_device_name(),
+    write_row(benchmark, SEED_STEP.row(
+        impl=impl,
+        step_ms=step_ms,
+        steps_per_round=steps_per_round,
+        rounds=ROUNDS,
+        max_abs_err_vs_torch=float(error.max()),
+        max_update=update,
+        device_name=torch.cuda.get_device_name(),
         **asdict(cfg),
-    })
+    ))
 
 
 # --- the sweep: v6 and v7 against cuBLAS over the shape families of impl/kernels/sweep.py ---
@@ -501,28 +498,27 @@ def test_gemm_sweep(benchmark, device_peaks, sweep_rounds: int, sweep_shape, swe
     best_width = min(V7_WIDTHS, key=lambda width: median_ms[f"v7_bn{width}"])
     element_bytes = a.element_size()
     intensity = ops.arithmetic_intensity(shape.m, shape.n, shape.k, element_bytes)
-    info = {
-        "kind": "gemm_sweep",
-        "preset": shape.name, "family": shape.family,
-        "m": shape.m, "n": shape.n, "k": shape.k, "dtype": sweep_dtype,
-        "rounds": sweep_rounds, "launches_per_round": launches,
-        "round_ms": round_ms,
-        "time_ms": median_ms,
-        "tflops": {name: flops / (ms / 1e3) / 1e12 for name, ms in median_ms.items()},
+    info = GEMM_SWEEP.row(
+        preset=shape.name, family=shape.family,
+        m=shape.m, n=shape.n, k=shape.k, dtype=sweep_dtype,
+        rounds=sweep_rounds, launches_per_round=launches,
+        round_ms=round_ms,
+        time_ms=median_ms,
+        tflops={name: flops / (ms / 1e3) / 1e12 for name, ms in median_ms.items()},
         # cuBLAS's time over the variant's: above 1 the variant is faster.
-        "vs_cublas": {name: stats.ratio(round_ms["cublas"], ms).to_json()
-                      for name, ms in round_ms.items() if name != "cublas"},
-        "v7_block_n": plan.block_n, "v7_best_block_n": best_width, "v7_splits": plan.splits,
-        "v7_stream_k_tiles": plan.stream_k_tiles,
-        "v7_row_multiple": plan.row_multiple, "v7_copies": [
+        vs_cublas={name: stats.ratio(round_ms["cublas"], ms).to_json()
+                   for name, ms in round_ms.items() if name != "cublas"},
+        v7_block_n=plan.block_n, v7_best_block_n=best_width, v7_splits=plan.splits,
+        v7_stream_k_tiles=plan.stream_k_tiles,
+        v7_row_multiple=plan.row_multiple, v7_copies=[
             name for name, copied in (("a", plan.copy_a), ("b", plan.copy_b)) if copied],
-        "v6_path": ops.gemm_v6_path(a, b),
-        "max_abs_err": {name: err for name, err in errors.items() if name != "reference_max_abs"},
-        "max_abs_err_tolerance": tolerance,
-        "arithmetic_intensity": intensity,
-        "device_name": torch.cuda.get_device_name(), "sms": sms,
-        "peak_tflops": None, "peak_gbps": None, "roofline_tflops": None, "roofline_bound": None,
-    }
+        v6_path=ops.gemm_v6_path(a, b),
+        max_abs_err={name: err for name, err in errors.items() if name != "reference_max_abs"},
+        max_abs_err_tolerance=tolerance,
+        arithmetic_intensity=intensity,
+        device_name=torch.cuda.get_device_name(), sms=sms,
+        peak_tflops=None, peak_gbps=None, roofline_tflops=None, roofline_bound=None,
+    )
     if device_peaks is not None:
         info[SWEEP_ROW.peak_tflops] = device_peaks.peak_flops(sweep_dtype) / 1e12
         info[SWEEP_ROW.peak_gbps] = device_peaks.hbm_bytes_per_s / 1e9
