@@ -78,7 +78,14 @@ from impl.presets import (
     mlp_8192x16_b2048_bf16,
     preset,
 )
-from impl.rows.kinds import HOST_ADAM
+from impl.rows.kinds import (
+    DIGITS_CURVE,
+    GPT_FORWARD,
+    HOST_ADAM,
+    HYBRID_COMPARISON,
+    HYBRID_STEP,
+    OFFLOAD_ONLY,
+)
 from impl.rows.write import write_row
 from impl.settings import selected_backend
 from impl.threads import fastest_threads
@@ -449,23 +456,23 @@ def test_offload(benchmark, member, variant, dist_context, rounds, pytestconfig)
     check = measured["checks"][variant]
     benchmark.group = f"hybrid-offload-{workload.name}"
     record_round_times(benchmark, round_seconds(round_ms))
-    write_row(benchmark, {
-        "kind": "hybrid_step", "study": "fine-grained", "variant": variant,
-        "workload": workload.name, "device": device_name(measured["device"]),
-        "step_ms": step.value, "step_ms_estimate": step.to_json(), "round_ms": round_ms,
-        "samples_per_s": workload.batch / (step.value / 1e3),
-        "update_delay": check["update_delay"], "check": check,
-        "check_rows": check_batch_rows(workload), "measure_phases_s": measured["phases_s"],
-        "gradient_error": check["gradient_error"], "weight_error": check["weight_error"],
-        "parameters": measured["parameters"], "dtype": workload.dtype,
-        "host_adam_bytes": ADAM_BYTES_PER_PARAMETER * measured["parameters"],
-        "step_calls": measured["step_calls"].get(variant),
+    write_row(benchmark, HYBRID_STEP.row(
+        study="fine-grained", variant=variant,
+        workload=workload.name, device=device_name(measured["device"]),
+        step_ms=step.value, step_ms_estimate=step.to_json(), round_ms=round_ms,
+        samples_per_s=workload.batch / (step.value / 1e3),
+        update_delay=check["update_delay"], check=check,
+        check_rows=check_batch_rows(workload), measure_phases_s=measured["phases_s"],
+        gradient_error=check["gradient_error"], weight_error=check["weight_error"],
+        parameters=measured["parameters"], dtype=workload.dtype,
+        host_adam_bytes=ADAM_BYTES_PER_PARAMETER * measured["parameters"],
+        step_calls=measured["step_calls"].get(variant),
         **{key: median_of_rounds(extras, key) for key in HOST_WORK_FIGURES},
-        **bound_figures(measured, variant), "rates": measured["rates"],
-        "stage_timelines": [extras[-1]["timeline"]],
-        "config": describe(workload), "options": asdict(measured["options"][variant]),
-        "fields": [f.name for f in HYBRID_FIELDS],
-    })
+        **bound_figures(measured, variant), rates=measured["rates"],
+        stage_timelines=[extras[-1]["timeline"]],
+        config=describe(workload), options=asdict(measured["options"][variant]),
+        fields=[f.name for f in HYBRID_FIELDS],
+    ))
 
 
 @pytest.mark.one_device
@@ -478,13 +485,13 @@ def test_offload_comparison(benchmark, member, dist_context, rounds, pytestconfi
              for a, b in offload_pairs(measured["variants"])]
     benchmark.group = f"hybrid-offload-{workload.name}"
     record_round_times(benchmark, [sum(per) for per in zip(*result.wall_s.values())])
-    write_row(benchmark, {
-        "kind": "hybrid_comparison", "study": "fine-grained", "workload": workload.name,
-        "device": device_name(measured["device"]), "comparisons": pairs,
-        "dtype": workload.dtype, "parameters": measured["parameters"],
-        "bounds": measured["bounds"], "rates": measured["rates"],
-        "measurement": result.to_json() | {"extras": {}},  # timelines are in the variant rows
-    })
+    write_row(benchmark, HYBRID_COMPARISON.row(
+        study="fine-grained", workload=workload.name,
+        device=device_name(measured["device"]), comparisons=pairs,
+        dtype=workload.dtype, parameters=measured["parameters"],
+        bounds=measured["bounds"], rates=measured["rates"],
+        measurement=result.to_json() | {"extras": {}},  # timelines are in the variant rows
+    ))
 
 
 def offload_pairs(variants: dict) -> list[tuple[str, str]]:
@@ -518,17 +525,17 @@ def test_offload_only(benchmark, dist_context, pytestconfig):
     workload, step = measured["workload"], measured["step"]
     benchmark.group = "hybrid-offload-only"
     record_round_times(benchmark, round_seconds(measured["round_ms"]))
-    write_row(benchmark, {
-        "kind": "offload_only", "workload": workload.name, "config": describe(workload),
-        "device": device_name(main_device()), "dtype": workload.dtype,
-        "parameters": measured["parameters"], "plan": measured["plan"],
-        "gpu_only_attempt": measured["gpu_only_attempt"],
-        "gpu_only_attempts": measured["gpu_only_attempts"], "check": measured["check"],
-        "step_ms": step.value, "step_ms_estimate": step.to_json(),
-        "round_ms": measured["round_ms"], "model_tflops": measured["model_tflops"],
-        "peak_tflops": measured["peak_tflops"],
-        "fraction_of_peak": measured["model_tflops"] / measured["peak_tflops"],
-    })
+    write_row(benchmark, OFFLOAD_ONLY.row(
+        workload=workload.name, config=describe(workload),
+        device=device_name(main_device()), dtype=workload.dtype,
+        parameters=measured["parameters"], plan=measured["plan"],
+        gpu_only_attempt=measured["gpu_only_attempt"],
+        gpu_only_attempts=measured["gpu_only_attempts"], check=measured["check"],
+        step_ms=step.value, step_ms_estimate=step.to_json(),
+        round_ms=measured["round_ms"], model_tflops=measured["model_tflops"],
+        peak_tflops=measured["peak_tflops"],
+        fraction_of_peak=measured["model_tflops"] / measured["peak_tflops"],
+    ))
 
 # --- host Adam alone: implementations and thread layouts against memory bandwidth ----------
 
@@ -617,18 +624,18 @@ def test_host_adam(benchmark, variant, dist_context, rounds):
     step = stats.median(round_ms)
     benchmark.group = "hybrid-host-adam"
     record_round_times(benchmark, round_seconds(round_ms))
-    write_row(benchmark, {
-        "kind": "host_adam", "variant": variant, "parameters": parameters,
-        "threads": measured[ADAM_ROW.threads], "device": device_name(torch.device("cpu")),
-        "step_ms": step.value, "step_ms_estimate": step.to_json(), "round_ms": round_ms,
-        "adam_gbps": adam_bytes / (step.value * 1e6),
-        "bandwidth_round_ms": bandwidth_ms,
-        "bandwidth_gbps": stream_bytes / (stats.median(bandwidth_ms).value * 1e6),
+    write_row(benchmark, HOST_ADAM.row(
+        variant=variant, parameters=parameters,
+        threads=measured[ADAM_ROW.threads], device=device_name(torch.device("cpu")),
+        step_ms=step.value, step_ms_estimate=step.to_json(), round_ms=round_ms,
+        adam_gbps=adam_bytes / (step.value * 1e6),
+        bandwidth_round_ms=bandwidth_ms,
+        bandwidth_gbps=stream_bytes / (stats.median(bandwidth_ms).value * 1e6),
         # (bytes_adam / t_adam) / (bytes_stream / t_stream), paired by round
-        "fraction_of_bandwidth": stats.ratio(
+        fraction_of_bandwidth=stats.ratio(
             [b * adam_bytes for b in bandwidth_ms], [a * stream_bytes for a in round_ms]
         ).to_json(),
-    })
+    ))
 
 
 # --- coarse-grained: a GPU worker and a CPU worker sharing each batch ------------------------
@@ -773,25 +780,25 @@ def test_coarse(benchmark, member, variant, dist_context, rounds):
     benchmark.group = f"hybrid-coarse-{workload.name}"
     record_round_times(benchmark, round_seconds(round_ms))
     imbalance = stats.median(measured["imbalance"]) if variant == "coarse-hybrid" else None
-    write_row(benchmark, {
-        "kind": "hybrid_step", "study": "coarse-grained", "variant": variant,
-        "workload": workload.name, "device": " + ".join(w["device"] for w in measured["workers"])
+    write_row(benchmark, HYBRID_STEP.row(
+        study="coarse-grained", variant=variant,
+        workload=workload.name, device=" + ".join(w["device"] for w in measured["workers"])
         if variant == "coarse-hybrid" else measured["workers"][worker]["device"],
-        "step_ms": step.value, "step_ms_estimate": step.to_json(), "round_ms": round_ms,
-        "samples_per_s": workload.batch / (step.value / 1e3),
-        "shares": measured["balance"]["shares"] if variant == "coarse-hybrid" else None,
-        "balance": measured["balance"] if variant == "coarse-hybrid" else None,
-        "residual_imbalance": imbalance.value if imbalance else None,
-        "residual_imbalance_estimate": imbalance.to_json() if imbalance else None,
-        "worker_compute_ms": [w["compute_ms"] for w in measured["workers"]]
+        step_ms=step.value, step_ms_estimate=step.to_json(), round_ms=round_ms,
+        samples_per_s=workload.batch / (step.value / 1e3),
+        shares=measured["balance"]["shares"] if variant == "coarse-hybrid" else None,
+        balance=measured["balance"] if variant == "coarse-hybrid" else None,
+        residual_imbalance=imbalance.value if imbalance else None,
+        residual_imbalance_estimate=imbalance.to_json() if imbalance else None,
+        worker_compute_ms=[w["compute_ms"] for w in measured["workers"]]
         if variant == "coarse-hybrid" else None,
-        "checks": measured["checks"] if variant == "coarse-hybrid" else None,
-        "gradient_error": max(c["gradient_error"] for c in measured["checks"])
+        checks=measured["checks"] if variant == "coarse-hybrid" else None,
+        gradient_error=max(c["gradient_error"] for c in measured["checks"])
         if variant == "coarse-hybrid" else None,
-        "weight_error": max(c["weight_error"] for c in measured["checks"])
+        weight_error=max(c["weight_error"] for c in measured["checks"])
         if variant == "coarse-hybrid" else None,
-        "config": describe(workload), "fields": [f.name for f in HYBRID_FIELDS],
-    })
+        config=describe(workload), fields=[f.name for f in HYBRID_FIELDS],
+    ))
 
 
 @COARSE_STUDY
@@ -803,11 +810,11 @@ def test_coarse_comparison(benchmark, member, dist_context, rounds):
              for alone in ("worker0-alone", "worker1-alone")]
     benchmark.group = f"hybrid-coarse-{measured['workload'].name}"
     record_round_times(benchmark, round_seconds([sum(r) for r in zip(*round_ms.values())]))
-    write_row(benchmark, {
-        "kind": "hybrid_comparison", "study": "coarse-grained",
-        "workload": measured["workload"].name, "comparisons": pairs, "round_ms": round_ms,
-        "orders": measured["orders"], "residual_imbalance_per_round": measured["imbalance"],
-    })
+    write_row(benchmark, HYBRID_COMPARISON.row(
+        study="coarse-grained",
+        workload=measured["workload"].name, comparisons=pairs, round_ms=round_ms,
+        orders=measured["orders"], residual_imbalance_per_round=measured["imbalance"],
+    ))
 
 
 # --- the study's experiments --------------------------------------------------------------
@@ -874,15 +881,15 @@ def test_digits(benchmark, variant, dist_context, pytestconfig):
             f"first-epoch loss (tolerance {LOSS_CURVE_TOLERANCE})")
     benchmark.group = f"digits-{config.name}"
     record_round_times(benchmark, curve["epoch_s"])
-    write_row(benchmark, {
+    write_row(benchmark, DIGITS_CURVE.row(
         # run_digits's fields (variant, device, epochs, curve, the hybrid's balance) and the
         # threads with their probe (digits_curve)
-        "kind": "digits_curve", **result, "study_epochs": config.epochs,
-        "data": data.source, "train_rows": len(data.y_train), "test_rows": len(data.y_test),
-        "final_test_accuracy": curve["test_accuracy"][-1],
-        "loss_curve_max_diff_vs_cpu": matched, "loss_curve_tolerance": LOSS_CURVE_TOLERANCE,
-        "config": asdict(config),
-    })
+        **result, study_epochs=config.epochs,
+        data=data.source, train_rows=len(data.y_train), test_rows=len(data.y_test),
+        final_test_accuracy=curve["test_accuracy"][-1],
+        loss_curve_max_diff_vs_cpu=matched, loss_curve_tolerance=LOSS_CURVE_TOLERANCE,
+        config=asdict(config),
+    ))
 
 
 @pytest.mark.one_device
@@ -900,10 +907,10 @@ def test_gpt_forward(benchmark, device, dist_context, pytestconfig):
     config = gpt_study_w384_b2()
     benchmark.group = f"gpt-forward-{config.name}"
     record_round_times(benchmark, round_seconds(times))
-    write_row(benchmark, {
-        "kind": "gpt_forward", "device": device, "device_name": measured["device_name"],
-        "threads": measured["threads"], "iterations": iterations, "iteration_ms": times,
-        "first_ms": times[0],
-        "steady_ms": statistics.median(times[1:]) if len(times) > 1 else None,
-        "study": STUDY_TABLE[device], "config": describe(config),
-    })
+    write_row(benchmark, GPT_FORWARD.row(
+        device=device, device_name=measured["device_name"],
+        threads=measured["threads"], iterations=iterations, iteration_ms=times,
+        first_ms=times[0],
+        steady_ms=statistics.median(times[1:]) if len(times) > 1 else None,
+        study=STUDY_TABLE[device], config=describe(config),
+    ))
