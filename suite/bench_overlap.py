@@ -36,7 +36,8 @@ import torch
 from impl import capabilities, comparisons, metrics
 from impl.gradients import max_chunks, shared_buffers
 from impl.memory import MemoryPlan, Pristine, agreed, alias_model, plan_for_cell
-from impl.rows.kinds import STEP
+from impl.rows.declare import RowKind
+from impl.rows.kinds import COMPARISON, STEP
 from impl.rows.write import write_row
 from impl.strategies import (
     STRATEGIES,
@@ -369,7 +370,8 @@ def test_overlap(benchmark, row, dist_context, rounds, cell_results, sampler_fac
         pytest.skip(f"rank {context.rank} is outside the {cell.world_size}-rank group")
     result = result_for(cell, cell_results, context, rounds, sampler_factory)
     benchmark.group = f"{cell.workload.name}-K{cell.chunks}-w{cell.world_size}-{cell.profile}"
-    info = common_info(cell, context, rounds)
+    kind = COMPARISON if row.variant == COMPARE else STEP
+    info = common_info(kind, cell, context, rounds)
     if row.variant == COMPARE:
         round_s = [sum(segment) for segment in zip(*result.measurement.wall_s.values())]
         record_round_times(benchmark, round_s)
@@ -378,26 +380,27 @@ def test_overlap(benchmark, row, dist_context, rounds, cell_results, sampler_fac
         steps = result.measurement.step_ms[row.variant]
         record_round_times(benchmark, [sum(s) / 1e3 for s in steps])
         info.update(variant_info(row.variant, cell, result))
-    info["memory"] = result.memory
+    info[kind.names.memory] = result.memory
     write_row(benchmark, info)
 
 
-def common_info(cell: Cell, context, rounds) -> dict:
+def common_info(kind: RowKind, cell: Cell, context, rounds) -> dict:
+    """What a comparison row and a step row of the cell both hold."""
     workload = cell.workload
     device = (torch.cuda.get_device_name(context.device) if context.device.type == "cuda"
               else capabilities.default_device().type)
-    return {"real": True, "workload": cell.workload.name, "chunks": cell.chunks,
-            "world_size": cell.world_size, "profile": context.profile,
-            "backend": context.backend, "device": device, "config": describe(workload),
-            "rounds": asdict(rounds), "order_seed": 0}
+    return kind.row(real=True, workload=cell.workload.name, chunks=cell.chunks,
+                    world_size=cell.world_size, profile=context.profile,
+                    backend=context.backend, device=device, config=describe(workload),
+                    rounds=asdict(rounds), order_seed=0)
 
 
 def comparison_info(cell: Cell, result: CellResult) -> dict:
-    return {"kind": "comparison", "sequential_reference": cell.sequential,
-            "variants": list(cell.variants), "compared": list(cell.compared),
-            **result.figures, "checks": result.checks, "ddp_bucket_counts": result.bucket_counts,
-            "measurement": result.measurement.to_json(), "timelines": result.timelines,
-            "nvml": result.nvml}
+    return COMPARISON.row(
+        sequential_reference=cell.sequential, variants=list(cell.variants),
+        compared=list(cell.compared), **result.figures, checks=result.checks,
+        ddp_bucket_counts=result.bucket_counts, measurement=result.measurement.to_json(),
+        timelines=result.timelines, nvml=result.nvml)
 
 
 def _value(estimate: dict | None) -> float | None:
@@ -422,17 +425,17 @@ def variant_info(variant: str, cell: Cell, result: CellResult) -> dict:
     figures = result.figures["strategies"].get(variant, {})
     step_estimate = comparisons.stats.median(round_ms)
     step_ms = step_estimate.value
-    info = {
-        "kind": "step", "strategy": variant, "sequential_reference": cell.sequential,
-        "step_ms": step_ms, "step_ms_rounds": round_ms, "step_ms_all": steps,
-        "samples_per_s": metrics.samples_per_s(cell.world_size, workload.batch, step_ms),
-        "samples_per_round": cell.world_size * workload.batch * measurement.steps_per_round,
-        "intervals": {STEP_ROW.step_ms: step_estimate.to_json(), **{
+    info = STEP.row(
+        strategy=variant, sequential_reference=cell.sequential,
+        step_ms=step_ms, step_ms_rounds=round_ms, step_ms_all=steps,
+        samples_per_s=metrics.samples_per_s(cell.world_size, workload.batch, step_ms),
+        samples_per_round=cell.world_size * workload.batch * measurement.steps_per_round,
+        intervals={STEP_ROW.step_ms: step_estimate.to_json(), **{
             key: figures[key] for key in INTERVAL_FIGURES if figures.get(key)}},
-        "timeline": result.timelines[variant],
-        "ddp_bucket_count": result.bucket_counts.get(variant),
+        timeline=result.timelines[variant],
+        ddp_bucket_count=result.bucket_counts.get(variant),
         **result.checks.get(variant, {"max_abs_err_vs_sequential": None, "tolerance": None}),
-    }
+    )
     for key in (STEP_ROW.compute_only_ms, STEP_ROW.comm_only_ms, STEP_ROW.sequential_ms,
                 STEP_ROW.limit_ms, STEP_ROW.bound_ms):
         info[key] = _value(references.get(key)) \
