@@ -124,12 +124,11 @@ def test_a_row_is_built_by_its_kind_which_refuses_an_undeclared_field():
 
 def kinds_built_in(source: str) -> set[str]:
     """The row kinds a suite module's source builds: ``KIND.row(...)`` of a kind of
-    impl/rows/kinds.py, or a dict that spells ``"kind": "..."``."""
+    impl/rows/kinds.py."""
     by_variable = {name: kind.name for name, kind in vars(kinds).items()
                    if isinstance(kind, RowKind)}
-    return set(re.findall(r'"kind": "(\w+)"', source)) | {
-        by_variable[name] for name in re.findall(r"\b([A-Z_]+)\.row\(", source)
-        if name in by_variable}
+    return {by_variable[name] for name in re.findall(r"\b([A-Z_]+)\.row\(", source)
+            if name in by_variable}
 
 
 def test_every_kind_the_suite_writes_is_declared_with_units_and_definitions():
@@ -137,6 +136,7 @@ def test_every_kind_the_suite_writes_is_declared_with_units_and_definitions():
     for path in sorted((ROOT / "suite").glob("bench_*.py")):
         source = path.read_text(encoding="utf-8")
         assert "extra_info.update" not in source, f"{path.name} writes a row around write_row"
+        assert '"kind":' not in source, f"{path.name} spells a row's kind: build it with KIND.row"
         written_kinds |= kinds_built_in(source)
     assert written_kinds == set(kinds.ROW_KINDS)
     assert "autotune" in kinds.ROW_KINDS
