@@ -113,10 +113,14 @@ def rounds(dist_context, pytestconfig):
 
 def pytest_collection_modifyitems(config, items):
     """Benchmarks whose parameters this launch cannot run are generated with none (an empty
-    parameter set): deselect them instead of reporting a skip for what was never a case."""
+    parameter set), and a module's ``planned(item, mode)`` can leave a benchmark out of a
+    mode's plan on this launch: deselect them instead of reporting a skip for what was never a
+    case (a deselected benchmark is neither planned nor fitted: suite/calibrate.py)."""
+    mode = config.option.suite_mode
     empty = [item for item in items
              if any(mark.name == "skip" and "empty parameter set" in str(mark.kwargs.get("reason"))
-                    for mark in item.iter_markers())]
+                    for mark in item.iter_markers())
+             or not getattr(item.module, "planned", lambda item, mode: True)(item, mode)]
     if empty:
         config.hook.pytest_deselected(items=empty)
         items[:] = [item for item in items if item not in empty]

@@ -60,6 +60,11 @@ def test_every_study_keeps_the_cells_that_answer_its_question(plans, gpus):
     assert "test_gemm[v6-square_8192-bf16]" in ran
     assert "test_gemm_sweep[sweep-held_out_2_8316x648x4216-bf16]" in ran
     assert "test_offload[gpt_small_bf16-offload-overlap-dpu]" in ran
+    # The offload family's fp32 member and the CPU-against-GPU forward table are studies of
+    # one device: the one-GPU run keeps them, a launch of several GPUs leaves them to it.
+    one_gpu_only = {"test_offload[mlp_4096x8_b8192-offload-overlap-dpu]",
+                    "test_offload_comparison[mlp_4096x8_b8192]", "test_gpt_forward[cpu]"}
+    assert (one_gpu_only <= ran) == (gpus == 1) and (one_gpu_only & ran == set()) == (gpus > 1)
     deepest = max([w for w in (2, 4, 8) if w <= gpus] or [2])
     pipelines = {name for name in ran if name.startswith("test_pipeline[")}
     assert {f"test_pipeline[mlp_8192x12_bf16-p{deepest}-m{m}-1f1b]" for m in (2, 8, 32)} \
