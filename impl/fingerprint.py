@@ -53,15 +53,24 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+# What runs write, not what they run: the committed runs are data, and a copy shipped to a lent
+# machine leaves them behind when they outgrow what it may carry.
+RESULTS_FOLDER = "results"
+
+
 @functools.lru_cache(maxsize=1)  # the files do not change during a run; one hash per process
 def working_tree_hash() -> str | None:
-    """git's tree hash of the files as they are (tracked, and untracked ones git does not
-    ignore), made in a temporary index: a commit's tree hash exactly when the files are its."""
+    """git's tree hash of the code as it is (tracked files, and untracked ones git does not
+    ignore, without ``results/``), made in a temporary index: equal to ``python -m
+    impl.fingerprint``'s in the source checkout exactly when the code is the same."""
     with tempfile.TemporaryDirectory() as folder:
         env = {**os.environ, "GIT_INDEX_FILE": str(Path(folder, "index"))}
         added = subprocess.run(["git", "add", "-A"], env=env, capture_output=True, timeout=60,
                                check=False)
-        if added.returncode != 0:
+        left_out = subprocess.run(["git", "rm", "-r", "-q", "--cached", "--ignore-unmatch",
+                                   "--", RESULTS_FOLDER], env=env, capture_output=True,
+                                  timeout=60, check=False)
+        if added.returncode != 0 or left_out.returncode != 0:
             return None
         tree = subprocess.run(["git", "write-tree"], env=env, capture_output=True, text=True,
                               timeout=60, check=False)
@@ -72,8 +81,9 @@ def git_state() -> tuple[str | None, bool | None]:
     """The commit and whether the files differ from it (None: unknown).
 
     HEAD and its tracked files' status; or, where OVERLAP_GIT_COMMIT states the commit of a
-    copy whose .git is missing or not the source's, that commit, dirty unless the files hash
-    to OVERLAP_GIT_TREE (unknown without it).
+    copy whose .git is missing or not the source's, that commit, dirty unless the code hashes
+    to OVERLAP_GIT_TREE (unknown without it). ``python -m impl.fingerprint`` prints both for a
+    clean checkout.
     """
     if stated := os.environ.get("OVERLAP_GIT_COMMIT"):
         commit = check_setting("OVERLAP_GIT_COMMIT", stated)
@@ -155,3 +165,19 @@ def nvml_driver() -> str | None:
         return pynvml.nvmlSystemGetDriverVersion()
     finally:
         pynvml.nvmlShutdown()
+
+
+def main() -> int:
+    """Print the settings that state this checkout's commit to a copy of it (impl.settings)."""
+    commit, dirty = git_state()
+    tree = working_tree_hash()
+    if commit is None or dirty is not False or tree is None:
+        print("impl.fingerprint: the checkout is not a clean git checkout (git status shows "
+              "changes, or git is missing): commit or stash first")
+        return 2
+    print(f"OVERLAP_GIT_COMMIT={commit} OVERLAP_GIT_TREE={tree}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

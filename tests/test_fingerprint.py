@@ -54,6 +54,38 @@ def test_a_stated_commit_is_checked_against_the_files(source, monkeypatch):
     assert fingerprint.git_state() == (stated, None)  # no tree given: dirty unknown
 
 
+def test_the_code_hash_leaves_the_results_out(source, monkeypatch, capsys):
+    # A copy that leaves the committed runs behind (a lent machine's size limit) states the
+    # same code; a change to the code does not hide there.
+    monkeypatch.delenv("OVERLAP_GIT_COMMIT", raising=False)
+    (source / "results").mkdir()
+    (source / "results" / "run.json").write_text("{}")
+    git(source, "add", "-A")
+    git(source, "commit", "-qm", "a run")
+    assert fingerprint.main() == 0
+    printed = capsys.readouterr().out.split()
+    stated = dict(setting.split("=") for setting in printed)
+    assert stated["OVERLAP_GIT_COMMIT"] == git(source, "rev-parse", "HEAD")
+    assert stated["OVERLAP_GIT_TREE"] == git(source, "rev-parse", "HEAD~1^{tree}")
+    monkeypatch.setenv("OVERLAP_GIT_COMMIT", stated["OVERLAP_GIT_COMMIT"])
+    monkeypatch.setenv("OVERLAP_GIT_TREE", stated["OVERLAP_GIT_TREE"])
+    (source / "results" / "run.json").unlink()
+    fingerprint.working_tree_hash.cache_clear()
+    assert fingerprint.git_state() == (stated["OVERLAP_GIT_COMMIT"], False)
+    (source / "code.py").write_text("x = 3\n")
+    fingerprint.working_tree_hash.cache_clear()
+    assert fingerprint.git_state() == (stated["OVERLAP_GIT_COMMIT"], True)
+
+
+def test_no_settings_from_a_changed_checkout(source, monkeypatch, capsys):
+    monkeypatch.delenv("OVERLAP_GIT_COMMIT", raising=False)
+    (source / "code.py").write_text("x = 2\n")
+    assert fingerprint.main() == 2
+    assert capsys.readouterr().out == (
+        "impl.fingerprint: the checkout is not a clean git checkout (git status shows changes, "
+        "or git is missing): commit or stash first\n")
+
+
 @pytest.mark.parametrize("name", ["OVERLAP_GIT_COMMIT", "OVERLAP_GIT_TREE"])
 def test_a_stated_hash_must_be_one(name):
     with pytest.raises(ValueError) as error:
