@@ -116,8 +116,8 @@ HEAVY_CHECK_PARAMETERS = 200_000_000
 EXPECTED_HOST_ADAM_BYTES_PER_S = 20e9
 EXPECTED_REFERENCE_FLOPS_PER_THREAD = 10e9
 EXPECTED_REFERENCE_FLOPS_GPU = 10e12
-HOST_ADAM_VARIANTS = (("fused", "intra-op"), ("fused", "pool"), ("foreach", "intra-op"),
-                      ("foreach", "pool"), ("single", "pool"))
+HOST_ADAM_VARIANTS = (("fused", "grouped"), ("fused", "intra-op"), ("fused", "pool"),
+                      ("foreach", "intra-op"), ("foreach", "pool"), ("single", "pool"))
 BANDWIDTH_BYTES_PER_VALUE = 12  # a += s·b in fp32: read a and b, write a
 FAILED = "FAILED: "  # an absent variant's reason that fails its row instead of skipping it
 HOST_WORK_FIGURES = ("hidden_host_fraction", "exposed_adam_ms", "exposed_copies_ms",

@@ -271,9 +271,39 @@ def test_host_adam_implementations_agree(implementation, layout):
     assert torch.allclose(engine.master[0], reference.detach(), rtol=0, atol=1e-7)
 
 
+@pytest.mark.parametrize("threads, split", [(1, (1, 1)), (15, (1, 15)), (31, (2, 15)),
+                                            (63, (4, 15)), (127, (8, 15))])
+def test_grouped_workers_spread_pieces_over_groups_of_at_most_16_threads(threads, split):
+    # One worker of every thread up to a 16-core host (intra-op's layout there); above it,
+    # several pieces at once, each over a group (a 64-core host's 63 threads: 4 × 15).
+    assert host_adam.thread_split("grouped", threads) == split
+    assert host_adam.thread_split("intra-op", threads) == (1, threads)
+    assert host_adam.thread_split("pool", threads) == (threads, 1)
+
+
+def test_grouped_workers_updating_pieces_at_once_match_torch_adam(monkeypatch):
+    monkeypatch.setattr(host_adam, "PIECE_ELEMENTS", 1000)
+    weights = [torch.randn(5500, generator=torch.Generator().manual_seed(0))]
+    grad = torch.randn(5500, generator=torch.Generator().manual_seed(1))
+    reference = weights[0].clone().requires_grad_()
+    optimizer = torch.optim.Adam([reference], lr=LR)
+    engine = host_adam.HostAdam(weights, LR, "fused", "grouped", threads=33)  # 2 workers
+    try:
+        assert engine.pool._max_workers == 2 and len(engine.spans[0]) == 6
+        for _ in range(3):
+            reference.grad = grad
+            optimizer.step()
+            for future in [engine.submit(engine.update, 0, piece, grad[a:b])
+                           for piece, (a, b) in enumerate(engine.spans[0])]:
+                future.result()
+    finally:
+        engine.close()
+    assert torch.allclose(engine.master[0], reference.detach(), rtol=0, atol=1e-7)
+
+
 @pytest.mark.parametrize("args, message", [
     (("fast", "pool", 1), "host Adam implementation 'fast': choose one of fused, foreach, single"),
-    (("fused", "omp", 1), "host Adam thread layout 'omp': choose one of intra-op, pool"),
+    (("fused", "omp", 1), "host Adam thread layout 'omp': choose one of intra-op, pool, grouped"),
     (("fused", "pool", 0), "host Adam threads=0: choose an integer ≥ 1"),
 ])
 def test_host_adam_rejects_bad_options(args, message):

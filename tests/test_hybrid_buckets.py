@@ -140,11 +140,12 @@ class FakeRounds:
 
 def test_the_bounds_read_host_adam_from_the_host_adam_rows_timing(monkeypatch):
     """One timing of the trainers' host Adam per run: the bounds' rate is the host_adam rows'
-    fused intra-op median (28 B a parameter), not a second timing of its own."""
+    fused grouped median (28 B a parameter), not a second timing of its own."""
     from suite import bench_hybrid
 
     measured = {"parameters": 1_000_000, "threads": 7, "measurement": FakeRounds({
-        "fused-intra-op": [2.0, 1.0, 1.5], "fused-pool": [0.1, 0.1, 0.1]})}
+        "fused-grouped": [2.0, 1.0, 1.5], "fused-intra-op": [3.0, 3.0, 3.0],
+        "fused-pool": [0.1, 0.1, 0.1]})}
     monkeypatch.setattr(bench_hybrid, "host_adam_measured", lambda rounds: measured)
     monkeypatch.setattr(bench_hybrid, "measure_copy_rates",
                         lambda device: {"to_host_gbps": 50.0, "to_device_gbps": 40.0})

@@ -35,7 +35,7 @@ class HybridOptions:
     lr: float = 1e-3  # the study's Adam learning rate
     cpu_threads: int | None = None  # host threads for the CPU's share (None: every core)
     host_adam: str = "fused"  # the offload's host Adam: fused, foreach, single (host_adam.py)
-    host_layout: str = "intra-op"  # its threads: intra-op or pool (host_adam.py)
+    host_layout: str = "grouped"  # its threads: intra-op, pool or grouped (host_adam.py)
     # Where the offload casts bf16/fp16 values to and from the fp32 master: host or device
     # (impl/hybrid/offload.py); fp32 models have nothing to cast.
     cast: str = "host"

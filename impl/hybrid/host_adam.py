@@ -10,15 +10,21 @@ machine's memory bandwidth, not its arithmetic. Two choices decide how close it 
   over memory) or ``single`` (the per-tensor loop, a dozen passes);
 - the threads: ``intra-op`` gives one worker thread all the threads of torch's intra-op pool,
   so each piece's update is spread over the cores; ``pool`` runs one single-threaded update per
-  thread of a pool of that size. Each worker sets its own intra-op thread count when it starts,
-  so a pool of T threads never opens T × T OpenMP threads.
+  thread of a pool of that size; ``grouped`` runs one update per group of at most
+  ``GROUP_THREADS`` threads, several pieces at once. Each worker sets its own intra-op thread
+  count when it starts, so a pool of T threads never opens T × T OpenMP threads.
 
 On one H200 host (16 Xeon cores, 15 threads; ``results/h200x1/20261124T223058Z-xf3pyrls.json``,
 ``test_host_adam``) the fused update ran at 117 GB/s counted at 28 bytes per parameter with
 intra-op threads and 128 GB/s as a pool, foreach at 49–50 and the per-tensor loop at 35. The
 trainers use fused with intra-op threads all the same: a pool updates the last gradient's few
 pieces one thread each, and that update is the tail of the step nothing hides (the pool's
-single-threaded pieces of 4M elements take about ten times as long).
+single-threaded pieces of 4M elements take about ten times as long). On a 64-core H200 host
+(63 threads; ``results/h200x4/20261128T092211Z-gsmuozbb.json``) one worker of 63 threads ran at
+0.64-0.66 of the in-place bandwidth measured in the same rounds and the pool at 0.99-1.00: a
+16 MiB piece is too little work to spread over 63 threads. The trainers use ``grouped``: one
+worker of every thread where there are at most ``GROUP_THREADS`` (the 16-core host's layout),
+several pieces at once on larger hosts, each still spread over a group of threads.
 
 Pieces are views of one master tensor per parameter (pinned where CUDA is present, so the
 updated weights go to the device straight from it). Adam is elementwise, so updating piece by
@@ -44,7 +50,10 @@ PIECE_ELEMENTS = 1 << 22
 ADAM_IMPLEMENTATIONS = {"fused": {"fused": True, "foreach": False},
                         "foreach": {"fused": False, "foreach": True},
                         "single": {"fused": False, "foreach": False}}
-THREAD_LAYOUTS = ("intra-op", "pool")
+THREAD_LAYOUTS = ("intra-op", "pool", "grouped")
+# The largest group of threads one grouped worker spreads a piece over: the 16-core host's
+# one worker of 15 threads ran at 0.91 of its pool's rate, the 64-core host's of 63 at 0.65.
+GROUP_THREADS = 16
 
 
 def check_host_adam(implementation: str, layout: str, threads: int) -> None:
@@ -62,6 +71,16 @@ def piece_spans(numel: int, piece: int = 0) -> list[tuple[int, int]]:
     """[start, end) element spans of at most ``piece`` (default PIECE_ELEMENTS) elements."""
     piece = piece or PIECE_ELEMENTS
     return [(start, min(start + piece, numel)) for start in range(0, numel, piece)]
+
+
+def thread_split(layout: str, threads: int) -> tuple[int, int]:
+    """(workers, intra-op threads per worker) of ``layout`` on ``threads`` threads."""
+    if layout == "intra-op":
+        return 1, threads
+    if layout == "pool":
+        return threads, 1
+    workers = max(1, round(threads / GROUP_THREADS))
+    return workers, threads // workers
 
 
 class HostAdam:
@@ -87,7 +106,7 @@ class HostAdam:
         self.moments = [[(torch.zeros(b - a), torch.zeros(b - a)) for a, b in spans]
                         for spans in self.spans]
         self.steps = [[torch.tensor(0.0) for _ in spans] for spans in self.spans]
-        workers, per_worker = (1, threads) if layout == "intra-op" else (threads, 1)
+        workers, per_worker = thread_split(layout, threads)
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix="host-adam",
                                        initializer=torch.set_num_threads, initargs=(per_worker,))
         # Per worker thread, one fp32 piece for low-precision gradients: a fresh 16 MiB tensor

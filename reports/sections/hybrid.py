@@ -393,8 +393,9 @@ def host_adam_table(rows: Sequence[dict], runs: Sequence) -> Table | None:
         "bytes per parameter), interleaved with the memory bandwidth measured the same way "
         "(an in-place a += s·b over as many fp32 values on the same threads, 12 bytes per "
         "value): torch's fused, foreach and per-tensor CPU Adam, each "
-        "with one worker spreading every piece over the intra-op threads or a pool of "
-        "single-threaded workers (impl/hybrid/host_adam.py). " + how_text(adam, runs),
+        "with one worker spreading every piece over the intra-op threads, a pool of "
+        "single-threaded workers, or (grouped, the trainers' since 28 Nov) workers of at most "
+        "16 threads each (impl/hybrid/host_adam.py). " + how_text(adam, runs),
         HOST_ADAM_COLUMNS, adam, placement=Placement("host Adam alone, every implementation"))
 
 
