@@ -24,7 +24,8 @@ H200 = "results/h200x1/20261127T234409Z-y28fxw6q.json"  # the first GPU run of t
 H100X4 = "results/h100x4/20261128T024824Z-id1sxdtx.json"  # rank 0 of 4, half-threads beside
 H200X4 = "results/h200x4/20261128T055146Z-m_louupf.json"  # rank 0 of 4 on a 64-core host
 H200_OF4 = "results/h200x1/20261128T060918Z-rqy27nl3.json"  # one GPU of that host, alone
-DOC_FILES = [H100, H200, H100X4, H200X4, H200_OF4]
+H200X4_LATER = "results/h200x4/20261128T092211Z-gsmuozbb.json"  # its bounds from host_adam rows
+DOC_FILES = [H100, H200, H100X4, H200X4, H200_OF4, H200X4_LATER]
 
 
 def doc_block() -> tuple[list[str], str]:
