@@ -32,7 +32,8 @@ from dataclasses import asdict, dataclass, field, replace
 import torch
 from torch import nn
 
-from impl.gradients import ALIGN_ELEMENTS, FlatGradients
+from impl.chunking import ALIGN_ELEMENTS
+from impl.gradients import FlatGradients
 from impl.strategies.knobs import first_chunk_elements, variant_strategy
 from impl.workloads import Batch, WorkloadConfig, build_model
 

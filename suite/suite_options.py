@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from impl.gradients import MAX_CHUNKS
+from impl.chunking import MAX_CHUNKS
 from impl.presets import MODELS
 from impl.sampler import DEFAULT_PERIOD_MS
 from impl.strategies import STRATEGIES

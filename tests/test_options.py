@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from impl.gradients import chunk_bounds
+from impl.chunking import chunk_bounds
 from impl.presets import preset
 from impl.strategies import StrategyOptions, build_strategy
 from impl.strategy_check import max_abs_diff, train

@@ -17,7 +17,7 @@ import bisect
 from dataclasses import dataclass
 from functools import lru_cache
 
-from impl.gradients import chunk_bounds
+from impl.chunking import chunk_bounds
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,7 @@ def backward_kernel_ms(profile: ReadyProfile, workload: str) -> float:
 
 def chunk_ends(spans: tuple[tuple[int, int], ...], chunks: int, split: str = "bytes",
                first_chunk_elements: int | None = None) -> list[int]:
-    """Where each of the K chunks ends: impl/gradients.py's ``chunk_bounds``."""
+    """Where each of the K chunks ends: impl/chunking.py's ``chunk_bounds``."""
     return chunk_bounds(list(spans), chunks, split, first_chunk_elements)[1:]
 
 

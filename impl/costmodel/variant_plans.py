@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from impl.chunking import first_chunk_elements
 from impl.costmodel.compute import ReadyProfile, bucket_ends, chunk_ends
 from impl.costmodel.fabric import Fabric
 from impl.costmodel.schedule import Collective, Plan
-from impl.strategies.knobs import first_chunk_elements
 from impl.strategy_records import (
     PEER,
     REFERENCE,

@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 
 from impl import capabilities
-from impl.gradients import ALIGN_ELEMENTS
+from impl.chunking import ALIGN_ELEMENTS
 from impl.profiles import recorded_profile
 from impl.strategies.base import ChunkedGradientStrategy
 from impl.strategies.knobs import communication_stream

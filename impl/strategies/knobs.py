@@ -28,6 +28,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from impl.chunking import first_chunk_elements
 from impl.gradients import FlatGradients
 from impl.strategies.options import StrategyOptions
 from impl.strategy_records import VARIANTS
@@ -165,11 +166,6 @@ def variant_strategy(name: str, chunks: int, check_finite: bool = False):
     if fields.get("update_in_overlap"):
         fields["check_finite"] = False  # the update happens before the check could veto it
     return strategy, StrategyOptions(chunks=chunks, **fields)
-
-
-def first_chunk_elements(first_chunk_mb: float | None, element_size: int) -> int | None:
-    """The first chunk's size in elements of the gradient buffer (``first_chunk_mb`` MiB)."""
-    return None if first_chunk_mb is None else round(first_chunk_mb * 2**20 / element_size)
 
 
 def chunking_problem(name: str, chunks: int, model: nn.Module, workload_name: str) -> str | None:

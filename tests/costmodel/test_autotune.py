@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from impl import metrics
+from impl.chunking import chunk_bounds
 from impl.costmodel import autotune
-from impl.gradients import chunk_bounds
 
 RECORDED = Path(__file__).parent.parent / "data" / "autotune-cpu-mlp_tiny.json"
 
