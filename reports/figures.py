@@ -23,6 +23,7 @@ matplotlib.use("Agg")  # before pyplot: no display, and no GUI toolkit on build 
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
+from impl.rows.kinds import GEMM  # noqa: E402
 from impl.strategy_records import REFERENCE, STRATEGY_RECORDS, strategy_of  # noqa: E402
 from reports.analysis import gemm_version_rank  # noqa: E402
 
@@ -370,25 +371,32 @@ def interference(entries: Sequence[dict]) -> Image:
 
 # --- simulation, GEMM ----------------------------------------------------------------------
 
+GEMM_ROW = GEMM.names  # a roofline point's keys: row[GEMM_ROW.tflops]
+
 
 @_styled
 def roofline(groups: Sequence[dict]) -> Image:
-    """Achieved TFLOP/s against arithmetic intensity, under each dtype's roofline."""
+    """Achieved TFLOP/s against arithmetic intensity, under each dtype's roofline.
+
+    ``groups``: [{"dtype", "rows"}], each row keyed as a GEMM row (the tensor-parallel section
+    builds its points under the same declared names).
+    """
     fig, axes = _figure(1, 1, height=2.9)
     ax = axes[0, 0]
     markers = {"fp32": "o", "bf16": "s", "tf32": "^", "fp16": "D"}
-    versions = sorted({r["version"] for g in groups for r in g["rows"]}, key=gemm_version_rank)
-    intensities = [r["arithmetic_intensity"] for g in groups for r in g["rows"]]
+    versions = sorted({r[GEMM_ROW.version] for g in groups for r in g["rows"]},
+                      key=gemm_version_rank)
+    intensities = [r[GEMM_ROW.arithmetic_intensity] for g in groups for r in g["rows"]]
     if not intensities:
         return _save(fig)
     span = (min(intensities) / 4, max(intensities) * 4)
     drawn_peaks = set()
     for group in groups:
         for row in group["rows"]:
-            ax.scatter(row["arithmetic_intensity"], row["tflops"], s=14,
-                       color=version_color(row["version"]),
+            ax.scatter(row[GEMM_ROW.arithmetic_intensity], row[GEMM_ROW.tflops], s=14,
+                       color=version_color(row[GEMM_ROW.version]),
                        marker=markers.get(group["dtype"], "o"), zorder=3)
-            peak, bandwidth = row.get("peak_tflops"), row.get("peak_gbps")
+            peak, bandwidth = row.get(GEMM_ROW.peak_tflops), row.get(GEMM_ROW.peak_gbps)
             if peak and bandwidth and (group["dtype"], peak) not in drawn_peaks:
                 drawn_peaks.add((group["dtype"], peak))
                 ridge = peak * 1e3 / bandwidth  # FLOP/B where memory and compute bounds meet

@@ -17,7 +17,7 @@ from impl.rows.kinds import TENSOR_PARALLEL
 from impl.tensor_parallel.metrics import TP_FIELDS
 from reports import analysis, figures
 from reports.captions import how_text, make_figure
-from reports.figures import Image, _figure, _save, _styled, version_color
+from reports.figures import GEMM_ROW, Image, _figure, _save, _styled, version_color
 from reports.format import Placement, Table, fmt, make_table, text_column
 from reports.view import View
 
@@ -204,10 +204,12 @@ def roofline_groups(rows: Sequence[dict], machine: str) -> list[dict]:
             row[TP.gemm_backend])
         for gemm in row.get(TP.gemms) or []:
             if gemm.get("tflops"):
-                groups[row[TP.dtype]].append({
-                    "version": version, "arithmetic_intensity": gemm["arithmetic_intensity"],
-                    "tflops": gemm["tflops"], "peak_tflops": row.get(TP.peak_tflops),
-                    "peak_gbps": row.get(TP.peak_gbps)})
+                groups[row[TP.dtype]].append({  # a point keyed as a GEMM row
+                    GEMM_ROW.version: version,
+                    GEMM_ROW.arithmetic_intensity: gemm["arithmetic_intensity"],
+                    GEMM_ROW.tflops: gemm["tflops"],
+                    GEMM_ROW.peak_tflops: row.get(TP.peak_tflops),
+                    GEMM_ROW.peak_gbps: row.get(TP.peak_gbps)})
     return [{"dtype": dtype, "rows": members} for dtype, members in groups.items()]
 
 
