@@ -5,13 +5,18 @@ step's GEMMs run while an all-reduce runs beside them, per machine, with 95% int
 
 from __future__ import annotations
 
+from impl.rows.kinds import INTERFERENCE
 from reports import cells, figures
 from reports.captions import how_text, make_figure
 from reports.format import Column, Placement, estimate_column, make_table, text_column
 from reports.view import View
 
-INTERFERENCE_COLUMNS = (text_column("workload", "workload"), Column("world_size", "ranks"),
-                        text_column("gemm", "GEMM", nowrap=True),
+# The interference rows' fields (row[INTERFERENCE_ROW.gemm]); a table row keeps the workload,
+# ranks and GEMM under the row's own names.
+INTERFERENCE_ROW = INTERFERENCE.names
+INTERFERENCE_COLUMNS = (text_column(INTERFERENCE_ROW.workload),
+                        Column.of(INTERFERENCE.field.world_size, "ranks", unit=""),
+                        text_column(INTERFERENCE_ROW.gemm, "GEMM", nowrap=True),
                         estimate_column("alone_ms", "GEMMs alone", "ms"),
                         text_column("interferer", "beside"),
                         estimate_column("ratio", "time × alone"),
@@ -26,12 +31,14 @@ def section_interference(view: View) -> dict:
         mine = [r for r in found if r["machine"] == label]
         table_rows, bars = [], []
         for row in mine:
-            gemm = row["gemm"]
+            gemm = row[INTERFERENCE_ROW.gemm]
             shape = (f"{gemm['per_step']}× {gemm['m']}×{gemm['n']}×{gemm['k']} "
                      f"{gemm['dtype']}")
-            for interferer, slowdown in row["slowdown"].items():
-                table_rows.append({"workload": row["workload"], "world_size": row["world_size"],
-                                   "gemm": shape, "alone_ms": row["gemm_alone_ms"],
+            for interferer, slowdown in row[INTERFERENCE_ROW.slowdown].items():
+                table_rows.append({INTERFERENCE_ROW.workload: row[INTERFERENCE_ROW.workload],
+                                   INTERFERENCE_ROW.world_size: row[INTERFERENCE_ROW.world_size],
+                                   INTERFERENCE_ROW.gemm: shape,
+                                   "alone_ms": row[INTERFERENCE_ROW.gemm_alone_ms],
                                    "interferer": interferer, "ratio": slowdown["ratio"],
                                    "verdict": slowdown["verdict"]})
                 bars.append({"label": f"{row['workload']} ({row['profile']}), beside "
