@@ -11,11 +11,14 @@ from collections.abc import Sequence
 import matplotlib
 from matplotlib.ticker import FuncFormatter
 
+from impl.rows.kinds import ALLREDUCE
 from reports import analysis
 from reports.captions import how_text, make_figure
 from reports.figures import Image, _figure, _save, _styled
 from reports.format import fmt, fmt_pct
 from reports.view import View
+
+AR = ALLREDUCE.names  # the all-reduce rows' fields: row[AR.busbw_gbps]
 
 
 def section_allreduce(view: View) -> dict:
@@ -36,9 +39,9 @@ def section_allreduce(view: View) -> dict:
         f"appendix. {how_text(measured, runs)}", "All-reduce bus bandwidth against message size")
     top = analysis.busbw_at_gib(rows)
     busbw = None if not top else {
-        "busbw": fmt(top["busbw_gbps"]), "world_size": top["world_size"],
+        "busbw": fmt(top[AR.busbw_gbps]), AR.world_size: top[AR.world_size],
         "machine": top["machine"], "anchor": fmt(top["nccl_tests_gbps"]),
-        "pct": fmt_pct(top["pct_of_nccl_tests"]), "wrong": top["wrong_elements"]}
+        "pct": fmt_pct(top["pct_of_nccl_tests"]), "wrong": top[AR.wrong_elements]}
     return {"empty": False, "figure": figure, "source": analysis.BUSBW_ANCHOR_SOURCE,
             "busbw": busbw}
 
@@ -49,7 +52,7 @@ def round_range(row: dict) -> tuple[float, float]:
     times = sorted(row.get("round_s") or [])
     if len(times) < 2:
         return 0.0, 0.0
-    middle, busbw = statistics.median(times), row["busbw_gbps"]
+    middle, busbw = statistics.median(times), row[AR.busbw_gbps]
     return busbw - busbw * middle / times[-1], busbw * middle / times[0] - busbw
 
 
@@ -63,16 +66,16 @@ def busbw_figure(groups: Sequence[dict]) -> Image:
     for index, group in enumerate(groups):
         rows = group["rows"]
         tint = palette(index % 10)
-        sizes = [r["size_bytes"] / 2**20 for r in rows]
+        sizes = [r[AR.size_bytes] / 2**20 for r in rows]
         spread = list(zip(*(round_range(r) for r in rows)))
-        ax.errorbar(sizes, [r["busbw_gbps"] for r in rows], yerr=spread, marker="o",
+        ax.errorbar(sizes, [r[AR.busbw_gbps] for r in rows], yerr=spread, marker="o",
                     markersize=3, color=tint, capsize=1.5, elinewidth=0.7,
                     label=f"{group['machine']} {group['world_size']} ranks, {group['profile']}")
         for field, style, peer in (("nccl_tests_gbps", "--", "nccl-tests"),
                                    ("torch_ref_gbps", ":", "torch.distributed ref.")):
             referenced = [r for r in rows if r[field] is not None]
             if referenced:
-                ax.plot([r["size_bytes"] / 2**20 for r in referenced],
+                ax.plot([r[AR.size_bytes] / 2**20 for r in referenced],
                         [r[field] for r in referenced], style, marker="x", markersize=3,
                         linewidth=0.9, color=tint,
                         label=f"{peer}, {group['world_size']} ranks (docs/ANCHORS.md)")
@@ -81,7 +84,7 @@ def busbw_figure(groups: Sequence[dict]) -> Image:
     ax.xaxis.set_major_formatter(FuncFormatter(
         lambda v, _: f"{v / 1024:g} GiB" if v >= 1024 else f"{v:g} MiB"))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    sizes = sorted({r["size_bytes"] / 2**20 for g in groups for r in g["rows"]})
+    sizes = sorted({r[AR.size_bytes] / 2**20 for g in groups for r in g["rows"]})
     ax.set_xticks(sizes)
     ax.minorticks_off()
     ax.set_xlabel("message size per rank")
