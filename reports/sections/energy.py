@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from impl.rows.kinds import COMPARISON, SAMPLER_OVERHEAD, STEP
 from reports import analysis, cells
 from reports.captions import how_text, make_figure
 from reports.figures import Image, _figure, _save, _styled, color
@@ -22,13 +23,17 @@ from reports.format import (
 from reports.sections import appendix, overlap
 from reports.view import View
 
+# A cell is a comparison row; its energy column is keyed as a step row's (cells.energy_check);
+# the sampler's rows are sampler-overhead rows.
+CELL, STEP_ROW, SAMPLER = COMPARISON.names, STEP.names, SAMPLER_OVERHEAD.names
+
 
 def section_energy(view: View) -> dict:
     """Energy per step against mean power × step time in the interleaved cells drawn in the
     anatomy chapter, the NVML timelines of those cells, and the sampler's overhead."""
     rows, runs = view.rows, view.runs
     columns = (text_column("variant", "variant"), Column("power_w", "mean power, all GPUs", "W"),
-               estimate_column("energy_per_step_j", "energy/step", "J"),
+               estimate_column(STEP_ROW.energy_per_step_j, "energy/step", "J"),
                estimate_column("power_times_step_j", "power × step", "J"),
                estimate_column("ratio", "energy / (power × step)"))
     machines = []
@@ -46,21 +51,21 @@ def section_energy(view: View) -> dict:
             f"shows the same power and a variant that draws less or more than the cell's mean "
             f"moves its ratio too. {how}", columns, checked, note=lambda *_: None,
             placement=Placement("energy per step against mean power × step time"))}
-        series = analysis.nvml_series((cell.get("nvml") or {}).get("series"), "whole cell")
+        series = analysis.nvml_series((cell.get(CELL.nvml) or {}).get("series"), "whole cell")
         if series:
             entry["figures"].append(make_figure(
                 f"fig-nvml-{index}", nvml_timelines([series]),
                 f"Power, GPU utilisation and SM clock during the cell's timed rounds, mean over "
                 f"its GPUs ({where}), sampled by NVML every "
-                f"{fmt((cell.get('nvml') or {}).get('period_ms'))} ms; every variant's "
+                f"{fmt((cell.get(CELL.nvml) or {}).get('period_ms'))} ms; every variant's "
                 f"segments are in this one series, in their shuffled order. {how}",
                 f"NVML timelines, {where}"))
         machines.append(entry)
-    overhead = [{"machine": r["machine"], "ratio": fmt_estimate(r["overhead_ratio"]),
-                 "verdict": r.get("verdict"), "period": fmt(r.get("period_ms")),
+    overhead = [{"machine": r["machine"], "ratio": fmt_estimate(r[SAMPLER.overhead_ratio]),
+                 "verdict": r.get(SAMPLER.verdict), "period": fmt(r.get(SAMPLER.period_ms)),
                  "how": how_text([r], runs)}
                 for r in view.machines.in_order(analysis.sampler_overhead(rows))
-                if "overhead_ratio" in r]
+                if SAMPLER.overhead_ratio in r]
     return {"empty": not machines and not overhead, "machines": machines, "overhead": overhead}
 
 
