@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from impl.rows.kinds import COMPARISON, STEP
 from impl.strategies import summary
 from impl.strategy_records import VARIANTS, strategy_of
 from reports import cells, figures
@@ -30,6 +31,10 @@ from reports.format import NA, Cell, Table, fmt, fmt_estimate
 from reports.sections import hidden
 from reports.sections.overlap import fabric_rank, saved_pct
 from reports.view import View
+
+# An answer's cell is a comparison row (cell[CELL.workload]); the steps measured before
+# interleaving are step rows.
+CELL, STEP_ROW = COMPARISON.names, STEP.names
 
 VERDICT_SHORT = {"faster": "faster", "slower": "slower", cells.NO_DIFFERENCE: "n.s."}
 MAX_FINDINGS = 5
@@ -86,7 +91,7 @@ def rows_of(view: View) -> list[dict]:
     for answer in sorted(cells.answers(view.rows), key=lambda a: (fabric_rank(a["cell"],
                                                                               view.machines),
                                                              cells.workload_rank(
-                                                                 a["cell"]["workload"]))):
+                                                                 a["cell"][CELL.workload]))):
         cell = answer["cell"]
         if cells.is_mpi(cell):
             continue
@@ -127,7 +132,7 @@ def machine_words(entry: dict) -> str:
     """"2× NVIDIA H200, NVLink" (one GPU per rank) or "CPU (2 cores), gloo over TCP, 2 ranks":
     what the cell ran on, from its run's fingerprint."""
     cell, fingerprint = entry["cell"], entry["run"].fingerprint
-    fabric = hidden.FABRICS.get(cell["profile"], cell["profile"])
+    fabric = hidden.FABRICS.get(cell[CELL.profile], cell[CELL.profile])
     gpus = Counter(fingerprint.get("gpu_names") or [])
     if gpus:
         return f"{cell['world_size']}× {gpus.most_common(1)[0][0]}, {fabric}"
@@ -165,10 +170,10 @@ def table(entries: Sequence[dict]) -> Table:
     body = []
     for index, entry in enumerate(entries, 1):
         cell, speedup, efficiency = entry["cell"], entry["speedup"], entry["efficiency"]
-        k_mark = [] if cell["chunks"] == cells.ANSWER_CHUNKS else [entry["answer"]["why"]]
+        k_mark = [] if cell[CELL.chunks] == cells.ANSWER_CHUNKS else [entry["answer"]["why"]]
         body.append([
             Cell(str(index), numeric=True), Cell(machine_words(entry)),
-            Cell(cell["workload"]),
+            Cell(cell[CELL.workload]),
             Cell(entry["best"] + ("" if not k_mark else f", K = {cell['chunks']}"),
                  mark=mark(k_mark)),
             Cell(f"{fmt(speedup['value'])}×", numeric=True, detail=range_text(speedup)),
@@ -299,7 +304,7 @@ def absent_text(view: View, entries: Sequence[dict],
     machines left out of a table that has GPU rows."""
     runs, words = view.runs, view.machines.words
     shown = {e["cell"]["machine"] for e in entries}
-    old = {r["machine"] for r in cells.old_format_steps(view.rows) if r["world_size"] > 1}
+    old = {r["machine"] for r in cells.old_format_steps(view.rows) if r[STEP_ROW.world_size] > 1}
     gpus = {r.label: len(r.fingerprint.get("gpu_names") or []) for r in runs}
     missing = [label for label in dict.fromkeys(r.label for r in runs)
                if label not in shown and label in view.machines.gpu]

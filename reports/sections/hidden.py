@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from impl.rows.kinds import COMPARISON
 from reports import cells
 from reports.captions import Machines, Run
 from reports.format import fmt_estimate
@@ -98,7 +99,8 @@ def representative(entries: Sequence[dict], machine: str) -> dict:
     """The row a machine's sentence reads: its first workload in the registry's order among
     its cells with the most ranks (module docstring)."""
     return min((e for e in entries if e["cell"]["machine"] == machine),
-               key=lambda e: (-e["cell"]["world_size"], cells.workload_rank(e["cell"]["workload"])))
+               key=lambda e: (-e["cell"][COMPARISON.names.world_size],
+                              cells.workload_rank(e["cell"][COMPARISON.names.workload])))
 
 
 def sentences(entries: Sequence[dict], view: View) -> list[dict]:
