@@ -11,13 +11,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from impl.rows.files import round_times as saved_round_times
+from impl.rows.kinds import ALLREDUCE, STEP
 from reports.gate.confirm import Confirmation
 from reports.gate.rules import VERDICTS, Decision, Rule, decide, threshold_for
 from reports.gate.spread import GroupSpread, is_suspect, noise_aware_threshold
 
 EXIT_STATUS = {"PASS": 0, "FAIL": 1, "UNCONFIRMED": 3}  # 2: bad input, or no re-run possible
 # Shown beside the ratio when a benchmark recorded them: a number people know for that kind.
-THROUGHPUT_FIELDS = ("samples_per_s", "busbw_gbps")
+THROUGHPUT_FIELDS = (STEP.names.samples_per_s, ALLREDUCE.names.busbw_gbps)
 
 
 @dataclass(frozen=True)
