@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from impl.rows.declare import Field, RowKind, ranged_fields
+from impl.rows.declare import Declared, Field, RowKind, ranged_fields
 from impl.rows.metric_fields import ALLREDUCE_FIELDS, STEP_FIELDS
 from impl.rows.shapes import (
     ANY,
@@ -138,6 +138,9 @@ REFERENCES = {"compute_only_ms": ESTIMATE, "sequential_ms": ESTIMATE,
               "sequential_vs_compute_only": VERSUS, "comm_only_ms?": ESTIMATE,
               "limit_ms?": ESTIMATE, "bound_ms?": ESTIMATE, "compute_to_comm?": ESTIMATE,
               "bound_update_in_overlap_ms?": ESTIMATE}
+# A comparison row's reference names as attributes: cell[CELL.references][REFERENCE.limit_ms].
+REFERENCE = Declared("comparison (references)",
+                     {key.removesuffix("?"): key.removesuffix("?") for key in REFERENCES})
 
 
 def is_older_step(row: dict) -> bool:

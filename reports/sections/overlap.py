@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from impl.rows.kinds import COMPARISON, STEP
+from impl.rows.kinds import COMPARISON, REFERENCE, STEP
 from reports import cells, figures
 from reports.captions import (
     Machines,
@@ -32,6 +32,7 @@ from reports.view import View
 
 CELL = COMPARISON.names  # a cell is a comparison row: cell[CELL.workload]
 # The result table's rows are keyed as step rows are: the figures a cell holds per strategy.
+# The references table's rows are keyed as the cell's references (REFERENCE.limit_ms).
 STEP_ROW = STEP.names
 PROFILE_ORDER = ("nvlink", "shm", "socket")
 CPU_CAVEAT = ("a CPU machine with 2 cores shared with other work: its intervals are wide and "
@@ -74,7 +75,7 @@ def saved_pct(speedup: dict | None) -> dict | None:
 
 
 def efficiency_text(cell: dict, strategy: str) -> str:
-    found = cells.figures(cell, strategy).get("overlap_efficiency")
+    found = cells.figures(cell, strategy).get(STEP_ROW.overlap_efficiency)
     if cells.other_chunking(cell, strategy):
         return (f"no overlap efficiency: it made {cells.bucket_count(cell, strategy)} "
                 f"bucket(s), not the K = {cell['chunks']} chunks that sequential sends, so part "
@@ -90,7 +91,7 @@ def answer_text(entry: dict) -> str:
     """One workload's answer: the strategy that hides most, with intervals and verdicts."""
     cell, best, found = entry["cell"], entry["best"], entry["figures"]
     versus = found["vs_sequential"]
-    hidden = found.get("hidden_comm_fraction")
+    hidden = found.get(STEP_ROW.hidden_comm_fraction)
     text = (f"{cell['workload']}, read at {entry['why']}: {best} is fastest, "
             f"{fmt_times(versus['speedup'])} over sequential "
             f"({cells.verdict_text(versus['verdict'], 'sequential')}); "
@@ -154,12 +155,13 @@ RESULT_COLUMNS = (
 )
 REFERENCE_COLUMNS = (
     text_column(STEP_ROW.workload), Column(STEP_ROW.chunks, "K"),
-    estimate_column("compute_only_ms", "compute-only", "ms"),
-    estimate_column("comm_only_ms", "comm-only", "ms"),
-    estimate_column("sequential_ms", "sequential", "ms"),
-    estimate_column("limit_ms", "limit", "ms"), estimate_column("bound_ms", "bound", "ms"),
-    estimate_column("bound_update_in_overlap_ms", "bound, update in overlap", "ms"),
-    estimate_column("compute_to_comm", "compute : comm"),
+    estimate_column(REFERENCE.compute_only_ms, "compute-only", "ms"),
+    estimate_column(REFERENCE.comm_only_ms, "comm-only", "ms"),
+    estimate_column(REFERENCE.sequential_ms, "sequential", "ms"),
+    estimate_column(REFERENCE.limit_ms, "limit", "ms"),
+    estimate_column(REFERENCE.bound_ms, "bound", "ms"),
+    estimate_column(REFERENCE.bound_update_in_overlap_ms, "bound, update in overlap", "ms"),
+    estimate_column(REFERENCE.compute_to_comm, "compute : comm"),
 )
 VERDICT_SHORT = {"faster": "faster", "slower": "slower", cells.NO_DIFFERENCE: "n.s."}
 
@@ -206,7 +208,7 @@ def references_table(table_id: str, caption: str, cell_list: Sequence[dict]) -> 
              **c[CELL.references]}
             for c in cell_list]
     # The update-inside-the-overlap bound exists only in cells that measured such a variant.
-    columns = [c for c in REFERENCE_COLUMNS if c.key != "bound_update_in_overlap_ms"
+    columns = [c for c in REFERENCE_COLUMNS if c.key != REFERENCE.bound_update_in_overlap_ms
                or any(row.get(c.key) for row in rows)]
     return make_table(table_id, caption, columns, rows, note=lambda *_: None)
 
@@ -255,16 +257,16 @@ def section_results(view: View) -> dict:
 
 
 WORLD_ONE_COLUMNS = (text_column("machine"), text_column(STEP_ROW.workload),
-                     estimate_column("compute_only_ms", "compute-only", "ms"),
-                     estimate_column("sequential_ms", "sequential", "ms"),
+                     estimate_column(REFERENCE.compute_only_ms, "compute-only", "ms"),
+                     estimate_column(REFERENCE.sequential_ms, "sequential", "ms"),
                      estimate_column("difference", "sequential − compute-only", "ms"),
                      text_column("verdict", "verdict"))
 
 
 def world_one_table(found: Sequence[dict], view: View) -> object:
     table_rows = [{"machine": f["cell"]["machine"], STEP_ROW.workload: f["cell"][CELL.workload],
-                   "compute_only_ms": f["cell"][CELL.references]["compute_only_ms"],
-                   "sequential_ms": f["cell"][CELL.references]["sequential_ms"],
+                   **{key: f["cell"][CELL.references][key]
+                      for key in (REFERENCE.compute_only_ms, REFERENCE.sequential_ms)},
                    "difference": f["difference"], "verdict": f["verdict"]}
                   for f in view.machines.in_order([{**f, "machine": f["cell"]["machine"]}
                                                    for f in found])]

@@ -8,7 +8,7 @@ A timeline drawn here is also collected in ``timelines`` for the Perfetto export
 
 from __future__ import annotations
 
-from impl.rows.kinds import COMPARISON, STEP
+from impl.rows.kinds import COMPARISON, REFERENCE, STEP
 from reports import analysis, cells, figures, traces
 from reports.captions import how_text, make_figure
 from reports.format import (
@@ -26,7 +26,7 @@ from reports.view import View
 
 # A cell is a comparison row (cell[CELL.workload]); a strategy's figures in it are named as a
 # step row's. Its references (compute-only, comm-only, sequential, the limit and the bound) are
-# keyed by their own names, read as written.
+# read through their declared names (REFERENCE.limit_ms).
 CELL, STEP_ROW = COMPARISON.names, STEP.names
 VARIANT_NOTES = {cells.COMPUTE_ONLY: "no communication: the reference computation",
                  cells.COMM_ONLY: "no compute: the K all-reduces back to back"}
@@ -36,8 +36,8 @@ def variant_step(cell: dict, variant: str) -> dict | None:
     """A variant's step time (Estimate as JSON): its own figures, or the reference's."""
     if variant in cell[CELL.strategies]:
         return cells.figures(cell, variant)[STEP_ROW.step_ms]
-    key = {cells.COMPUTE_ONLY: "compute_only_ms", cells.COMM_ONLY: "comm_only_ms"}.get(
-        variant, "sequential_ms")
+    key = {cells.COMPUTE_ONLY: REFERENCE.compute_only_ms,
+           cells.COMM_ONLY: REFERENCE.comm_only_ms}.get(variant, REFERENCE.sequential_ms)
     return cell[CELL.references].get(key)
 
 
@@ -65,21 +65,21 @@ def cell_timelines(cell: dict) -> list[dict]:
 def step_entries(cell: dict) -> list[dict]:
     """The bars of the step-times figure: references, then every compared strategy."""
     references = cell[CELL.references]
-    entries = [{"label": "compute-only", "estimate": references["compute_only_ms"],
+    entries = [{"label": "compute-only", "estimate": references[REFERENCE.compute_only_ms],
                 "color": figures.color(cells.COMPUTE_ONLY)}]
-    if references.get("comm_only_ms"):
-        entries += [{"label": "comm-only", "estimate": references["comm_only_ms"],
+    if references.get(REFERENCE.comm_only_ms):
+        entries += [{"label": "comm-only", "estimate": references[REFERENCE.comm_only_ms],
                      "color": figures.color(cells.COMM_ONLY)},
-                    {"label": "limit max(compute, comm)", "estimate": references["limit_ms"],
-                     "color": "#dddddd"},
-                    {"label": "schedule bound", "estimate": references.get("bound_ms"),
+                    {"label": "limit max(compute, comm)",
+                     "estimate": references[REFERENCE.limit_ms], "color": "#dddddd"},
+                    {"label": "schedule bound", "estimate": references.get(REFERENCE.bound_ms),
                      "color": "#aaaaaa"}]
-    if references.get("bound_update_in_overlap_ms"):  # the bound of the "+update" variants
+    if references.get(REFERENCE.bound_update_in_overlap_ms):  # the bound of the "+update" variants
         entries.append({"label": "schedule bound, update inside the overlap",
-                        "estimate": references["bound_update_in_overlap_ms"],
+                        "estimate": references[REFERENCE.bound_update_in_overlap_ms],
                         "color": "#bbbbbb"})
     entries.append({"label": cell.get(CELL.sequential_reference) or "sequential",
-                    "estimate": references["sequential_ms"],
+                    "estimate": references[REFERENCE.sequential_ms],
                     "color": figures.color("sequential")})
     entries += [{"label": strategy, "estimate": cells.figures(cell, strategy)[STEP_ROW.step_ms],
                  "color": figures.color(strategy)} for strategy in cells.compared(cell)]
