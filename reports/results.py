@@ -20,6 +20,7 @@ from impl.rows.files import (
     load_results,
     newest,
 )
+from impl.rows.kinds import STEP
 
 MODE_RANK = {"quick": 0, "default": 1, "full": 2}  # more rounds and a larger grid rank higher
 OVERLAP_KINDS = ("step", "comparison")
@@ -56,7 +57,8 @@ def _measured(result: ResultsFile) -> tuple[set[tuple], set[str]]:
     """What a run measured: its overlap workloads (workload × world size) and the other kinds
     of rows it holds (a study such as tensor parallelism, or the GEMM ladder)."""
     infos = [b["extra_info"] for b in result.benchmarks]
-    workloads = {(i.get("workload"), i.get("world_size")) for i in infos
+    # step and comparison rows declare the workload and the world size alike
+    workloads = {(i.get(STEP.names.workload), i.get(STEP.names.world_size)) for i in infos
                  if i.get("kind") in OVERLAP_KINDS}
     return workloads, {str(i.get("kind")) for i in infos if i.get("kind") not in OVERLAP_KINDS}
 

@@ -229,7 +229,7 @@ def gpt_rows(rows: Sequence[dict]) -> list[dict]:
     for study in STUDY_TABLE.values():
         low, high = study[GPT.steady_ms]
         table.append({"source": "the study", "device": study["hardware"], "threads": "—",
-                      "first": fmt(study["first_ms"]) if study["first_ms"] else "—",
+                      "first": fmt(study[GPT.first_ms]) if study[GPT.first_ms] else "—",
                       "steady": fmt(low) if low == high else f"{fmt(low)}–{fmt(high)}",
                       "iterations": study["text"]})
     return table

@@ -19,6 +19,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 
 from impl.rows.files import ResultsFile
+from impl.rows.kinds import HYBRID_STEP, PIPELINE, TENSOR_PARALLEL
 from impl.rows.merge import benchmark_rows
 from reports import cells
 from reports.format import (
@@ -32,6 +33,8 @@ from reports.format import (
     text_column,
 )
 from reports.view import View
+
+TP = TENSOR_PARALLEL.names  # a tensor-parallel row's estimates are keyed by its field names
 
 RUN_LABEL_CHARS = 16  # "20261123T194800Z": a run's file name up to its time stamp
 
@@ -92,19 +95,19 @@ def _cell_figures(row: dict) -> list[tuple[str, str, dict]]:
 def _tp_figures(row: dict) -> list[tuple[str, str, dict]]:
     where = (f"{row['preset']}, {row['gemm_backend']}, {row['scaling']}, "
              f"{row['world_size']} ranks")
-    step = (row.get("estimates") or {}).get("step_ms")
+    step = (row.get(TP.estimates) or {}).get(TP.step_ms)
     return [(where, f"{row['schedule']}: step (ms)", step)] if step else []
 
 
 def _pipeline_figures(row: dict) -> list[tuple[str, str, dict]]:
     where = f"{row['workload']}, p = {row['stages']}, m = {row['microbatches']}"
-    step = row.get("step_ms_estimate")
+    step = row.get(PIPELINE.names.step_ms_estimate)
     return [(where, f"{row['variant']}: step (ms)", step)] if step else []
 
 
 def _hybrid_figures(row: dict) -> list[tuple[str, str, dict]]:
     where = f"{row['study']}, {row['workload']}, {device_words(row['device'])}"
-    step = row.get("step_ms_estimate")
+    step = row.get(HYBRID_STEP.names.step_ms_estimate)
     return [(where, f"{row['variant']}: step (ms)", step)] if step else []
 
 
