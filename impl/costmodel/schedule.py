@@ -13,7 +13,10 @@ may start, and what else it puts on the communication lane:
   slowed backward delays later chunks' readiness, and the collectives after them;
 - a collective launched while backward computes lasts ``beside_ms`` longer than alone, an
   update share ``update_beside_ms`` (impl/costmodel/lanes.py: the lane's kernels wait for
-  the SMs that backward's GEMM holds), which delays the collectives after it;
+  the SMs that backward's GEMM holds), which delays the collectives after it; the wait comes
+  first and slows no compute: a kernel waiting for SMs runs none of its blocks, so backward
+  runs ``slowdown`` times slower only for the collective's own duration (counted through the
+  wait as well, the 4-rank threaded steps were predicted up to 11% slow);
 - the update follows the last collective and backward, or, with the update inside the
   overlap, each chunk's share (update / K) follows its collective on the communication lane.
 
@@ -114,7 +117,8 @@ class Run:
     released_at: list[float] = field(default_factory=list)  # wall time collective i was final
     intervals: list[tuple[str, str, int | None, float, float]] = field(default_factory=list)
     lane_free: float = float("-inf")
-    running: tuple[str, int, float, float] | None = None  # (what, index, remaining, start)
+    # (what, index, remaining, start, the part of remaining that runs: the rest is its wait)
+    running: tuple[str, int, float, float, float] | None = None
     following: int = 0  # the next collective to launch
     pending_update: int | None = None  # the chunk whose update share runs next
     backward_done: float | None = None  # wall time backward ended
@@ -129,8 +133,10 @@ class Run:
             if not computing and self.backward_done is None:
                 self.backward_done = self.t
             wait = self.launch(computing) if self.running is None else None
-            # backward runs slower only beside a collective, not beside an update share
-            slowed = computing and self.running and self.running[0] == "comm"
+            # backward runs slower only beside a running collective: not beside an update
+            # share, nor while the collective still waits for SMs (module docstring)
+            slowed = computing and self.running is not None and self.running[0] == "comm" \
+                and self.running[2] <= self.running[4] + EPSILON_MS
             rate = 1.0 / self.plan.slowdown if slowed else 1.0
             dt = self.next_event_ms(computing, rate, wait)
             if dt is None:
@@ -151,14 +157,16 @@ class Run:
         plan = self.plan
         if self.pending_update is not None:
             self.running = ("update", self.pending_update,
-                            self.share_ms + (plan.update_beside_ms if computing else 0.0), self.t)
+                            self.share_ms + (plan.update_beside_ms if computing else 0.0), self.t,
+                            self.share_ms)
             self.pending_update = None
         elif self.following < len(self.released_at):
             earliest = max(self.released_at[self.following], self.lane_free) + plan.handoff_ms
             if self.t < earliest - EPSILON_MS:
                 return earliest - self.t
-            self.running = ("comm", self.following, plan.collectives[self.following].duration_ms
-                            + (plan.beside_ms if computing else 0.0), self.t)
+            alone = plan.collectives[self.following].duration_ms
+            self.running = ("comm", self.following,
+                            alone + (plan.beside_ms if computing else 0.0), self.t, alone)
         return None
 
     def next_event_ms(self, computing: bool, rate: float, wait: float | None) -> float | None:
@@ -172,6 +180,8 @@ class Run:
             steps.append((target - self.progress) / rate)
         if self.running is not None:
             steps.append(self.running[2])
+            if self.running[2] > self.running[4] + EPSILON_MS:  # its wait ends
+                steps.append(self.running[2] - self.running[4])
         if wait is not None:
             steps.append(wait)
         return max(min(steps), 0.0) if steps else None
@@ -185,9 +195,9 @@ class Run:
             self.progress = min(self.backward_end, self.progress + dt * rate)
         if self.running is None:
             return
-        what, index, remaining, start = self.running
+        what, index, remaining, start, runs = self.running
         remaining -= dt
-        self.running = (what, index, remaining, start)
+        self.running = (what, index, remaining, start, runs)
         if remaining > EPSILON_MS:
             return
         self.intervals.append(("comm" if what == "comm" else "compute",

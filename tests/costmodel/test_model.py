@@ -99,6 +99,18 @@ def test_a_collective_launched_beside_backward_lasts_longer():
         simulate(four_chunks(), Plan(each(1.5), beside_ms=-0.1))
 
 
+def test_a_collective_waiting_for_sms_slows_no_compute():
+    # Each collective beside backward first waits 0.5 ms (backward at full speed), then runs
+    # 1 ms beside it at half speed: c0 waits 4–4.5, runs 4.5–5.5 (backward at 5.0); c1 ready
+    # at 6.5, waits to 7, runs 7–8; c2 ready at 9, waits to 9.5, runs 9.5–10.5; backward
+    # ends at 11.5, 3 × 0.5 ms late as without the wait; c3 11.5–12.5 alone, update: 13.5.
+    outcome = simulate(four_chunks(), Plan(each(1.0), slowdown=2.0, beside_ms=0.5))
+    ends = [end for lane, _, _, _, end in outcome.intervals if lane == "comm"]
+    assert ends == pytest.approx([5.5, 8.0, 10.5, 12.5])
+    assert outcome.compute_slowdown_ms == pytest.approx(1.5)
+    assert outcome.step_ms == pytest.approx(13.5)
+
+
 def test_without_interference_the_schedule_is_the_bound_on_random_steps():
     rng = random.Random(7)
     for _ in range(200):
