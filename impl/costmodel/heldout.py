@@ -38,7 +38,7 @@ from impl.costmodel import accuracy, overhead, variant_plans
 from impl.costmodel.compute import known_workload, parameter_layout
 from impl.costmodel.fabric import Fabric, fit_fabric, measured_sweep
 from impl.costmodel.inputs import comm_fabrics, fabric_key, interference, run_name, value
-from impl.costmodel.lanes import ALONE_READ, ANY_GPU, LaneEffects, lane_effects, lanes_over
+from impl.costmodel.lanes import ALONE_READ, ANY_GPU, NO_LANE, LaneEffects, lane_effects, lanes_over
 from impl.costmodel.scale import PREDICTED_VARIANTS, step_band
 from impl.rows.kinds import ALLREDUCE, COMPARISON, STEP, is_older_step
 from impl.strategy_records import strategy_of
@@ -165,6 +165,17 @@ def in_cell(cell: accuracy.Cell, rows: Sequence[dict]) -> accuracy.Inputs | str:
     return accuracy.in_cell_inputs(cell, rows, fits)
 
 
+def cell_lane(rows: Sequence[dict], row: dict, name: str) -> LaneEffects:
+    """Variant ``name``'s lane in the checked cell of ``row``, found as a prediction's is
+    (scale.lane_for): over the other cells of its GPU model, world size and profile where
+    anything was read there, else of its GPU model at any world size. Without the second
+    step, the 4-rank cells of 27 Nov, the first with an update inside the overlap at 4 ranks,
+    were checked with update shares as fast beside backward as alone (chunked+update and
+    threaded+update 24% fast), while the prediction of the same cell reads them at 2 ranks."""
+    lane = lane_effects(rows, row, name)
+    return lane if lane != NO_LANE else lane_effects(rows, row, name, (CELL_ROW.device,))
+
+
 RULES = {"other runs": other_runs, "leave-one-K-out": leave_one_k_out,
          "leave-one-workload-out": leave_one_workload_out, "in-cell": in_cell}
 
@@ -174,7 +185,7 @@ def checks_by_split(rows: Sequence[dict], cells: Sequence[accuracy.Cell]) -> dic
     with its variant's overhead fitted on the other cells of OVERHEAD_SPLIT
     (impl/costmodel/overhead.py)."""
     known = [c for c in cells if known_workload(c.row[CELL_ROW.workload])]
-    lanes = {id(cell): functools.partial(lane_effects, rows, cell.row) for cell in known}
+    lanes = {id(cell): functools.partial(cell_lane, rows, cell.row) for cell in known}
     device = {_cell_key(c.row): c.row.get(CELL_ROW.device) for c in known}
     raw = {split: [check for cell in known
                    for check in accuracy.check_cell(cell, RULES[split](cell, rows),

@@ -98,6 +98,25 @@ def test_update_shares_and_the_copy_engines_all_reduce_come_from_other_workloads
     assert alone.beta_ms_per_byte == pytest.approx(0.8 / buffer)
 
 
+def test_a_checked_cell_without_a_reading_at_its_world_size_takes_its_gpu_models():
+    from impl.costmodel.heldout import cell_lane
+
+    row = {**cell(WORKLOAD, 2), "world_size": 4}
+    other = cell(OTHER, 1, **{"chunked+update": with_updates()})  # at 2 ranks
+    # Nothing at 4 ranks: as a prediction does (scale.lane_for), the GPU model's other cells
+    # at any world size give the update shares' wait.
+    assert lane_effects([row, other], row, "chunked+update") == LaneEffects()
+    found = cell_lane([row, other], row, "chunked+update")
+    assert found.update_kernels == pytest.approx(0.4 / (8.0 / backward_kernels(OTHER)))
+    # A reading at its own world size is kept: a share 0.8 ms beside backward, 0.1 after.
+    slower = with_updates()
+    slower["intervals"][-2] = interval("compute", "update c0", 0, 7.1, 7.9)
+    here = {**cell(OTHER, 3, **{"chunked+update": slower}), "world_size": 4}
+    found = cell_lane([row, other, here], row, "chunked+update")
+    assert found == lane_effects([row, other, here], row, "chunked+update")
+    assert found.update_kernels == pytest.approx(0.7 / (8.0 / backward_kernels(OTHER)))
+
+
 def test_a_prediction_at_scale_carries_the_threaded_lane_it_is_given():
     from impl.costmodel import scale, validate
     from impl.costmodel.fabric_file import load_fabric

@@ -81,7 +81,6 @@ def test_no_held_out_check_is_calibrated_on_its_own_cell():
     model), with inputs from those cells' own runs (heldout.OVERHEAD_SPLIT), computed here
     from the uncalibrated checks, so the checked cell's own step never enters."""
     from impl.costmodel import variant_plans
-    from impl.costmodel.lanes import lane_effects
     from impl.rows.merge import merge_rows
 
     rows = validate.load_rows([str(RESULTS / m) for m in ("h200x2", "h200x4", "h200x1")],
@@ -89,7 +88,7 @@ def test_no_held_out_check_is_calibrated_on_its_own_cell():
     cells = [c for c in accuracy.measured_cells(merge_rows(rows)) if c.row.get("device")
              and c.row.get("backend") == "nccl"]
     raw, within = ([c for cell in cells for c in accuracy.check_cell(
-        cell, rule(cell, rows), functools.partial(lane_effects, rows, cell.row))]
+        cell, rule(cell, rows), functools.partial(heldout.cell_lane, rows, cell.row))]
         for rule in (heldout.other_runs, heldout.leave_one_k_out))
     calibrated = heldout.checks_by_split(rows, cells)[heldout.HEADLINE]
     device = {heldout._cell_key(c.row): c.row.get("device") for c in cells}
