@@ -118,9 +118,10 @@ def pytest_collection_modifyitems(config, items):
     case (a deselected benchmark is neither planned nor fitted: suite/calibrate.py)."""
     mode = config.option.suite_mode
     left_out = [item for item in items
-             if any(mark.name == "skip" and "empty parameter set" in str(mark.kwargs.get("reason"))
-                    for mark in item.iter_markers())
-             or not getattr(item.module, "planned", lambda item, mode: True)(item, mode)]
+                if any(mark.name == "skip"
+                       and "empty parameter set" in str(mark.kwargs.get("reason"))
+                       for mark in item.iter_markers())
+                or not getattr(item.module, "planned", lambda item, mode: True)(item, mode)]
     if left_out:
         config.hook.pytest_deselected(items=left_out)
         items[:] = [item for item in items if item not in left_out]
