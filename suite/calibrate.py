@@ -114,6 +114,9 @@ SUPERSEDED = {
     ("20261127T172120Z-q3ah0pvf.json", "torchrun nvlink", "hybrid"):
         "rank 0 measured it alone while the other ranks spun in NCCL's barrier, one core each, "
         "before they waited asleep (impl/dist.py: idle_barrier)",
+    ("20261128T024824Z-id1sxdtx.json", "*", "hybrid"):
+        "the digits study's CPU rows trained with all 63 host threads (129 s), before they took "
+        "the thread count they train fastest at (3 s since)",
 }
 
 
