@@ -28,7 +28,7 @@ import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
 import pytest
 import torch
@@ -38,6 +38,7 @@ from impl import capabilities, stats
 from impl.hybrid import (
     HYBRID_FIELDS,
     HybridOptions,
+    TrainingCheck,
     TrainingCheckFailed,
     build_trainer,
     check_training,
@@ -67,7 +68,7 @@ from impl.hybrid.goals import GOALS, meets
 from impl.hybrid.gpt_forward import STUDY_TABLE, measure_in_fresh_process
 from impl.hybrid.host_adam import ADAM_BYTES_PER_PARAMETER, HostAdam
 from impl.hybrid.largest import measure_only_offload
-from impl.hybrid.measure import host_work_split
+from impl.hybrid.measure import HOST_WORK_FIGURES, host_work_split
 from impl.hybrid.table import HOST_ADAM_VARIANT
 from impl.presets import (
     gpt_small_bf16,
@@ -120,8 +121,6 @@ HOST_ADAM_VARIANTS = (("fused", "grouped"), ("fused", "intra-op"), ("fused", "po
                       ("foreach", "intra-op"), ("foreach", "pool"), ("single", "pool"))
 BANDWIDTH_BYTES_PER_VALUE = 12  # a += s·b in fp32: read a and b, write a
 FAILED = "FAILED: "  # an absent variant's reason that fails its row instead of skipping it
-HOST_WORK_FIGURES = ("hidden_host_fraction", "exposed_adam_ms", "exposed_copies_ms",
-                     "carried_ms", "tail_ms", "host_adam_ms", "host_adam_gbps")
 COARSE_VARIANTS = ("coarse-hybrid", "worker0-alone", "worker1-alone")
 CHECK_ROWS = 512  # the offload check's batch rows: a CPU reference of a whole batch is slow
 DIGITS_EPOCHS = {"quick": 5, "default": 30, "full": 100}  # CPU-only; with a GPU always 100
@@ -153,10 +152,11 @@ def mlp_loss(workload):
 # --- fine-grained: offload overlapped vs after backward vs all on the GPU, on a family ------
 
 
-_offload: dict[str, dict] = {}
+_offload: dict[str, OffloadMeasured] = {}
 _rates: dict[str, dict] = {}
-# measure_host_adam's result and the bounds' rates name host Adam's figures as its rows do.
-ADAM_ROW = HOST_ADAM.names
+# measure_host_adam's result and the bounds' rates name host Adam's figures as its rows do;
+# bound_figures names the offload's bound figures as its rows do.
+ADAM_ROW, STEP_ROW = HOST_ADAM.names, HYBRID_STEP.names
 
 
 def offload_family() -> dict[str, tuple]:
@@ -308,7 +308,7 @@ def check_batch_rows(workload) -> int:
     return CHECK_ROWS // 4 if parameter_count(workload) > HEAVY_CHECK_PARAMETERS else CHECK_ROWS
 
 
-def check_offload(name: str, initial, workload, options, steps) -> dict:
+def check_offload(name: str, initial, workload, options, steps) -> TrainingCheck:
     """``name``'s gradients and updates on the check's steps (impl/hybrid/trainer_check.py),
     against an fp32 reference on the trainer's device, both copies of ``initial``."""
     trainer = build_trainer(name, copy.deepcopy(initial), mlp_loss(workload), options)
@@ -318,7 +318,7 @@ def check_offload(name: str, initial, workload, options, steps) -> dict:
                                steps, longest)
     finally:
         trainer.close()
-    return check.require().to_json()
+    return check.require()
 
 
 def offload_rates(rounds) -> dict:
@@ -338,7 +338,26 @@ def offload_rates(rounds) -> dict:
     return _rates["rates"]
 
 
-def measure_offload(workload, rounds) -> dict:
+@dataclass(frozen=True)
+class OffloadMeasured:
+    """One offload family member's measurement (measure_offload), which its variant rows and
+    its comparison row read."""
+
+    workload: object
+    device: torch.device
+    options: dict[str, HybridOptions]  # per variant
+    checks: dict[str, TrainingCheck]  # per variant, each passed
+    parameters: int
+    measurement: object  # measure_interleaved's result
+    round_ms: dict[str, list[float]]  # per variant, round_means
+    variants: dict[str, tuple[str, dict]]  # offload_variants
+    rates: dict  # offload_rates
+    bounds: dict[str, float]  # per trainer with a bound (impl/hybrid/bounds.py)
+    phases_s: dict[str, float]  # PhaseClock's seconds
+    step_calls: dict[str, dict]  # per offload: what its last timed step paid
+
+
+def measure_offload(workload, rounds) -> OffloadMeasured:
     device = main_device()
     loss = mlp_loss(workload)
     variants = offload_variants(workload)
@@ -401,10 +420,10 @@ def measure_offload(workload, rounds) -> dict:
                              layout(workload, BUCKET_ELEMENTS)[-1],
                              DTYPE_BYTES[workload.dtype], rates)
               if rates["to_host_gbps"] else {})
-    return {"workload": workload, "device": device, "options": options, "checks": checks,
-            "parameters": parameters, "measurement": result, "round_ms": round_ms,
-            "variants": variants, "rates": rates, "bounds": bounds, "phases_s": phases.seconds,
-            "step_calls": calls}
+    return OffloadMeasured(workload=workload, device=device, options=options, checks=checks,
+                           parameters=parameters, measurement=result, round_ms=round_ms,
+                           variants=variants, rates=rates, bounds=bounds,
+                           phases_s=phases.seconds, step_calls=calls)
 
 
 def round_means(result, name: str) -> list[float]:
@@ -429,7 +448,7 @@ class PhaseClock:
               flush=True)
 
 
-def offload_measured(context, rounds, family_member: str) -> dict:
+def offload_measured(context, rounds, family_member: str) -> OffloadMeasured:
     if context.rank != 0:
         pytest.skip("the fine-grained hybrid is one process: it runs on rank 0")
     workload = offload_family()[family_member][0]  # planned() left out other members
@@ -443,19 +462,21 @@ def median_of_rounds(extras: list[dict], key: str) -> dict | None:
     return stats.median(values).to_json() if values else None
 
 
-def bound_figures(measured: dict, variant: str) -> dict:
+def bound_figures(measured: OffloadMeasured, variant: str) -> dict:
     """The variant's bound, its ratio to fused GPU Adam, the goal and whether the step meets
     max(goal, 1.10 × bound ratio) (impl/hybrid/bounds.py); None where no bound applies (the
     bounds count the default buckets: a bucket per tensor is the earlier design, timed beside)."""
-    trainer, settings = measured["variants"][variant]
-    bound = None if "bucket_elements" in settings else measured["bounds"].get(trainer)
+    trainer, settings = measured.variants[variant]
+    bound = None if "bucket_elements" in settings else measured.bounds.get(trainer)
     if bound is None:
-        return {"bound_ms": None, "bound_ratio": None, "goal_ratio": None, "meets_goal": None}
-    round_ms = measured["round_ms"]
+        return dict.fromkeys((STEP_ROW.bound_ms, STEP_ROW.bound_ratio, STEP_ROW.goal_ratio,
+                              STEP_ROW.meets_goal))
+    round_ms = measured.round_ms
     ratio = stats.ratio(round_ms[variant], round_ms["device-adam"]).value
     gpu_step = stats.median(round_ms["device-adam"]).value
-    return {"bound_ms": bound, "bound_ratio": bound / gpu_step, "goal_ratio": GOALS[trainer],
-            "meets_goal": meets(ratio, GOALS[trainer], bound / gpu_step)}
+    return {STEP_ROW.bound_ms: bound, STEP_ROW.bound_ratio: bound / gpu_step,
+            STEP_ROW.goal_ratio: GOALS[trainer],
+            STEP_ROW.meets_goal: meets(ratio, GOALS[trainer], bound / gpu_step)}
 
 
 @pytest.mark.one_device
@@ -464,29 +485,29 @@ def bound_figures(measured: dict, variant: str) -> dict:
 @pytest.mark.parametrize("member", OFFLOAD_FAMILY)
 def test_offload(benchmark, member, variant, dist_context, rounds):
     measured = offload_measured(dist_context, rounds, member)
-    if variant not in measured["variants"]:
-        pytest.skip(absent_reason(measured["workload"], variant))
-    result, workload = measured["measurement"], measured["workload"]
-    round_ms, extras = measured["round_ms"][variant], result.extras[variant]
+    if variant not in measured.variants:
+        pytest.skip(absent_reason(measured.workload, variant))
+    result, workload = measured.measurement, measured.workload
+    round_ms, extras = measured.round_ms[variant], result.extras[variant]
     step = stats.median(round_ms)
-    check = measured["checks"][variant]
+    check = measured.checks[variant]
     benchmark.group = f"hybrid-offload-{workload.name}"
     record_round_times(benchmark, round_seconds(round_ms))
     write_row(benchmark, HYBRID_STEP.row(
         study="fine-grained", variant=variant,
-        workload=workload.name, device=device_name(measured["device"]),
+        workload=workload.name, device=device_name(measured.device),
         step_ms=step.value, step_ms_estimate=step.to_json(), round_ms=round_ms,
         samples_per_s=workload.batch / (step.value / 1e3),
-        update_delay=check["update_delay"], check=check,
-        check_rows=check_batch_rows(workload), measure_phases_s=measured["phases_s"],
-        gradient_error=check["gradient_error"], weight_error=check["weight_error"],
-        parameters=measured["parameters"], dtype=workload.dtype,
-        host_adam_bytes=ADAM_BYTES_PER_PARAMETER * measured["parameters"],
-        step_calls=measured["step_calls"].get(variant),
+        update_delay=check.update_delay, check=check.to_json(),
+        check_rows=check_batch_rows(workload), measure_phases_s=measured.phases_s,
+        gradient_error=check.gradient_error, weight_error=check.weight_error,
+        parameters=measured.parameters, dtype=workload.dtype,
+        host_adam_bytes=ADAM_BYTES_PER_PARAMETER * measured.parameters,
+        step_calls=measured.step_calls.get(variant),
         **{key: median_of_rounds(extras, key) for key in HOST_WORK_FIGURES},
-        **bound_figures(measured, variant), rates=measured["rates"],
+        **bound_figures(measured, variant), rates=measured.rates,
         stage_timelines=[extras[-1]["timeline"]],
-        config=describe(workload), options=asdict(measured["options"][variant]),
+        config=describe(workload), options=asdict(measured.options[variant]),
         fields=[f.name for f in HYBRID_FIELDS],
     ))
 
@@ -495,17 +516,17 @@ def test_offload(benchmark, member, variant, dist_context, rounds):
 @pytest.mark.parametrize("member", OFFLOAD_FAMILY)
 def test_offload_comparison(benchmark, member, dist_context, rounds):
     measured = offload_measured(dist_context, rounds, member)
-    result, workload = measured["measurement"], measured["workload"]
-    round_ms = measured["round_ms"]
+    result, workload = measured.measurement, measured.workload
+    round_ms = measured.round_ms
     pairs = [comparison(a, b, round_ms[a], round_ms[b])
-             for a, b in offload_pairs(measured["variants"])]
+             for a, b in offload_pairs(measured.variants)]
     benchmark.group = f"hybrid-offload-{workload.name}"
     record_round_times(benchmark, [sum(per) for per in zip(*result.wall_s.values())])
     write_row(benchmark, HYBRID_COMPARISON.row(
         study="fine-grained", workload=workload.name,
-        device=device_name(measured["device"]), comparisons=pairs,
-        dtype=workload.dtype, parameters=measured["parameters"],
-        bounds=measured["bounds"], rates=measured["rates"],
+        device=device_name(measured.device), comparisons=pairs,
+        dtype=workload.dtype, parameters=measured.parameters,
+        bounds=measured.bounds, rates=measured.rates,
         measurement=result.to_json() | {"extras": {}},  # timelines are in the variant rows
     ))
 
@@ -538,19 +559,19 @@ def test_offload_only(benchmark, dist_context, pytestconfig):
         pytest.skip("the largest model runs in --suite-mode full (about a minute, most of it "
                     "pinning host memory)")
     measured = measure_only_offload(main_device(), host_threads(), ONLY_OFFLOAD_STEPS)
-    workload, step = measured["workload"], measured["step"]
+    workload, step = measured.workload, measured.step
     benchmark.group = "hybrid-offload-only"
-    record_round_times(benchmark, round_seconds(measured["round_ms"]))
+    record_round_times(benchmark, round_seconds(measured.round_ms))
     write_row(benchmark, OFFLOAD_ONLY.row(
         workload=workload.name, config=describe(workload),
         device=device_name(main_device()), dtype=workload.dtype,
-        parameters=measured["parameters"], plan=measured["plan"],
-        gpu_only_attempt=measured["gpu_only_attempt"],
-        gpu_only_attempts=measured["gpu_only_attempts"], check=measured["check"],
+        parameters=measured.parameters, plan=measured.plan,
+        gpu_only_attempt=measured.gpu_only_attempt,
+        gpu_only_attempts=measured.gpu_only_attempts, check=measured.check,
         step_ms=step.value, step_ms_estimate=step.to_json(),
-        round_ms=measured["round_ms"], model_tflops=measured["model_tflops"],
-        peak_tflops=measured["peak_tflops"],
-        fraction_of_peak=measured["model_tflops"] / measured["peak_tflops"],
+        round_ms=measured.round_ms, model_tflops=measured.model_tflops,
+        peak_tflops=measured.peak_tflops,
+        fraction_of_peak=measured.model_tflops / measured.peak_tflops,
     ))
 
 # --- host Adam alone: implementations and thread layouts against memory bandwidth ----------
@@ -689,7 +710,7 @@ def worker_threads(workload, device, loss, batch) -> tuple[int, dict | None]:
         alone.close()
 
 
-def measure_coarse(context, rounds, workload) -> dict:
+def measure_coarse(context, rounds, workload) -> CoarseMeasured:
     group = context.group(2)
     rank = context.rank
     device = worker_device(rank)
@@ -713,9 +734,9 @@ def measure_coarse(context, rounds, workload) -> dict:
     check = check_training(f"coarse-grained hybrid (worker {rank})", checked,
                            build_model(workload, torch.device("cpu")), loss, steps,
                            max(workload.batch, workload.width))
-    checks: list[dict] = [{}, {}]
-    dist.all_gather_object(checks, check.to_json(), group=group)
-    if failures := [c["failure"] for c in checks if c["failure"]]:
+    checks: list = [None, None]  # each worker's TrainingCheck, once gathered
+    dist.all_gather_object(checks, check, group=group)
+    if failures := [c.failure for c in checks if c.failure]:
         raise TrainingCheckFailed(failures[0])  # on both workers: neither waits for the other
     hybrid = CoarseHybrid(host_initialised_model(workload, device), loss, options, group,
                           balanced["shares"])
@@ -747,11 +768,25 @@ def measure_coarse(context, rounds, workload) -> dict:
                 "worker1-alone": workers[1]["round_ms"]["worker1-alone"]}
     imbalance = [residual_imbalance(a, b) for a, b in zip(workers[0]["compute_ms"],
                                                           workers[1]["compute_ms"])]
-    return {"workload": workload, "balance": balanced, "checks": checks, "round_ms": round_ms,
-            "workers": workers, "imbalance": imbalance, "orders": result.orders}
+    return CoarseMeasured(workload=workload, balance=balanced, checks=checks, round_ms=round_ms,
+                          workers=workers, imbalance=imbalance, orders=result.orders)
 
 
-_coarse: dict[str, dict] = {}
+@dataclass(frozen=True)
+class CoarseMeasured:
+    """One coarse-grained member's measurement (measure_coarse), which its variant rows and its
+    comparison row read."""
+
+    workload: object
+    balance: dict  # impl/hybrid/coarse.py's balance: the shares and how they were found
+    checks: list[TrainingCheck]  # per worker
+    round_ms: dict[str, list[float]]  # per variant
+    workers: list[dict]  # per worker: its times, device and threads
+    imbalance: list[float]  # the hybrid's residual imbalance per round
+    orders: list  # the variants' order in each round
+
+
+_coarse: dict[str, CoarseMeasured] = {}
 
 
 def coarse_skip_reason(context) -> str | None:
@@ -768,7 +803,7 @@ def coarse_skip_reason(context) -> str | None:
     return None
 
 
-def coarse_measured(context, rounds, member: str) -> dict:
+def coarse_measured(context, rounds, member: str) -> CoarseMeasured:
     if reason := coarse_skip_reason(context):
         pytest.skip(reason)
     family = coarse_family()
@@ -790,28 +825,28 @@ COARSE_STUDY = pytest.mark.study("coarse hybrid")
 @pytest.mark.parametrize("member", COARSE_MEMBERS)
 def test_coarse(benchmark, member, variant, dist_context, rounds):
     measured = coarse_measured(dist_context, rounds, member)
-    workload, round_ms = measured["workload"], measured["round_ms"][variant]
+    workload, round_ms = measured.workload, measured.round_ms[variant]
     step = stats.median(round_ms)
     worker = 1 if variant == "worker1-alone" else 0
     benchmark.group = f"hybrid-coarse-{workload.name}"
     record_round_times(benchmark, round_seconds(round_ms))
-    imbalance = stats.median(measured["imbalance"]) if variant == "coarse-hybrid" else None
+    imbalance = stats.median(measured.imbalance) if variant == "coarse-hybrid" else None
     write_row(benchmark, HYBRID_STEP.row(
         study="coarse-grained", variant=variant,
-        workload=workload.name, device=" + ".join(w["device"] for w in measured["workers"])
-        if variant == "coarse-hybrid" else measured["workers"][worker]["device"],
+        workload=workload.name, device=" + ".join(w["device"] for w in measured.workers)
+        if variant == "coarse-hybrid" else measured.workers[worker]["device"],
         step_ms=step.value, step_ms_estimate=step.to_json(), round_ms=round_ms,
         samples_per_s=workload.batch / (step.value / 1e3),
-        shares=measured["balance"]["shares"] if variant == "coarse-hybrid" else None,
-        balance=measured["balance"] if variant == "coarse-hybrid" else None,
+        shares=measured.balance["shares"] if variant == "coarse-hybrid" else None,
+        balance=measured.balance if variant == "coarse-hybrid" else None,
         residual_imbalance=imbalance.value if imbalance else None,
         residual_imbalance_estimate=imbalance.to_json() if imbalance else None,
-        worker_compute_ms=[w["compute_ms"] for w in measured["workers"]]
+        worker_compute_ms=[w["compute_ms"] for w in measured.workers]
         if variant == "coarse-hybrid" else None,
-        checks=measured["checks"] if variant == "coarse-hybrid" else None,
-        gradient_error=max(c["gradient_error"] for c in measured["checks"])
+        checks=[c.to_json() for c in measured.checks] if variant == "coarse-hybrid" else None,
+        gradient_error=max(c.gradient_error for c in measured.checks)
         if variant == "coarse-hybrid" else None,
-        weight_error=max(c["weight_error"] for c in measured["checks"])
+        weight_error=max(c.weight_error for c in measured.checks)
         if variant == "coarse-hybrid" else None,
         config=describe(workload), fields=[f.name for f in HYBRID_FIELDS],
     ))
@@ -821,15 +856,15 @@ def test_coarse(benchmark, member, variant, dist_context, rounds):
 @pytest.mark.parametrize("member", COARSE_MEMBERS)
 def test_coarse_comparison(benchmark, member, dist_context, rounds):
     measured = coarse_measured(dist_context, rounds, member)
-    round_ms = measured["round_ms"]
+    round_ms = measured.round_ms
     pairs = [comparison("coarse-hybrid", alone, round_ms["coarse-hybrid"], round_ms[alone])
              for alone in ("worker0-alone", "worker1-alone")]
-    benchmark.group = f"hybrid-coarse-{measured['workload'].name}"
+    benchmark.group = f"hybrid-coarse-{measured.workload.name}"
     record_round_times(benchmark, round_seconds([sum(r) for r in zip(*round_ms.values())]))
     write_row(benchmark, HYBRID_COMPARISON.row(
         study="coarse-grained",
-        workload=measured["workload"].name, comparisons=pairs, round_ms=round_ms,
-        orders=measured["orders"], residual_imbalance_per_round=measured["imbalance"],
+        workload=measured.workload.name, comparisons=pairs, round_ms=round_ms,
+        orders=measured.orders, residual_imbalance_per_round=measured.imbalance,
     ))
 
 
@@ -837,6 +872,9 @@ def test_coarse_comparison(benchmark, member, dist_context, rounds):
 
 
 _curves: dict[str, dict] = {}
+# A digits curve (run_digits, digits_curve) and a forward's times (measure_in_fresh_process)
+# name their figures as their rows do.
+DIGITS_ROW, GPT_ROW = DIGITS_CURVE.names, GPT_FORWARD.names
 
 
 def digits_epochs(mode: str) -> int:
@@ -864,8 +902,8 @@ def digits_curve(variant: str, context, data, config: DigitsConfig, epochs: int)
                             group=context.group(2) if variant == "coarse-hybrid" else None)
     finally:
         torch.set_num_threads(previous)
-    return {**result, "threads": threads,
-            "thread_probe_ms": {str(n): ms for n, ms in probe.items()} if probe else None}
+    return {**result, DIGITS_ROW.threads: threads,
+            DIGITS_ROW.thread_probe_ms: {str(n): ms for n, ms in probe.items()} if probe else None}
 
 
 @pytest.mark.parametrize("variant", [
@@ -886,12 +924,13 @@ def test_digits(benchmark, variant, dist_context, pytestconfig):
     epochs = digits_epochs(pytestconfig.option.suite_mode)
     data = load_data(config=config)
     result = _curves[variant] = digits_curve(variant, context, data, config, epochs)
-    curve = result["curve"]
+    curve = result[DIGITS_ROW.curve]
     matched = None
     if variant != "cpu" and context.rank == 0:
         if "cpu" not in _curves:  # a pass without the CPU row (the two-process hybrid pass)
             _curves["cpu"] = digits_curve("cpu", context, data, config, epochs)
-        matched = loss_curves_match(curve["train_loss"], _curves["cpu"]["curve"]["train_loss"])
+        matched = loss_curves_match(curve["train_loss"],
+                                    _curves["cpu"][DIGITS_ROW.curve]["train_loss"])
         assert matched <= LOSS_CURVE_TOLERANCE, (
             f"{variant}: digits loss curve differs from the CPU's by {matched:.3g} of the CPU's "
             f"first-epoch loss (tolerance {LOSS_CURVE_TOLERANCE})")
@@ -919,13 +958,13 @@ def test_gpt_forward(benchmark, device, dist_context, pytestconfig):
     iterations = GPT_ITERATIONS if full or device == "cuda" else 2
     threads = os.cpu_count() or 1
     measured = measure_in_fresh_process(device, iterations, threads)
-    times = measured["iteration_ms"]
+    times = measured[GPT_ROW.iteration_ms]
     config = gpt_study_w384_b2()
     benchmark.group = f"gpt-forward-{config.name}"
     record_round_times(benchmark, round_seconds(times))
     write_row(benchmark, GPT_FORWARD.row(
-        device=device, device_name=measured["device_name"],
-        threads=measured["threads"], iterations=iterations, iteration_ms=times,
+        device=device, device_name=measured[GPT_ROW.device_name],
+        threads=measured[GPT_ROW.threads], iterations=iterations, iteration_ms=times,
         first_ms=times[0],
         steady_ms=statistics.median(times[1:]) if len(times) > 1 else None,
         study=STUDY_TABLE[device], config=describe(config),

@@ -22,6 +22,7 @@ from torch import nn
 
 from impl import capabilities
 from impl.hybrid.base import Trainer
+from impl.rows.kinds import DIGITS_CURVE
 from impl.threads import fastest_threads
 from impl.workloads import Batch
 
@@ -194,6 +195,7 @@ def train_curve(trainer: Trainer, data: DigitsData, config: DigitsConfig,
 
 
 DIGITS_VARIANTS = ("cpu", "gpu", "coarse-hybrid", "offload-overlap")
+ROW = DIGITS_CURVE.names  # run_digits's result names its fields as the digits_curve row does
 
 
 def run_digits(variant: str, data: DigitsData, config: DigitsConfig, epochs: int,
@@ -221,9 +223,9 @@ def run_digits(variant: str, data: DigitsData, config: DigitsConfig, epochs: int
         shares = even_shares(config.batch, dist.get_world_size(group))
         probe = CoarseHybrid(build_classifier(config, inputs, device, config.seed),
                              classification_loss, options, group, shares)
-        info["balance"] = balance(probe, epoch_batches(data, config, 0)[0])
+        info[ROW.balance] = balance(probe, epoch_batches(data, config, 0)[0])
         trainer = CoarseHybrid(build_classifier(config, inputs, device, config.seed),
-                               classification_loss, options, group, info["balance"]["shares"])
+                               classification_loss, options, group, info[ROW.balance]["shares"])
     else:
         device = torch.device("cuda" if variant == "gpu" or (
             variant == "offload-overlap" and torch.cuda.is_available()) else "cpu")
@@ -235,4 +237,5 @@ def run_digits(variant: str, data: DigitsData, config: DigitsConfig, epochs: int
         curve = train_curve(trainer, data, config, epochs)
     finally:
         trainer.close()
-    return {"variant": variant, "device": device.type, "epochs": epochs, "curve": curve, **info}
+    return {ROW.variant: variant, ROW.device: device.type, ROW.epochs: epochs, ROW.curve: curve,
+            **info}

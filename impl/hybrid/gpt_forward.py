@@ -27,13 +27,17 @@ import torch.nn.functional as F
 
 from impl import capabilities
 from impl.presets import gpt_study_w384_b2
+from impl.rows.kinds import GPT_FORWARD
 from impl.workloads import GPTConfig, build_model, make_batch
 
+# The JSON line of a fresh process and the study's table name their figures as the
+# gpt_forward row does.
+ROW = GPT_FORWARD.names
 # The study's table (its hardware: a GTX 1650 and a 16-core Intel i7), quoted by the report.
 STUDY_TABLE = {
-    "cpu": {"hardware": "16-core Intel i7", "first_ms": None, "steady_ms": (2100.0, 2500.0),
+    "cpu": {"hardware": "16-core Intel i7", ROW.first_ms: None, ROW.steady_ms: (2100.0, 2500.0),
             "text": "≈2.1–2.5 s per iteration"},
-    "cuda": {"hardware": "NVIDIA GTX 1650", "first_ms": 655.0, "steady_ms": (60.0, 60.0),
+    "cuda": {"hardware": "NVIDIA GTX 1650", ROW.first_ms: 655.0, ROW.steady_ms: (60.0, 60.0),
              "text": "655 ms at first, then ≈60 ms"},
 }
 
@@ -91,8 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     times = forward_ms(config, device, args.iterations)
     name = (torch.cuda.get_device_name(device) if device.type == "cuda"
             else f"{os.cpu_count()} CPU cores")
-    print(json.dumps({"device": args.device, "device_name": name, "threads": args.threads,
-                      "iteration_ms": times, "torch": torch.__version__}))
+    print(json.dumps({ROW.device: args.device, ROW.device_name: name, ROW.threads: args.threads,
+                      ROW.iteration_ms: times, "torch": torch.__version__}))
     return 0
 
 

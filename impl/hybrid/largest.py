@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import gc
 import os
+from dataclasses import dataclass
 
 import torch
 
@@ -97,7 +98,24 @@ def bf16_peak_tflops(device: torch.device, repeats: int = 20) -> float:
     return 2 * PEAK_SHAPE ** 3 / (stats.median(times).value / 1e3) / 1e12
 
 
-def measure_only_offload(device: torch.device, threads: int, steps: int) -> dict:
+@dataclass(frozen=True)
+class OnlyOffload:
+    """measure_only_offload's result: the model, its plan and GPU-only attempts, the first
+    step's check and the timed steps with their rate against the GPU's bf16 peak."""
+
+    workload: MLPConfig
+    plan: dict
+    gpu_only_attempts: list[dict]
+    gpu_only_attempt: str  # the last attempt's outcome: what the model itself did on the GPU
+    check: dict
+    parameters: int
+    round_ms: list[float]
+    step: stats.Estimate
+    model_tflops: float
+    peak_tflops: float
+
+
+def measure_only_offload(device: torch.device, threads: int, steps: int) -> OnlyOffload:
     """The plan, GPU-only Adam's attempt, the offload's checked first step and ``steps`` timed
     steps after it (CUDA events around each; the first of them untimed)."""
     from impl.hybrid import build_trainer
@@ -130,7 +148,7 @@ def measure_only_offload(device: torch.device, threads: int, steps: int) -> dict
     step = stats.median(step_ms)
     peak = bf16_peak_tflops(device)
     flops = 6 * parameters * workload.batch
-    return {"workload": workload, "plan": plan, "gpu_only_attempts": attempts,
-            "gpu_only_attempt": attempts[-1]["gpu_only"], "check": check,
-            "parameters": parameters, "round_ms": step_ms, "step": step,
-            "model_tflops": flops / (step.value / 1e3) / 1e12, "peak_tflops": peak}
+    return OnlyOffload(workload=workload, plan=plan, gpu_only_attempts=attempts,
+                       gpu_only_attempt=attempts[-1]["gpu_only"], check=check,
+                       parameters=parameters, round_ms=step_ms, step=step,
+                       model_tflops=flops / (step.value / 1e3) / 1e12, peak_tflops=peak)

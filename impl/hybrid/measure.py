@@ -24,9 +24,13 @@ from collections.abc import Sequence
 
 from impl.hybrid.host_adam import ADAM_BYTES_PER_PARAMETER
 from impl.metrics import covered_ms
+from impl.rows.kinds import HYBRID_STEP
 from impl.timeline import Timeline
 
 Span = tuple[float, float]
+ROW = HYBRID_STEP.names  # the figures are the hybrid_step row's fields of these names
+HOST_WORK_FIGURES = (ROW.hidden_host_fraction, ROW.exposed_adam_ms, ROW.exposed_copies_ms,
+                     ROW.carried_ms, ROW.tail_ms, ROW.host_adam_ms, ROW.host_adam_gbps)
 
 
 def clipped(intervals: Sequence[Span], end_ms: float) -> list[Span]:
@@ -44,15 +48,14 @@ def step_end_ms(timeline: Timeline, update_delay: int) -> float:
 
 def host_work_split(timeline: Timeline, parameters: int,
                     update_delay: int = 0) -> dict[str, float | None]:
-    """The module's figures for one step; None where the step has no host work."""
+    """The module's figures for one step (HOST_WORK_FIGURES); None where the step has no host
+    work."""
     compute = timeline.lane("compute")
     adam, copies = timeline.lane("host"), timeline.lane("comm")
     step_end = step_end_ms(timeline, update_delay)
     host_work = covered_ms([*adam, *copies])
     if host_work == 0:
-        return {"hidden_host_fraction": None, "exposed_adam_ms": None,
-                "exposed_copies_ms": None, "carried_ms": None, "tail_ms": None,
-                "host_adam_ms": None, "host_adam_gbps": None}
+        return dict.fromkeys(HOST_WORK_FIGURES)
     busy = covered_ms(compute)
     inside_adam, inside_copies = clipped(adam, step_end), clipped(copies, step_end)
     with_adam = covered_ms([*compute, *inside_adam])
@@ -60,11 +63,11 @@ def host_work_split(timeline: Timeline, parameters: int,
     exposed_copies = covered_ms([*compute, *inside_adam, *inside_copies]) - with_adam
     adam_ms = covered_ms(adam)
     return {
-        "hidden_host_fraction": 1 - (exposed_adam + exposed_copies) / host_work,
-        "exposed_adam_ms": exposed_adam, "exposed_copies_ms": exposed_copies,
-        "carried_ms": host_work - covered_ms([*inside_adam, *inside_copies]),
-        "tail_ms": step_end - timeline.backward_end_ms(),
-        "host_adam_ms": adam_ms,
-        "host_adam_gbps": ADAM_BYTES_PER_PARAMETER * parameters / (adam_ms * 1e6)
+        ROW.hidden_host_fraction: 1 - (exposed_adam + exposed_copies) / host_work,
+        ROW.exposed_adam_ms: exposed_adam, ROW.exposed_copies_ms: exposed_copies,
+        ROW.carried_ms: host_work - covered_ms([*inside_adam, *inside_copies]),
+        ROW.tail_ms: step_end - timeline.backward_end_ms(),
+        ROW.host_adam_ms: adam_ms,
+        ROW.host_adam_gbps: ADAM_BYTES_PER_PARAMETER * parameters / (adam_ms * 1e6)
         if adam_ms > 0 else None,
     }
