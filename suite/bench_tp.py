@@ -73,6 +73,8 @@ BACKENDS_BY_DTYPE = {"fp32": ("torch", "v3"), "bf16": ("torch", "v5", "v6")}
 # --full (suite/bench_gemm.py times them against cuBLAS in every mode).
 DEFAULT_GPU_BACKENDS = ("torch",)
 SCALINGS = ("strong", "weak")
+# Where a cell ran, the checks and the figures are named as the tensor-parallel row declares them.
+ROW = TENSOR_PARALLEL.names
 
 
 @dataclass(frozen=True)
@@ -148,8 +150,8 @@ def device_info(context) -> dict:
         device_peaks = peaks.lookup(name) if name else None
     except peaks.UnknownDeviceError:
         device_peaks = None
-    return {"device_name": name, "device": name or "cpu", "backend": context.backend,
-            "profile": context.profile, "launched_world": context.world_size,
+    return {ROW.device_name: name, ROW.device: name or "cpu", ROW.backend: context.backend,
+            ROW.profile: context.profile, ROW.launched_world: context.world_size,
             "device_peaks": device_peaks}
 
 
@@ -230,11 +232,11 @@ def variant_info(row: Row, v: TpVariant, layer: TpMlpConfig, check: dict,
         tokens=layer.tokens, hidden=layer.hidden, ffn=layer.ffn,
         ffn_per_rank=layer.ffn // v.world_size, dtype=layer.dtype,
         pieces_per_peer=layer.pieces_per_peer, **where,
-        **{key: estimate["value"] for key, estimate in figures["estimates"].items()},
+        **{key: estimate["value"] for key, estimate in figures[ROW.estimates].items()},
         **figures, step_ms_rounds=measurement.round_ms(v.name),
-        max_rel_err=check["max_rel_err"], rel_errors=check["errors"],
-        tolerance=check["tolerance"], timeline=timeline.to_json() if timeline else None,
-        gemms=gemm_rows(layer, v.world_size, figures["gemm_ms"], layer.dtype, device_peaks),
+        max_rel_err=check[ROW.max_rel_err], rel_errors=check["errors"],
+        tolerance=check[ROW.tolerance], timeline=timeline.to_json() if timeline else None,
+        gemms=gemm_rows(layer, v.world_size, figures[ROW.gemm_ms], layer.dtype, device_peaks),
         peak_tflops=device_peaks.peak_flops(layer.dtype) / 1e12 if device_peaks else None,
         peak_gbps=device_peaks.hbm_bytes_per_s / 1e9 if device_peaks else None,
         measured_with=measurement.names, config=asdict(layer),
@@ -247,7 +249,7 @@ def measure_cell(row: Row, context, rounds, world_sizes: list[int]) -> Cell:
     runners, layers, checks = checked_runners(row, variants, context)
     failed = [f"{name}: max relative error {c['max_rel_err']:.3g} > tolerance "
               f"{c['tolerance']:.3g} ({c['errors']})" for name, c in checks.items()
-              if not c["max_rel_err"] <= c["tolerance"]]
+              if not c[ROW.max_rel_err] <= c[ROW.tolerance]]
     # A fast wrong answer is a failure: nothing is timed and every row of the cell says so.
     if any_rank(bool(failed), context):
         return Cell(None, variants, error=f"{row.config.name} with {row.backend}: "
@@ -256,7 +258,7 @@ def measure_cell(row: Row, context, rounds, world_sizes: list[int]) -> Cell:
     cell = Cell(measurement, variants)
     where = device_info(context)
     device_peaks = where.pop("device_peaks")
-    where["kernel_path"] = (v6_kernel_path(runners[SINGLE.name])
+    where[ROW.kernel_path] = (v6_kernel_path(runners[SINGLE.name])
                             if row.backend == "v6" and SINGLE.name in runners else row.backend)
     for v in variants:
         if v.name in runners:

@@ -31,6 +31,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from impl.rows.kinds import TENSOR_PARALLEL
 from impl.tensor_parallel.schedules import Schedule
 from impl.timeline import Timeline
 from impl.workloads import DTYPES
@@ -300,8 +301,10 @@ def check_runner(runner: TpMlpRunner, reference: dict[str, torch.Tensor]) -> dic
     if schedule.world > 1:
         dist.all_reduce(worst, op=dist.ReduceOp.MAX, group=schedule.group)
     errors = dict(zip(errors, worst.tolist()))
-    return {"errors": errors, "max_rel_err": max(errors.values()),
-            "tolerance": relative_tolerance(config.dtype, max(config.tokens, config.hidden,
+    # Its error and tolerance keys are the tensor-parallel row's fields they become.
+    row = TENSOR_PARALLEL.names
+    return {"errors": errors, row.max_rel_err: max(errors.values()),
+            row.tolerance: relative_tolerance(config.dtype, max(config.tokens, config.hidden,
                                                               config.ffn), schedule.world)}
 
 

@@ -21,10 +21,12 @@ from impl.rows.kinds import TENSOR_PARALLEL
 from impl.stats import Estimate
 from impl.timeline import Timeline
 
-TP_FIELDS: tuple[Field, ...] = TENSOR_PARALLEL.fields_named(
-    "step_ms", "tflops", "tflops_per_gpu", "comm_fraction", "hidden_comm_fraction",
-    "overlap_speedup", "speedup_vs_fused", "scaling_efficiency",
-    "max_rel_err")  # defined with the tensor-parallel row (impl/rows/kinds.py)
+# The figures below are named as the tensor-parallel row declares them (impl/rows/kinds.py).
+ROW, FIELD = TENSOR_PARALLEL.names, TENSOR_PARALLEL.field
+TP_FIELDS: tuple[Field, ...] = (
+    FIELD.step_ms, FIELD.tflops, FIELD.tflops_per_gpu, FIELD.comm_fraction,
+    FIELD.hidden_comm_fraction, FIELD.overlap_speedup, FIELD.speedup_vs_fused,
+    FIELD.scaling_efficiency, FIELD.max_rel_err)  # defined with the row
 
 
 def layer_flops(tokens: int, hidden: int, ffn: int) -> int:
@@ -57,7 +59,7 @@ def timeline_figures(timeline: Timeline) -> dict:
                                        + interval.end_ms - interval.start_ms)
     return {"comm_ms": covered_ms(comm), "exposed_comm_ms": exposed_comm_ms(compute, comm),
             "compute_ms": covered_ms(compute),
-            "hidden_comm_fraction": hidden_comm_fraction(compute, comm), "gemm_ms": gemm_ms}
+            ROW.hidden_comm_fraction: hidden_comm_fraction(compute, comm), ROW.gemm_ms: gemm_ms}
 
 
 @dataclass(frozen=True)
@@ -94,16 +96,16 @@ def variant_figures(measurement, variant: TpVariant, flops: int, measured: set[s
         fraction = [None] * len(step)
     rate = lambda t, axis=-1: flops / np.median(t, axis=axis) / 1e9  # FLOP/ms -> TFLOP/s
     figures = {
-        "step_ms": stats.median(step),
-        "tflops": stats.estimate(rate, step),
-        "tflops_per_gpu": stats.estimate(lambda t, axis=-1: rate(t, axis) / variant.world_size,
-                                         step),
-        "comm_fraction": _median_of(fraction),
-        "hidden_comm_fraction": _median_of([e.get("hidden_comm_fraction") if e else None
-                                            for e in extras]),
+        ROW.step_ms: stats.median(step),
+        ROW.tflops: stats.estimate(rate, step),
+        ROW.tflops_per_gpu: stats.estimate(lambda t, axis=-1: rate(t, axis) / variant.world_size,
+                                           step),
+        ROW.comm_fraction: _median_of(fraction),
+        ROW.hidden_comm_fraction: _median_of([e.get(ROW.hidden_comm_fraction) if e else None
+                                              for e in extras]),
     }
     verdicts = {}
-    for key, other in (("overlap_speedup", "sync"), ("speedup_vs_fused", "fused")):
+    for key, other in ((ROW.overlap_speedup, "sync"), (ROW.speedup_vs_fused, "fused")):
         peer = TpVariant(variant.scaling, other, variant.world_size).name
         if other == variant.schedule or peer not in measured or variant.world_size == 1:
             figures[key] = Estimate(None, None, None, 0)
@@ -113,13 +115,14 @@ def variant_figures(measurement, variant: TpVariant, flops: int, measured: set[s
         verdicts[key] = stats.verdict(stats.difference(step, peer_step))
     if variant.world_size > 1 and SINGLE.name in measured:
         single = measurement.round_ms(SINGLE.name)
-        figures["scaling_efficiency"] = stats.estimate(
+        figures[ROW.scaling_efficiency] = stats.estimate(
             lambda a, b, axis=-1: scaling_efficiency(np.median(a, axis=axis),
                                                      np.median(b, axis=axis),
                                                      variant.world_size, variant.scaling),
             single, step)
     else:
-        figures["scaling_efficiency"] = Estimate(None, None, None, 0)
-    return {"estimates": {k: v.to_json() for k, v in figures.items()}, "verdicts": verdicts,
-            "gemm_ms": {label: float(np.median([e["gemm_ms"].get(label, 0.0) for e in extras]))
-                        for label in (extras[-1]["gemm_ms"] if extras else {})}}
+        figures[ROW.scaling_efficiency] = Estimate(None, None, None, 0)
+    gemm_ms = {label: float(np.median([e[ROW.gemm_ms].get(label, 0.0) for e in extras]))
+               for label in (extras[-1][ROW.gemm_ms] if extras else {})}
+    return {ROW.estimates: {k: v.to_json() for k, v in figures.items()}, ROW.verdicts: verdicts,
+            ROW.gemm_ms: gemm_ms}
