@@ -141,7 +141,29 @@ def step_peak_mib(schedule, batch, device: torch.device) -> float | None:
     return (torch.cuda.max_memory_allocated(device) - before) / 2**20
 
 
-def measure(setting: Setting, context, rounds) -> dict:
+@dataclass(frozen=True)
+class SettingMeasured:
+    """One setting's measurement (measure), which its variant rows and its comparison read."""
+
+    names: list[str]  # the variants measured
+    skipped: dict[str, str]  # variant -> why it cannot run here
+    errors: dict[str, float]  # variant -> max |w - w_single| of its check
+    tolerance: float
+    stages: list[dict]  # per stage: its round, busy and peak-memory figures, its timelines
+    orders: list  # the variants' order in each round
+    seed: int  # of those orders
+
+
+@dataclass(frozen=True)
+class PipelineFigures:
+    """A variant's per-round step (its slowest stage's) and bubbles (pipeline_figures)."""
+
+    round_ms: list[float]
+    bubbles: dict | None  # per round and per stage; None where a stage's busy time is unknown
+    theory: float
+
+
+def measure(setting: Setting, context, rounds) -> SettingMeasured:
     """Check, then time every runnable variant of ``setting`` interleaved; on every stage."""
     workload = setting.workload
     group, device = context.group(setting.stages), context.device
@@ -183,13 +205,14 @@ def measure(setting: Setting, context, rounds) -> dict:
             "peak_mib": peaks}
     per_stage: list[dict] = [{}] * setting.stages
     dist.all_gather_object(per_stage, mine, group=group)
-    return {"names": names, "skipped": skipped, "errors": errors, "tolerance": tolerance,
-            "stages": per_stage, "orders": result.orders, "seed": result.seed}
+    return SettingMeasured(names=names, skipped=skipped, errors=errors, tolerance=tolerance,
+                           stages=per_stage, orders=result.orders, seed=result.seed)
 
 
-def pipeline_rows(measured: dict, name: str, stages: int, microbatches: int) -> dict:
+def pipeline_figures(measured: SettingMeasured, name: str, stages: int,
+                     microbatches: int) -> PipelineFigures:
     """The pipeline's per-round step (slowest stage) and bubbles from every stage."""
-    per_stage = measured["stages"]
+    per_stage = measured.stages
     round_ms = [max(s["round_ms"][name][r] for s in per_stage)
                 for r in range(len(per_stage[0]["round_ms"][name]))]
     busy = [s["busy_ms"][name] for s in per_stage]
@@ -200,14 +223,14 @@ def pipeline_rows(measured: dict, name: str, stages: int, microbatches: int) -> 
         bubbles = {"per_round": [statistics.fmean(b) for b in by_round],
                    "per_stage": [statistics.median(b[s] for b in by_round)
                                  for s in range(stages)]}
-    return {"round_ms": round_ms, "bubbles": bubbles,
-            "theory": bubble_theory(stages, microbatches)}
+    return PipelineFigures(round_ms=round_ms, bubbles=bubbles,
+                           theory=bubble_theory(stages, microbatches))
 
 
-_measured: dict[Setting, dict] = {}
+_measured: dict[Setting, SettingMeasured] = {}
 
 
-def measured_setting(setting: Setting, context, rounds) -> dict:
+def measured_setting(setting: Setting, context, rounds) -> SettingMeasured:
     if setting not in _measured:
         _measured.clear()  # one setting's models at a time
         _measured[setting] = measure(setting, context, rounds)
@@ -220,15 +243,15 @@ def test_pipeline(benchmark, setting, variant, dist_context, rounds):
     if reason := skip_reason(setting, context):
         pytest.skip(reason)
     measured = measured_setting(setting, context, rounds)
-    if variant in measured["skipped"]:
-        pytest.skip(measured["skipped"][variant])
+    if variant in measured.skipped:
+        pytest.skip(measured.skipped[variant])
     workload = setting.workload
-    rows = pipeline_rows(measured, variant, setting.stages, setting.microbatches)
-    step = stats.median(rows["round_ms"])
-    bubbles = rows["bubbles"]
+    figures = pipeline_figures(measured, variant, setting.stages, setting.microbatches)
+    step = stats.median(figures.round_ms)
+    bubbles = figures.bubbles
     bubble = stats.median(bubbles["per_round"]) if bubbles else None
     benchmark.group = f"pipeline-{setting.id}"
-    record_round_times(benchmark, round_seconds(rows["round_ms"]))
+    record_round_times(benchmark, round_seconds(figures.round_ms))
     schedule, options = variant_options(variant, setting.microbatches)
     write_row(benchmark, PIPELINE.row(
         variant=variant, schedule=schedule,
@@ -237,16 +260,16 @@ def test_pipeline(benchmark, setting, variant, dist_context, rounds):
         backend=context.backend, device=torch.cuda.get_device_name(context.device)
         if context.device.type == "cuda" else "cpu",
         step_ms=step.value, step_ms_estimate=step.to_json(),
-        round_ms=rows["round_ms"],
+        round_ms=figures.round_ms,
         samples_per_s=workload.batch / (step.value / 1e3),
         bubble_fraction=bubble.value if bubble else None,
         bubble_estimate=bubble.to_json() if bubble else None,
         bubble_per_stage=bubbles["per_stage"] if bubbles else None,
-        bubble_theory=rows["theory"],
-        peak_memory_mib=[s["peak_mib"][variant] for s in measured["stages"]],
-        max_abs_err_vs_single=measured["errors"][variant],
-        tolerance=measured["tolerance"],
-        stage_timelines=[s["timeline"][variant] for s in measured["stages"]],
+        bubble_theory=figures.theory,
+        peak_memory_mib=[s["peak_mib"][variant] for s in measured.stages],
+        max_abs_err_vs_single=measured.errors[variant],
+        tolerance=measured.tolerance,
+        stage_timelines=[s["timeline"][variant] for s in measured.stages],
         config=describe(workload), options=asdict(options),
         fields=[f.name for f in PIPELINE_FIELDS],
     ))
@@ -258,14 +281,14 @@ def test_pipeline_comparison(benchmark, setting, dist_context, rounds):
     if reason := skip_reason(setting, context):
         pytest.skip(reason)
     measured = measured_setting(setting, context, rounds)
-    rounds_ms = {name: pipeline_rows(measured, name, setting.stages,
-                                     setting.microbatches)["round_ms"]
-                 for name in measured["names"]}
+    rounds_ms = {name: pipeline_figures(measured, name, setting.stages,
+                                        setting.microbatches).round_ms
+                 for name in measured.names}
     pairs = [comparison(a, b, rounds_ms[a], rounds_ms[b]) for a, b in PEERS
              if a in rounds_ms and b in rounds_ms]
     if not pairs:
         pytest.skip(f"no pair of {PEERS} ran at {setting.id}: "
-                    f"{'; '.join(measured['skipped'].values())}")
+                    f"{'; '.join(measured.skipped.values())}")
     benchmark.group = f"pipeline-{setting.id}"
     whole_rounds = [sum(rounds_ms[n][r] for n in rounds_ms)
                     for r in range(len(next(iter(rounds_ms.values()))))]
@@ -273,6 +296,6 @@ def test_pipeline_comparison(benchmark, setting, dist_context, rounds):
     write_row(benchmark, PIPELINE_COMPARISON.row(
         workload=setting.workload.name, stages=setting.stages,
         microbatches=setting.microbatches, backend=context.backend,
-        comparisons=pairs, round_ms=rounds_ms, orders=measured["orders"],
-        seed=measured["seed"], skipped=measured["skipped"],
+        comparisons=pairs, round_ms=rounds_ms, orders=measured.orders,
+        seed=measured.seed, skipped=measured.skipped,
     ))
