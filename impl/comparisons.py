@@ -14,11 +14,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from impl import metrics, stats
+from impl.rows.kinds import COMPARISON, REFERENCE, STEP
 from impl.timeline import Timeline
 
 COMPUTE_ONLY, COMM_ONLY = "compute-only", "comm-only"
 DDP, DDP_DEFAULT = "ddp", "ddp-25mb"
 REFERENCES = (COMPUTE_ONLY, COMM_ONLY)
+# The figures are named as the comparison row declares them (its references, REFERENCE), and a
+# strategy's as its step row does, which copies them (suite/bench_overlap.py).
+CELL, FIGURE = COMPARISON.names, STEP.names
 
 
 def _median(x: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -70,21 +74,21 @@ def strategy_figures(name: str, round_ms: dict[str, list[float]],
     buckets whole parameters and may make fewer buckets than K.
     """
     step, sequential_ms = round_ms[name], round_ms[sequential]
-    figures = {"step_ms": stats.median(step).to_json(),
+    figures = {FIGURE.step_ms: stats.median(step).to_json(),
                "vs_sequential": versus(step, sequential_ms)}
     for peer in (DDP, DDP_DEFAULT):
         if peer in round_ms and peer != name:
             figures[f"vs_{peer.replace('-', '_')}"] = versus(step, round_ms[peer])
     own = timelines[name]
     hidden = [t.hidden_comm_fraction() for t in own]
-    figures["hidden_comm_fraction"] = (stats.median(hidden).to_json()
-                                       if all(h is not None for h in hidden) else None)
+    figures[FIGURE.hidden_comm_fraction] = (stats.median(hidden).to_json()
+                                            if all(h is not None for h in hidden) else None)
     if COMM_ONLY in round_ms and same_chunking:  # overlap figures are defined
         compute, comm = round_ms[COMPUTE_ONLY], round_ms[COMM_ONLY]
-        figures["overlap_efficiency"] = stats.estimate(
+        figures[FIGURE.overlap_efficiency] = stats.estimate(
             _overlap_efficiency, sequential_ms, step, compute, comm).to_json()
         if bound_ms is not None:
-            figures["bound_efficiency"] = stats.estimate(
+            figures[FIGURE.bound_efficiency] = stats.estimate(
                 _bound_efficiency, sequential_ms, step, bound_ms).to_json()
     parts = [t.lost_time_vs(c) for t, c in zip(own, timelines[COMPUTE_ONLY])]
     lost = {part: stats.median([p[part] for p in parts]).to_json()
@@ -106,24 +110,25 @@ def cell_figures(round_ms: dict[str, list[float]], timelines: dict[str, list[Tim
     ``other_chunking`` those that do not communicate in the cell's K pieces (no efficiencies).
     """
     compute = round_ms[COMPUTE_ONLY]
-    references = {"compute_only_ms": stats.median(compute).to_json(),
-                  "sequential_ms": stats.median(round_ms[sequential]).to_json(),
-                  "sequential_vs_compute_only": versus(round_ms[sequential], compute)}
+    references = {REFERENCE.compute_only_ms: stats.median(compute).to_json(),
+                  REFERENCE.sequential_ms: stats.median(round_ms[sequential]).to_json(),
+                  REFERENCE.sequential_vs_compute_only: versus(round_ms[sequential], compute)}
     bound_ms = bound_update_ms = None
     if COMM_ONLY in round_ms:
         comm = round_ms[COMM_ONLY]
         bound_ms = schedule_bounds(timelines[COMPUTE_ONLY], timelines[COMM_ONLY])
         references.update({
-            "comm_only_ms": stats.median(comm).to_json(),
-            "limit_ms": stats.estimate(_limit, compute, comm).to_json(),
-            "bound_ms": stats.median(bound_ms).to_json(),
-            "compute_to_comm": stats.ratio(compute, comm).to_json()})
+            REFERENCE.comm_only_ms: stats.median(comm).to_json(),
+            REFERENCE.limit_ms: stats.estimate(_limit, compute, comm).to_json(),
+            REFERENCE.bound_ms: stats.median(bound_ms).to_json(),
+            REFERENCE.compute_to_comm: stats.ratio(compute, comm).to_json()})
         if any(updates_in_overlap(name) for name in strategies):
             bound_update_ms = schedule_bounds(timelines[COMPUTE_ONLY], timelines[COMM_ONLY],
                                               update_in_overlap=True)
-            references["bound_update_in_overlap_ms"] = stats.median(bound_update_ms).to_json()
-    return {"references": references, "bound_ms_rounds": bound_ms,
-            "strategies": {name: strategy_figures(
+            references[REFERENCE.bound_update_in_overlap_ms] = stats.median(
+                bound_update_ms).to_json()
+    return {CELL.references: references, CELL.bound_ms_rounds: bound_ms,
+            CELL.strategies: {name: strategy_figures(
                 name, round_ms, timelines, sequential,
                 bound_update_ms if updates_in_overlap(name) else bound_ms,
                 name not in other_chunking)

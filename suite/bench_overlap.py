@@ -263,7 +263,7 @@ def check_cell(cell: Cell, group, context, rounds) -> dict[str, dict]:
     for name, error in errors.items():
         assert error <= tolerance, (f"{cell.id(name)}: weights differ from sequential by "
                                     f"{error:.3g} (tolerance {tolerance:.3g})")
-    return {name: {"max_abs_err_vs_sequential": error, "tolerance": tolerance}
+    return {name: {STEP_ROW.max_abs_err_vs_sequential: error, STEP_ROW.tolerance: tolerance}
             for name, error in errors.items()}
 
 
@@ -408,8 +408,9 @@ def _value(estimate: dict | None) -> float | None:
 
 
 # A variant's step row names its fields as STEP declares them; the comparison's references
-# and a strategy's figures carry the same names (copied below).
-STEP_ROW = STEP.names
+# and a strategy's figures carry the same names (copied below). A cell's checks are named as
+# the step rows they are copied into.
+STEP_ROW, CELL_ROW = STEP.names, COMPARISON.names
 # The figures with an interval in a comparison, a step row's value and its interval.
 INTERVAL_FIGURES = (STEP_ROW.overlap_efficiency, STEP_ROW.bound_efficiency,
                     STEP_ROW.hidden_comm_fraction)
@@ -421,8 +422,8 @@ def variant_info(variant: str, cell: Cell, result: CellResult) -> dict:
     measurement = result.measurement
     steps = [ms for segment in measurement.step_ms[variant] for ms in segment]
     round_ms = measurement.round_ms(variant)
-    references = result.figures["references"]
-    figures = result.figures["strategies"].get(variant, {})
+    references = result.figures[CELL_ROW.references]
+    figures = result.figures[CELL_ROW.strategies].get(variant, {})
     step_estimate = comparisons.stats.median(round_ms)
     step_ms = step_estimate.value
     info = STEP.row(
@@ -434,7 +435,8 @@ def variant_info(variant: str, cell: Cell, result: CellResult) -> dict:
             key: figures[key] for key in INTERVAL_FIGURES if figures.get(key)}},
         timeline=result.timelines[variant],
         ddp_bucket_count=result.bucket_counts.get(variant),
-        **result.checks.get(variant, {"max_abs_err_vs_sequential": None, "tolerance": None}),
+        **result.checks.get(variant, dict.fromkeys((STEP_ROW.max_abs_err_vs_sequential,
+                                                    STEP_ROW.tolerance))),
     )
     for key in (STEP_ROW.compute_only_ms, STEP_ROW.comm_only_ms, STEP_ROW.sequential_ms,
                 STEP_ROW.limit_ms, STEP_ROW.bound_ms):

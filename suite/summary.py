@@ -7,12 +7,16 @@ bootstrap interval, and verdicts only where the interval of the difference exclu
 
 from __future__ import annotations
 
+from impl.rows.kinds import COMPARISON, REFERENCE, STEP
 from impl.stats import MIN_ROUNDS, NO_DIFFERENCE
 
 WIDTH = 120
 COLUMNS = (("strategy", 18), ("step ms", 14), ("× sequential", 14), ("eff. limit", 14),
            ("eff. bound", 14), ("hidden", 6), ("vs ddp", 7), ("vs ddp-25mb", 11))
 VERDICTS = {"faster": "faster", "slower": "slower", NO_DIFFERENCE: "n.s."}
+# A comparison row's fields, its references' and a strategy's figures (named as the step rows
+# that copy them) as the declaration names them.
+CELL, FIGURE = COMPARISON.names, STEP.names
 LEGEND = """\
 step ms: median step time over rounds ± half-width of its 95% bootstrap interval (rounds of every
   variant interleaved, order shuffled per round). × sequential: speedup over sequential at the
@@ -52,28 +56,28 @@ def _row(cells: list[str]) -> str:
 
 
 def cell_block(info: dict) -> list[str]:
-    refs = info["references"]
-    head = (f"{info['workload']} · K={info['chunks']} · {info['world_size']} rank(s) · "
-            f"{info['profile']}")
-    references = f"  ms: compute-only {with_interval(refs.get('compute_only_ms'))}"
-    if refs.get("comm_only_ms"):
-        references += (f" · comm-only {with_interval(refs['comm_only_ms'])} · sequential "
-                       f"{with_interval(refs['sequential_ms'])} · bound "
-                       f"{with_interval(refs.get('bound_ms'))}")
+    refs = info[CELL.references]
+    head = (f"{info[CELL.workload]} · K={info[CELL.chunks]} · {info[CELL.world_size]} rank(s) · "
+            f"{info[CELL.profile]}")
+    references = f"  ms: compute-only {with_interval(refs.get(REFERENCE.compute_only_ms))}"
+    if refs.get(REFERENCE.comm_only_ms):
+        references += (f" · comm-only {with_interval(refs[REFERENCE.comm_only_ms])} · sequential "
+                       f"{with_interval(refs[REFERENCE.sequential_ms])} · bound "
+                       f"{with_interval(refs.get(REFERENCE.bound_ms))}")
     else:
-        verdict = VERDICTS[refs["sequential_vs_compute_only"]["verdict"]]
-        references += (f" · sequential {with_interval(refs['sequential_ms'])} ({verdict} "
-                       "against compute-only)")
+        verdict = VERDICTS[refs[REFERENCE.sequential_vs_compute_only]["verdict"]]
+        references += (f" · sequential {with_interval(refs[REFERENCE.sequential_ms])} "
+                       f"({verdict} against compute-only)")
     lines = [head[:WIDTH], references[:WIDTH], _row([name for name, _ in COLUMNS])]
-    for name, figures in info["strategies"].items():
+    for name, figures in info[CELL.strategies].items():
         versus = [VERDICTS[figures[k]["verdict"]] if k in figures else "–"
                   for k in ("vs_ddp", "vs_ddp_25mb")]
-        hidden = figures.get("hidden_comm_fraction")
+        hidden = figures.get(FIGURE.hidden_comm_fraction)
         lines.append(_row([
-            name, with_interval(figures["step_ms"]),
+            name, with_interval(figures[FIGURE.step_ms]),
             with_interval(figures["vs_sequential"]["speedup"]),
-            with_interval(figures.get("overlap_efficiency"), flag_outside_unit=True),
-            with_interval(figures.get("bound_efficiency"), flag_outside_unit=True),
+            with_interval(figures.get(FIGURE.overlap_efficiency), flag_outside_unit=True),
+            with_interval(figures.get(FIGURE.bound_efficiency), flag_outside_unit=True),
             "n/a" if hidden is None else f"{hidden['value']:.2f}", *versus]))
     return lines
 
@@ -81,7 +85,7 @@ def cell_block(info: dict) -> list[str]:
 def summary_table(document: dict) -> str:
     """Every comparison row of ``document`` as a block, then the legend."""
     blocks = [cell_block(b["extra_info"]) for b in document["benchmarks"]
-              if b.get("extra_info", {}).get("kind") == "comparison"]
+              if COMPARISON.holds(b.get("extra_info", {}))]
     if not blocks:
         return "(no overlap comparisons in this run)"
     return "\n\n".join("\n".join(block) for block in blocks) + "\n\n" + LEGEND

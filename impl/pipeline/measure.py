@@ -13,9 +13,11 @@ from impl.pipeline.plans import check_counts
 from impl.rows.declare import Field
 from impl.rows.kinds import PIPELINE
 
-PIPELINE_FIELDS: tuple[Field, ...] = PIPELINE.fields_named(
-    "step_ms", "samples_per_s", "bubble_fraction", "bubble_theory", "peak_memory_mib",
-    "max_abs_err_vs_single")  # defined with the pipeline row (impl/rows/kinds.py)
+_FIELD = PIPELINE.field
+PIPELINE_FIELDS: tuple[Field, ...] = (
+    _FIELD.step_ms, _FIELD.samples_per_s, _FIELD.bubble_fraction, _FIELD.bubble_theory,
+    _FIELD.peak_memory_mib,
+    _FIELD.max_abs_err_vs_single)  # defined with the pipeline row (impl/rows/kinds.py)
 
 
 def bubble_fraction(step_ms: float, busy_ms: float) -> float:
