@@ -28,7 +28,7 @@ import torch.distributed as dist
 from impl import capabilities
 from impl.kernels import ops, peaks
 from impl.presets import preset
-from impl.rows.kinds import TENSOR_PARALLEL, TENSOR_PARALLEL_COMPARISON
+from impl.rows.kinds import GEMM, TENSOR_PARALLEL, TENSOR_PARALLEL_COMPARISON
 from impl.rows.write import write_row
 from impl.tensor_parallel.layers import (
     TpMlpConfig,
@@ -75,6 +75,9 @@ DEFAULT_GPU_BACKENDS = ("torch",)
 SCALINGS = ("strong", "weak")
 # Where a cell ran, the checks and the figures are named as the tensor-parallel row declares them.
 ROW = TENSOR_PARALLEL.names
+# Each GEMM of a layer (the row's ``gemms``) is described with a GEMM row's fields of its shape,
+# rate and roofline: the report draws it on the GEMM rows' roofline.
+GEMM_ROW = GEMM.names
 
 
 @dataclass(frozen=True)
@@ -163,10 +166,11 @@ def gemm_rows(layer: TpMlpConfig, world: int, gemm_ms: dict[str, float], dtype: 
     for label, (m, n, k) in gemm_shapes(layer, world).items():
         ms = gemm_ms.get(label)
         intensity = ops.arithmetic_intensity(m, n, k, element_bytes)
-        rows.append({"label": label, "m": m, "n": n, "k": k, "ms": ms,
-                     "tflops": ops.gemm_flops(m, n, k) / ms / 1e9 if ms else None,
-                     "arithmetic_intensity": intensity,
-                     "roofline_tflops": peaks.roofline(intensity, dtype, device_peaks) / 1e12
+        rows.append({"label": label, GEMM_ROW.m: m, GEMM_ROW.n: n, GEMM_ROW.k: k, "ms": ms,
+                     GEMM_ROW.tflops: ops.gemm_flops(m, n, k) / ms / 1e9 if ms else None,
+                     GEMM_ROW.arithmetic_intensity: intensity,
+                     GEMM_ROW.roofline_tflops: peaks.roofline(intensity, dtype,
+                                                              device_peaks) / 1e12
                      if device_peaks else None})
     return rows
 

@@ -203,11 +203,11 @@ def roofline_groups(rows: Sequence[dict], machine: str) -> list[dict]:
         version = "cublas" if row[TP.gemm_backend] == "torch" and row.get(TP.device_name) else (
             row[TP.gemm_backend])
         for gemm in row.get(TP.gemms) or []:
-            if gemm.get("tflops"):
+            if gemm.get(GEMM_ROW.tflops):  # keyed as a GEMM row (suite/bench_tp.py)
                 groups[row[TP.dtype]].append({  # a point keyed as a GEMM row
                     GEMM_ROW.version: version,
-                    GEMM_ROW.arithmetic_intensity: gemm["arithmetic_intensity"],
-                    GEMM_ROW.tflops: gemm["tflops"],
+                    GEMM_ROW.arithmetic_intensity: gemm[GEMM_ROW.arithmetic_intensity],
+                    GEMM_ROW.tflops: gemm[GEMM_ROW.tflops],
                     GEMM_ROW.peak_tflops: row.get(TP.peak_tflops),
                     GEMM_ROW.peak_gbps: row.get(TP.peak_gbps)})
     return [{"dtype": dtype, "rows": members} for dtype, members in groups.items()]
