@@ -710,6 +710,17 @@ def worker_threads(workload, device, loss, batch) -> tuple[int, dict | None]:
         alone.close()
 
 
+@dataclass(frozen=True)
+class WorkerMeasured:
+    """One coarse-grained worker's part of the measurement, gathered from both workers."""
+
+    round_ms: dict[str, list[float]]  # per variant, as this worker timed it
+    compute_ms: list[float]  # the hybrid's compute on this worker, per round
+    device: str  # device_name, taken with the worker's threads set
+    threads: int
+    thread_probe: dict[str, float] | None  # worker_threads's probe, where it ran one
+
+
 def measure_coarse(context, rounds, workload) -> CoarseMeasured:
     group = context.group(2)
     rank = context.rank
@@ -753,21 +764,21 @@ def measure_coarse(context, rounds, workload) -> CoarseMeasured:
     variants = [Variant("coarse-hybrid", lambda: hybrid.step(next(rotation)), hybrid_round),
                 Variant("worker0-alone", alone_on(0)), Variant("worker1-alone", alone_on(1))]
     result = measure_interleaved(variants, rounds, device, group)
-    mine = {"round_ms": {n: result.round_ms(n) for n in COARSE_VARIANTS},
-            "compute_ms": [e["compute_ms"] for e in result.extras["coarse-hybrid"]],
-            "device": device_name(device), "threads": threads,  # named with its threads set
-            "thread_probe": {str(n): ms for n, ms in thread_probe.items()} if thread_probe
-            else None}
+    mine = WorkerMeasured(
+        round_ms={n: result.round_ms(n) for n in COARSE_VARIANTS},
+        compute_ms=[e["compute_ms"] for e in result.extras["coarse-hybrid"]],
+        device=device_name(device), threads=threads,
+        thread_probe={str(n): ms for n, ms in thread_probe.items()} if thread_probe else None)
     torch.set_num_threads(previous_threads)
-    workers: list[dict] = [{}, {}]
+    workers: list = [None, None]  # each worker's WorkerMeasured, once gathered
     dist.all_gather_object(workers, mine, group=group)
     # Rank 0's step of the hybrid waits for the exchange, so it is the hybrid's step; each
     # worker's time alone is taken where that worker ran.
-    round_ms = {"coarse-hybrid": workers[0]["round_ms"]["coarse-hybrid"],
-                "worker0-alone": workers[0]["round_ms"]["worker0-alone"],
-                "worker1-alone": workers[1]["round_ms"]["worker1-alone"]}
-    imbalance = [residual_imbalance(a, b) for a, b in zip(workers[0]["compute_ms"],
-                                                          workers[1]["compute_ms"])]
+    round_ms = {"coarse-hybrid": workers[0].round_ms["coarse-hybrid"],
+                "worker0-alone": workers[0].round_ms["worker0-alone"],
+                "worker1-alone": workers[1].round_ms["worker1-alone"]}
+    imbalance = [residual_imbalance(a, b) for a, b in zip(workers[0].compute_ms,
+                                                          workers[1].compute_ms)]
     return CoarseMeasured(workload=workload, balance=balanced, checks=checks, round_ms=round_ms,
                           workers=workers, imbalance=imbalance, orders=result.orders)
 
@@ -781,7 +792,7 @@ class CoarseMeasured:
     balance: dict  # impl/hybrid/coarse.py's balance: the shares and how they were found
     checks: list[TrainingCheck]  # per worker
     round_ms: dict[str, list[float]]  # per variant
-    workers: list[dict]  # per worker: its times, device and threads
+    workers: list[WorkerMeasured]
     imbalance: list[float]  # the hybrid's residual imbalance per round
     orders: list  # the variants' order in each round
 
@@ -833,15 +844,15 @@ def test_coarse(benchmark, member, variant, dist_context, rounds):
     imbalance = stats.median(measured.imbalance) if variant == "coarse-hybrid" else None
     write_row(benchmark, HYBRID_STEP.row(
         study="coarse-grained", variant=variant,
-        workload=workload.name, device=" + ".join(w["device"] for w in measured.workers)
-        if variant == "coarse-hybrid" else measured.workers[worker]["device"],
+        workload=workload.name, device=" + ".join(w.device for w in measured.workers)
+        if variant == "coarse-hybrid" else measured.workers[worker].device,
         step_ms=step.value, step_ms_estimate=step.to_json(), round_ms=round_ms,
         samples_per_s=workload.batch / (step.value / 1e3),
         shares=measured.balance["shares"] if variant == "coarse-hybrid" else None,
         balance=measured.balance if variant == "coarse-hybrid" else None,
         residual_imbalance=imbalance.value if imbalance else None,
         residual_imbalance_estimate=imbalance.to_json() if imbalance else None,
-        worker_compute_ms=[w["compute_ms"] for w in measured.workers]
+        worker_compute_ms=[w.compute_ms for w in measured.workers]
         if variant == "coarse-hybrid" else None,
         checks=[c.to_json() for c in measured.checks] if variant == "coarse-hybrid" else None,
         gradient_error=max(c.gradient_error for c in measured.checks)

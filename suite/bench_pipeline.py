@@ -142,6 +142,16 @@ def step_peak_mib(schedule, batch, device: torch.device) -> float | None:
 
 
 @dataclass(frozen=True)
+class StageMeasured:
+    """One stage's part of a setting's measurement, gathered from every stage."""
+
+    round_ms: dict[str, list[float]]  # per variant, as this stage timed it
+    busy_ms: dict[str, list[float | None]]  # per variant, per round: this stage's compute
+    timeline: dict[str, dict]  # per variant: this stage's last timed step, as JSON
+    peak_mib: dict[str, float | None]  # per variant: step_peak_mib
+
+
+@dataclass(frozen=True)
 class SettingMeasured:
     """One setting's measurement (measure), which its variant rows and its comparison read."""
 
@@ -149,7 +159,7 @@ class SettingMeasured:
     skipped: dict[str, str]  # variant -> why it cannot run here
     errors: dict[str, float]  # variant -> max |w - w_single| of its check
     tolerance: float
-    stages: list[dict]  # per stage: its round, busy and peak-memory figures, its timelines
+    stages: list[StageMeasured]
     orders: list  # the variants' order in each round
     seed: int  # of those orders
 
@@ -199,11 +209,11 @@ def measure(setting: Setting, context, rounds) -> SettingMeasured:
     peaks = {n: step_peak_mib(schedules[n], data[0], device) for n in names}
     for runner in schedules.values():
         runner.close()
-    mine = {"round_ms": {n: result.round_ms(n) for n in names},
-            "busy_ms": {n: [e["busy_ms"] for e in result.extras[n]] for n in names},
-            "timeline": {n: result.extras[n][-1]["timeline"] for n in names},
-            "peak_mib": peaks}
-    per_stage: list[dict] = [{}] * setting.stages
+    mine = StageMeasured(round_ms={n: result.round_ms(n) for n in names},
+                         busy_ms={n: [e["busy_ms"] for e in result.extras[n]] for n in names},
+                         timeline={n: result.extras[n][-1]["timeline"] for n in names},
+                         peak_mib=peaks)
+    per_stage: list = [None] * setting.stages  # each stage's StageMeasured, once gathered
     dist.all_gather_object(per_stage, mine, group=group)
     return SettingMeasured(names=names, skipped=skipped, errors=errors, tolerance=tolerance,
                            stages=per_stage, orders=result.orders, seed=result.seed)
@@ -213,9 +223,9 @@ def pipeline_figures(measured: SettingMeasured, name: str, stages: int,
                      microbatches: int) -> PipelineFigures:
     """The pipeline's per-round step (slowest stage) and bubbles from every stage."""
     per_stage = measured.stages
-    round_ms = [max(s["round_ms"][name][r] for s in per_stage)
-                for r in range(len(per_stage[0]["round_ms"][name]))]
-    busy = [s["busy_ms"][name] for s in per_stage]
+    round_ms = [max(s.round_ms[name][r] for s in per_stage)
+                for r in range(len(per_stage[0].round_ms[name]))]
+    busy = [s.busy_ms[name] for s in per_stage]
     bubbles = None
     if all(b is not None for stage_busy in busy for b in stage_busy):
         by_round = [[bubble_fraction(step, stage_busy[r]) for stage_busy in busy]
@@ -266,10 +276,10 @@ def test_pipeline(benchmark, setting, variant, dist_context, rounds):
         bubble_estimate=bubble.to_json() if bubble else None,
         bubble_per_stage=bubbles["per_stage"] if bubbles else None,
         bubble_theory=figures.theory,
-        peak_memory_mib=[s["peak_mib"][variant] for s in measured.stages],
+        peak_memory_mib=[s.peak_mib[variant] for s in measured.stages],
         max_abs_err_vs_single=measured.errors[variant],
         tolerance=measured.tolerance,
-        stage_timelines=[s["timeline"][variant] for s in measured.stages],
+        stage_timelines=[s.timeline[variant] for s in measured.stages],
         config=describe(workload), options=asdict(options),
         fields=[f.name for f in PIPELINE_FIELDS],
     ))
