@@ -27,7 +27,7 @@ import torch
 import torch.distributed as dist
 
 from impl import capabilities, stats
-from impl.rows.kinds import INTERFERENCE
+from impl.rows.kinds import GEMM, INTERFERENCE
 from impl.rows.write import write_row
 from impl.workloads import DTYPES, WorkloadConfig
 from suite.conftest import launched_world, suite_axes
@@ -36,6 +36,8 @@ from suite.harness import StepClock, Variant, measure_interleaved, record_round_
 GPU_GEMMS = 10  # ten 8192³ bf16 products ≈ 14 ms on an H200 (docs/ANCHORS.md)
 CPU_GEMM_MS = 20.0  # CPU: as many products as fill about this long
 COVER = 1.3  # the interfering work lasts this much longer than the GEMMs alone
+# The row's GEMM is described by the fields a GEMM row describes its own with.
+GEMM_ROW = GEMM.names
 
 
 @dataclass(frozen=True)
@@ -188,8 +190,8 @@ def test_interference(benchmark, interference_workload, dist_context, rounds):
         backend=context.backend,
         device=torch.cuda.get_device_name(context.device)
         if context.device.type == "cuda" else "cpu",
-        gemm={"m": gemm.m, "n": gemm.n, "k": gemm.k, "dtype": str(setup.a.dtype)[6:],
-              "per_step": setup.gemms},
+        gemm={GEMM_ROW.m: gemm.m, GEMM_ROW.n: gemm.n, GEMM_ROW.k: gemm.k,
+              GEMM_ROW.dtype: str(setup.a.dtype)[6:], "per_step": setup.gemms},
         traffic_bytes=setup.traffic.numel() * setup.traffic.element_size(),
         gemm_alone_ms=stats.median(alone).to_json(), slowdown=slowdowns,
         measurement=measurement.to_json(), seconds=time.perf_counter() - started,
