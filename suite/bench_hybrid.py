@@ -154,8 +154,8 @@ def mlp_loss(workload):
 
 _offload: dict[str, OffloadMeasured] = {}
 _rates: dict[str, dict] = {}
-# measure_host_adam's result and the bounds' rates name host Adam's figures as its rows do;
-# bound_figures names the offload's bound figures as its rows do.
+# The bounds' rates name host Adam's figures as its rows do; bound_figures names the offload's
+# bound figures as its rows do.
 ADAM_ROW, STEP_ROW = HOST_ADAM.names, HYBRID_STEP.names
 
 
@@ -329,11 +329,11 @@ def offload_rates(rounds) -> dict:
     Adam 60-110 (results/h200x4, 2026-11-28)."""
     if "rates" not in _rates:
         measured = host_adam_measured(rounds)
-        parameters = measured[ADAM_ROW.parameters]
-        step = stats.median(measured["measurement"].round_ms(HOST_ADAM_VARIANT)).value
+        parameters = measured.parameters
+        step = stats.median(measured.measurement.round_ms(HOST_ADAM_VARIANT)).value
         _rates["rates"] = {
             ADAM_ROW.adam_gbps: ADAM_BYTES_PER_PARAMETER * parameters / (step * 1e6),
-            ADAM_ROW.threads: measured[ADAM_ROW.threads], ADAM_ROW.parameters: parameters,
+            ADAM_ROW.threads: measured.threads, ADAM_ROW.parameters: parameters,
             **measure_copy_rates(main_device())}
     return _rates["rates"]
 
@@ -577,10 +577,20 @@ def test_offload_only(benchmark, dist_context, pytestconfig):
 # --- host Adam alone: implementations and thread layouts against memory bandwidth ----------
 
 
-_host_adam: dict[str, object] = {}
+@dataclass(frozen=True)
+class HostAdamMeasured:
+    """measure_host_adam's result: its rows and the offload's bounds read it."""
+
+    parameters: int  # updated per step
+    threads: int
+    measurement: object  # measure_interleaved's result
+    absent: dict[str, str]  # variant -> why it did not run (FAILED: prefix: it failed)
 
 
-def host_adam_measured(rounds) -> dict:
+_host_adam: dict[str, HostAdamMeasured] = {}
+
+
+def host_adam_measured(rounds) -> HostAdamMeasured:
     """measure_host_adam's result, measured once per run: its rows and the offload's bounds
     read it."""
     if "host_adam" not in _host_adam:
@@ -588,7 +598,7 @@ def host_adam_measured(rounds) -> dict:
     return _host_adam["host_adam"]
 
 
-def measure_host_adam(rounds):
+def measure_host_adam(rounds) -> HostAdamMeasured:
     """Every implementation × layout of HOST_ADAM_VARIANTS updating the offload workload's
     parameter count, and the machine's memory bandwidth measured the same way: an in-place
     a += s·b over as many fp32 values on the same threads (two reads and one write in place,
@@ -622,8 +632,8 @@ def measure_host_adam(rounds):
         streamer.shutdown()
         for engine in engines.values():
             engine.close()
-    return {ADAM_ROW.parameters: parameters, ADAM_ROW.threads: threads,
-            "measurement": result, "absent": {DEEPSPEED_VARIANT: why_not} if why_not else {}}
+    return HostAdamMeasured(parameters=parameters, threads=threads, measurement=result,
+                            absent={DEEPSPEED_VARIANT: why_not} if why_not else {})
 
 
 def deepspeed_reference(weights: torch.Tensor, gradients: torch.Tensor,
@@ -650,11 +660,11 @@ def test_host_adam(benchmark, variant, dist_context, rounds):
     if dist_context.rank != 0:
         pytest.skip("host Adam is one process: it runs on rank 0")
     measured = host_adam_measured(rounds)
-    if why_not := measured["absent"].get(variant):
+    if why_not := measured.absent.get(variant):
         if why_not.startswith(FAILED):
             pytest.fail(why_not.removeprefix(FAILED))
         pytest.skip(why_not)
-    result, parameters = measured["measurement"], measured[ADAM_ROW.parameters]
+    result, parameters = measured.measurement, measured.parameters
     round_ms, bandwidth_ms = result.round_ms(variant), result.round_ms("bandwidth")
     adam_bytes = ADAM_BYTES_PER_PARAMETER * parameters
     stream_bytes = BANDWIDTH_BYTES_PER_VALUE * parameters
@@ -663,7 +673,7 @@ def test_host_adam(benchmark, variant, dist_context, rounds):
     record_round_times(benchmark, round_seconds(round_ms))
     write_row(benchmark, HOST_ADAM.row(
         variant=variant, parameters=parameters,
-        threads=measured[ADAM_ROW.threads], device=device_name(torch.device("cpu")),
+        threads=measured.threads, device=device_name(torch.device("cpu")),
         step_ms=step.value, step_ms_estimate=step.to_json(), round_ms=round_ms,
         adam_gbps=adam_bytes / (step.value * 1e6),
         bandwidth_round_ms=bandwidth_ms,

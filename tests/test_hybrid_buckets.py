@@ -143,9 +143,10 @@ def test_the_bounds_read_host_adam_from_the_host_adam_rows_timing(monkeypatch):
     fused grouped median (28 B a parameter), not a second timing of its own."""
     from suite import bench_hybrid
 
-    measured = {"parameters": 1_000_000, "threads": 7, "measurement": FakeRounds({
-        "fused-grouped": [2.0, 1.0, 1.5], "fused-intra-op": [3.0, 3.0, 3.0],
-        "fused-pool": [0.1, 0.1, 0.1]})}
+    rounds = FakeRounds({"fused-grouped": [2.0, 1.0, 1.5], "fused-intra-op": [3.0, 3.0, 3.0],
+                         "fused-pool": [0.1, 0.1, 0.1]})
+    measured = bench_hybrid.HostAdamMeasured(parameters=1_000_000, threads=7,
+                                             measurement=rounds, absent={})
     monkeypatch.setattr(bench_hybrid, "host_adam_measured", lambda rounds: measured)
     monkeypatch.setattr(bench_hybrid, "measure_copy_rates",
                         lambda device: {"to_host_gbps": 50.0, "to_device_gbps": 40.0})
