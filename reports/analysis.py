@@ -28,6 +28,7 @@ from impl.rows.kinds import (
     STEP,
     SYNTHETIC,
     TENSOR_CORE_CEILING,
+    TENSOR_PARALLEL,
 )
 from impl.strategy_records import REFERENCE, STRATEGY_RECORDS, overlaps_in_k_chunks, reading_rank
 
@@ -39,6 +40,7 @@ REPORTED_KINDS = tuple(kind for kind in ROW_KINDS if kind != "autotune")
 # allreduce_groups, gemm_ladder) carries its rows' shared fields under the same names.
 STEP_ROW, ALLREDUCE_ROW, SYNTHETIC_ROW = STEP.names, ALLREDUCE.names, SYNTHETIC.names
 GEMM_ROW, CEILING_ROW, SEED_ROW = GEMM.names, TENSOR_CORE_CEILING.names, SEED_STEP.names
+TP_ROW = TENSOR_PARALLEL.names
 GIB = 2**30
 MIB = 2**20
 
@@ -169,7 +171,7 @@ def note_for(field: str, row: dict) -> str | None:
         reason = (row.get(STEP_ROW.nvml) or {}).get("reason")
         return f"no NVML energy counter in this run ({reason})" if reason else (
             "no NVML energy counter in this run")
-    if field == "scaling_efficiency":
+    if field == TP_ROW.scaling_efficiency:
         return "no 1-rank run of this strategy to scale from"
     if field in ("nccl_tests_gbps", "torch_ref_gbps", "pct_of_nccl_tests"):
         return "no reference measurement for this device, backend, profile, ranks and size"

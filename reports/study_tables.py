@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from impl.rows.kinds import COMPARISONS
 from reports.format import Column, Placement, fmt, make_table, text_column
 
 
@@ -31,7 +32,7 @@ def comparison_rows(rows: Sequence[dict], kind: str) -> list[dict]:
         setting = (f"{row['workload']}, p={row['stages']}, m={row['microbatches']}"
                    if kind == "pipeline_comparison"
                    else f"{row.get('study', '')}, {row['workload']}")
-        for pair in row.get("comparisons") or []:
+        for pair in row.get(COMPARISONS.name) or []:  # the field the comparison kinds share
             table.append({"machine": row["machine"], "setting": setting,
                           "pair": f"{pair['candidate']} vs {pair['reference']}",
                           "difference": interval_text(pair.get("difference_ms"), "ms"),
