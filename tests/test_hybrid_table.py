@@ -25,7 +25,10 @@ H100X4 = "results/h100x4/20261128T024824Z-id1sxdtx.json"  # rank 0 of 4, half-th
 H200X4 = "results/h200x4/20261128T055146Z-m_louupf.json"  # rank 0 of 4 on a 64-core host
 H200_OF4 = "results/h200x1/20261128T060918Z-rqy27nl3.json"  # one GPU of that host, alone
 H200X4_LATER = "results/h200x4/20261128T092211Z-gsmuozbb.json"  # its bounds from host_adam rows
-DOC_FILES = [H100, H200, H100X4, H200X4, H200_OF4, H200X4_LATER]
+H200_GROUPED = "results/h200x1/20261128T125142Z-hr8uukn8.json"  # the grouped host Adam
+# A run of the host_adam rows alone, with deepspeed installed: its CPU Adam beside them.
+HOST_ADAM_ALONE = "results/h200x2/logs/20261128T1250-host-adam-deepspeed.json"
+DOC_FILES = [H100, H200, H100X4, H200X4, H200_OF4, H200X4_LATER, H200_GROUPED, HOST_ADAM_ALONE]
 
 
 def doc_block() -> tuple[list[str], str]:
@@ -95,6 +98,15 @@ def test_the_table_reads_fields_its_rows_declare(reader, kind):
                if f.default is dataclasses.MISSING)
 
 
+def test_a_file_of_host_adam_rows_alone_prints_each_beside_the_bandwidth(at_copy, capsys):
+    assert table.main([HOST_ADAM_ALONE]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"**`{HOST_ADAM_ALONE}`**: h200x2, commit 75b3941"
+    assert "| `fused-grouped` | 31 | 134.8 | 0.869 [0.832, 0.884] |" in lines
+    assert "| `deepspeed-cpu-adam` | 31 | 157.7 | 1.017 [0.988, 1.035] |" in lines
+    assert lines[-1] == "In-place bandwidth measured in the same rounds: 155.0 GB/s."
+
+
 def test_a_missing_file_is_one_line_and_exit_2(at_copy, capsys):
     assert table.main(["results/h200x1/none.json"]) == 2
     said = capsys.readouterr()
@@ -103,16 +115,16 @@ def test_a_missing_file_is_one_line_and_exit_2(at_copy, capsys):
 
 
 @pytest.mark.parametrize(("drop", "problem"), [
-    (lambda r: r.get("study") == "fine-grained",
+    (lambda r: HOST_ADAM.holds(r) or (HYBRID_STEP.holds(r)
+                                      and r.get("study") == "fine-grained"),
      "no fine-grained hybrid_step rows (the offload family of suite/bench_hybrid.py)"),
-    (lambda r: (r.get("workload"), r.get("variant")) == ("gpt_small_bf16", "device-adam"),
+    (lambda r: HYBRID_STEP.holds(r) and (r.get("workload"), r.get("variant"))
+     == ("gpt_small_bf16", "device-adam"),
      "workload 'gpt_small_bf16' has no device-adam row to compare against"),
-], ids=["no-family-rows", "no-reference"])
+], ids=["no-family-or-host-adam-rows", "no-reference"])
 def test_a_file_without_the_family_is_one_line_and_exit_2(at_copy, capsys, drop, problem):
     data = json.loads((at_copy / H200).read_text())
-    data["benchmarks"] = [b for b in data["benchmarks"]
-                          if not (b["extra_info"].get("kind") == "hybrid_step"
-                                  and drop(b["extra_info"]))]
+    data["benchmarks"] = [b for b in data["benchmarks"] if not drop(b["extra_info"])]
     (at_copy / "cut.json").write_text(json.dumps(data))
     assert table.main(["cut.json"]) == 2
     said = capsys.readouterr()

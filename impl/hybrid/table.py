@@ -142,11 +142,32 @@ def rates_line(results: ResultsFile, steps: Sequence[FamilyStep]) -> str | None:
     return f"Rates measured in the run: {'; '.join(parts)}." if parts else None
 
 
+def host_adam_table(rows: Sequence[HostAdam]) -> list[str]:
+    """Every host Adam row of a file: the labelled references (DeepSpeed's CPU Adam) beside
+    the suite's engines, each with its share of the in-place bandwidth of the same rounds."""
+    lines = ["| host Adam | threads | GB/s | share of the in-place bandwidth |",
+             "|---|---|---|---|"]
+    for row in rows:
+        share = interval(row.fraction_of_bandwidth) if row.fraction_of_bandwidth else ""
+        lines.append(f"| `{row.variant}` | {row.threads} | {row.adam_gbps:.1f} | {share} |")
+    bandwidth = next((r.bandwidth_gbps for r in rows if r.bandwidth_gbps), None)
+    if bandwidth:
+        lines += ["", f"In-place bandwidth measured in the same rounds: {bandwidth:.1f} GB/s."]
+    return lines
+
+
 def file_block(path: str) -> list[str]:
+    """The family's table and the run's rates; a file of host_adam rows alone (a run of
+    ``-k host_adam``), their table."""
     results = load_results(path)
+    commit = ((results.data.get("commit_info") or {}).get("id") or "unknown")[:7]
+    host_rows = rows_of(results, HOST_ADAM, HostAdam)
+    if host_rows and not any(r.study == STUDY
+                             for r in rows_of(results, HYBRID_STEP, FamilyStep)):
+        return [f"**`{path}`**: {results.label}, commit {commit}", "",
+                *host_adam_table(host_rows)]
     steps = family_steps(results)
     devices = ", ".join(dict.fromkeys(r.device for r in steps))
-    commit = ((results.data.get("commit_info") or {}).get("id") or "unknown")[:7]
     lines = [f"**`{path}`**: {results.label}, {devices}, commit {commit}", "",
              *family_table(steps)]
     if rates := rates_line(results, steps):
@@ -157,7 +178,8 @@ def file_block(path: str) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m impl.hybrid.table", description=(
         "The offload family (fine-grained hybrid_step rows) of result files, as Markdown: "
-        "each variant's step against fused GPU Adam, its bound and goal, the run's rates."))
+        "each variant's step against fused GPU Adam, its bound and goal, the run's rates; "
+        "a file of host_adam rows alone, every host Adam beside the in-place bandwidth."))
     parser.add_argument("paths", nargs="+", metavar="RESULTS", help="result files")
     args = parser.parse_args(argv)
     try:
