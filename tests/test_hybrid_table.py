@@ -28,7 +28,13 @@ H200X4_LATER = "results/h200x4/20261128T092211Z-gsmuozbb.json"  # its bounds fro
 H200_GROUPED = "results/h200x1/20261128T125142Z-hr8uukn8.json"  # the grouped host Adam
 # A run of the host_adam rows alone, with deepspeed installed: its CPU Adam beside them.
 HOST_ADAM_ALONE = "results/h200x2/logs/20261128T1250-host-adam-deepspeed.json"
-DOC_FILES = [H100, H200, H100X4, H200X4, H200_OF4, H200X4_LATER, H200_GROUPED, HOST_ADAM_ALONE]
+# The grouped engine in a 4-GPU launch on the 64-core host, both runs of one commit, and the
+# host_adam rows alone there with deepspeed installed.
+H200X4_GROUPED = ["results/h200x4/20261128T181822Z-03z2kfik.json",
+                  "results/h200x4/20261128T183011Z-jmju7u3d.json"]
+HOST_ADAM_ALONE_64 = "results/h200x4/logs/20261128T1840-host-adam-deepspeed.json"
+DOC_FILES = [H100, H200, H100X4, H200X4, H200_OF4, H200X4_LATER, H200_GROUPED, HOST_ADAM_ALONE,
+             *H200X4_GROUPED, HOST_ADAM_ALONE_64]
 
 
 def doc_block() -> tuple[list[str], str]:
