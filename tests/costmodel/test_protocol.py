@@ -47,14 +47,25 @@ NOV28_H100X4 = ["results/h100x4/20261128T024824Z-id1sxdtx.json"]
 NOV28_4GPU = ["results/h200x4/20261128T055146Z-m_louupf.json"]
 # (fit, test), each test run measured after every fit run: the 2-GPU runs of 27 Nov from the
 # runs before them; the 4-GPU run of 27 Nov from every run before it; the 2-GPU runs at f5af138
-# from every run before them; the 4-GPU run of 28 Nov from every run before it.
+# from every run before them; the 4-GPU run of 28 Nov from every run before it; the 4-GPU pair
+# at 2737eda from every run before it.
 BEFORE_NOV28_4GPU = [*BEFORE_NOV27, *NOV27_2GPU, *NOV27_1GPU, *NOV27_4GPU, *AT_F5AF138,
                      *AT_F5AF138_1GPU, *NOV28_H100X4]
+# The runs after it, up to the 4-GPU pair at 2737eda (measured after the v5 model was
+# chosen and its predictions frozen): the test of the present model on runs it never saw.
+AFTER_NOV28_4GPU = ["results/h200x1/20261128T060918Z-rqy27nl3.json",
+                    "results/h200x4/20261128T090921Z-8a030mua.json",
+                    "results/h200x4/20261128T092211Z-gsmuozbb.json",
+                    "results/h200x2/20261128T124107Z-xmprjzcl.json",
+                    "results/h200x1/20261128T125142Z-hr8uukn8.json"]
+AT_2737EDA = ["results/h200x4/20261128T181822Z-03z2kfik.json",
+              "results/h200x4/20261128T183011Z-jmju7u3d.json"]
 SPLITS = [
     (BEFORE_NOV27, NOV27_2GPU),
     ([*BEFORE_NOV27, *NOV27_2GPU, *NOV27_1GPU], NOV27_4GPU),
     ([*BEFORE_NOV27, *NOV27_2GPU, *NOV27_1GPU, *NOV27_4GPU], AT_F5AF138),
     (BEFORE_NOV28_4GPU, NOV28_4GPU),
+    ([*BEFORE_NOV28_4GPU, *NOV28_4GPU, *AFTER_NOV28_4GPU], AT_2737EDA),
 ]
 
 
