@@ -19,7 +19,6 @@ Exit status: 0 printed; 2 unusable input (one line naming the file and the probl
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,12 +26,13 @@ from pathlib import Path
 from impl.costmodel import freeze, score
 from impl.costmodel.fabric_file import FabricError
 from impl.costmodel.validate import held_out_model, load_rows
-from impl.rows.files import ResultsError, find_result_files
+from impl.rows.files import ResultsError, find_result_files, load_results
 
 
 def started(path: Path) -> str:
-    """When a run was measured (pytest-benchmark's ``datetime``), as ISO text."""
-    return json.loads(path.read_text()).get("datetime") or ""
+    """When a run was measured (pytest-benchmark's ``datetime``), as ISO text; a file that is
+    not a readable run (gzip, truncated) raises ResultsError naming it."""
+    return load_results(path).data.get("datetime") or ""
 
 
 def check_split(fit: Sequence[Path], test: Sequence[Path]) -> None:

@@ -7,6 +7,7 @@ runs, tested on later ones, its tables in docs/costmodel.md.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import io
 import os
 import shutil
@@ -142,6 +143,14 @@ def test_a_test_set_without_a_gpu_cell_is_one_line(at_root, capsys):
     assert protocol.main(["--fit", *BEFORE_NOV27, "--test", cpu]) == 2
     assert capsys.readouterr().err == (
         f"error: {cpu}: no comparison cell at 2 or more ranks on a GPU\n")
+
+
+def test_a_gzip_run_is_one_line_naming_it(at_root, tmp_path, capsys):
+    packed = tmp_path / "run.json.gz"
+    packed.write_bytes(gzip.compress((at_root / NOV27_4GPU[0]).read_bytes()))
+    assert protocol.main(["--fit", *NOV27_2GPU, "--test", str(packed)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {packed}: gzip-compressed; decompress it first (gunzip {packed})\n")
 
 
 if __name__ == "__main__":
