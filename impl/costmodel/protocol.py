@@ -40,11 +40,12 @@ def check_split(fit: Sequence[Path], test: Sequence[Path]) -> None:
     if both := sorted(set(map(Path.resolve, fit)) & set(map(Path.resolve, test))):
         raise ValueError(f"{both[0]}: in both --fit and --test; a run is fitted on or tested, "
                          "never both")
-    newest = max(fit, key=started)
+    # Each started() reads and validates a whole run: once per file.
+    newest_at, newest = max((started(path), path) for path in fit)
     for path in test:
-        if started(path) < started(newest):
-            raise ValueError(f"{path}: measured {started(path)[:16]}, before the fit run "
-                             f"{newest} ({started(newest)[:16]}); test only runs measured "
+        if (measured_at := started(path)) < newest_at:
+            raise ValueError(f"{path}: measured {measured_at[:16]}, before the fit run "
+                             f"{newest} ({newest_at[:16]}); test only runs measured "
                              "after every fit run")
 
 
