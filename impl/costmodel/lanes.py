@@ -129,18 +129,31 @@ def _timelines(row: dict, name: str) -> dict | None:
     return None
 
 
-def _kernel_ms(rows: Sequence[dict], row: dict) -> float | None:
+# What names an older step row's cell: its sequential step's timeline stands in for the
+# compute-only one that such runs did not measure.
+OLDER_CELL = ("machine", "run", STEP_ROW.workload, STEP_ROW.chunks, STEP_ROW.world_size,
+              STEP_ROW.profile)
+
+
+def older_sequential(rows: Sequence[dict]) -> dict[tuple, dict | None]:
+    """The timeline of each older run's sequential step, by the cell (OLDER_CELL) it names;
+    built once per read of ``rows``, because every row's kernel looks its cell up."""
+    found: dict[tuple, dict | None] = {}
+    for r in rows:
+        if is_older_step(r) and r.get(STEP_ROW.strategy) == "sequential":
+            found.setdefault(tuple(r.get(k) for k in OLDER_CELL), r.get(STEP_ROW.timeline))
+    return found
+
+
+def _kernel_ms(older: dict[tuple, dict | None], row: dict) -> float | None:
     """The mean backward GEMM of a row's cell, from its compute-only timeline (a comparison
-    row's) or, measured before interleaving, the same run's sequential step at its K."""
+    row's) or, measured before interleaving, the same run's sequential step at its K
+    (``older``, from older_sequential)."""
     if not known_workload(row.get(CELL_ROW.workload)):
         return None
     timeline = (row.get(CELL_ROW.timelines) or {}).get("compute-only")
     if timeline is None:
-        timeline = next((r.get(STEP_ROW.timeline) for r in rows if is_older_step(r)
-                         and r.get(STEP_ROW.strategy) == "sequential"
-                         and all(r.get(k) == row.get(k) for k in
-                                 ("machine", "run", STEP_ROW.workload, STEP_ROW.chunks,
-                                  STEP_ROW.world_size, STEP_ROW.profile))), None)
+        timeline = older.get(tuple(row.get(k) for k in OLDER_CELL))
     backward = [i for i in (timeline or {}).get("intervals") or []
                 if i["lane"] == "compute" and i["label"].startswith("backward")]
     if not backward:
@@ -166,11 +179,12 @@ def lane_effects(rows: Sequence[dict], cell: dict, name: str,
     if not (read_lane or read_update or strategy in ALONE_READ):
         return LaneEffects(source=f"{name}: lane not read (LANE_READ says why)")
     beside, updates, waits, alone = [], [], [], []
+    older = older_sequential(rows)
     for row in rows:
         if any(row.get(k) != cell.get(k) for k in same) \
                 or all(row.get(k) == cell.get(k) for k in ("machine", "run", CELL_ROW.chunks,
                                                             CELL_ROW.workload)) \
-                or not (kernel := _kernel_ms(rows, row)):
+                or not (kernel := _kernel_ms(older, row)):
             continue  # another kind of cell, or the predicted cell itself
         same_workload = row.get(CELL_ROW.workload) == cell.get(CELL_ROW.workload)
         found = timeline_effects(timeline) if (timeline := _timelines(row, name)) else None
