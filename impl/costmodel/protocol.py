@@ -21,40 +21,39 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from impl.costmodel import freeze, score
 from impl.costmodel.fabric_file import FabricError
-from impl.costmodel.validate import held_out_model, load_rows
-from impl.rows.files import ResultsError, find_result_files, load_results
+from impl.costmodel.validate import load_runs, runs_model, runs_rows
+from impl.rows.files import ResultsError, ResultsFile
 
 
-def started(path: Path) -> str:
-    """When a run was measured (pytest-benchmark's ``datetime``), as ISO text; a file that is
-    not a readable run (gzip, truncated) raises ResultsError naming it."""
-    return load_results(path).data.get("datetime") or ""
+def started(run: ResultsFile) -> str:
+    """When a run was measured (pytest-benchmark's ``datetime``), as ISO text."""
+    return run.data.get("datetime") or ""
 
 
-def check_split(fit: Sequence[Path], test: Sequence[Path]) -> None:
+def check_split(fit: Sequence[ResultsFile], test: Sequence[ResultsFile]) -> None:
     """ValueError naming the file where the split mixes the two sides."""
-    if both := sorted(set(map(Path.resolve, fit)) & set(map(Path.resolve, test))):
+    if both := sorted({r.path.resolve() for r in fit} & {r.path.resolve() for r in test}):
         raise ValueError(f"{both[0]}: in both --fit and --test; a run is fitted on or tested, "
                          "never both")
-    # Each started() reads and validates a whole run: once per file.
-    newest_at, newest = max((started(path), path) for path in fit)
-    for path in test:
-        if (measured_at := started(path)) < newest_at:
-            raise ValueError(f"{path}: measured {measured_at[:16]}, before the fit run "
+    newest_at, newest = max((started(run), str(run.path)) for run in fit)
+    for run in test:
+        if (measured_at := started(run)) < newest_at:
+            raise ValueError(f"{run.path}: measured {measured_at[:16]}, before the fit run "
                              f"{newest} ({newest_at[:16]}); test only runs measured "
                              "after every fit run")
 
 
 def held_out(fit: Sequence[str], test: Sequence[str]) -> list[str]:
     """The test runs' cells predicted by the model fitted on ``fit``: score's lines."""
-    fit_files, test_files = find_result_files(fit), find_result_files(test)
-    check_split(fit_files, test_files)
-    fit_rows, test_rows = load_rows(fit), load_rows(test)
-    model = held_out_model(fit)
+    # Each run is read and validated once (a whole file's check takes a while): the split's
+    # check, the rows and the model's fit all use the same loaded runs.
+    fit_runs, test_runs = load_runs(fit), load_runs(test)
+    check_split(fit_runs, test_runs)
+    fit_rows, test_rows = runs_rows(fit_runs), runs_rows(test_runs)
+    model = runs_model(fit_runs)
     cells = [r for r in test_rows if r.get("kind") == "comparison"
              and r.get("world_size", 1) >= 2 and r.get("backend") == "nccl"]
     if not cells:

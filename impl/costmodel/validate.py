@@ -105,7 +105,12 @@ def held_out_model(paths: Sequence[str] = (RESULTS,)) -> tuple[dict[str, float],
     held-out error, the predictions' bands (heldout.relative_bands), and per GPU model and
     strategy the overhead beyond the schedule (heldout.overheads), and per GPU model,
     workload and variant its lane beside backward (impl/costmodel/lanes.py)."""
-    every_run = load_rows(paths, merged=False)
+    return runs_model(load_runs(paths))
+
+
+def runs_model(runs: Sequence[ResultsFile]) -> tuple[dict[str, float], dict, dict]:
+    """``held_out_model`` of runs already loaded."""
+    every_run = runs_rows(runs, merged=False)
     found = heldout.validate_held_out(every_run, merge_rows(every_run))
     return found.bands, found.overheads, found.lanes
 
