@@ -259,9 +259,10 @@ def test_every_reader_of_committed_runs_answers_or_names_the_file(tmp_path, text
 def no_held_out(request):
     """predict without the held-out bands (they come from every committed run: seconds)."""
     from impl.costmodel import predict
+    from impl.costmodel.validate import Model
 
     saved = predict.held_out_model
-    predict.held_out_model = lambda paths: ({}, {}, {})
+    predict.held_out_model = lambda paths: Model({}, {}, {})
     yield
     predict.held_out_model = saved
 

@@ -6,7 +6,8 @@
 The present model, as ``python -m impl.costmodel.predict`` applies it, fitted only on the
 committed results (``results/``, or the paths given): each workload's compute-only step from
 the newest run on the named GPU model, the all-reduce from the fabric file for that model, the
-held-out bands, overheads and lanes of every committed GPU cell (validate.held_out_model).
+held-out bands, overheads, lanes and pair band of every committed GPU cell
+(validate.held_out_model).
 Every strategy of every such workload, at each world size and K, goes into one JSON file with
 the commit that made it; a later run is scored against it, never the other way round.
 
@@ -26,7 +27,7 @@ from impl.atomic import write_bytes_atomic
 from impl.costmodel import scale
 from impl.costmodel.fabric_file import FabricError, available, load_fabric
 from impl.costmodel.predict import chunk_count, fits_device
-from impl.costmodel.validate import RESULTS, held_out_model, load_rows
+from impl.costmodel.validate import RESULTS, Model, held_out_model, load_rows
 from impl.rows.files import ResultsError
 
 FIELDS = ("workload", "strategy", "world_size", "step_ms", "band", "exposed_comm_ms",
@@ -42,16 +43,15 @@ def on_device(rows: Sequence[dict], device: str) -> list[dict]:
 
 
 def frozen(rows: Sequence[dict], fabric_name: str, worlds: Sequence[int],
-           chunks: Sequence[int], model: tuple[dict, dict, dict]) -> list[dict]:
+           chunks: Sequence[int], model: Model) -> list[dict]:
     """Every prediction, each with its K and its band's low and high step."""
     fabric = load_fabric(fabric_name)
-    bands, overheads, lanes = model
     measured = scale.sweeps(rows)
     found = []
     for k in chunks:
         sources, predictions = scale.predict(rows, fabric, worlds=worlds, chunks=k,
-                                             held_out=bands, overheads=overheads, lanes=lanes,
-                                             sweeps=measured)
+                                             held_out=model.bands, overheads=model.overheads,
+                                             lanes=model.lanes, sweeps=measured)
         about = {s.workload: s.about for s in sources}
         for p in predictions:
             record = {field: asdict(p)[field] for field in FIELDS}
@@ -99,8 +99,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ValueError(f"--device {args.device!r}: no row of {', '.join(args.paths)} "
                              "was measured on it")
         fabric_name = args.fabric or node_fabric(args.device)
-        predictions = frozen(rows, fabric_name, args.worlds, args.chunks,
-                             held_out_model(args.paths))
+        model = held_out_model(args.paths)
+        predictions = frozen(rows, fabric_name, args.worlds, args.chunks, model)
     except (ResultsError, FabricError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -109,7 +109,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                                argv if argv is not None else sys.argv[1:]),
                            "fitted_on": list(args.paths), "device": args.device,
                            "fabric": fabric_name},
-                "predictions": predictions}
+                # The best pick's hedge: every strategy predicted within (1 + pair_band) of
+                # the best's step (impl/costmodel/pairs.py).
+                "pair_band": model.pair_band, "predictions": predictions}
     write_bytes_atomic(args.out, (json.dumps(document, indent=1) + "\n").encode())
     print(f"{len(predictions)} predictions frozen in {args.out}")
     return 0

@@ -18,7 +18,8 @@ Beside them, the trivial predictor "step = the cell's measured sequential step".
 the headline split, what a user of the model relies on beyond one step time: the order of
 every pair of variants the measurements separate (paired 95% interval of the per-round
 difference excludes zero, impl/stats.py), the best variant per cell (or "cannot separate"
-where the bands of the best and another overlap) and the overlap efficiency.
+where another is predicted within the pair band of the best's step, impl/costmodel/pairs.py)
+and the overlap efficiency.
 
     python -m impl.costmodel.validate --markdown results/h200x2 results/h200x4 results/h200x1
 """
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from impl import stats
-from impl.costmodel import accuracy, overhead, variant_plans
+from impl.costmodel import accuracy, overhead, pairs, variant_plans
 from impl.costmodel.compute import known_workload, parameter_layout
 from impl.costmodel.fabric import Fabric, fit_fabric, measured_sweep
 from impl.costmodel.inputs import comm_fabrics, fabric_key, interference, run_name, value
@@ -395,6 +396,8 @@ class Decisions:
     misordered: tuple[Misordered, ...] = ()
     efficiency_unresolved: int = 0  # compared cells whose predicted band exceeds the goal
     pairs_right_apart: int = 0  # ordered right, the two predictions' bands apart
+    pair_band: float | None = None  # pooled over every cell (each hedge leaves its own out)
+    hedges_holding_slowest: int = 0  # its slowest measured apart from its best
 
 
 @dataclass(frozen=True)
@@ -446,14 +449,13 @@ def decisions(checks: Sequence[accuracy.Check], cells: Sequence[accuracy.Cell]) 
     """Ranking of separated pairs, best pick per cell and efficiency error (module docstring),
     over the interleaved cells (their rounds are paired)."""
     band = bands(checks)
-    by_cell: dict[tuple, list[accuracy.Check]] = {}
-    for check in checks:
-        if check.interleaved and check.error is not None and check.unmodelled is None:
-            by_cell.setdefault(_check_key(check)[:-1], []).append(check)
+    by_cell = interleaved_cells(checks)
+    pair_errors = {key: pairs.pair_errors([(c.predicted_ms, c.measured_ms) for c in group])
+                   for key, group in by_cell.items()}
     rows = {_cell_key(c.row): c.row for c in cells}
     limit_band = _limit_bands(by_cell, rows)
     separated = right = right_apart = picks_right = unseparated = compared = within = 0
-    unresolved = 0
+    unresolved = held_slowest = 0
 
     def apart(a: accuracy.Check, b: accuracy.Check) -> bool:
         """The predictions' bands (as the best pick's) do not overlap."""
@@ -488,16 +490,22 @@ def decisions(checks: Sequence[accuracy.Check], cells: Sequence[accuracy.Cell]) 
                     fast.predicted_ms - slow.predicted_ms, apart(slow, fast)))
         measured_best = {c.variant for c in group if not slower[c.variant]}
         best = min(group, key=lambda c: c.predicted_ms)
-        high = best.predicted_ms * (1 + band[_check_key(best)])
-        rivals = [c for c in group if c is not best
-                  and c.predicted_ms * (1 - band[_check_key(c)]) <= high]
-        if rivals:
-            unseparated += 1
-        elif best.variant in measured_best:
-            picks_right += 1
-        else:
+        # The pair band of the other cells: no cell's own errors narrow or widen its hedge.
+        pair = conformal_band([e for k, errors in pair_errors.items() if k != key
+                               for e in errors])
+        hedged = pairs.hedge({c.variant: c.predicted_ms for c in group},
+                             math.inf if pair is None else pair)
+        if not measured_best & set(hedged):
+            picked = f"picked {best.variant}" if len(hedged) == 1 else \
+                f"cannot separate {', '.join(hedged)}"
             wrong.append(f"{row.get('machine')} {row['workload']} K = {row['chunks']}: "
-                         f"picked {best.variant}, measured best {', '.join(sorted(measured_best))}")
+                         f"{picked}, measured best {', '.join(sorted(measured_best))}")
+        elif len(hedged) > 1:
+            unseparated += 1
+            slowest = max(group, key=lambda c: c.measured_ms).variant
+            held_slowest += slowest in hedged and bool(slower[slowest] & measured_best)
+        else:
+            picks_right += 1
         sequential = next((c for c in group
                            if c.variant == row[CELL_ROW.sequential_reference]), None)
         for c in group:
@@ -517,7 +525,25 @@ def decisions(checks: Sequence[accuracy.Check], cells: Sequence[accuracy.Cell]) 
     return Decisions(separated, right, len(by_cell), picks_right, unseparated, wrong, compared,
                      within, efficiency_errors,
                      tuple(sorted(misordered, key=lambda m: (m.cell, -m.relative))), unresolved,
-                     right_apart)
+                     right_apart, conformal_band([e for errors in pair_errors.values()
+                                                  for e in errors]), held_slowest)
+
+
+def interleaved_cells(checks: Sequence[accuracy.Check]) -> dict[tuple, list[accuracy.Check]]:
+    """The predicted checks of each interleaved cell (their rounds are paired), by cell."""
+    by_cell: dict[tuple, list[accuracy.Check]] = {}
+    for check in checks:
+        if check.interleaved and check.error is not None and check.unmodelled is None:
+            by_cell.setdefault(_check_key(check)[:-1], []).append(check)
+    return by_cell
+
+
+def pair_band(checks: Sequence[accuracy.Check]) -> float | None:
+    """The pair band for predictions (impl/costmodel/pairs.py): the conformal 90% half-width
+    of the pair errors of every interleaved cell of ``checks`` (the headline split's)."""
+    return conformal_band(pairs.pooled_errors(
+        [(c.predicted_ms, c.measured_ms) for c in group]
+        for group in interleaved_cells(checks).values()))
 
 
 def unreproduced_lines(found: dict[tuple, Unreproduced], checks: Sequence[accuracy.Check]
@@ -578,8 +604,12 @@ def decision_lines(decided: Decisions) -> list[str]:
              f"{decided.pairs_separated - decided.pairs_right_apart - wrong_apart} within "
              "overlapping bands (\"cannot separate\").",
              f"Best variant per cell: {decided.picks_right} right, "
-             f"{decided.picks_unseparated} \"cannot separate\" (bands overlap), "
-             f"{len(decided.picks_wrong)} wrong, of {decided.cells} interleaved cells."]
+             f"{decided.picks_unseparated} \"cannot separate\" (another variant predicted "
+             f"within the pair band of the best's step: {pair_text(decided.pair_band)} over "
+             "every cell, each cell's hedge from the others'), "
+             f"{len(decided.picks_wrong)} wrong, of {decided.cells} interleaved cells; "
+             f"{decided.hedges_holding_slowest} of the hedges hold the cell's slowest variant "
+             "where the measurements separate it from the best."]
     lines += [f"Wrong pick: {text}." for text in decided.picks_wrong]
     if efficiency:
         resolved = decided.efficiency_compared - decided.efficiency_unresolved
@@ -592,6 +622,10 @@ def decision_lines(decided: Decisions) -> list[str]:
                      f"median |error| {statistics.median(abs(e) for e in efficiency):.2f}, "
                      f"largest {max(efficiency, key=abs):+.2f}.")
     return lines
+
+
+def pair_text(band: float | None) -> str:
+    return "none (no cell of two variants)" if band is None else f"±{band:.1%}"
 
 
 def overheads(checks: Sequence[accuracy.Check],
@@ -631,6 +665,7 @@ class HeldOut:
     overheads: dict[tuple, float]
     lanes: dict[tuple, LaneEffects]  # per (GPU model[, world size], workload, variant)
     bands: dict[str, float]  # per variant, for predictions (relative_bands)
+    pair_band: float | None = None  # for the best pick's hedge (pairs.py)
 
 
 def gpu_cells(merged: Sequence[dict]) -> list[accuracy.Cell]:
@@ -667,4 +702,4 @@ def validate_held_out(rows: Sequence[dict], merged: Sequence[dict]) -> HeldOut:
                    overheads(by_split[OVERHEAD_SPLIT], cells),
                    # Every headline check, those that do not reproduce too: a later run varies
                    # as much, and its band must cover that.
-                   lanes, relative_bands(by_split[HEADLINE]))
+                   lanes, relative_bands(by_split[HEADLINE]), pair_band(by_split[HEADLINE]))

@@ -179,12 +179,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"--fabric NAME ({', '.join(available())}) or a path", file=sys.stderr)
             return 2
         fabric = load_fabric(fabric_name)
-        bands, overheads, lanes = held_out_model([args.results])
+        model = held_out_model([args.results])
     except (FabricError, ResultsError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    sources, predictions = scale.predict(rows, fabric, chunks=args.chunks, held_out=bands,
-                                         overheads=overheads, lanes=lanes)
+    sources, predictions = scale.predict(rows, fabric, chunks=args.chunks,
+                                         held_out=model.bands, overheads=model.overheads,
+                                         lanes=model.lanes)
     if not sources:
         print(f"error: {' '.join(args.paths)}: no compute-only timeline (an overlap cell of "
               "suite/bench_overlap.py, any world size) to predict from", file=sys.stderr)

@@ -69,7 +69,7 @@ def held_out(fit: Sequence[str], test: Sequence[str]) -> list[str]:
         predictions = freeze.frozen(rows, freeze.node_fabric(device), sorted(
             {r["world_size"] for r in mine}), sorted({r["chunks"] for r in mine}), model)
         out += [f"{device}: fitted on {', '.join(fit)}; tested on {', '.join(test)}",
-                *score.lines(score.scored(predictions, mine))]
+                *score.lines(score.scored(predictions, mine), model.pair_band)]
     return out
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from impl.costmodel import pairs
 from impl.costmodel.accuracy import measured_variants
 from impl.costmodel.validate import load_rows
 from impl.rows.files import ResultsError
@@ -43,6 +44,7 @@ class Scored:
     predicted: dict
     measured_low_ms: float | None = None  # the measurement's 95% interval
     measured_high_ms: float | None = None
+    run: str = ""  # the file measured
 
     @property
     def error(self) -> float:
@@ -67,11 +69,13 @@ def scored(predictions: Sequence[dict], rows: Sequence[dict]) -> list[Scored]:
             if key in frozen:
                 found.append(Scored(workload, chunks, world, name,
                                     estimate["value"], frozen[key], estimate.get("low"),
-                                    estimate.get("high")))
+                                    estimate.get("high"), row.get("file", "")))
     return found
 
 
-def lines(found: Sequence[Scored]) -> list[str]:
+def lines(found: Sequence[Scored], pair_band: float | None = None) -> list[str]:
+    """Score's table; the best pick's hedge from ``pair_band`` (pairs.py), or for files
+    frozen without one, from the overlap of the two steps' bands."""
     out = ["per world size and variant (error = predicted / measured − 1):",
            f"  {'w':>2} {'variant':16}{'cells':>6}{'median |err|':>14}{'max |err|':>11}"
            f"{'in band':>9}"]
@@ -86,12 +90,21 @@ def lines(found: Sequence[Scored]) -> list[str]:
     banded = [s.inside for s in found if s.inside is not None]
     out += ["", f"band coverage: {sum(banded)} of {len(banded)} measurements inside their band"]
     cells = defaultdict(list)
-    for s in found:
-        cells[s.workload, s.chunks, s.world_size].append(s)
+    for s in found:  # a cell of each run measured
+        cells[s.workload, s.chunks, s.world_size, s.run].append(s)
+    runs = len({s.run for s in found})
+    rule = (f"predicted within the pair band, ±{pair_band:.1%}, of the best's step"
+            if pair_band is not None else "whose band reaches the predicted best's")
+    picks = {cell: pick(mine, pair_band) for cell, mine in sorted(cells.items())}
+    slowest = sum(p.slowest is not None for p in picks.values())
     return out + ["", *ranking_lines(cells.values()), "",
-                  "fastest per cell, predicted against measured (the strategies whose band "
-                  "reaches the predicted best's cannot be separated from it):",
-                  *(pick_line(cell, mine) for cell, mine in sorted(cells.items()))]
+                  f"fastest per cell, predicted against measured (the strategies {rule} "
+                  "cannot be separated from it):",
+                  *(p.line(cell[:3], Path(cell[3]).name if runs > 1 else "")
+                    for cell, p in picks.items()),
+                  f"hedges holding the cell's slowest strategy, measured apart from its best "
+                  f"(95% intervals): {slowest} of "
+                  f"{sum(len(p.hedge) > 1 for p in picks.values())}"]
 
 
 def measured_apart(a: Scored, b: Scored) -> bool:
@@ -124,19 +137,47 @@ def ranking_lines(cells) -> list[str]:
             f"{len(apart) - len(apart_right)} wrong"]
 
 
-def pick_line(cell: tuple, mine: Sequence[Scored]) -> str:
-    """The predicted best, or the strategies it cannot be told from, against the measured."""
-    workload, chunks, world = cell
+@dataclass(frozen=True)
+class Pick:
+    """One cell's best pick: the strategies that cannot be told from the predicted best,
+    the fastest measured, and the slowest measured where the hedge holds it and its 95%
+    interval is apart from the fastest's (a hedge never to make)."""
+
+    hedge: list[Scored]
+    measured: Scored
+    slowest: Scored | None
+
+    def line(self, cell: tuple, run: str = "") -> str:
+        workload, chunks, world = cell
+        names = ", ".join(s.variant for s in self.hedge)
+        picked = names if len(self.hedge) == 1 else f"cannot separate {names}"
+        verdict = "right" if self.measured in self.hedge else (
+            f"wrong: measured best {self.measured.variant} {self.measured.measured_ms:.2f} ms")
+        if self.slowest is not None:
+            verdict += (f"; holds the slowest, {self.slowest.variant}, measured "
+                        f"{self.slowest.measured_ms / self.measured.measured_ms - 1:.1%} "
+                        f"behind {self.measured.variant}")
+        return f"  {workload} K = {chunks} w = {world}{f' ({run})' if run else ''}: " \
+               f"{picked} ({verdict})"
+
+
+def pick(mine: Sequence[Scored], pair_band: float | None = None) -> Pick:
+    """The predicted best, or the strategies it cannot be told from, against the measured:
+    with ``pair_band``, those predicted within it of the best's step (pairs.hedge); without,
+    those whose band's low end reaches the best's high end."""
     predicted = min(mine, key=lambda s: s.predicted["step_ms"])
     measured = min(mine, key=lambda s: s.measured_ms)
-    reach = predicted.predicted.get("high_ms")
-    hedge = [s for s in mine if s is predicted or (reach is not None and s.predicted.get(
-        "low_ms") is not None and s.predicted["low_ms"] <= reach)]
-    names = ", ".join(s.variant for s in sorted(hedge, key=lambda s: s.predicted["step_ms"]))
-    picked = predicted.variant if len(hedge) == 1 else f"cannot separate {names}"
-    verdict = "right" if measured in hedge else (
-        f"wrong: measured best {measured.variant} {measured.measured_ms:.2f} ms")
-    return f"  {workload} K = {chunks} w = {world}: {picked} ({verdict})"
+    if pair_band is not None:
+        names = pairs.hedge({s.variant: s.predicted["step_ms"] for s in mine}, pair_band)
+        hedge = [s for name in names for s in mine if s.variant == name]
+    else:
+        reach = predicted.predicted.get("high_ms")
+        hedge = sorted((s for s in mine if s is predicted or (
+            reach is not None and s.predicted.get("low_ms") is not None
+            and s.predicted["low_ms"] <= reach)), key=lambda s: s.predicted["step_ms"])
+    slowest = max(mine, key=lambda s: s.measured_ms)
+    held = len(hedge) > 1 and slowest in hedge and measured_apart(slowest, measured)
+    return Pick(hedge, measured, slowest if held else None)
 
 
 def committed_at(path: str) -> datetime | None:
@@ -192,7 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     print(f"{args.frozen} (frozen at {document['frozen'].get('commit', '?')[:7]}) against "
           f"{', '.join(args.runs)}:")
-    print("\n".join(lines(found)))
+    print("\n".join(lines(found, document.get("pair_band"))))
     return 0
 
 

@@ -24,6 +24,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from impl.costmodel import accuracy, heldout
 from impl.costmodel.inputs import run_name
@@ -100,19 +101,29 @@ def summary_lines(checks: Sequence[accuracy.Check], interleaved: bool = True) ->
     return lines
 
 
-def held_out_model(paths: Sequence[str] = (RESULTS,)) -> tuple[dict[str, float], dict, dict]:
+class Model(NamedTuple):
+    """What predictions take from held-out validation of the runs they are fitted on."""
+
+    bands: dict[str, float]  # per variant (heldout.relative_bands)
+    overheads: dict  # per GPU model, world size and variant (heldout.overheads)
+    lanes: dict  # per GPU model[, world size], workload and variant (lanes.py)
+    pair_band: float | None = None  # the best pick's hedge (pairs.py)
+
+
+def held_out_model(paths: Sequence[str] = (RESULTS,)) -> Model:
     """From the GPU cells of ``paths`` (default: every committed result): each strategy's
     held-out error, the predictions' bands (heldout.relative_bands), and per GPU model and
-    strategy the overhead beyond the schedule (heldout.overheads), and per GPU model,
-    workload and variant its lane beside backward (impl/costmodel/lanes.py)."""
+    strategy the overhead beyond the schedule (heldout.overheads), per GPU model, workload
+    and variant its lane beside backward (impl/costmodel/lanes.py), and the pair band of the
+    best pick (impl/costmodel/pairs.py)."""
     return runs_model(load_runs(paths))
 
 
-def runs_model(runs: Sequence[ResultsFile]) -> tuple[dict[str, float], dict, dict]:
+def runs_model(runs: Sequence[ResultsFile]) -> Model:
     """``held_out_model`` of runs already loaded."""
     every_run = runs_rows(runs, merged=False)
     found = heldout.validate_held_out(every_run, merge_rows(every_run))
-    return found.bands, found.overheads, found.lanes
+    return Model(found.bands, found.overheads, found.lanes, found.pair_band)
 
 
 def held_out_lines(rows: Sequence[dict], merged: Sequence[dict]) -> list[str]:

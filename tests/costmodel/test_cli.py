@@ -38,7 +38,7 @@ def fitted_on(monkeypatch):
 
     def held_out_model(paths):
         folders.append(list(paths))
-        return {}, {}, {}
+        return validate.Model({}, {}, {})
 
     monkeypatch.setattr(predict, "held_out_model", held_out_model)
     return folders

@@ -28,6 +28,9 @@ def test_freeze_writes_every_strategy_at_each_world_and_k(tmp_path):
     for p in predictions:
         if p["band"] is not None:
             assert p["low_ms"] < p["step_ms"] < p["high_ms"]
+    # One run: no cell is predicted from another run's inputs, so no pair error; score then
+    # hedges by the overlap of two steps' bands.
+    assert document["pair_band"] is None
 
 
 def test_freeze_refuses_a_device_with_no_rows(tmp_path, capsys):
