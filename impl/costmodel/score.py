@@ -47,8 +47,12 @@ class Scored:
     run: str = ""  # the file measured
 
     @property
+    def predicted_ms(self) -> float:
+        return self.predicted["step_ms"]
+
+    @property
     def error(self) -> float:
-        return self.predicted["step_ms"] / self.measured_ms - 1
+        return self.predicted_ms / self.measured_ms - 1
 
     @property
     def inside(self) -> bool | None:
@@ -119,7 +123,7 @@ def bands_apart(a: Scored, b: Scored) -> bool:
     """The two predictions' bands do not overlap."""
     if None in (a.predicted.get("low_ms"), b.predicted.get("low_ms")):
         return False
-    low, high = sorted((a, b), key=lambda s: s.predicted["step_ms"])
+    low, high = sorted((a, b), key=lambda s: s.predicted_ms)
     return low.predicted["high_ms"] < high.predicted["low_ms"]
 
 
@@ -129,7 +133,7 @@ def ranking_lines(cells) -> list[str]:
     pairs = [(a, b) for mine in cells for i, a in enumerate(mine) for b in mine[i + 1:]
              if measured_apart(a, b)]
     right = [(a, b) for a, b in pairs if (a.measured_ms < b.measured_ms)
-             == (a.predicted["step_ms"] < b.predicted["step_ms"])]
+             == (a.predicted_ms < b.predicted_ms)]
     apart = [(a, b) for a, b in pairs if bands_apart(a, b)]
     apart_right = [pair for pair in apart if pair in right]
     return [f"ranking: {len(right)} of {len(pairs)} pairs whose measurements are apart ordered "
@@ -165,16 +169,16 @@ def pick(mine: Sequence[Scored], pair_band: float | None = None) -> Pick:
     """The predicted best, or the strategies it cannot be told from, against the measured:
     with ``pair_band``, those predicted within it of the best's step (pairs.hedge); without,
     those whose band's low end reaches the best's high end."""
-    predicted = min(mine, key=lambda s: s.predicted["step_ms"])
+    predicted = min(mine, key=lambda s: s.predicted_ms)
     measured = min(mine, key=lambda s: s.measured_ms)
     if pair_band is not None:
-        names = pairs.hedge({s.variant: s.predicted["step_ms"] for s in mine}, pair_band)
+        names = pairs.hedge({s.variant: s.predicted_ms for s in mine}, pair_band)
         hedge = [s for name in names for s in mine if s.variant == name]
     else:
         reach = predicted.predicted.get("high_ms")
         hedge = sorted((s for s in mine if s is predicted or (
             reach is not None and s.predicted.get("low_ms") is not None
-            and s.predicted["low_ms"] <= reach)), key=lambda s: s.predicted["step_ms"])
+            and s.predicted["low_ms"] <= reach)), key=lambda s: s.predicted_ms)
     slowest = max(mine, key=lambda s: s.measured_ms)
     held = len(hedge) > 1 and slowest in hedge and measured_apart(slowest, measured)
     return Pick(hedge, measured, slowest if held else None)
