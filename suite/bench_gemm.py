@@ -500,6 +500,7 @@ def test_gemm_sweep(benchmark, device_peaks, sweep_rounds: int, sweep_shape, swe
     intensity = ops.arithmetic_intensity(shape.m, shape.n, shape.k, element_bytes)
     info = GEMM_SWEEP.row(
         preset=shape.name, family=shape.family,
+        draw_seed=sweep.run_seed() if shape.family == sweep.FRESH else None,
         m=shape.m, n=shape.n, k=shape.k, dtype=sweep_dtype,
         rounds=sweep_rounds, launches_per_round=launches,
         round_ms=round_ms,

@@ -69,6 +69,7 @@ from pathlib import Path
 from impl import capabilities, studies
 from impl.atomic import unwritable
 from impl.fingerprint import machine_label
+from impl.kernels import sweep
 from impl.profiles import ALWAYS, PROFILE_ENV, PROFILES, recorded_profile
 from impl.settings import check_environment, selected_backend
 from suite import budget, exit_codes, hangs, pipes
@@ -502,6 +503,8 @@ def check_inputs(argv: list[str]) -> Checked:
     args, pytest_args = parse(argv)
     check_suite_options(vars(args))  # those given before "--"; pytest checks the rest
     check_environment()
+    # Every pass, and this collection, draws the GEMM sweep's fresh shapes with one seed.
+    os.environ[sweep.SEED_VARIABLE] = str(sweep.seed_for_run())
     mode = args.mode or "default"
     gpus = capabilities.gpu_count()
     backend = selected_backend()
@@ -534,6 +537,10 @@ def planned_passes(checked: Checked, scratch: Path) -> list[Pass]:
     for line in budget.plan_lines([step.plan for step in passes], checked.mode, where,
                                   budget.load_rates()):
         print(line, flush=True)
+    if gpus and checked.mode != "quick":
+        seed = os.environ[sweep.SEED_VARIABLE]
+        print(f"[suite] the GEMM sweep's fresh shapes: seed {seed} (each row records it; "
+              f"{sweep.SEED_VARIABLE}={seed} draws them again)", flush=True)
     return passes
 
 

@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import pytest
 import torch
 
@@ -151,23 +153,58 @@ def test_plan_rejects_a_width_without_a_kernel() -> None:
 def test_sweep_covers_every_family_with_unique_names() -> None:
     shapes = sweep.sweep_shapes()
     assert len({s.name for s in shapes}) == len(shapes)
-    assert {s.family for s in shapes} == set(sweep.FAMILIES)
+    assert {s.family for s in shapes} == set(sweep.FAMILIES) - {sweep.FRESH}
     assert len(sweep.transformer_shapes()) == 3 * 3 * 4
     assert [s.name for s in sweep.shapes_for("quick")] == list(sweep.QUICK_SHAPES)
-    assert sweep.shapes_for("full") == shapes
+    assert sweep.shapes_for("full", seed=7) == (*shapes, *sweep.fresh_shapes(7))
 
 
 def test_the_default_sweep_is_the_held_out_families_and_two_of_every_other() -> None:
-    chosen = sweep.shapes_for("default")
-    assert chosen == sweep.shapes_for("default")  # the same draw every time
+    chosen = sweep.shapes_for("default", seed=7)
+    assert chosen == sweep.shapes_for("default", seed=7)  # the same draw every time
     by_family = {family: [s for s in chosen if s.family == family] for family in sweep.FAMILIES}
     every = sweep.sweep_shapes()
-    for family in sweep.HELD_OUT_FAMILIES:
+    for family in set(sweep.HELD_OUT_FAMILIES) - {sweep.FRESH}:
         assert by_family[family] == [s for s in every if s.family == family]
+    assert by_family[sweep.FRESH] == sweep.fresh_shapes(7)
     for family in set(sweep.FAMILIES) - set(sweep.HELD_OUT_FAMILIES):
         assert len(by_family[family]) == 2, family
-    assert len(chosen) == 8 + 8 + 2 * 6
-    assert [s for s in every if s in chosen] == list(chosen)  # in sweep order
+    assert len(chosen) == 8 + 8 + 8 + 2 * 6
+    listed = chosen[:-sweep.FRESH_COUNT]
+    assert [s for s in every if s in listed] == list(listed)  # in sweep order, fresh last
+
+
+def test_the_held_out_families_are_the_draw_their_comment_names() -> None:
+    held_out = [(s.m, s.n, s.k) for s in sweep.sweep_shapes() if s.family == "held_out"]
+    assert held_out[:3] == [(1108, 2848, 4536), (8780, 264, 374), (324, 920, 4640)]
+    assert sweep.drawn("overlap-suite:gemm-held-out-2", "held_out_2", 8)[4] == sweep.SweepShape(
+        "held_out_2_8316x648x4216", "held_out_2", 8316, 648, 4216)
+
+
+def test_each_run_draws_fresh_shapes_with_its_seed() -> None:
+    first, again, other = (sweep.fresh_shapes(seed) for seed in (11, 11, 12))
+    assert first == again and first != other
+    listed = {s.name for s in sweep.sweep_shapes()}
+    for index, shape in enumerate(first + other):
+        assert shape.name.startswith("fresh_") and shape.name not in listed
+        assert all(256 <= size < 16384 for size in (shape.m, shape.n, shape.k)), shape
+        if index % sweep.FRESH_COUNT % 2 == 0:  # every other draw can be read in place
+            assert shape.n % 8 == 0 and shape.k % 8 == 0, shape
+    assert sweep.run_seed({sweep.SEED_VARIABLE: "12"}) == 12
+    assert sweep.seed_for_run({sweep.SEED_VARIABLE: "12"}) == 12
+    assert 1 <= sweep.seed_for_run({}) < 10**6
+    today = int(datetime.now(timezone.utc).strftime("%Y%m%d"))
+    assert sweep.run_seed({}) in (today, today + 1)  # a hand run: the UTC date (at midnight)
+
+
+def test_a_bad_seed_is_one_line_before_anything_runs(monkeypatch, tmp_path, capsys) -> None:
+    from suite import run
+
+    monkeypatch.setenv(sweep.SEED_VARIABLE, "x1")
+    assert run.main(["--results-dir", str(tmp_path / "r")]) == 2
+    assert capsys.readouterr().err == (f"error: {sweep.SEED_VARIABLE}='x1': allowed a whole "
+                                       "number (the fresh GEMM shapes' seed)\n")
+    assert not (tmp_path / "r").exists()
 
 
 def test_sweep_families_are_what_they_say() -> None:

@@ -15,7 +15,10 @@ Families (docs/gemm.md says why each is there):
   choices carry over to shapes nobody picked;
 - ``held_out_2``: 8 more, drawn the same way after the stream-K rule and the store and
   padding changes were fixed (commit 91227f0's tiles.py), so the first held-out family,
-  which those changes were looked at on, no longer counts as unseen.
+  which those changes were looked at on, no longer counts as unseen;
+- ``fresh``: 8 more drawn the same way in every default and full run, with a seed of that
+  run (``SEED_VARIABLE``, which suite.run sets and each row records): shapes no list in the
+  repository holds, so no change can have been tuned on them.
 
 The full mode runs every shape (about 20 s per dtype on one H100, after the kernel build);
 the default mode the held-out families whole and a seeded sample of two shapes of every other
@@ -25,11 +28,19 @@ runs ``QUICK_SHAPES``.
 
 from __future__ import annotations
 
+import math
+import os
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 FAMILIES = ("square", "transformer", "small_k", "skinny_m", "ragged", "unaligned", "held_out",
-            "held_out_2")
+            "held_out_2", "fresh")
+FRESH = "fresh"
+FRESH_COUNT = 8
+# The fresh family's seed: set by suite.run for every pass of a run (each rank draws the same
+# shapes); without it, the UTC date (YYYYMMDD), so a hand run draws the day's shapes.
+SEED_VARIABLE = "OVERLAP_SWEEP_SEED"
 
 
 @dataclass(frozen=True)
@@ -89,26 +100,58 @@ def sweep_shapes() -> tuple[SweepShape, ...]:
     unaligned = [SweepShape(f"unaligned_{m}x{n}x{k}", "unaligned", m, n, k)
                  for m, n, k in ((4097, 4099, 4101), (1000, 1001, 999), (8191, 8191, 8191),
                                  (2048, 2048, 2047), (4096, 4097, 4096))]
-    # random.Random("overlap-suite:gemm-held-out"), m, n, k = exp(uniform(ln 256, ln 16384)),
-    # n and k of every other draw rounded down to a multiple of 8.
-    held_out = [SweepShape(f"held_out_{m}x{n}x{k}", "held_out", m, n, k)
-                for m, n, k in ((1108, 2848, 4536), (8780, 264, 374), (324, 920, 4640),
-                                (8938, 316, 4108), (2285, 416, 2776), (1740, 5298, 8078),
-                                (6322, 4592, 1304), (4369, 6414, 338))]
-    # The same draw with random.Random("overlap-suite:gemm-held-out-2").
-    held_out_2 = [SweepShape(f"held_out_2_{m}x{n}x{k}", "held_out_2", m, n, k)
-                  for m, n, k in ((2964, 320, 1776), (4578, 984, 1187), (12841, 13720, 840),
-                                  (1966, 2757, 640), (8316, 648, 4216), (1136, 10738, 3007),
-                                  (7035, 824, 12536), (1307, 487, 299))]
+    held_out = drawn("overlap-suite:gemm-held-out", "held_out", 8)
+    held_out_2 = drawn("overlap-suite:gemm-held-out-2", "held_out_2", 8)
     return (*squares, *transformer_shapes(), *small_k, *skinny, *ragged, *unaligned, *held_out,
             *held_out_2)
+
+
+def drawn(seed: str, family: str, count: int) -> list[SweepShape]:
+    """``count`` shapes drawn with ``random.Random(seed)``: m, n and k each
+    exp(uniform(ln 256, ln 16384)), n and k of every other draw (the first, third, ...)
+    rounded down to a multiple of 8, so that half the shapes can be read in place."""
+    draw, shapes = random.Random(seed), []
+    for index in range(count):
+        m, n, k = (int(math.exp(draw.uniform(math.log(256), math.log(16384))))
+                   for _ in range(3))
+        if index % 2 == 0:
+            n, k = n // 8 * 8, k // 8 * 8
+        shapes.append(SweepShape(f"{family}_{m}x{n}x{k}", family, m, n, k))
+    return shapes
+
+
+def fresh_shapes(seed: int) -> list[SweepShape]:
+    """The fresh family of the run with ``seed``."""
+    return drawn(f"overlap-suite:gemm-fresh:{seed}", FRESH, FRESH_COUNT)
+
+
+def run_seed(environ: Mapping[str, str] = os.environ) -> int:
+    """The fresh family's seed: ``SEED_VARIABLE``, else today's UTC date as YYYYMMDD;
+    ValueError naming the value where it is not a whole number."""
+    text = environ.get(SEED_VARIABLE)
+    if text is None:
+        from datetime import datetime, timezone
+
+        return int(datetime.now(timezone.utc).strftime("%Y%m%d"))
+    if not text.strip().isdigit():
+        raise ValueError(f"{SEED_VARIABLE}={text!r}: allowed a whole number (the fresh GEMM "
+                         "shapes' seed)")
+    return int(text)
+
+
+def seed_for_run(environ: Mapping[str, str] = os.environ) -> int:
+    """The seed a run of the suite draws its fresh shapes with: ``SEED_VARIABLE`` where set
+    (to draw a run's shapes again), else a new one."""
+    if SEED_VARIABLE in environ:
+        return run_seed(environ)
+    return random.SystemRandom().randrange(1, 10**6)
 
 
 #: The quick mode's subset: the smallest and the largest squares a layer has.
 QUICK_SHAPES = ("square_2048", "square_8192")
 #: The default mode's sample: every shape of the held-out families (drawn at random, never
 #: tuned on) and this many of every other family, drawn with a seed of their own.
-HELD_OUT_FAMILIES = ("held_out", "held_out_2")
+HELD_OUT_FAMILIES = ("held_out", "held_out_2", FRESH)
 DEFAULT_PER_FAMILY = 2
 DEFAULT_SEED = "overlap-suite:gemm-default-sample"
 
@@ -126,13 +169,13 @@ def default_sample(every: tuple[SweepShape, ...]) -> tuple[SweepShape, ...]:
     return tuple(shape for shape in every if shape.name in chosen)
 
 
-def shapes_for(mode: str) -> tuple[SweepShape, ...]:
-    """The shapes ``--suite-mode mode`` runs: every one in full, the default sample in the
+def shapes_for(mode: str, seed: int | None = None) -> tuple[SweepShape, ...]:
+    """The shapes ``--suite-mode mode`` runs: every one and the fresh family (of ``seed``,
+    by default ``run_seed()``) in full, the default sample and the fresh family in the
     default mode, ``QUICK_SHAPES`` in quick."""
     every = sweep_shapes()
-    if mode == "full":
-        return every
-    if mode == "default":
-        return default_sample(every)
-    by_name = {shape.name: shape for shape in every}
-    return tuple(by_name[name] for name in QUICK_SHAPES)
+    if mode == "quick":
+        by_name = {shape.name: shape for shape in every}
+        return tuple(by_name[name] for name in QUICK_SHAPES)
+    fresh = fresh_shapes(run_seed() if seed is None else seed)
+    return (*(every if mode == "full" else default_sample(every)), *fresh)

@@ -260,8 +260,10 @@ GEMM_SWEEP = RowKind(
     (DEVICE_NAME, *PEAKS,
      _f("preset", TEXT, "", "The shape's name in the sweep.", required=True),
      _f("family", TEXT, "", "The shape's family (impl/kernels/sweep.py FAMILIES): square, "
-        "transformer, small_k, skinny_m, ragged, unaligned, held_out or held_out_2.",
+        "transformer, small_k, skinny_m, ragged, unaligned, held_out, held_out_2 or fresh.",
         required=True),
+     _f("draw_seed", "int?", "", "The seed the fresh family was drawn with in this run "
+        "(impl/kernels/sweep.py SEED_VARIABLE); none for the listed families."),
      _f("dtype", TEXT, "", "Operand type (bf16, fp16).", required=True),
      _f("m", INT, "", "Rows of A and C.", required=True),
      _f("n", INT, "", "Columns of B and C.", required=True),

@@ -141,7 +141,7 @@ def sweep_tables(view: View) -> list[Table]:
             f"v6's (above 1 the own kernel is faster), geometric mean and minimum over the "
             f"family's shapes. held_out was drawn after v7's tile rates were fitted, held_out_2 "
             f"after its stream-K rule was fixed (held_out had been looked at while that rule "
-            f"was made). {how}",
+            f"was made); fresh is drawn the same way in each run with the run's seed. {how}",
             SUMMARY_COLUMNS, family_summary(mine)))
         tables.append(make_table(
             f"tab-gemm-sweep-{label}",
