@@ -179,7 +179,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"--fabric NAME ({', '.join(available())}) or a path", file=sys.stderr)
             return 2
         fabric = load_fabric(fabric_name)
-        model = held_out_model([args.results])
+        # Without paths the runs read are those of --results: each file loaded once.
+        model = held_out_model([args.results], None if args.paths else runs)
     except (FabricError, ResultsError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

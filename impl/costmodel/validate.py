@@ -110,13 +110,14 @@ class Model(NamedTuple):
     pair_band: float | None = None  # the best pick's hedge (pairs.py)
 
 
-def held_out_model(paths: Sequence[str] = (RESULTS,)) -> Model:
+def held_out_model(paths: Sequence[str] = (RESULTS,),
+                   runs: Sequence[ResultsFile] | None = None) -> Model:
     """From the GPU cells of ``paths`` (default: every committed result): each strategy's
     held-out error, the predictions' bands (heldout.relative_bands), and per GPU model and
     strategy the overhead beyond the schedule (heldout.overheads), per GPU model, workload
     and variant its lane beside backward (impl/costmodel/lanes.py), and the pair band of the
-    best pick (impl/costmodel/pairs.py)."""
-    return runs_model(load_runs(paths))
+    best pick (impl/costmodel/pairs.py). ``runs``: those files, already loaded (load_runs)."""
+    return runs_model(load_runs(paths) if runs is None else runs)
 
 
 def runs_model(runs: Sequence[ResultsFile]) -> Model:

@@ -36,7 +36,7 @@ def fitted_on(monkeypatch):
     folders it was asked to fit on."""
     folders = []
 
-    def held_out_model(paths):
+    def held_out_model(paths, runs=None):
         folders.append(list(paths))
         return validate.Model({}, {}, {})
 
