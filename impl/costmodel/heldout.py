@@ -489,14 +489,9 @@ def decisions(checks: Sequence[accuracy.Check], cells: Sequence[accuracy.Cell]) 
                     max(sign * diff.low, sign * diff.high), sign * diff.value / fast.measured_ms,
                     fast.predicted_ms - slow.predicted_ms, apart(slow, fast)))
         measured_best = {c.variant for c in group if not slower[c.variant]}
-        best = min(group, key=lambda c: c.predicted_ms)
-        # The pair band of the other cells: no cell's own errors narrow or widen its hedge.
-        pair = conformal_band([e for k, errors in pair_errors.items() if k != key
-                               for e in errors])
-        hedged = pairs.hedge({c.variant: c.predicted_ms for c in group},
-                             math.inf if pair is None else pair)
+        hedged = cell_hedge(group, key, pair_errors)
         if not measured_best & set(hedged):
-            picked = f"picked {best.variant}" if len(hedged) == 1 else \
+            picked = f"picked {hedged[0]}" if len(hedged) == 1 else \
                 f"cannot separate {', '.join(hedged)}"
             wrong.append(f"{row.get('machine')} {row['workload']} K = {row['chunks']}: "
                          f"{picked}, measured best {', '.join(sorted(measured_best))}")
@@ -527,6 +522,16 @@ def decisions(checks: Sequence[accuracy.Check], cells: Sequence[accuracy.Cell]) 
                      tuple(sorted(misordered, key=lambda m: (m.cell, -m.relative))), unresolved,
                      right_apart, conformal_band([e for errors in pair_errors.values()
                                                   for e in errors]), held_slowest)
+
+
+def cell_hedge(group: Sequence[accuracy.Check], key: tuple,
+               pair_errors: dict[tuple, list[float]]) -> list[str]:
+    """The variants of cell ``key`` that cannot be told from its predicted best, fastest
+    first: those within the pair band of the *other* cells' pair errors (no cell's own errors
+    narrow or widen its hedge); every variant where no other cell has a pair."""
+    pair = conformal_band([e for k, errors in pair_errors.items() if k != key for e in errors])
+    return pairs.hedge({c.variant: c.predicted_ms for c in group},
+                       math.inf if pair is None else pair)
 
 
 def interleaved_cells(checks: Sequence[accuracy.Check]) -> dict[tuple, list[accuracy.Check]]:
