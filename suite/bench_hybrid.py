@@ -28,7 +28,7 @@ import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import pytest
 import torch
@@ -45,7 +45,7 @@ from impl.hybrid import (
     host_initialised_model,
     loss_curves_match,
 )
-from impl.hybrid.bounds import measure_copy_rates, offload_bounds
+from impl.hybrid.bounds import host_work_ms, measure_copy_rates, offload_bounds
 from impl.hybrid.buckets import BUCKET_ELEMENTS, bucket_layout
 from impl.hybrid.coarse import (
     CoarseHybrid,
@@ -54,6 +54,13 @@ from impl.hybrid.coarse import (
     even_shares,
     residual_imbalance,
     worker_device,
+)
+from impl.hybrid.crossover import (
+    LADDER_POINTS,
+    WITHIN,
+    Ladder,
+    LadderPoint,
+    bound_crossover_tokens,
 )
 from impl.hybrid.deepspeed_adam import VARIANT as DEEPSPEED_VARIANT
 from impl.hybrid.deepspeed_adam import check_against_torch, deepspeed_cpu_adam
@@ -85,6 +92,7 @@ from impl.rows.kinds import (
     HOST_ADAM,
     HYBRID_COMPARISON,
     HYBRID_STEP,
+    OFFLOAD_CROSSOVER,
     OFFLOAD_ONLY,
 )
 from impl.rows.write import write_row
@@ -177,9 +185,10 @@ OFFLOAD_FAMILY = ("mlp_4096x8_b8192", "mlp_4096x24_b4096_bf16", "gpt_small_bf16"
                   "mlp_8192x16_b2048_bf16", "mlp_tiny")
 # The default run of a launch of several GPUs keeps the bf16 decoder alone of the family, and
 # no CPU-against-GPU forward table: both are studies of one device, measured on rank 0 while
-# the other GPUs wait, and the one-GPU default run measures the rest (docs/budget.md).
+# the other GPUs wait, and the one-GPU default run measures the rest, the crossover ladders
+# too (docs/budget.md).
 SEVERAL_GPUS_DEFAULT_MEMBERS = ("gpt_small_bf16",)
-ONE_GPU_TABLES = ("test_gpt_forward",)
+ONE_GPU_STUDIES = ("test_gpt_forward", "test_offload_crossover")
 
 
 def planned(item, mode: str) -> bool:
@@ -190,9 +199,12 @@ def planned(item, mode: str) -> bool:
         modes = offload_family().get(item.callspec.params["member"], (None, ()))[1]
         if mode not in modes:
             return False
+    if (item.originalname == "test_offload_crossover"
+            and item.callspec.params["member"] not in crossover_family(mode)):
+        return False
     if mode != "default" or launched_world() < 2 or not gpu_here():
         return True
-    if item.originalname in ONE_GPU_TABLES:
+    if item.originalname in ONE_GPU_STUDIES:
         return False
     if item.originalname in ("test_offload", "test_offload_comparison"):
         return item.callspec.params["member"] in SEVERAL_GPUS_DEFAULT_MEMBERS
@@ -252,11 +264,16 @@ def coarse(item) -> bool:
 
 
 def expected_seconds(item, mode: str) -> float | None:
-    """An offload member's whole measurement (its first row makes it): every variant's check
-    against its fp32 reference, its warm-up and timed rounds at the slower of the GPU's step
-    and host Adam, and its model builds (suite/deadline.py). Other rows: the mode's default."""
+    """An offload member's whole measurement (its first row makes it), and a crossover
+    ladder's every point (measurement_s). Other rows: the mode's default."""
     if coarse(item) and (selected_backend() != "gloo" or launched_world() < 2):
         return SKIPPED_S  # skipped at once: the coarse-grained hybrid's pass runs it
+    if item.originalname == "test_offload_crossover":
+        workload = crossover_family(mode).get(item.callspec.params["member"])
+        if workload is None:
+            return None  # skipped at once
+        return sum(measurement_s(replace(workload, batch=batch), len(CROSSOVER_VARIANTS), mode)
+                   for batch in expected_ladder(workload))
     if measurement_key(item) == item.nodeid:
         return None
     family = offload_family()
@@ -264,6 +281,13 @@ def expected_seconds(item, mode: str) -> float | None:
     if member not in family:
         return None  # skipped at once
     workload = family[member][0]
+    return measurement_s(workload, len(offload_variants(workload)), mode)
+
+
+def measurement_s(workload, variants: int, mode: str) -> float:
+    """measure_offload's seconds: every variant's check against its fp32 reference, its warm-up
+    and timed rounds at the slower of the GPU's step and host Adam, and its model builds
+    (suite/deadline.py)."""
     device = deadline.suite_device()
     rounds = rounds_for(mode, device)
     parameters = parameter_count(workload)
@@ -275,7 +299,6 @@ def expected_seconds(item, mode: str) -> float | None:
                  parameters * ADAM_BYTES_PER_PARAMETER / EXPECTED_HOST_ADAM_BYTES_PER_S)
     checks = max(3, rounds.check_steps) * (reference_s + step_s)
     timed = (rounds.warmup + rounds.rounds) * rounds.steps_per_round * step_s
-    variants = len(offload_variants(workload))
     return variants * (checks + timed) + deadline.expected_s(workload, 0, 2 * variants + 1, 1,
                                                              device)
 
@@ -357,10 +380,12 @@ class OffloadMeasured:
     step_calls: dict[str, dict]  # per offload: what its last timed step paid
 
 
-def measure_offload(workload, rounds) -> OffloadMeasured:
+def measure_offload(workload, rounds, variants: dict | None = None) -> OffloadMeasured:
+    """Every variant of ``variants`` (default: offload_variants) checked, then timed in
+    interleaved rounds, with the run's rates and the bounds they give."""
     device = main_device()
     loss = mlp_loss(workload)
-    variants = offload_variants(workload)
+    variants = variants or offload_variants(workload)
     options = {name: HybridOptions(**{"cpu_threads": host_threads(), **settings})
                for name, (_, settings) in variants.items()}
     data = batches(workload, device, rank=0)
@@ -573,6 +598,99 @@ def test_offload_only(benchmark, dist_context, pytestconfig):
         peak_tflops=measured.peak_tflops,
         fraction_of_peak=measured.model_tflops / measured.peak_tflops,
     ))
+
+# --- where offload stops costing: the delayed update's crossover in tokens per step -------
+
+CROSSOVER_VARIANTS = ("device-adam", "offload-overlap-dpu")
+CROSSOVER_MEMBERS = ("gpt_small_bf16", "mlp_4096x8_b8192", "mlp_4096x24_b4096_bf16", "mlp_tiny")
+
+
+def crossover_family(mode: str) -> dict[str, object]:
+    """name -> the workload whose batch a crossover ladder walks from its own in ``mode`` (a
+    CPU-only machine walks mlp_tiny's): the bf16 decoder, host-bound at its batch, and the fp32
+    MLP, near its bound at its batch (docs/hybrid.md); in --full the 403M bf16 MLP too, whose
+    host work is about eight times its GPU step at its batch."""
+    if not gpu_here():
+        return {"mlp_tiny": preset("mlp_tiny")}
+    members = [gpt_small_bf16(), mlp_4096x8_b8192()]
+    if mode == "full":
+        members.append(mlp_4096x24_b4096_bf16())
+    return {w.name: w for w in members}
+
+
+def crossover_points() -> int:
+    """Batches a ladder measures at most: two on a CPU-only machine, whose rates say nothing of
+    a GPU's crossover (the path is what it tests)."""
+    return LADDER_POINTS if gpu_here() else 2
+
+
+def expected_ladder(workload) -> list[int]:
+    """The batches a ladder is expected to walk, every point of it: halving from the member's
+    batch where its GPU step (suite/deadline.py's rates) is expected within WITHIN of host
+    Adam (EXPECTED_HOST_ADAM_BYTES_PER_S), doubling where not. The plan's guess; the run's
+    own ratios decide."""
+    host_s = parameter_count(workload) * ADAM_BYTES_PER_PARAMETER / EXPECTED_HOST_ADAM_BYTES_PER_S
+    step_s = deadline.expected_step_s(workload, deadline.suite_device(), 1, "nvlink")
+    if step_s * WITHIN >= host_s:
+        return [max(1, workload.batch >> point) for point in range(crossover_points())]
+    return [workload.batch << point for point in range(crossover_points())]
+
+
+def crossover_point(measured: OffloadMeasured, tokens: int, ratio: dict) -> LadderPoint:
+    """One measured batch of a ladder."""
+    reference, dpu = CROSSOVER_VARIANTS
+    checks = measured.checks.values()
+    return LadderPoint(
+        batch=measured.workload.batch, tokens=tokens,
+        device_adam_ms=stats.median(measured.round_ms[reference]).value,
+        dpu_ms=stats.median(measured.round_ms[dpu]).value, dpu_ratio=ratio,
+        bound_ratio=bound_figures(measured, dpu)[STEP_ROW.bound_ratio],
+        gradient_error=max(c.gradient_error for c in checks),
+        weight_error=max(c.weight_error for c in checks))
+
+
+@pytest.mark.one_device
+@pytest.mark.parametrize("member", CROSSOVER_MEMBERS)
+def test_offload_crossover(benchmark, member, dist_context, rounds, pytestconfig):
+    if dist_context.rank != 0:
+        pytest.skip("the fine-grained hybrid is one process: it runs on rank 0")
+    # planned() left out other members
+    workload = crossover_family(pytestconfig.option.suite_mode)[member]
+    per_row = getattr(workload, "context", 1)
+    ladder, points, last = Ladder(workload.batch, per_row, crossover_points()), [], None
+    variants = {name: (name, {}) for name in CROSSOVER_VARIANTS}
+    while (batch := ladder.next_batch()) is not None:
+        try:
+            measured = measure_offload(replace(workload, batch=batch), rounds, variants)
+        except torch.OutOfMemoryError as error:  # the batch is past what the GPU holds
+            ladder.out_of_memory(batch, str(error).splitlines()[0])
+            points.append(LadderPoint(batch, batch * per_row, failed=ladder.failed[batch]))
+            torch.cuda.empty_cache()
+            continue
+        ratio = stats.ratio(measured.round_ms[CROSSOVER_VARIANTS[1]],
+                            measured.round_ms[CROSSOVER_VARIANTS[0]]).to_json()
+        ladder.measured(batch, ratio)
+        points.append(crossover_point(measured, batch * per_row, ratio))
+        last = measured
+    crossover = ladder.crossover()
+    if last is None:
+        pytest.fail(f"{workload.name}: {crossover.verdict}")
+    rates = last.rates
+    host_ms = (host_work_ms(last.parameters, DTYPE_BYTES[workload.dtype], rates)
+               if rates["to_host_gbps"] else None)
+    fused = {p.tokens: p.device_adam_ms for p in points if p.failed is None}
+    benchmark.group = "hybrid-offload-crossover"
+    record_round_times(benchmark, [sum(per) for per in zip(*last.measurement.wall_s.values())])
+    write_row(benchmark, OFFLOAD_CROSSOVER.row(
+        workload=workload.name, config=describe(workload), dtype=workload.dtype, rates=rates,
+        device=device_name(last.device), parameters=last.parameters, tokens_per_row=per_row,
+        batches=[asdict(point) for point in points], within=WITHIN,
+        crossover_tokens=crossover.tokens,
+        outside_tokens=crossover.outside_tokens,
+        bound_crossover_tokens=bound_crossover_tokens(fused, host_ms) if host_ms else None,
+        host_work_ms=host_ms, verdict=crossover.verdict,
+    ))
+
 
 # --- host Adam alone: implementations and thread layouts against memory bandwidth ----------
 

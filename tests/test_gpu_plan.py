@@ -61,10 +61,13 @@ def test_every_study_keeps_the_cells_that_answer_its_question(plans, gpus):
     assert "test_gemm[v6-square_8192-bf16]" in ran
     assert "test_gemm_sweep[sweep-held_out_2_8316x648x4216-bf16]" in ran
     assert "test_offload[gpt_small_bf16-offload-overlap-dpu]" in ran
-    # The offload family's fp32 member and the CPU-against-GPU forward table are studies of
-    # one device: the one-GPU run keeps them, a launch of several GPUs leaves them to it.
+    # The offload family's fp32 member, the crossover ladders and the CPU-against-GPU forward
+    # table are studies of one device: the one-GPU run keeps them, a launch of several GPUs
+    # leaves them to it.
     one_gpu_only = {"test_offload[mlp_4096x8_b8192-offload-overlap-dpu]",
-                    "test_offload_comparison[mlp_4096x8_b8192]", "test_gpt_forward[cpu]"}
+                    "test_offload_comparison[mlp_4096x8_b8192]", "test_gpt_forward[cpu]",
+                    "test_offload_crossover[gpt_small_bf16]",
+                    "test_offload_crossover[mlp_4096x8_b8192]"}
     assert (one_gpu_only <= ran) == (gpus == 1) and (one_gpu_only & ran == set()) == (gpus > 1)
     # Members kept for --full, and mlp_tiny (the CPU's member), are left out of the plan: a
     # skip at run time would have added their estimates (632 s and 60 s on one GPU) to it.

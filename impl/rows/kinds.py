@@ -525,6 +525,32 @@ OFFLOAD_ONLY = RowKind(
         "measured in the same process.", True),
      _f("fraction_of_peak", NUM, "", "model_tflops / peak_tflops.", True)))
 
+OFFLOAD_CROSSOVER = RowKind(
+    "offload_crossover", "Where offload stops costing (impl/hybrid/crossover.py): one model's "
+    "batch walked until the delayed-update offload comes within 1.10× of fused GPU Adam.",
+    ("name",),
+    (WORKLOAD, CONFIG, HYBRID_DTYPE, HYBRID_RATES,
+     _f("device", TEXT, "", "The GPU it ran on.", required=True),
+     _f("parameters", INT, "", "Parameters of the model.", required=True),
+     _f("tokens_per_row", INT, "", "Tokens per batch row: the decoder's sequence, 1 for an MLP.",
+        required=True),
+     _f("batches", [OBJ], "", "Per batch, in the order measured: its rows and tokens per step, "
+        "fused GPU Adam's and the delayed update's median steps (ms), their ratio paired by "
+        "round with its 95% interval, the delayed update's bound over fused GPU Adam's step, "
+        "the check's largest errors; or why the batch could not run.", required=True),
+     _f("within", NUM, "×", "The ratio to fused GPU Adam the crossover is judged at.",
+        required=True),
+     _f("crossover_tokens", "int?", "", "The fewest tokens per step measured with the ratio's "
+        "95% interval inside ``within``; null where none was."),
+     _f("outside_tokens", "int?", "", "The most tokens per step measured below the crossover "
+        "with the ratio outside ``within``; null where none was."),
+     _f("bound_crossover_tokens", "num?", "", "Where the bound max(GPU step, host work) comes "
+        "within ``within``: the tokens at which a line through fused GPU Adam's measured steps "
+        "reaches host work / within."),
+     _f("host_work_ms", "num?", "ms", "Host Adam and both copies of a step at the run's rates "
+        "(impl/hybrid/bounds.py)."),
+     _f("verdict", TEXT, "", "The crossover in words.", required=True)))
+
 HOST_ADAM = RowKind(
     "host_adam", "Adam on the host, one implementation and thread layout, against the "
     "memory bandwidth measured in the same rounds.",
@@ -659,8 +685,8 @@ TENSOR_PARALLEL_COMPARISON = RowKind(
 ROW_KINDS: dict[str, RowKind] = {kind.name: kind for kind in (
     STEP, COMPARISON, INTERFERENCE, ALLREDUCE, SYNTHETIC, GEMM, GEMM_SWEEP, TENSOR_CORE_CEILING,
     SEED_STEP, SAMPLER_OVERHEAD, AUTOTUNE, TENSOR_PARALLEL, TENSOR_PARALLEL_COMPARISON, PIPELINE,
-    PIPELINE_COMPARISON, HYBRID_STEP, HYBRID_COMPARISON, OFFLOAD_ONLY, HOST_ADAM, DIGITS_CURVE,
-    GPT_FORWARD)}
+    PIPELINE_COMPARISON, HYBRID_STEP, HYBRID_COMPARISON, OFFLOAD_ONLY, OFFLOAD_CROSSOVER, HOST_ADAM,
+    DIGITS_CURVE, GPT_FORWARD)}
 
 # The fields whose numbers have a range, by name: impl/rows/files.py judges every number of a
 # row, at any depth and of any kind, by the field its nearest key names.
