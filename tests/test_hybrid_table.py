@@ -12,7 +12,7 @@ import pytest
 
 from impl import stats
 from impl.hybrid import table
-from impl.rows.kinds import HOST_ADAM, HYBRID_STEP
+from impl.rows.kinds import HOST_ADAM, HYBRID_STEP, OFFLOAD_CROSSOVER
 from tests.committed import make_copy
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,7 +94,8 @@ def test_a_printed_ratio_is_the_paired_ratio_of_the_rows(at_copy, capsys):
 
 
 @pytest.mark.parametrize(("reader", "kind"), [(table.FamilyStep, HYBRID_STEP),
-                                               (table.HostAdam, HOST_ADAM)])
+                                               (table.HostAdam, HOST_ADAM),
+                                               (table.Crossing, OFFLOAD_CROSSOVER)])
 def test_the_table_reads_fields_its_rows_declare(reader, kind):
     """A renamed field fails here, not as a blank cell; a field the reader cannot do without
     is one every row of the kind has."""
@@ -111,6 +112,43 @@ def test_a_file_of_host_adam_rows_alone_prints_each_beside_the_bandwidth(at_copy
     assert "| `fused-grouped` | 31 | 134.8 | 0.869 [0.832, 0.884] |" in lines
     assert "| `deepspeed-cpu-adam` | 31 | 157.7 | 1.017 [0.988, 1.035] |" in lines
     assert lines[-1] == "In-place bandwidth measured in the same rounds: 155.0 GB/s."
+
+
+def ladder_row() -> dict:
+    """A crossover ladder as suite/bench_hybrid.py writes it: climbing, the last batch past
+    the GPU's memory."""
+    point = {"gradient_error": 1e-3, "weight_error": 1e-6}
+    return {"name": "test_offload_crossover[gpt_small_bf16]", **OFFLOAD_CROSSOVER.row(
+        workload="gpt_small_bf16", dtype="bf16",
+        device="NVIDIA H200", parameters=93_000_000, tokens_per_row=1024, within=1.1,
+        batches=[{**point, "batch": 16, "tokens": 16_384, "device_adam_ms": 31.5,
+                 "dpu_ms": 49.3, "dpu_ratio": {"value": 1.565, "low": 1.529, "high": 1.585},
+                 "bound_ratio": 1.0},
+                {**point, "batch": 32, "tokens": 32_768, "device_adam_ms": 60.2,
+                 "dpu_ms": 68.0, "dpu_ratio": {"value": 1.13, "low": 1.1, "high": 1.16},
+                 "bound_ratio": None},
+                {"batch": 64, "tokens": 65_536, "failed": "CUDA out of memory"}],
+        crossover_tokens=None, outside_tokens=32_768, bound_crossover_tokens=31_000.4,
+        host_work_ms=55.0, verdict="no batch measured reaches 1.10×")}
+
+
+def test_a_file_of_crossover_ladders_alone_prints_each_batch_and_the_crossover(at_copy, capsys):
+    data = json.loads((at_copy / H200).read_text())
+    data["benchmarks"] = [{**data["benchmarks"][0], "name": "test_offload_crossover",
+                           "extra_info": ladder_row()}]
+    (at_copy / "ladder.json").write_text(json.dumps(data))
+    assert table.main(["ladder.json"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    model = "`gpt_small_bf16`, bf16, 93M"
+    assert lines[4:] == [
+        "| model | batch rows | tokens a step | fused GPU Adam ms | offload-overlap-dpu / fused "
+        "GPU Adam | bound / fused GPU Adam |", "|---|---|---|---|---|---|",
+        f"| {model} | 16 | 16,384 | 31.5 | 1.565 [1.529, 1.585] | 1.000 |",
+        f"| {model} | 32 | 32,768 | 60.2 | 1.130 [1.100, 1.160] |  |",
+        f"| {model} | 64 | 65,536 | did not run: CUDA out of memory | | |", "",
+        "- `gpt_small_bf16`: no batch measured reaches 1.10×; the bound's crossover 31,000 "
+        "tokens (host work 55.0 ms a step)."]
+    assert lines[2] == "Where offload stops costing (impl/hybrid/crossover.py):"
 
 
 def test_a_missing_file_is_one_line_and_exit_2(at_copy, capsys):

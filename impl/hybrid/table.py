@@ -1,7 +1,8 @@
 """The offload family of result files as Markdown: per file, each fine-grained variant's step
 against fused GPU Adam measured in the same rounds, beside its bound and goal, then the rates
-the run measured. docs/hybrid.md's H100 and H200 tables are its output (tests/test_hybrid_table.py
-checks them); it only reads rows, through impl/rows/files.py.
+the run measured and its crossover ladders (impl/hybrid/crossover.py). docs/hybrid.md's H100
+and H200 tables are its output (tests/test_hybrid_table.py checks them); it only reads rows,
+through impl/rows/files.py.
 
     python -m impl.hybrid.table results/h100x1/20261125T185111Z-e7j9h2iw.json
 
@@ -19,10 +20,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 from impl import stats
+from impl.hybrid.crossover import LadderPoint
 from impl.hybrid.goals import bound_under_step
 from impl.rows.declare import RowKind
 from impl.rows.files import ResultsError, ResultsFile, load_results
-from impl.rows.kinds import HOST_ADAM, HYBRID_STEP
+from impl.rows.kinds import HOST_ADAM, HYBRID_STEP, OFFLOAD_CROSSOVER
 
 REFERENCE = "device-adam"  # fused GPU Adam: the family's reference
 STUDY = "fine-grained"
@@ -156,30 +158,76 @@ def host_adam_table(rows: Sequence[HostAdam]) -> list[str]:
     return lines
 
 
+@dataclass(frozen=True)
+class Crossing:
+    """The fields of an offload_crossover row (OFFLOAD_CROSSOVER) this table reads."""
+
+    workload: str
+    parameters: int
+    batches: list[dict]
+    verdict: str
+    dtype: str | None = None
+    bound_crossover_tokens: float | None = None
+    host_work_ms: float | None = None
+
+
+def crossover_table(rows: Sequence[Crossing]) -> list[str]:
+    """Each ladder (impl/hybrid/crossover.py): per batch the delayed update against fused GPU
+    Adam, then the crossover and the bound's."""
+    lines = ["| model | batch rows | tokens a step | fused GPU Adam ms | offload-overlap-dpu "
+             "/ fused GPU Adam | bound / fused GPU Adam |", "|---|---|---|---|---|---|"]
+    for row in rows:
+        model = f"`{row.workload}`, {row.dtype or 'fp32'}, {row.parameters / 1e6:.0f}M"
+        for point in (LadderPoint(**p) for p in row.batches):
+            where = f"| {model} | {point.batch} | {point.tokens:,} |"
+            if point.failed is not None:
+                lines.append(f"{where} did not run: {point.failed} | | |")
+                continue
+            bound = "" if point.bound_ratio is None else f"{point.bound_ratio:.3f}"
+            lines.append(f"{where} {point.device_adam_ms:.1f} | {interval(point.dpu_ratio)} | "
+                         f"{bound} |")
+    lines.append("")
+    for row in rows:
+        bound = (f"; the bound's crossover {row.bound_crossover_tokens:,.0f} tokens (host work "
+                 f"{row.host_work_ms:.1f} ms a step)" if row.bound_crossover_tokens is not None
+                 else "")
+        lines.append(f"- `{row.workload}`: {row.verdict}{bound}.")
+    return lines
+
+
+def crossover_block(crossings: Sequence[Crossing]) -> list[str]:
+    return ["", "Where offload stops costing (impl/hybrid/crossover.py):", "",
+            *crossover_table(crossings)] if crossings else []
+
+
 def file_block(path: str) -> list[str]:
-    """The family's table and the run's rates; a file of host_adam rows alone (a run of
-    ``-k host_adam``), their table."""
+    """The family's table, the run's rates and its crossover ladders; a file without the
+    family (a run of ``-k host_adam`` or ``-k crossover``), its host_adam rows' table and its
+    ladders."""
     results = load_results(path)
     commit = ((results.data.get("commit_info") or {}).get("id") or "unknown")[:7]
     host_rows = rows_of(results, HOST_ADAM, HostAdam)
-    if host_rows and not any(r.study == STUDY
-                             for r in rows_of(results, HYBRID_STEP, FamilyStep)):
-        return [f"**`{path}`**: {results.label}, commit {commit}", "",
-                *host_adam_table(host_rows)]
+    crossings = rows_of(results, OFFLOAD_CROSSOVER, Crossing)
+    if (host_rows or crossings) and not any(
+            r.study == STUDY for r in rows_of(results, HYBRID_STEP, FamilyStep)):
+        return [f"**`{path}`**: {results.label}, commit {commit}",
+                *(["", *host_adam_table(host_rows)] if host_rows else []),
+                *crossover_block(crossings)]
     steps = family_steps(results)
     devices = ", ".join(dict.fromkeys(r.device for r in steps))
     lines = [f"**`{path}`**: {results.label}, {devices}, commit {commit}", "",
              *family_table(steps)]
     if rates := rates_line(results, steps):
         lines += ["", rates]
-    return lines
+    return lines + crossover_block(crossings)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m impl.hybrid.table", description=(
         "The offload family (fine-grained hybrid_step rows) of result files, as Markdown: "
-        "each variant's step against fused GPU Adam, its bound and goal, the run's rates; "
-        "a file of host_adam rows alone, every host Adam beside the in-place bandwidth."))
+        "each variant's step against fused GPU Adam, its bound and goal, the run's rates, "
+        "and where offload stops costing (offload_crossover rows); a file of host_adam rows "
+        "alone, every host Adam beside the in-place bandwidth."))
     parser.add_argument("paths", nargs="+", metavar="RESULTS", help="result files")
     args = parser.parse_args(argv)
     try:

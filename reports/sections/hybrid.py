@@ -14,6 +14,7 @@ import math
 import statistics
 from collections.abc import Sequence
 
+from impl.hybrid.crossover import LadderPoint
 from impl.hybrid.goals import bound_under_step
 from impl.hybrid.gpt_forward import STUDY_TABLE
 from impl.rows.kinds import (
@@ -22,6 +23,7 @@ from impl.rows.kinds import (
     HOST_ADAM,
     HYBRID_COMPARISON,
     HYBRID_STEP,
+    OFFLOAD_CROSSOVER,
     OFFLOAD_ONLY,
 )
 from reports import figures
@@ -40,7 +42,7 @@ from reports.view import View
 
 # The fields of each kind of row read here: row[HYBRID.variant].
 HYBRID, PAIRS = HYBRID_STEP.names, HYBRID_COMPARISON.names
-LARGEST, ADAM = OFFLOAD_ONLY.names, HOST_ADAM.names
+LARGEST, ADAM, CROSSING = OFFLOAD_ONLY.names, HOST_ADAM.names, OFFLOAD_CROSSOVER.names
 DIGITS, GPT = DIGITS_CURVE.names, GPT_FORWARD.names
 
 VARIANT_COLORS = {"cpu": "#7f7f7f", "gpu": "#1f77b4", "coarse-hybrid": "#ff7f0e",
@@ -153,10 +155,35 @@ def family_headline_text(rows: Sequence[dict], machine: str) -> str | None:
     if not (headline := family_headline(rows, machine)):
         return None
     members = max(h["members"] for h in headline.values())
-    return (f"time against fused GPU Adam, geometric mean of {members} workloads: " + ", ".join(
+    text = (f"time against fused GPU Adam, geometric mean of {members} workloads: " + ", ".join(
         f"{variant} {fmt(h['geomean'])}× (worst {fmt(h['worst'])}×, {h['worst_workload']}; "
         f"{h['meeting']} of {h['members']} within goal or 1.10× bound)"
         for variant, h in headline.items()))
+    if crossings := [r for r in crossover_rows(rows) if r["machine"] == machine]:
+        text += "; where offload stops costing: " + "; ".join(
+            f"{r[CROSSING.workload]} {r[CROSSING.verdict]}" for r in crossings)
+    return text
+
+
+def crossover_rows(rows: Sequence[dict]) -> list[dict]:
+    """The crossover ladders (kind offload_crossover), newest run per machine and model: every
+    batch measured, the delayed update against fused GPU Adam, and the crossover."""
+    newest = {}
+    for row in of_kind(rows, OFFLOAD_CROSSOVER.name):
+        key = (row["machine"], row[CROSSING.workload])
+        if key not in newest or (row["run"] or "") > (newest[key]["run"] or ""):
+            newest[key] = row
+    return [{**row, "batches_text": "; ".join(point_text(p) for p in row[CROSSING.batches])}
+            for row in newest.values()]
+
+
+def point_text(point: dict) -> str:
+    """"32 rows, 32,768 tokens: 1.21 [1.18, 1.25]", or why the batch could not run."""
+    point = LadderPoint(**point)
+    where = f"{point.batch:,} rows, {point.tokens:,} tokens"
+    if point.failed is not None:
+        return f"{where}: did not run ({point.failed})"
+    return f"{where}: {interval_text(point.dpu_ratio)}"
 
 
 HOST_WORK = (HYBRID.hidden_host_fraction, HYBRID.exposed_adam_ms, HYBRID.exposed_copies_ms,
@@ -287,6 +314,14 @@ ONLY_OFFLOAD_COLUMNS = (
     Column.of(OFFLOAD_ONLY.field.peak_tflops, "measured bf16 peak TFLOP/s", unit=""),
     Column.of(OFFLOAD_ONLY.field.fraction_of_peak, "of peak"),
 )
+CROSSOVER_COLUMNS = (
+    text_column("machine"), text_column(CROSSING.workload, "model"),
+    text_column(CROSSING.dtype), Column.of(OFFLOAD_CROSSOVER.field.parameters),
+    text_column("batches_text", "offload-overlap-dpu / fused GPU Adam per batch [95% CI]"),
+    text_column(CROSSING.verdict, "crossover"),
+    Column.of(OFFLOAD_CROSSOVER.field.bound_crossover_tokens, "the bound's crossover, tokens"),
+    Column.of(OFFLOAD_CROSSOVER.field.host_work_ms),
+)
 HOST_WORK_COLUMNS = (
     text_column("machine"), text_column(HYBRID.workload), text_column(HYBRID.variant),
     text_column("hidden_host_fraction_text", "hidden host work [95% CI]"),
@@ -368,6 +403,21 @@ def only_offload_table(rows: Sequence[dict], runs: Sequence) -> Table | None:
         "parameters · batch rows / step time, against cuBLAS's bf16 8192³ rate measured in "
         "the same process (the figure ZeRO-Offload reports). " + how_text(largest, runs),
         ONLY_OFFLOAD_COLUMNS, largest)
+
+
+def crossover_table(rows: Sequence[dict], runs: Sequence) -> Table | None:
+    """Where offload stops costing: each ladder's batches and its crossover."""
+    if not (crossings := crossover_rows(rows)):
+        return None
+    return make_table(
+        "tab-hybrid-crossover", "Where offload stops costing (impl/hybrid/crossover.py): each "
+        "model's batch walked from its own, doubling while the delayed-update offload is over "
+        "1.10× fused GPU Adam's step and halving while it is within (the upper end of the "
+        "95% interval, paired by round), each batch checked before it was timed; the bound's "
+        "crossover is where a line through fused GPU Adam's measured steps reaches the host "
+        "work at the run's rates over 1.10 (impl/hybrid/bounds.py: the delayed update is "
+        "bound by max(GPU step, host work)). " + how_text(crossings, runs),
+        CROSSOVER_COLUMNS, crossings)
 
 
 def host_work_table(rows: Sequence[dict]) -> Table | None:
@@ -452,5 +502,6 @@ def section_parts(view: View) -> dict:
                                     always=True)),
             "host_work_table": host_work_table(rows),
             "only_offload_table": only_offload_table(rows, runs),
+            "crossover_table": crossover_table(rows, runs),
             "host_adam_table": host_adam_table(rows, runs), "digits_table": digits_table,
             "digits_figures": digits_figures, "gpt_table": gpt_table(rows, runs)}

@@ -81,3 +81,26 @@ def test_the_largest_model_row_states_its_plan_attempt_and_check():
                                   "memory)")
     assert table["check_text"] == "gradients 0.00100 ≤ 0.100; weights 1.00e-07 ≤ 1.00e-05"
     assert table["step_text"] == "1,500 [1,490, 1,510]"
+
+
+def ladder(run: str, workload: str, verdict: str) -> dict:
+    return {"kind": "offload_crossover", "machine": "h100x1", "run": run, "workload": workload,
+            "verdict": verdict,
+            "batches": [{"batch": 16, "tokens": 16384,
+                        "dpu_ratio": {"value": 1.56, "low": 1.5, "high": 1.6}},
+                       {"batch": 32, "tokens": 32768, "failed": "CUDA out of memory"}]}
+
+
+def test_the_crossover_is_the_newest_ladder_per_model_and_page_1_quotes_it():
+    rows = [ladder("r1", "gpt_small_bf16", "older"),
+            ladder("r2", "gpt_small_bf16", "within 1.10× from 65,536 tokens a step (1.04×)"),
+            ladder("r1", "mlp_4096x8_b8192", "within 1.10× at every batch measured")]
+    crossings = hybrid.crossover_rows(rows)
+    assert [(r["workload"], r["run"]) for r in crossings] == [("gpt_small_bf16", "r2"),
+                                                             ("mlp_4096x8_b8192", "r1")]
+    assert crossings[0]["batches_text"] == ("16 rows, 16,384 tokens: 1.56 [1.50, 1.60]; 32 rows, "
+                                           "32,768 tokens: did not run (CUDA out of memory)")
+    family_rows = family({"a": {"offload-overlap-dpu": 2.0}, "b": {"offload-overlap-dpu": 8.0}})
+    assert hybrid.family_headline_text(family_rows + rows, "h100x1").endswith(
+        "; where offload stops costing: gpt_small_bf16 within 1.10× from 65,536 tokens a step "
+        "(1.04×); mlp_4096x8_b8192 within 1.10× at every batch measured")
