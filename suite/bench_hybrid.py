@@ -74,7 +74,7 @@ from impl.hybrid.digits import (
 from impl.hybrid.goals import GOALS, meets
 from impl.hybrid.gpt_forward import STUDY_TABLE, measure_in_fresh_process
 from impl.hybrid.host_adam import ADAM_BYTES_PER_PARAMETER, HostAdam
-from impl.hybrid.largest import measure_only_offload
+from impl.hybrid.largest import NoModelOnlyTheOffloadHolds, measure_only_offload
 from impl.hybrid.measure import HOST_WORK_FIGURES, host_work_split
 from impl.hybrid.table import HOST_ADAM_VARIANT
 from impl.presets import (
@@ -583,7 +583,10 @@ def test_offload_only(benchmark, dist_context, pytestconfig):
     if pytestconfig.option.suite_mode != "full":
         pytest.skip("the largest model runs in --suite-mode full (about a minute, most of it "
                     "pinning host memory)")
-    measured = measure_only_offload(main_device(), host_threads(), ONLY_OFFLOAD_STEPS)
+    try:
+        measured = measure_only_offload(main_device(), host_threads(), ONLY_OFFLOAD_STEPS)
+    except NoModelOnlyTheOffloadHolds as reason:  # a host with less memory than its GPU
+        pytest.skip(str(reason))
     workload, step = measured.workload, measured.step
     benchmark.group = "hybrid-offload-only"
     record_round_times(benchmark, round_seconds(measured.round_ms))
@@ -602,20 +605,18 @@ def test_offload_only(benchmark, dist_context, pytestconfig):
 # --- where offload stops costing: the delayed update's crossover in tokens per step -------
 
 CROSSOVER_VARIANTS = ("device-adam", "offload-overlap-dpu")
-CROSSOVER_MEMBERS = ("gpt_small_bf16", "mlp_4096x8_b8192", "mlp_4096x24_b4096_bf16", "mlp_tiny")
+CROSSOVER_MEMBERS = ("gpt_small_bf16", "mlp_4096x8_b8192", "mlp_tiny")
 
 
 def crossover_family(mode: str) -> dict[str, object]:
-    """name -> the workload whose batch a crossover ladder walks from its own in ``mode`` (a
-    CPU-only machine walks mlp_tiny's): the bf16 decoder, host-bound at its batch, and the fp32
-    MLP, near its bound at its batch (docs/hybrid.md); in --full the 403M bf16 MLP too, whose
-    host work is about eight times its GPU step at its batch."""
+    """name -> the workload whose batch a crossover ladder walks from its own (a CPU-only
+    machine walks mlp_tiny's), in every mode: the bf16 decoder, host-bound at its batch, and the
+    fp32 MLP, near its bound at its batch (docs/hybrid.md). Not the 403M bf16 MLP: at 4× its
+    batch its fused-GPU-Adam training reached a NaN loss at step 75 of --full's rounds on one
+    H200 (lr 1e-3 on random targets), and a ladder needs every batch to train."""
     if not gpu_here():
         return {"mlp_tiny": preset("mlp_tiny")}
-    members = [gpt_small_bf16(), mlp_4096x8_b8192()]
-    if mode == "full":
-        members.append(mlp_4096x24_b4096_bf16())
-    return {w.name: w for w in members}
+    return {w.name: w for w in (gpt_small_bf16(), mlp_4096x8_b8192())}
 
 
 def crossover_points() -> int:

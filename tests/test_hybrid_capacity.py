@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from impl.hybrid import largest
 from impl.hybrid.capacity import main, mlp_capacity
 
 
@@ -23,3 +29,18 @@ def test_the_capacity_cli_refuses_bad_input_in_one_line(capsys):
     assert capsys.readouterr().err == "capacity: dtype 'fp8': choose one of fp32, bf16, fp16\n"
     assert main(["--gpu-gib", "80", "--host-gib", "128", "--batch", "0"]) == 2
     assert capsys.readouterr().err == "capacity: batch=0: choose a positive integer\n"
+
+
+def test_a_host_smaller_than_its_gpu_has_no_model_only_the_offload_trains(monkeypatch):
+    # One H200 (139.8 GiB) on a host of 128 GiB: the offload's 16 bytes a parameter on the host
+    # hold fewer layers than GPU-only Adam on the GPU, so nothing is tried.
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda device: SimpleNamespace(total_memory=int(139.8 * 2**30)))
+    monkeypatch.setattr(largest, "host_bytes", lambda: 128 * 2**30)
+    monkeypatch.setattr(largest, "try_gpu_only", lambda *args: pytest.fail("tried a model"))
+    with pytest.raises(largest.NoModelOnlyTheOffloadHolds) as raised:
+        largest.only_offload_workload(torch.device("cuda"), largest.loss_for, None)
+    assert str(raised.value) == (
+        "no model only the offload can train here: the plan holds 99 layers of width 8192 with "
+        "GPU-only Adam and 96 with the offload, bound by the host's memory (128 GiB of host "
+        "memory)")

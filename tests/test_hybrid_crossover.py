@@ -28,7 +28,8 @@ def test_a_host_bound_model_doubles_its_batch_until_the_ratio_is_inside():
     assert walk(ladder, ratios) == [16, 32, 64]
     crossover = ladder.crossover()
     assert (crossover.tokens, crossover.outside_tokens) == (65_536, 32_768)
-    assert crossover.verdict == "within 1.10× from 65,536 tokens a step (1.04×); 1.21× at 32,768"
+    assert crossover.verdict == ("within 1.10× from 65,536 tokens a step (1.040× [1.020, 1.060]); "
+                                 "1.210× [1.190, 1.230] at 32,768")
 
 
 def test_a_model_inside_at_its_batch_halves_it_until_the_ratio_is_outside():
@@ -44,8 +45,9 @@ def test_a_point_is_inside_only_when_its_whole_interval_is():
     walk(ladder, {16: ratio(1.05, high=1.12), 32: ratio(1.08, high=1.11)})
     crossover = ladder.crossover()
     assert crossover.tokens is None
-    assert crossover.verdict == ("no batch measured reaches 1.10×: 1.08× at 32 tokens a step, "
-                                 "the most measured, and the ladder stops at 2 batches")
+    assert crossover.verdict == ("no batch measured reaches 1.10×: 1.080× [1.060, 1.110] at 32 "
+                                 "tokens a step, the most measured, and the ladder stops at 2 "
+                                 "batches")
 
 
 def test_a_batch_past_the_gpus_memory_ends_the_climb_and_is_named():
@@ -55,7 +57,8 @@ def test_a_batch_past_the_gpus_memory_ends_the_climb_and_is_named():
     ladder.out_of_memory(32, "CUDA out of memory. Tried to allocate 20.00 GiB")
     assert ladder.next_batch() is None
     assert ladder.crossover().verdict == (
-        "no batch measured reaches 1.10×: 1.50× at 16 tokens a step, the most measured, and "
+        "no batch measured reaches 1.10×: 1.500× [1.480, 1.520] at 16 tokens a step, the most "
+        "measured, and "
         "batch 32 did not fit (CUDA out of memory. Tried to allocate 20.00 GiB)")
 
 
@@ -65,7 +68,7 @@ def test_a_model_inside_down_to_one_row_says_so():
     crossover = ladder.crossover()
     assert (crossover.tokens, crossover.outside_tokens) == (1, None)
     assert crossover.verdict == ("within 1.10× at every batch measured, down to 1 tokens a step "
-                                 "(1.03×)")
+                                 "(1.030× [1.010, 1.050])")
 
 
 def test_nothing_measured_says_why():

@@ -99,7 +99,7 @@ class Ladder:
             why = (f"batch {max(self.failed)} did not fit ({self.failed[max(self.failed)]})"
                    if self.failed else f"the ladder stops at {self.points} batches")
             return Crossover(None, tokens[largest], (
-                f"no batch measured reaches {WITHIN:.2f}×: {self.ratios[largest]['value']:.2f}× "
+                f"no batch measured reaches {WITHIN:.2f}×: {interval(self.ratios[largest])} "
                 f"at {tokens[largest]:,} tokens a step, the most measured, and {why}"
                 if self.ratios else f"nothing measured: {why}"))
         outside = [b for b in self.ratios if b < inside[0]]
@@ -107,11 +107,16 @@ class Ladder:
         if below is None:
             return Crossover(tokens[inside[0]], None, (
                 f"within {WITHIN:.2f}× at every batch measured, down to {tokens[inside[0]]:,} "
-                f"tokens a step ({self.ratios[inside[0]]['value']:.2f}×)"))
+                f"tokens a step ({interval(self.ratios[inside[0]])})"))
         return Crossover(tokens[inside[0]], tokens[below], (
             f"within {WITHIN:.2f}× from {tokens[inside[0]]:,} tokens a step "
-            f"({self.ratios[inside[0]]['value']:.2f}×); {self.ratios[below]['value']:.2f}× at "
+            f"({interval(self.ratios[inside[0]])}); {interval(self.ratios[below])} at "
             f"{tokens[below]:,}"))
+
+
+def interval(ratio: dict) -> str:
+    """"1.087× [1.079, 1.101]": a ratio and its 95% interval, to the digits that decide it."""
+    return f"{ratio['value']:.3f}× [{ratio['low']:.3f}, {ratio['high']:.3f}]"
 
 
 def bound_crossover_tokens(fused_ms: dict[int, float], host_work_ms: float) -> float | None:

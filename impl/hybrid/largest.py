@@ -39,6 +39,11 @@ def mlp(layers: int) -> MLPConfig:
                      batch=BATCH, dtype=DTYPE)
 
 
+class NoModelOnlyTheOffloadHolds(ValueError):
+    """This GPU and host have no model that only the offload can train: the host holds no more
+    of the offload's 16 bytes a parameter than the GPU holds of GPU-only Adam's."""
+
+
 def only_offload_workload(device: torch.device, loss_of, options: HybridOptions
                           ) -> tuple[MLPConfig, dict, list[dict]]:
     """The smallest model GPU-only Adam cannot hold, found by trying it one layer at a time
@@ -46,6 +51,12 @@ def only_offload_workload(device: torch.device, loss_of, options: HybridOptions
     it says), with the plan and every attempt."""
     plan = mlp_capacity(torch.cuda.get_device_properties(device).total_memory, host_bytes(),
                         WIDTH, BATCH, DTYPE)
+    if plan.offload_layers <= plan.gpu_only_layers:
+        raise NoModelOnlyTheOffloadHolds(
+            f"no model only the offload can train here: the plan holds {plan.gpu_only_layers} "
+            f"layers of width {WIDTH} with GPU-only Adam and {plan.offload_layers} with the "
+            f"offload, bound by the {plan.offload_bound_by}'s memory ({host_bytes() / 2**30:.0f} "
+            f"GiB of host memory)")
     attempts = []
     for layers in range(plan.gpu_only_layers + 1, plan.offload_layers + 1):
         workload = mlp(layers)
@@ -56,8 +67,9 @@ def only_offload_workload(device: torch.device, loss_of, options: HybridOptions
                          "gpu_only": outcome})
         if outcome != "ran":
             return workload, plan.to_json(), attempts
-    raise ValueError(f"no model only the offload can train here: GPU-only Adam held "
-                     f"{plan.offload_layers} layers, as many as the offload's plan")
+    raise NoModelOnlyTheOffloadHolds(f"no model only the offload can train here: GPU-only Adam "
+                                     f"held {plan.offload_layers} layers, as many as the "
+                                     "offload's plan")
 
 
 def try_gpu_only(workload: MLPConfig, device: torch.device, loss, batch,
