@@ -42,7 +42,7 @@ from impl.costmodel.lanes import LaneEffects
 from impl.costmodel.scale import compute_band
 from impl.costmodel.schedule import Plan, simulate
 from impl.costmodel.variant_plans import Interference
-from impl.rows.kinds import COMPARISON, STEP, is_older_step
+from impl.rows.kinds import COMPARISON, REFERENCE, STEP, is_older_step
 
 # A cell's row is a comparison row, or (before interleaving) a step row, which declares the
 # fields read from both (workload, chunks, world_size, profile, device, backend) alike; a
@@ -113,7 +113,7 @@ def copy_fabric(device: str | None, comm: Fabric | MeasuredSweep, world: int) ->
 
 def measured_variants(row: dict) -> dict[str, tuple[dict, float | None]]:
     """Every variant of a comparison row with a step estimate: (estimate, hidden fraction)."""
-    sequential = row[CELL_ROW.references]["sequential_ms"]
+    sequential = row[CELL_ROW.references][REFERENCE.sequential_ms]
     found = {row[CELL_ROW.sequential_reference]: (sequential, None)}
     for name, figures in (row.get(CELL_ROW.strategies) or {}).items():
         found[name] = (figures[STEP_ROW.step_ms],
@@ -143,9 +143,9 @@ class Cell:
         nothing to overlap, costs beyond its parts (a diagnostic, never a model input)."""
         references = self.row.get(CELL_ROW.references) or {}
         # an interleaved cell's references, else (a step row) the row's own figures
-        compute = (value(references.get("compute_only_ms"))
+        compute = (value(references.get(REFERENCE.compute_only_ms))
                    or self.row.get(STEP_ROW.compute_only_ms))
-        comm = value(references.get("comm_only_ms")) or self.row.get(STEP_ROW.comm_only_ms)
+        comm = value(references.get(REFERENCE.comm_only_ms)) or self.row.get(STEP_ROW.comm_only_ms)
         sequential = self.variants.get(self.row[CELL_ROW.sequential_reference])
         if not compute or not comm or sequential is None:
             return None

@@ -41,7 +41,7 @@ from impl.costmodel.fabric import Fabric, fit_fabric, measured_sweep
 from impl.costmodel.inputs import comm_fabrics, fabric_key, interference, run_name, value
 from impl.costmodel.lanes import ALONE_READ, ANY_GPU, NO_LANE, LaneEffects, lane_effects, lanes_over
 from impl.costmodel.scale import PREDICTED_VARIANTS, step_band
-from impl.rows.kinds import ALLREDUCE, COMPARISON, STEP, is_older_step
+from impl.rows.kinds import ALLREDUCE, COMPARISON, REFERENCE, STEP, is_older_step
 from impl.strategy_records import strategy_of
 
 # A cell's row, and the rows compared with it, are comparison rows or (before interleaving)
@@ -121,9 +121,9 @@ def _same_run(cell: accuracy.Cell, rows: Sequence[dict], keep) -> accuracy.Input
                  and fabric_key(r)[:2] == key[:2] and fabric_key(r)[3:] == key[3:]]
     points = [(r[CELL_ROW.chunks], parameter_layout(r[CELL_ROW.workload])[0][-1][1]
                * parameter_layout(r[CELL_ROW.workload])[1],
-               value(r[CELL_ROW.references]["comm_only_ms"]))
+               value(r[CELL_ROW.references][REFERENCE.comm_only_ms]))
               for r in comm_rows if known_workload(r[CELL_ROW.workload])
-              and value((r.get(CELL_ROW.references) or {}).get("comm_only_ms"))]
+              and value((r.get(CELL_ROW.references) or {}).get(REFERENCE.comm_only_ms))]
     if not points:
         return "no other comm-only time in its run"
     launches, total, times = zip(*points)
@@ -437,7 +437,7 @@ def _limit_bands(by_cell: dict[tuple, list[accuracy.Check]],
     limit − 1| of the *other* cells (leave-one-cell-out, as ``bands``)."""
     errors = {}
     for key, group in by_cell.items():
-        measured = value((rows[key].get(CELL_ROW.references) or {}).get("limit_ms"))
+        measured = value((rows[key].get(CELL_ROW.references) or {}).get(REFERENCE.limit_ms))
         predicted = next((c.limit_ms for c in group if c.limit_ms is not None), None)
         if measured and predicted:
             errors[key] = abs(predicted / measured - 1)

@@ -27,7 +27,7 @@ from impl.costmodel.compute import (
 )
 from impl.costmodel.fabric import Fabric, fit_fabric
 from impl.costmodel.variant_plans import Interference
-from impl.rows.kinds import COMPARISON, INTERFERENCE, STEP, is_older_step
+from impl.rows.kinds import COMPARISON, INTERFERENCE, REFERENCE, STEP, is_older_step
 
 # A cell's row is a comparison row or (before interleaving) a step row: both declare the
 # fields read from either (workload, chunks, world_size, profile, sequential_reference) alike.
@@ -50,7 +50,7 @@ def compute_profile(row: dict) -> ReadyProfile:
     spans, element_size = parameter_layout(row[CELL_ROW.workload])
     timelines = row.get(CELL_ROW.timelines) or {}
     timeline = timelines.get("compute-only") or row.get(STEP_ROW.timeline)
-    step = (value((row.get(CELL_ROW.references) or {}).get("compute_only_ms"))
+    step = (value((row.get(CELL_ROW.references) or {}).get(REFERENCE.compute_only_ms))
             or row.get(STEP_ROW.step_ms))
     return profile_from_timeline(timeline, chunk_ends(spans, row[CELL_ROW.chunks]),
                                  element_size, step)
@@ -71,7 +71,7 @@ def comm_fabrics(rows: Sequence[dict]) -> dict[tuple, tuple[Fabric, str]]:
             continue
         comm = None
         if COMPARISON.holds(row):
-            comm = value((row.get(CELL_ROW.references) or {}).get("comm_only_ms"))
+            comm = value((row.get(CELL_ROW.references) or {}).get(REFERENCE.comm_only_ms))
         elif is_older_step(row):
             comm = row.get(STEP_ROW.comm_only_ms)
         if comm:

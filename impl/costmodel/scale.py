@@ -38,7 +38,7 @@ from impl.costmodel.fabric import MeasuredSweep, NodeFabric, measured_sweep
 from impl.costmodel.inputs import compute_profile, interference, run_name
 from impl.costmodel.lanes import ANY_GPU, NO_LANE, LaneEffects
 from impl.costmodel.schedule import simulate
-from impl.rows.kinds import ALLREDUCE, COMPARISON, STEP
+from impl.rows.kinds import ALLREDUCE, COMPARISON, REFERENCE, STEP
 
 # The row predicted from is a comparison row or (an older file) a step row, which declare the
 # fields read from both alike; the sweeps are all-reduce rows.
@@ -70,7 +70,7 @@ class Source:
 
 def compute_band(row: dict) -> float:
     """The compute-only step's 95% interval as a relative half-width (0 where not given)."""
-    estimate = (row.get(CELL_ROW.references) or {}).get("compute_only_ms") or {}
+    estimate = (row.get(CELL_ROW.references) or {}).get(REFERENCE.compute_only_ms) or {}
     if estimate.get("low") is None or estimate.get("high") is None or not estimate.get("value"):
         return 0.0
     return (estimate["high"] - estimate["low"]) / 2 / estimate["value"]
