@@ -36,6 +36,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from impl.costmodel import nccl
+from impl.rows.kinds import ALLREDUCE
+
+SWEEP_ROW = ALLREDUCE.names  # a sweep's all-reduce rows: row[SWEEP_ROW.size_bytes]
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,8 @@ def measured_sweep(rows: Sequence[dict], source: str) -> MeasuredSweep:
     size: a size measured in several runs counts once)."""
     by_size: dict[float, list[float]] = {}
     for row in rows:
-        by_size.setdefault(float(row["size_bytes"]), []).append(float(row["time_ms"]))
+        size = float(row[SWEEP_ROW.size_bytes])
+        by_size.setdefault(size, []).append(float(row[SWEEP_ROW.time_ms]))
     sizes = sorted(by_size)
     return MeasuredSweep(tuple(sizes), tuple(float(np.median(by_size[b])) for b in sizes),
                          source)

@@ -29,17 +29,21 @@ from impl.costmodel.fabric_file import FabricError, available, load_fabric
 from impl.costmodel.predict import chunk_count, fits_device
 from impl.costmodel.validate import RESULTS, Model, held_out_model, load_rows
 from impl.rows.files import ResultsError
+from impl.rows.kinds import COMPARISON
 
 FIELDS = ("workload", "strategy", "world_size", "step_ms", "band", "exposed_comm_ms",
           "overlap_efficiency", "overhead_ms", "straggler_ms", "note")
+# The rows the model is fitted on (comparison, step, interference and all-reduce rows) declare
+# device alike.
+ROW = COMPARISON.names
 
 
 def on_device(rows: Sequence[dict], device: str) -> list[dict]:
     """The rows of the newest run per workload measured on GPU model ``device`` (a part of
     the device name, any case): what the model takes its compute side from."""
     wanted = device.lower().replace(" ", "")
-    return [r for r in rows if isinstance(r.get("device"), str)
-            and wanted in r["device"].lower().replace(" ", "")]
+    return [r for r in rows if isinstance(r.get(ROW.device), str)
+            and wanted in r[ROW.device].lower().replace(" ", "")]
 
 
 def frozen(rows: Sequence[dict], fabric_name: str, worlds: Sequence[int],

@@ -38,6 +38,9 @@ from impl.costmodel.validate import (
     summary_lines,
 )
 from impl.rows.files import ResultsError
+from impl.rows.kinds import COMPARISON
+
+CELL = COMPARISON.names  # the cells whose compute-only timeline the model starts from
 
 
 def _cell(value: float | None, digits: str = ".3g") -> str:
@@ -123,10 +126,10 @@ def default_fabric(device: str | None) -> str | None:
 def newest_gpu_run(rows: Sequence[dict], fabric: str | None) -> list[dict]:
     """The rows of the newest run holding a GPU compute-only step that a fabric file (the
     one named, else any shipped) describes."""
-    runs = [r.get("run") for r in rows if r.get("kind") == "comparison"
-            and "compute-only" in (r.get("timelines") or {})
-            and (fits_device(fabric, r.get("device")) if fabric
-                 else default_fabric(r.get("device")))]
+    runs = [r.get("run") for r in rows if COMPARISON.holds(r)
+            and "compute-only" in (r.get(CELL.timelines) or {})
+            and (fits_device(fabric, r.get(CELL.device)) if fabric
+                 else default_fabric(r.get(CELL.device)))]
     if not runs:
         return []
     newest = max(runs)
@@ -171,8 +174,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if partial and args.no_partial:
             print(partial, file=sys.stderr)
             return 2
-        devices = sorted({r["device"] for r in rows if r.get("kind") == "comparison"
-                          and isinstance(r.get("device"), str)})
+        devices = sorted({r[CELL.device] for r in rows if COMPARISON.holds(r)
+                          and isinstance(r.get(CELL.device), str)})
         fabric_name = args.fabric or next(filter(None, map(default_fabric, devices)), None)
         if fabric_name is None:
             print(f"error: no fabric file for {', '.join(devices) or 'these results'}; pass "

@@ -26,6 +26,9 @@ from impl.costmodel import freeze, score
 from impl.costmodel.fabric_file import FabricError
 from impl.costmodel.validate import load_runs, runs_model, runs_rows
 from impl.rows.files import ResultsError, ResultsFile
+from impl.rows.kinds import COMPARISON
+
+CELL = COMPARISON.names  # the test runs' cells: cell[CELL.device]
 
 
 def started(run: ResultsFile) -> str:
@@ -54,20 +57,20 @@ def held_out(fit: Sequence[str], test: Sequence[str]) -> list[str]:
     check_split(fit_runs, test_runs)
     fit_rows, test_rows = runs_rows(fit_runs), runs_rows(test_runs)
     model = runs_model(fit_runs)
-    cells = [r for r in test_rows if r.get("kind") == "comparison"
-             and r.get("world_size", 1) >= 2 and r.get("backend") == "nccl"]
+    cells = [r for r in test_rows if COMPARISON.holds(r)
+             and r.get(CELL.world_size, 1) >= 2 and r.get(CELL.backend) == "nccl"]
     if not cells:
         raise ValueError(f"{', '.join(test)}: no comparison cell at 2 or more ranks on a GPU")
     out = []
-    for device in sorted({r["device"] for r in cells}):
-        mine = [r for r in cells if r["device"] == device]
+    for device in sorted({r[CELL.device] for r in cells}):
+        mine = [r for r in cells if r[CELL.device] == device]
         rows = freeze.on_device(fit_rows, device)
         if not rows:
             out.append(f"{device}: no fit run measured on it; its {len(mine)} cells are not "
                        "predicted")
             continue
         predictions = freeze.frozen(rows, freeze.node_fabric(device), sorted(
-            {r["world_size"] for r in mine}), sorted({r["chunks"] for r in mine}), model)
+            {r[CELL.world_size] for r in mine}), sorted({r[CELL.chunks] for r in mine}), model)
         out += [f"{device}: fitted on {', '.join(fit)}; tested on {', '.join(test)}",
                 *score.lines(score.scored(predictions, mine), model.pair_band)]
     return out
