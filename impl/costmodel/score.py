@@ -172,8 +172,9 @@ def pick(mine: Sequence[Scored], pair_band: float | None = None) -> Pick:
     predicted = min(mine, key=lambda s: s.predicted_ms)
     measured = min(mine, key=lambda s: s.measured_ms)
     if pair_band is not None:
-        names = pairs.hedge({s.variant: s.predicted_ms for s in mine}, pair_band)
-        hedge = [s for name in names for s in mine if s.variant == name]
+        by_variant = {s.variant: s for s in mine}
+        names = pairs.hedge({name: s.predicted_ms for name, s in by_variant.items()}, pair_band)
+        hedge = [by_variant[name] for name in names]
     else:
         reach = predicted.predicted.get("high_ms")
         hedge = sorted((s for s in mine if s is predicted or (
