@@ -17,6 +17,8 @@ import string
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from impl.rows.declare import RowKind
+from impl.rows.kinds import INTERFERENCE, TENSOR_PARALLEL
 from reports import layout
 from reports.archive import Archive
 from reports.captions import Run
@@ -121,10 +123,10 @@ def is_empty(section: dict) -> bool:
     return not section.get("table")  # a section_kinds table of a study without results
 
 
-def scaled(rows: Sequence[dict], kind: str, gpu_labels: set[str]) -> set[str]:
+def scaled(rows: Sequence[dict], kind: RowKind, gpu_labels: set[str]) -> set[str]:
     """The GPU machines whose rows of ``kind`` span ranks."""
-    return {r["machine"] for r in rows if r.get("kind") == kind
-            and r.get("world_size", 1) > 1} & gpu_labels
+    return {r["machine"] for r in rows if kind.holds(r)
+            and r.get(kind.names.world_size, 1) > 1} & gpu_labels
 
 
 def report_context(rows: Sequence[dict], runs: Sequence[Run],
@@ -140,8 +142,8 @@ def report_context(rows: Sequence[dict], runs: Sequence[Run],
     timelines = step_anatomy.timelines(context)  # every block's, before the CPU's move
     gpu_labels = set(view.machines.gpu)
     layout.split_cpu_blocks(context, gpu_labels, {
-        "tensor-parallel": scaled(rows, "tensor_parallel", gpu_labels),
-        "interference": scaled(rows, "interference", gpu_labels)})
+        "tensor-parallel": scaled(rows, TENSOR_PARALLEL, gpu_labels),
+        "interference": scaled(rows, INTERFERENCE, gpu_labels)})
     moved = layout.move_detail_tables(context, SECTIONS.values())
     context["detail"] = {"empty": not moved, "groups": moved}
     shown, letters = [], iter(string.ascii_uppercase)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from impl.rows.declare import Field
+from impl.rows.kinds import STEP
 from reports.analysis import note_for
 
 NA = "n/a"
@@ -164,7 +165,7 @@ class Table:
 
 def missing_value_note(key: str, row: dict) -> str | None:
     """The default footnote rule: why a value is n/a (and any overlap efficiency's warning)."""
-    if row.get(key) is None or key == "overlap_efficiency":
+    if row.get(key) is None or key == STEP.names.overlap_efficiency:
         return note_for(key, row)
     return None
 

@@ -66,8 +66,12 @@ from scipy.stats import trim_mean
 from impl import stats
 from impl.profiles import PROFILES
 from impl.rows.files import ResultsError, find_result_files, load_results
+from impl.rows.kinds import STEP
 from impl.strategy_records import needs_mpi
 
+# The benchmarks' rows: a step row's strategy may need mpirun; every kind of row with an
+# interconnect profile names it as a step row does.
+ROW = STEP.names
 # An inconclusive re-run grows by its first count of block pairs at a time, up to this many times
 # its first length: a 10% slowdown against a 5% threshold needs the interval's half-width
 # under about 4%, which eight block pairs on a noisy machine often miss.
@@ -248,10 +252,10 @@ def narrowed(recipe: Recipe, benchmarks: Sequence[dict]) -> Recipe:
     infos = [b["extra_info"] for b in benchmarks]
     # Rows without a profile of their own (pipeline, hybrid, digits, synthetic) and gloo rows
     # keep every recorded pass: only NCCL profiles can narrow them.
-    profiles = {info.get("profile") for info in infos}
+    profiles = {info.get(ROW.profile) for info in infos}
     if profiles and profiles <= set(PROFILES):
         args = _without_option(args, "--profiles") + ["--profiles", ",".join(sorted(profiles))]
-    if "--skip-mpi" not in args and not any(needs_mpi(i.get("strategy") or "") for i in infos):
+    if "--skip-mpi" not in args and not any(needs_mpi(i.get(ROW.strategy) or "") for i in infos):
         args.append("--skip-mpi")
     return Recipe(tuple(args), recipe.pytest_args)
 

@@ -32,8 +32,8 @@ from reports.sections import hidden
 from reports.sections.overlap import fabric_rank, saved_pct
 from reports.view import View
 
-# An answer's cell is a comparison row (cell[CELL.workload]); the steps measured before
-# interleaving are step rows.
+# An answer's cell is a comparison row (cell[CELL.workload]); its figures are named as a step
+# row's, and the steps measured before interleaving are step rows.
 CELL, STEP_ROW = COMPARISON.names, STEP.names
 
 VERDICT_SHORT = {"faster": "faster", "slower": "slower", cells.NO_DIFFERENCE: "n.s."}
@@ -102,7 +102,7 @@ def rows_of(view: View) -> list[dict]:
             "gpu": cell["machine"] in view.machines.gpu,
             "speedup": found["vs_sequential"]["speedup"],
             "efficiency": None if cells.other_chunking(cell, answer["best"])
-            else found.get("overlap_efficiency"),
+            else found.get(STEP_ROW.overlap_efficiency),
             "efficiency_note": efficiency_note(cell, answer["best"]),
             "ddp": ddp_text(answer), "marks": provenance(run, answer["best"], view.archive)})
     return entries
