@@ -33,6 +33,7 @@ import os
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 FAMILIES = ("square", "transformer", "small_k", "skinny_m", "ragged", "unaligned", "held_out",
             "held_out_2", "fresh")
@@ -130,8 +131,6 @@ def run_seed(environ: Mapping[str, str] = os.environ) -> int:
     ValueError naming the value where it is not a whole number."""
     text = environ.get(SEED_VARIABLE)
     if text is None:
-        from datetime import datetime, timezone
-
         return int(datetime.now(timezone.utc).strftime("%Y%m%d"))
     if not text.strip().isdigit():
         raise ValueError(f"{SEED_VARIABLE}={text!r}: allowed a whole number (the fresh GEMM "
