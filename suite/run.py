@@ -494,6 +494,7 @@ class Checked:
     label: str
     workdir: Path  # the results folder of this machine's runs
     selecting: dict[str, Pass]  # the passes that select a benchmark (check_pytest_args)
+    seed: str  # the GEMM sweep's fresh shapes' seed (sweep.seed_for_run), for every pass
 
 
 def check_inputs(argv: list[str]) -> Checked:
@@ -503,8 +504,7 @@ def check_inputs(argv: list[str]) -> Checked:
     args, pytest_args = parse(argv)
     check_suite_options(vars(args))  # those given before "--"; pytest checks the rest
     check_environment()
-    # Every pass, and this collection, draws the GEMM sweep's fresh shapes with one seed.
-    os.environ[sweep.SEED_VARIABLE] = str(sweep.seed_for_run())
+    seed = str(sweep.seed_for_run())
     mode = args.mode or "default"
     gpus = capabilities.gpu_count()
     backend = selected_backend()
@@ -512,10 +512,12 @@ def check_inputs(argv: list[str]) -> Checked:
     check_ranks(args.ranks, backend, gpus)
     label = machine_label()
     workdir = check_results_folder(args.results_dir, label)
-    selecting = {} if args.recover else check_pytest_args(
-        plan(mode, profiles, gpus, workdir, pytest_args, args.skip_mpi, args.ranks,
-             quiet=True), pytest_args, budget.machine_class(gpus))
-    return Checked(args, pytest_args, mode, gpus, profiles, label, workdir, selecting)
+    # This collection draws the GEMM sweep's fresh shapes with the seed every pass will use.
+    with environment({sweep.SEED_VARIABLE: seed}):
+        selecting = {} if args.recover else check_pytest_args(
+            plan(mode, profiles, gpus, workdir, pytest_args, args.skip_mpi, args.ranks,
+                 quiet=True), pytest_args, budget.machine_class(gpus))
+    return Checked(args, pytest_args, mode, gpus, profiles, label, workdir, selecting, seed)
 
 
 def planned_passes(checked: Checked, scratch: Path) -> list[Pass]:
@@ -538,9 +540,8 @@ def planned_passes(checked: Checked, scratch: Path) -> list[Pass]:
                                   budget.load_rates()):
         print(line, flush=True)
     if gpus and checked.mode != "quick":
-        seed = os.environ[sweep.SEED_VARIABLE]
-        print(f"[suite] the GEMM sweep's fresh shapes: seed {seed} (each row records it; "
-              f"{sweep.SEED_VARIABLE}={seed} draws them again)", flush=True)
+        print(f"[suite] the GEMM sweep's fresh shapes: seed {checked.seed} (each row records "
+              f"it; {sweep.SEED_VARIABLE}={checked.seed} draws them again)", flush=True)
     return passes
 
 
@@ -554,6 +555,8 @@ def main(argv: list[str] | None = None) -> int:
     except NothingLeft as done:
         print(f"[suite] {done}; nothing launched, nothing written")
         return 0
+    # Every pass draws the GEMM sweep's fresh shapes with one seed, the one checked above.
+    os.environ[sweep.SEED_VARIABLE] = checked.seed
     args, workdir, gpus = checked.args, checked.workdir, checked.gpus
     if args.recover:
         lines = recover(workdir, recovered) if workdir.is_dir() else []
