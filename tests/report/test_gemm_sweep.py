@@ -72,7 +72,22 @@ def test_family_table_for_the_docs(rows: list[dict], tmp_path: Path, capsys) -> 
     results.write_text(json.dumps({"benchmarks": [{"extra_info": r} for r in rows]}))
     assert gemm_sweep.main([str(results)]) == 0
     assert capsys.readouterr().out.splitlines() == table
-    assert gemm_sweep.main([str(tmp_path / "missing.json")]) == 2
+    assert gemm_sweep.main([str(results), str(tmp_path / "missing.json")]) == 2
     assert capsys.readouterr().err == (
-        "usage: python -m reports.sections.gemm_sweep RESULTS.json (a sweep's results file); "
-        f"got {tmp_path / 'missing.json'}\n")
+        "usage: python -m reports.sections.gemm_sweep RESULTS.json [RESULTS.json ...] (sweep "
+        f"results files, their rows pooled); got {results} {tmp_path / 'missing.json'}\n")
+
+
+def test_files_drawn_apart_are_pooled_and_shapes_short_of_cublas_counted(
+        rows: list[dict], tmp_path: Path, capsys) -> None:
+    halves = []
+    for index, half in enumerate((rows[:3], rows[3:])):
+        halves.append(tmp_path / f"seed{index}.json")
+        halves[-1].write_text(json.dumps({"benchmarks": [{"extra_info": r} for r in half]}))
+    assert gemm_sweep.main([str(path) for path in halves]) == 0
+    assert capsys.readouterr().out.splitlines() == gemm_sweep.family_markdown(rows).splitlines()
+    bf16 = next(s for s in gemm_sweep.family_summary(rows) if s["family"] == "all"
+                and s["dtype"] == "bf16")
+    assert bf16["v7_short"] == sum(gemm_sweep.ratio(r, "v7") < 0.90 for r in rows
+                                   if r["dtype"] == "bf16")
+    assert bf16["v7_short"] == 3
