@@ -33,8 +33,11 @@ HOST_ADAM_ALONE = "results/h200x2/logs/20261128T1250-host-adam-deepspeed.json"
 H200X4_GROUPED = ["results/h200x4/20261128T181822Z-03z2kfik.json",
                   "results/h200x4/20261128T183011Z-jmju7u3d.json"]
 HOST_ADAM_ALONE_64 = "results/h200x4/logs/20261128T1840-host-adam-deepspeed.json"
+# The one-GPU default run twice on fresh machines, with the crossover ladders.
+H200_CROSSOVER = ["results/h200x1/20261129T094351Z-5f498uoq.json",
+                  "results/h200x1/20261129T095700Z-yeajb3k3.json"]
 DOC_FILES = [H100, H200, H100X4, H200X4, H200_OF4, H200X4_LATER, H200_GROUPED, HOST_ADAM_ALONE,
-             *H200X4_GROUPED, HOST_ADAM_ALONE_64]
+             *H200X4_GROUPED, HOST_ADAM_ALONE_64, *H200_CROSSOVER]
 
 
 def doc_block() -> tuple[list[str], str]:
