@@ -33,7 +33,8 @@ from impl.rows.kinds import (
 from impl.strategy_records import REFERENCE, STRATEGY_RECORDS, overlaps_in_k_chunks, reading_rank
 
 PIPELINE_KINDS = ("pipeline", "pipeline_comparison", "hybrid_step", "hybrid_comparison",
-                  "host_adam", "digits_curve", "gpt_forward")  # reports/sections/: pipeline, hybrid
+                  "offload_crossover", "host_adam", "digits_curve",
+                  "gpt_forward")  # reports/sections/: pipeline, hybrid
 # The declared kinds (impl/rows/kinds.py) that a section of the report shows.
 REPORTED_KINDS = tuple(kind for kind in ROW_KINDS if kind != "autotune")
 # The fields of each kind of row read here: row[STEP_ROW.chunks]. A group (step_groups,

@@ -136,10 +136,10 @@ def family_headline(rows: Sequence[dict], machine: str) -> dict | None:
     mine = [r for r in family_rows(rows) if r["machine"] == machine and r["ratio"]]
     if not mine:
         return None
-    newest = max(r["run"] or "" for r in mine)
+    newest = max(r["run"] for r in mine)  # runs are numbered oldest first
     out = {}
     for variant in HEADLINE_VARIANTS:
-        at = [r for r in mine if (r["run"] or "") == newest and r[HYBRID.variant] == variant]
+        at = [r for r in mine if r["run"] == newest and r[HYBRID.variant] == variant]
         if len(at) < 2:  # one workload is a cell, quoted as such by the caller
             continue
         worst = max(at, key=lambda r: r["ratio"])
@@ -171,7 +171,7 @@ def crossover_rows(rows: Sequence[dict]) -> list[dict]:
     newest = {}
     for row in of_kind(rows, OFFLOAD_CROSSOVER.name):
         key = (row["machine"], row[CROSSING.workload])
-        if key not in newest or (row["run"] or "") > (newest[key]["run"] or ""):
+        if key not in newest or row["run"] > newest[key]["run"]:  # runs numbered oldest first
             newest[key] = row
     return [{**row, "batches_text": "; ".join(point_text(p) for p in row[CROSSING.batches])}
             for row in newest.values()]

@@ -24,6 +24,9 @@ from tests.report.helpers import run_build
 
 FIXTURE = Path(__file__).parent.parent / "data" / "pipeline-cpu-2core.json"
 GPU_FIXTURE = Path(__file__).parent.parent / "data" / "hybrid-h200x1-trimmed.json"
+# The crossover ladders of a one-H200 default run (results/h200x1/20261129T095700Z-yeajb3k3.json),
+# its other rows left out.
+CROSSOVER_FIXTURE = Path(__file__).parent.parent / "data" / "crossover-h200x1-trimmed.json"
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +57,27 @@ def gpu_rows(gpu_document) -> list[dict]:
     return benchmark_rows("h200x1", 0, gpu_document["benchmarks"])
 
 
-def test_fixtures_hold_every_kind_of_the_section(document, gpu_document):
-    assert set(kinds(document)) | set(kinds(gpu_document)) == set(analysis.PIPELINE_KINDS)
+@pytest.fixture(scope="module")
+def crossover_document() -> dict:
+    return json.loads(CROSSOVER_FIXTURE.read_text())
+
+
+def test_fixtures_hold_every_kind_of_the_section(document, gpu_document, crossover_document):
+    assert set(kinds(document)) | set(kinds(gpu_document)) | set(kinds(crossover_document)) \
+        == set(analysis.PIPELINE_KINDS)
+
+
+def test_the_crossover_rows_show_each_ladder_and_its_verdict(crossover_document):
+    older = benchmark_rows("h200x1", 0, crossover_document["benchmarks"])
+    rows = older + benchmark_rows("h200x1", 1, crossover_document["benchmarks"])
+    crossings = hybrid.crossover_rows(rows)
+    assert [(r["workload"], r["run"]) for r in crossings] == [("gpt_small_bf16", 1),
+                                                             ("mlp_4096x8_b8192", 1)]
+    decoder = crossings[0]
+    assert decoder["batches_text"] == ("16 rows, 16,384 tokens: 1.73 [1.67, 1.76]; 32 rows, "
+                                       "32,768 tokens: 1.07 [1.03, 1.08]")
+    assert decoder["verdict"] == ("within 1.10× from 32,768 tokens a step (1.068× [1.032, "
+                                  "1.077]); 1.727× [1.674, 1.755] at 16,384")
 
 
 def test_hybrid_rows_show_each_check(rows, gpu_rows):
@@ -158,6 +180,12 @@ def test_report_has_the_section_tables_and_figures(html):
     assert 'id="fig-pipeline-bubble"' in html and 'id="fig-digits-cpu-2core"' in html
     assert "No pipeline or hybrid results" not in html
     assert str(escape("655 ms at first, then ≈60 ms")) in html
+
+
+def test_report_shows_the_crossover_table(tmp_path):
+    html = build.build([str(CROSSOVER_FIXTURE)], tmp_path, pdf=False)["html"].read_text()
+    assert 'id="tab-hybrid-crossover"' in html
+    assert str(escape("within 1.10× from 4,096 tokens a step")) in html
 
 
 def test_report_quotes_the_definitions_from_code(html):
