@@ -428,6 +428,10 @@ HYBRID_DTYPE = _f("dtype", "str?", "", "The model's weights and gradients on the
 HYBRID_RATES = _f("rates", "obj?", "", "Rates measured in the same run for the bounds: host "
                   "Adam and the copies each way (GB/s), its threads and parameters.")
 
+# The offload's one-GPU studies (the only-offload model, the crossover ladders).
+ON_GPU = _f("device", TEXT, "", "The GPU it ran on.", required=True)
+MODEL_PARAMETERS = _f("parameters", INT, "", "Parameters of the model.", required=True)
+
 HYBRID_STEP = RowKind(
     "hybrid_step", "One variant of a CPU–GPU hybrid study (fine- or coarse-grained).",
     ("name",),
@@ -509,8 +513,7 @@ OFFLOAD_ONLY = RowKind(
     "timed steps of the overlapped offload.",
     ("name",),
     (WORKLOAD, CONFIG, STEP_MS, STEP_ESTIMATE, ROUND_MS, HYBRID_DTYPE,
-     _f("device", TEXT, "", "The GPU it ran on.", required=True),
-     _f("parameters", INT, "", "Parameters of the model.", required=True),
+     ON_GPU, MODEL_PARAMETERS,
      _f("plan", OBJ, "", "The capacity plan (impl/hybrid/capacity.py): layers each trainer "
         "holds at this width and batch, and what bounds the offload."),
      _f("gpu_only_attempt", TEXT, "", "What one fused-GPU-Adam step of the model did: ran, or "
@@ -530,8 +533,7 @@ OFFLOAD_CROSSOVER = RowKind(
     "batch walked until the delayed-update offload comes within 1.10× of fused GPU Adam.",
     ("name",),
     (WORKLOAD, CONFIG, HYBRID_DTYPE, HYBRID_RATES,
-     _f("device", TEXT, "", "The GPU it ran on.", required=True),
-     _f("parameters", INT, "", "Parameters of the model.", required=True),
+     ON_GPU, MODEL_PARAMETERS,
      _f("tokens_per_row", INT, "", "Tokens per batch row: the decoder's sequence, 1 for an MLP.",
         required=True),
      _f("batches", [OBJ], "", "Per batch, in the order measured: its rows and tokens per step, "
