@@ -20,6 +20,7 @@ host, every row (two processes, one per worker; rank 0 takes the GPU):
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 import os
@@ -55,6 +56,7 @@ from impl.hybrid.coarse import (
     residual_imbalance,
     worker_device,
 )
+from impl.hybrid.contention import Beside, copies, gpu_steps
 from impl.hybrid.crossover import (
     LADDER_POINTS,
     WITHIN,
@@ -98,7 +100,7 @@ from impl.rows.kinds import (
 from impl.rows.write import write_row
 from impl.settings import selected_backend
 from impl.threads import fastest_threads
-from impl.workloads import Batch, build_model, describe, loss_fn
+from impl.workloads import DTYPES, Batch, build_model, describe, loss_fn
 from suite import deadline
 from suite.conftest import launched_world
 from suite.harness import Variant, batches, measure_interleaved, record_round_times, rounds_for
@@ -199,6 +201,8 @@ def planned(item, mode: str) -> bool:
         modes = offload_family().get(item.callspec.params["member"], (None, ()))[1]
         if mode not in modes:
             return False
+    if item.originalname == "test_host_adam_beside" and mode != "full":
+        return False
     if (item.originalname == "test_offload_crossover"
             and item.callspec.params["member"] not in crossover_family(mode)):
         return False
@@ -801,6 +805,97 @@ def test_host_adam(benchmark, variant, dist_context, rounds):
         fraction_of_bandwidth=stats.ratio(
             [b * adam_bytes for b in bandwidth_ms], [a * stream_bytes for a in round_ms]
         ).to_json(),
+    ))
+
+
+# --- host Adam beside the rest of the offloaded step: what costs it its rate -----------------
+
+# condition -> (the gradients' dtype, the work beside host Adam): the decoder's delayed update
+# hands host Adam bf16 gradients, cast to fp32 in its workers, while the GPU trains and the
+# copies run (impl/hybrid/contention.py).
+BESIDE_CONDITIONS = {"alone": ("fp32", ()), "bf16-gradients": ("bf16", ()),
+                     "beside-gpu": ("bf16", ("gpu",)), "beside-copies": ("bf16", ("copies",)),
+                     "beside-both": ("bf16", ("gpu", "copies"))}
+BESIDE_REFERENCE = "alone"
+
+
+@dataclass(frozen=True)
+class BesideMeasured:
+    """measure_host_adam_beside's result: every condition's rows read it."""
+
+    workload: object
+    parameters: int
+    threads: int
+    measurement: object  # measure_interleaved's result
+
+
+_beside: dict[str, BesideMeasured] = {}
+
+
+def measure_host_adam_beside(rounds) -> BesideMeasured:
+    """The trainers' host Adam (HOST_ADAM_VARIANT) over the decoder's parameter count in every
+    condition of BESIDE_CONDITIONS, interleaved: the work beside it starts before a round's
+    timed updates and stops after them."""
+    if "measured" in _beside:
+        return _beside["measured"]
+    device, workload = main_device(), gpt_small_bf16()
+    model = build_model(workload, device)
+    batch = next(iter(batches(workload, device, rank=0)))
+    works = {"gpu": gpu_steps(model, batch, mlp_loss(workload), device),
+             "copies": copies(device)}
+    parameters, threads = parameter_count(workload), host_threads()
+    weights = [torch.randn(parameters, generator=torch.Generator().manual_seed(0)) * 0.02]
+    gradients = {dtype: (torch.randn(parameters, generator=torch.Generator().manual_seed(1))
+                         * 1e-3).to(DTYPES[dtype]) for dtype in ("fp32", "bf16")}
+    implementation, layout = HOST_ADAM_VARIANT.split("-")
+    engine = HostAdam(weights, 1e-3, implementation, layout, threads)
+
+    def variant(name: str) -> Variant:
+        dtype, beside = BESIDE_CONDITIONS[name]
+        stack = contextlib.ExitStack()
+
+        def update() -> None:
+            futures = [engine.submit(engine.update, 0, piece, gradients[dtype][a:b])
+                       for piece, (a, b) in enumerate(engine.spans[0])]
+            for future in futures:
+                future.result()
+
+        return Variant(name, update,
+                       before_round=lambda: [stack.enter_context(Beside(works[w]))
+                                             for w in beside],
+                       after_round=stack.close)
+
+    try:
+        result = measure_interleaved([variant(n) for n in BESIDE_CONDITIONS], rounds,
+                                     torch.device("cpu"), None)
+    finally:
+        engine.close()
+    _beside["measured"] = BesideMeasured(workload, parameters, threads, result)
+    return _beside["measured"]
+
+
+@pytest.mark.one_device
+@pytest.mark.parametrize("condition", BESIDE_CONDITIONS)
+def test_host_adam_beside(benchmark, condition, dist_context, rounds, pytestconfig):
+    if dist_context.rank != 0:
+        pytest.skip("host Adam is one process: it runs on rank 0")
+    if not gpu_here():
+        pytest.skip("host Adam beside a GPU's training needs a GPU")
+    if pytestconfig.option.suite_mode != "full":
+        pytest.skip("host Adam beside the rest of the step runs in --suite-mode full")
+    measured = measure_host_adam_beside(rounds)
+    result, parameters = measured.measurement, measured.parameters
+    round_ms = result.round_ms(condition)
+    step = stats.median(round_ms)
+    benchmark.group = "hybrid-host-adam-beside"
+    record_round_times(benchmark, round_seconds(round_ms))
+    write_row(benchmark, HOST_ADAM.row(
+        variant=f"{HOST_ADAM_VARIANT} {condition}", parameters=parameters,
+        threads=measured.threads, device=device_name(torch.device("cpu")),
+        step_ms=step.value, step_ms_estimate=step.to_json(), round_ms=round_ms,
+        adam_gbps=ADAM_BYTES_PER_PARAMETER * parameters / (step.value * 1e6),
+        # rate / rate alone = time alone / time, paired by round
+        vs_alone=stats.ratio(result.round_ms(BESIDE_REFERENCE), round_ms).to_json(),
     ))
 
 

@@ -567,6 +567,9 @@ HOST_ADAM = RowKind(
      _f("bandwidth_gbps", "num?", "GB/s", "The stream's bytes / its median time.", True),
      _f("fraction_of_bandwidth", OPTIONAL_ESTIMATE, "", "Adam's rate / the stream's, paired "
         "by round.", True),
+     _f("vs_alone", OPTIONAL_ESTIMATE, "", "Beside the rest of an offloaded step "
+        "(impl/hybrid/contention.py): its rate / the same engine's alone on fp32 gradients in "
+        "the same rounds, paired by round.", True),
      _f("copy_round_ms", ["num"], "ms", "Per-round copy times (older runs).", written=False),
      _f("copy_gbps", "num?", "GB/s", "Copy bandwidth (older runs).", written=False),
      _f("fraction_of_copy_bandwidth", OPTIONAL_ESTIMATE, "", "Adam's rate / the copy's "
