@@ -36,8 +36,11 @@ HOST_ADAM_ALONE_64 = "results/h200x4/logs/20261128T1840-host-adam-deepspeed.json
 # The one-GPU default run twice on fresh machines, with the crossover ladders.
 H200_CROSSOVER = ["results/h200x1/20261129T094351Z-5f498uoq.json",
                   "results/h200x1/20261129T095700Z-yeajb3k3.json"]
+# Host Adam beside the rest of an offloaded step, twice on one machine.
+HOST_ADAM_BESIDE = ["results/h200x1/logs/20261129T1022-host-adam-beside.json",
+                    "results/h200x1/logs/20261129T1023-host-adam-beside.json"]
 DOC_FILES = [H100, H200, H100X4, H200X4, H200_OF4, H200X4_LATER, H200_GROUPED, HOST_ADAM_ALONE,
-             *H200X4_GROUPED, HOST_ADAM_ALONE_64, *H200_CROSSOVER]
+             *H200X4_GROUPED, HOST_ADAM_ALONE_64, *H200_CROSSOVER, *HOST_ADAM_BESIDE]
 
 
 def doc_block() -> tuple[list[str], str]:
@@ -152,6 +155,13 @@ def test_a_file_of_crossover_ladders_alone_prints_each_batch_and_the_crossover(a
         "- `gpt_small_bf16`: no batch measured reaches 1.10×; the bound's crossover 31,000 "
         "tokens (host work 55.0 ms a step)."]
     assert lines[2] == "Where offload stops costing (impl/hybrid/crossover.py):"
+
+
+def test_host_adam_beside_the_step_prints_its_rate_over_alone(at_copy, capsys):
+    assert table.main([HOST_ADAM_BESIDE[0]]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2] == "| host Adam | threads | GB/s | rate / rate alone (fp32 gradients) |"
+    assert "| `fused-grouped beside-both` | 15 | 53.3 | 0.553 [0.533, 0.572] |" in lines
 
 
 def test_a_missing_file_is_one_line_and_exit_2(at_copy, capsys):

@@ -65,6 +65,7 @@ class HostAdam:
     adam_gbps: float
     bandwidth_gbps: float | None = None
     fraction_of_bandwidth: dict | None = None
+    vs_alone: dict | None = None
 
 
 def rows_of(results: ResultsFile, kind: RowKind, reader: type) -> list:
@@ -146,7 +147,14 @@ def rates_line(results: ResultsFile, steps: Sequence[FamilyStep]) -> str | None:
 
 def host_adam_table(rows: Sequence[HostAdam]) -> list[str]:
     """Every host Adam row of a file: the labelled references (DeepSpeed's CPU Adam) beside
-    the suite's engines, each with its share of the in-place bandwidth of the same rounds."""
+    the suite's engines, each with its share of the in-place bandwidth of the same rounds; rows
+    of host Adam beside the rest of the step (impl/hybrid/contention.py), its rate over its
+    rate alone."""
+    if any(row.vs_alone for row in rows):
+        return ["| host Adam | threads | GB/s | rate / rate alone (fp32 gradients) |",
+                "|---|---|---|---|",
+                *(f"| `{row.variant}` | {row.threads} | {row.adam_gbps:.1f} | "
+                  f"{interval(row.vs_alone)} |" for row in rows)]
     lines = ["| host Adam | threads | GB/s | share of the in-place bandwidth |",
              "|---|---|---|---|"]
     for row in rows:
