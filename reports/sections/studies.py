@@ -187,9 +187,12 @@ def hybrid_text(rows: Sequence[dict], machine: str) -> tuple[str, dict] | None:
 
     steps = [r for r in analysis.of_kind(rows, HYBRID_STEP.name) if r["machine"] == machine
              and r.get(HYBRID.study) == "fine-grained" and r.get(HYBRID.round_ms)]
-    reference = next((r for r in steps if r[HYBRID.variant] == GPU_ONLY), None)
-    if reference is None:
+    references = [r for r in steps if r[HYBRID.variant] == GPU_ONLY]
+    if not references:
         return None
+    # The newest run's (runs are numbered oldest first): its figures are the ones quoted, and
+    # page 1 names the run they come from after this text (study_line).
+    reference = max(references, key=lambda r: r["run"])
     if family := hybrid.family_headline_text(rows, machine):  # the family, not one cell
         return f"{machine} ({device_words(reference['device'])}): {family}", reference
     parts = []  # results files from before the family: their one workload

@@ -104,3 +104,21 @@ def test_the_crossover_is_the_newest_ladder_per_model_and_page_1_quotes_it():
     assert hybrid.family_headline_text(family_rows + rows, "h100x1").endswith(
         "; where offload stops costing: gpt_small_bf16 within 1.10× from 65,536 tokens a step "
         "(1.04×); mlp_4096x8_b8192 within 1.10× at every batch measured")
+
+
+def test_page_1_names_the_run_the_family_figures_come_from():
+    from reports.sections import studies
+
+    def steps(run: int, dpu: float) -> list[dict]:
+        return [{"kind": "hybrid_step", "study": "fine-grained", "machine": "h200x1", "run": run,
+                 "workload": workload, "variant": variant, "device": "NVIDIA H200",
+                 "round_ms": [ms] * 3}
+                for workload in ("a", "b")
+                for variant, ms in (("device-adam", 10.0), ("offload-overlap-dpu", 10 * dpu))]
+
+    older, newer = steps(0, 3.0), steps(1, 1.5)
+    headline = [dict(row, machine="h200x1") for row in family(
+        {"a": {"offload-overlap-dpu": 1.5}, "b": {"offload-overlap-dpu": 1.5}}, run=1)]
+    text, reference = studies.hybrid_text(older + newer + headline, "h200x1")
+    assert reference["run"] == 1  # the run whose family the text quotes, not the first found
+    assert "offload-overlap-dpu 1.50×" in text
