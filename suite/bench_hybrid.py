@@ -721,6 +721,14 @@ def host_adam_measured(rounds) -> HostAdamMeasured:
     return _host_adam["host_adam"]
 
 
+def full_update(engine: HostAdam, gradients: torch.Tensor) -> None:
+    """One host Adam update of ``engine``'s one parameter, every piece at once, waited for."""
+    futures = [engine.submit(engine.update, 0, piece, gradients[a:b])
+               for piece, (a, b) in enumerate(engine.spans[0])]
+    for future in futures:
+        future.result()
+
+
 def measure_host_adam(rounds) -> HostAdamMeasured:
     """Every implementation × layout of HOST_ADAM_VARIANTS updating the offload workload's
     parameter count, and the machine's memory bandwidth measured the same way: an in-place
@@ -733,17 +741,12 @@ def measure_host_adam(rounds) -> HostAdamMeasured:
     engines = {f"{impl}-{layout}": HostAdam(weights, 1e-3, impl, layout, threads)
                for impl, layout in HOST_ADAM_VARIANTS}
 
-    def full_update(engine: HostAdam) -> None:
-        futures = [engine.submit(engine.update, 0, piece, gradients[a:b])
-                   for piece, (a, b) in enumerate(engine.spans[0])]
-        for future in futures:
-            future.result()
-
     stream, addend = weights[0].clone(), gradients.clone()
     # One thread with the engines' intra-op threads runs the in-place stream and DeepSpeed's
     # CPU Adam (its OpenMP loops take the calling thread's count, torch.set_num_threads's).
     streamer = ThreadPoolExecutor(1, initializer=torch.set_num_threads, initargs=(threads,))
-    variants = [Variant(name, lambda e=engine: full_update(e)) for name, engine in engines.items()]
+    variants = [Variant(name, lambda e=engine: full_update(e, gradients))
+                for name, engine in engines.items()]
     variants.append(Variant("bandwidth", lambda: streamer.submit(
         stream.add_, addend, alpha=1e-6).result()))
     reference, why_not = deepspeed_reference(weights[0], gradients, streamer)
@@ -854,13 +857,7 @@ def measure_host_adam_beside(rounds) -> BesideMeasured:
         dtype, beside = BESIDE_CONDITIONS[name]
         stack = contextlib.ExitStack()
 
-        def update() -> None:
-            futures = [engine.submit(engine.update, 0, piece, gradients[dtype][a:b])
-                       for piece, (a, b) in enumerate(engine.spans[0])]
-            for future in futures:
-                future.result()
-
-        return Variant(name, update,
+        return Variant(name, lambda: full_update(engine, gradients[dtype]),
                        before_round=lambda: [stack.enter_context(Beside(works[w]))
                                              for w in beside],
                        after_round=stack.close)
