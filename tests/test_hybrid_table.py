@@ -39,8 +39,14 @@ H200_CROSSOVER = ["results/h200x1/20261129T094351Z-5f498uoq.json",
 # Host Adam beside the rest of an offloaded step, twice on one machine.
 HOST_ADAM_BESIDE = ["results/h200x1/logs/20261129T1022-host-adam-beside.json",
                     "results/h200x1/logs/20261129T1023-host-adam-beside.json"]
+# Host Adam's rows and its rows beside the step in one file: on the 16-core host, then on one
+# GPU of the 32-core host, after the one-GPU default run there.
+HOST_ADAM_MIXED = ["results/h200x1/logs/20261129T1146-host-adam-and-beside.json",
+                   "results/h200x1/logs/20261129T1319-host-adam-and-beside-32-cores.json"]
+H200_OF2 = "results/h200x1/20261129T130915Z-_wuflus9.json"  # one GPU of the 32-core host
 DOC_FILES = [H100, H200, H100X4, H200X4, H200_OF4, H200X4_LATER, H200_GROUPED, HOST_ADAM_ALONE,
-             *H200X4_GROUPED, HOST_ADAM_ALONE_64, *H200_CROSSOVER, *HOST_ADAM_BESIDE]
+             *H200X4_GROUPED, HOST_ADAM_ALONE_64, *H200_CROSSOVER, *HOST_ADAM_BESIDE,
+             HOST_ADAM_MIXED[0], H200_OF2, HOST_ADAM_MIXED[1]]
 
 
 def doc_block() -> tuple[list[str], str]:
@@ -162,6 +168,18 @@ def test_host_adam_beside_the_step_prints_its_rate_over_alone(at_copy, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[2] == "| host Adam | threads | GB/s | rate / rate alone (fp32 gradients) |"
     assert "| `fused-grouped beside-both` | 15 | 53.3 | 0.553 [0.533, 0.572] |" in lines
+
+
+def test_a_file_mixing_host_adam_alone_and_beside_prints_one_table_with_both_columns(
+        at_copy, capsys):
+    """Each row fills the column its measurement has and leaves the other blank."""
+    assert table.main([HOST_ADAM_MIXED[1]]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2] == ("| host Adam | threads | GB/s | share of the in-place bandwidth | "
+                        "rate / rate alone (fp32 gradients) |")
+    assert "| `fused-grouped` | 31 | 139.8 | 0.830 [0.813, 0.844] |  |" in lines
+    assert "| `fused-grouped beside-both` | 31 | 104.9 |  | 0.771 [0.753, 0.786] |" in lines
+    assert lines[-1] == "In-place bandwidth measured in the same rounds: 168.6 GB/s."
 
 
 def test_a_missing_file_is_one_line_and_exit_2(at_copy, capsys):

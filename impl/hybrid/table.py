@@ -146,20 +146,21 @@ def rates_line(results: ResultsFile, steps: Sequence[FamilyStep]) -> str | None:
 
 
 def host_adam_table(rows: Sequence[HostAdam]) -> list[str]:
-    """Every host Adam row of a file: the labelled references (DeepSpeed's CPU Adam) beside
-    the suite's engines, each with its share of the in-place bandwidth of the same rounds; rows
-    of host Adam beside the rest of the step (impl/hybrid/contention.py), its rate over its
-    rate alone."""
-    if any(row.vs_alone for row in rows):
-        return ["| host Adam | threads | GB/s | rate / rate alone (fp32 gradients) |",
-                "|---|---|---|---|",
-                *(f"| `{row.variant}` | {row.threads} | {row.adam_gbps:.1f} | "
-                  f"{interval(row.vs_alone)} |" for row in rows)]
-    lines = ["| host Adam | threads | GB/s | share of the in-place bandwidth |",
-             "|---|---|---|---|"]
+    """Every host Adam row of a file in one table: the labelled references (DeepSpeed's CPU
+    Adam) beside the suite's engines, each with its share of the in-place bandwidth of the same
+    rounds, and the rows of host Adam beside the rest of the step (impl/hybrid/contention.py)
+    with their rate over its rate alone. A column only some rows fill is blank on the others."""
+    columns = [("share of the in-place bandwidth", "fraction_of_bandwidth"),
+               ("rate / rate alone (fp32 gradients)", "vs_alone")]
+    shown = [(label, field) for label, field in columns
+             if any(getattr(row, field) for row in rows)]
+    lines = ["| host Adam | threads | GB/s | " + " | ".join(label for label, _ in shown) + " |",
+             "|---|---|---|" + "---|" * len(shown)]
     for row in rows:
-        share = interval(row.fraction_of_bandwidth) if row.fraction_of_bandwidth else ""
-        lines.append(f"| `{row.variant}` | {row.threads} | {row.adam_gbps:.1f} | {share} |")
+        cells = [interval(value) if (value := getattr(row, field)) else ""
+                 for _, field in shown]
+        lines.append(f"| `{row.variant}` | {row.threads} | {row.adam_gbps:.1f} | "
+                     + " | ".join(cells) + " |")
     bandwidth = next((r.bandwidth_gbps for r in rows if r.bandwidth_gbps), None)
     if bandwidth:
         lines += ["", f"In-place bandwidth measured in the same rounds: {bandwidth:.1f} GB/s."]
