@@ -272,6 +272,8 @@ def expected_seconds(item, mode: str) -> float | None:
     ladder's every point (measurement_s). Other rows: the mode's default."""
     if coarse(item) and (selected_backend() != "gloo" or launched_world() < 2):
         return SKIPPED_S  # skipped at once: the coarse-grained hybrid's pass runs it
+    if item.originalname == "test_offload_only":
+        return ONLY_OFFLOAD_EXPECTED_S if mode == "full" and gpu_here() else SKIPPED_S
     if item.originalname == "test_offload_crossover":
         workload = crossover_family(mode).get(item.callspec.params["member"])
         if workload is None:
@@ -575,7 +577,11 @@ def offload_pairs(variants: dict) -> list[tuple[str, str]]:
 # --- the model only the offload can train (impl/hybrid/largest.py) ---------------------------
 
 
-ONLY_OFFLOAD_STEPS = 3  # host-bound steps of 1-2 s each; the first after the check is untimed
+ONLY_OFFLOAD_STEPS = 3  # host-bound steps of 2-10 s each; the first after the check is untimed
+# Its whole measurement in --full: 206 s on one H200 of a 251 GiB host (29 Nov,
+# results/h200x1/logs/20261129T1305-offload-only.log), most of it building the 12 models GPU-only
+# Adam tried and pinning the offload's 119 GB of host state.
+ONLY_OFFLOAD_EXPECTED_S = 240.0
 
 
 @pytest.mark.one_device
@@ -585,8 +591,8 @@ def test_offload_only(benchmark, dist_context, pytestconfig):
     if not gpu_here():
         pytest.skip("a model only the offload can train needs a GPU whose memory it exceeds")
     if pytestconfig.option.suite_mode != "full":
-        pytest.skip("the largest model runs in --suite-mode full (about a minute, most of it "
-                    "pinning host memory)")
+        pytest.skip("the largest model runs in --suite-mode full (a few minutes, most of it "
+                    "building the models GPU-only Adam tries and pinning host memory)")
     try:
         measured = measure_only_offload(main_device(), host_threads(), ONLY_OFFLOAD_STEPS)
     except NoModelOnlyTheOffloadHolds as reason:  # a host with less memory than its GPU
