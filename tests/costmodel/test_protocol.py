@@ -49,7 +49,7 @@ NOV28_4GPU = ["results/h200x4/20261128T055146Z-m_louupf.json"]
 # (fit, test), each test run measured after every fit run: the 2-GPU runs of 27 Nov from the
 # runs before them; the 4-GPU run of 27 Nov from every run before it; the 2-GPU runs at f5af138
 # from every run before them; the 4-GPU run of 28 Nov from every run before it; the 4-GPU pair
-# at 2737eda from every run before it.
+# at 2737eda from every run before it; the 2-GPU run at 98dfec7 from every run before it.
 BEFORE_NOV28_4GPU = [*BEFORE_NOV27, *NOV27_2GPU, *NOV27_1GPU, *NOV27_4GPU, *AT_F5AF138,
                      *AT_F5AF138_1GPU, *NOV28_H100X4]
 # The runs after it, up to the 4-GPU pair at 2737eda (measured after the v5 model was
@@ -61,12 +61,18 @@ AFTER_NOV28_4GPU = ["results/h200x1/20261128T060918Z-rqy27nl3.json",
                     "results/h200x1/20261128T125142Z-hr8uukn8.json"]
 AT_2737EDA = ["results/h200x4/20261128T181822Z-03z2kfik.json",
               "results/h200x4/20261128T183011Z-jmju7u3d.json"]
+# The one-GPU default runs of 29 Nov, then the 2-GPU run at 98dfec7: measured after the v6
+# predictions were frozen, the first 2-rank launch since.
+NOV29_1GPU = ["results/h200x1/20261129T094351Z-5f498uoq.json",
+              "results/h200x1/20261129T095700Z-yeajb3k3.json"]
+AT_98DFEC7 = ["results/h200x2/20261129T125514Z-j0hq4vls.json"]
 SPLITS = [
     (BEFORE_NOV27, NOV27_2GPU),
     ([*BEFORE_NOV27, *NOV27_2GPU, *NOV27_1GPU], NOV27_4GPU),
     ([*BEFORE_NOV27, *NOV27_2GPU, *NOV27_1GPU, *NOV27_4GPU], AT_F5AF138),
     (BEFORE_NOV28_4GPU, NOV28_4GPU),
     ([*BEFORE_NOV28_4GPU, *NOV28_4GPU, *AFTER_NOV28_4GPU], AT_2737EDA),
+    ([*BEFORE_NOV28_4GPU, *NOV28_4GPU, *AFTER_NOV28_4GPU, *AT_2737EDA, *NOV29_1GPU], AT_98DFEC7),
 ]
 
 
