@@ -150,15 +150,15 @@ def host_adam_table(rows: Sequence[HostAdam]) -> list[str]:
     Adam) beside the suite's engines, each with its share of the in-place bandwidth of the same
     rounds, and the rows of host Adam beside the rest of the step (impl/hybrid/contention.py)
     with their rate over its rate alone. A column only some rows fill is blank on the others."""
-    columns = [("share of the in-place bandwidth", "fraction_of_bandwidth"),
-               ("rate / rate alone (fp32 gradients)", "vs_alone")]
-    shown = [(label, field) for label, field in columns
-             if any(getattr(row, field) for row in rows)]
+    columns = [("share of the in-place bandwidth", lambda row: row.fraction_of_bandwidth),
+               ("rate / rate alone (fp32 gradients)", lambda row: row.vs_alone)]
+    shown = [(label, value_of) for label, value_of in columns
+             if any(value_of(row) for row in rows)]
     lines = ["| host Adam | threads | GB/s | " + " | ".join(label for label, _ in shown) + " |",
              "|---|---|---|" + "---|" * len(shown)]
     for row in rows:
-        cells = [interval(value) if (value := getattr(row, field)) else ""
-                 for _, field in shown]
+        cells = [interval(value) if (value := value_of(row)) else ""
+                 for _, value_of in shown]
         lines.append(f"| `{row.variant}` | {row.threads} | {row.adam_gbps:.1f} | "
                      + " | ".join(cells) + " |")
     bandwidth = next((r.bandwidth_gbps for r in rows if r.bandwidth_gbps), None)
