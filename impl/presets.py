@@ -130,6 +130,21 @@ def mlp_8192x16_b2048_bf16() -> MLPConfig:
     return MLPConfig("mlp_8192x16_b2048_bf16", width=8192, depth=16, batch=2048, dtype="bf16")
 
 
+def gpt_medium_fp16() -> GPTConfig:
+    """The family's fp16 decoder (--suite-mode full): GPT-2-medium's shape with the 10k
+    vocabulary, 324M parameters in 293 tensors, 8 × 1024 tokens a step."""
+    return GPTConfig("gpt_medium_fp16", layers=24, heads=16, width=1024, context=1024, batch=8,
+                     dtype="fp16")
+
+
+def gpt_1b_bf16() -> GPTConfig:
+    """The family's decoder over 1B parameters (--suite-mode full): 24 layers of width 2048,
+    1.25B bf16 parameters, 8 × 1024 tokens a step; host Adam over its fp32 master moves 35 GB
+    a step."""
+    return GPTConfig("gpt_1b_bf16", layers=24, heads=16, width=2048, context=1024, batch=8,
+                     dtype="bf16")
+
+
 def mlp_256x8_b1024() -> MLPConfig:
     """mlp_tiny at 16 times its batch: on two CPU workers of the 2-core machine its compute is
     several times the gradient exchange, the split side of the coarse-grained crossover."""

@@ -69,7 +69,7 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           ("hybrid_step", "hybrid_comparison", "offload_only", "offload_crossover", "host_adam",
            "digits_curve", "gpt_forward"),
           ("mlp_4096x8_b8192", "mlp_4096x24_b4096_bf16", "mlp_8192x16_b2048_bf16",
-           "mlp_256x8_b1024", "gpt_study_w384_b2"),
+           "gpt_medium_fp16", "gpt_1b_bf16", "mlp_256x8_b1024", "gpt_study_w384_b2"),
           "pipeline", parts=("coarse hybrid",)),
     Study("tensor parallel", "Tensor parallel (overlapped and fused against sync)",
           "suite/bench_tp.py", ("tensor_parallel", "tensor_parallel_comparison"),

@@ -80,6 +80,8 @@ from impl.hybrid.largest import NoModelOnlyTheOffloadHolds, measure_only_offload
 from impl.hybrid.measure import HOST_WORK_FIGURES, host_work_split
 from impl.hybrid.table import HOST_ADAM_VARIANT
 from impl.presets import (
+    gpt_1b_bf16,
+    gpt_medium_fp16,
     gpt_small_bf16,
     gpt_study_w384_b2,
     mlp_256x8_b1024,
@@ -174,17 +176,18 @@ def offload_family() -> dict[str, tuple]:
     if not gpu_here():
         return {"mlp_tiny": (preset("mlp_tiny"), ("quick", "default", "full"))}
     every, full = ("quick", "default", "full"), ("full",)
-    # The larger bf16 members in --full: host Adam bounds their steps (about 0.15 s for 403M
+    # The larger members in --full: host Adam bounds their steps (about 0.15 s for 403M
     # parameters, 0.4 s for 1.07B on one H100 host), so seven variants × 99 steps of the 403M
     # one took about 3 minutes, more than the default run can add; the 93M decoder puts a bf16
-    # member in every GPU run.
+    # member in every GPU run. The fp16 decoder and the one over 1B parameters are --full's.
     return {w.name: (w, modes) for w, modes in (
         (mlp_4096x8_b8192(), every), (gpt_small_bf16(), every),
-        (mlp_4096x24_b4096_bf16(), full), (mlp_8192x16_b2048_bf16(), full))}
+        (mlp_4096x24_b4096_bf16(), full), (mlp_8192x16_b2048_bf16(), full),
+        (gpt_medium_fp16(), full), (gpt_1b_bf16(), full))}
 
 
 OFFLOAD_FAMILY = ("mlp_4096x8_b8192", "mlp_4096x24_b4096_bf16", "gpt_small_bf16",
-                  "mlp_8192x16_b2048_bf16", "mlp_tiny")
+                  "mlp_8192x16_b2048_bf16", "gpt_medium_fp16", "gpt_1b_bf16", "mlp_tiny")
 # The default run of a launch of several GPUs keeps the bf16 decoder alone of the family, and
 # no CPU-against-GPU forward table: both are studies of one device, measured on rank 0 while
 # the other GPUs wait, and the one-GPU default run measures the rest, the crossover ladders
@@ -615,7 +618,7 @@ def test_offload_only(benchmark, dist_context, pytestconfig):
 # --- where offload stops costing: the delayed update's crossover in tokens per step -------
 
 CROSSOVER_VARIANTS = ("device-adam", "offload-overlap-dpu")
-CROSSOVER_MEMBERS = ("gpt_small_bf16", "mlp_4096x8_b8192", "mlp_tiny")
+CROSSOVER_MEMBERS = ("gpt_small_bf16", "mlp_4096x8_b8192", "gpt_medium_fp16", "mlp_tiny")
 
 
 def crossover_family(mode: str) -> dict[str, object]:
@@ -623,10 +626,12 @@ def crossover_family(mode: str) -> dict[str, object]:
     machine walks mlp_tiny's), in every mode: the bf16 decoder, host-bound at its batch, and the
     fp32 MLP, near its bound at its batch (docs/hybrid.md). Not the 403M bf16 MLP: at 4× its
     batch its fused-GPU-Adam training reached a NaN loss at step 75 of --full's rounds on one
-    H200 (lr 1e-3 on random targets), and a ladder needs every batch to train."""
+    H200 (lr 1e-3 on random targets), and a ladder needs every batch to train. --full adds the
+    fp16 decoder."""
     if not gpu_here():
         return {"mlp_tiny": preset("mlp_tiny")}
-    return {w.name: w for w in (gpt_small_bf16(), mlp_4096x8_b8192())}
+    full = (gpt_medium_fp16(),) if mode == "full" else ()
+    return {w.name: w for w in (gpt_small_bf16(), mlp_4096x8_b8192(), *full)}
 
 
 def crossover_points() -> int:

@@ -16,7 +16,8 @@ import pytest
 from suite import budget, calibrate, run
 
 GPU_COUNTS = (1, 2, 4, 8)
-FULL_OR_CPU_MEMBERS = ("mlp_4096x24_b4096_bf16", "mlp_8192x16_b2048_bf16", "mlp_tiny")
+FULL_OR_CPU_MEMBERS = ("mlp_4096x24_b4096_bf16", "mlp_8192x16_b2048_bf16", "gpt_medium_fp16",
+                       "gpt_1b_bf16", "mlp_tiny")
 ABOUT = 1.2
 
 

@@ -567,8 +567,10 @@ def test_host_adam_refuses_a_gradient_of_another_length(grad_elements):
     assert torch.equal(engine.master[0], torch.zeros(5000))
 
 
-# Mixed precision: bf16 weights and gradients on the device, the fp32 master (offload: on the
-# host) updated by Adam; checked against fp32 Adam applied to the trainer's own gradients.
+# Mixed precision: bf16 or fp16 weights and gradients on the device, the fp32 master (offload:
+# on the host) updated by Adam; checked against fp32 Adam applied to the trainer's own gradients.
+LOW_PRECISION = {"bf16": torch.bfloat16, "fp16": torch.float16}
+UNIT_ROUNDOFF = {"bf16": 2 ** -8, "fp16": 2 ** -11}
 
 
 @pytest.mark.parametrize("device, cast", [
@@ -576,8 +578,9 @@ def test_host_adam_refuses_a_gradient_of_another_length(grad_elements):
     pytest.param("cuda", "host", id="cuda-host-cast", marks=needs_gpu),
     pytest.param("cuda", "device", id="cuda-device-cast", marks=needs_gpu)])
 @pytest.mark.parametrize("name", ["device-adam", *OFFLOADS])
-def test_bf16_trainers_update_an_fp32_master(name, device, cast):
-    workload = dataclasses.replace(preset(WORKLOAD), dtype="bf16")
+@pytest.mark.parametrize("dtype", LOW_PRECISION)
+def test_low_precision_trainers_update_an_fp32_master(name, device, cast, dtype):
+    workload = dataclasses.replace(preset(WORKLOAD), dtype=dtype)
     model = host_initialised_model(workload, torch.device(device))
     trainer = build_trainer(name, model, mlp_loss, HybridOptions(lr=LR, cpu_threads=2, cast=cast))
     data = [make_batch(workload, torch.device("cpu"), 0, 0, step) for step in range(STEPS)]
@@ -589,17 +592,18 @@ def test_bf16_trainers_update_an_fp32_master(name, device, cast):
     finally:
         trainer.close()
     assert result.failure is None
-    # Gradients against a bf16 backward at the reference's weights: one bf16 rounding (8 u) of
-    # tolerance, and on the CPU the same kernels on the same weights give exactly 0.
-    assert result.gradient_tolerance == 8 * 2 ** -8
+    # Gradients against a backward in the model's dtype at the reference's weights: one
+    # rounding of that dtype (8 u) of tolerance, and on the CPU the same kernels on the same
+    # weights give exactly 0.
+    assert result.gradient_tolerance == 8 * UNIT_ROUNDOFF[dtype]
     if device == "cpu":
         assert result.gradient_error == 0
-    if name.endswith("dpu"):  # checked on its bf16 weights: bf16's rounding of the largest
+    if name.endswith("dpu"):  # checked on its low-precision weights: their rounding of the largest
         assert result.weight_error <= result.weight_tolerance
     else:  # checked on the fp32 master: as strictly as an fp32 model
         assert result.weight_tolerance < 1.01 * weight_tolerance(LR, STEPS, torch.float32, 0.0)
         assert result.weight_error <= 1e-2 * result.weight_tolerance
-    assert all(p.dtype == torch.bfloat16 for p in model.parameters())
+    assert all(p.dtype == LOW_PRECISION[dtype] for p in model.parameters())
 
 
 def test_the_reference_computes_in_ieee_fp32_and_restores_the_setting():
@@ -622,10 +626,10 @@ def test_device_adam_keeps_a_master_only_for_low_precision_weights():
     assert bf16.mixed and all(m.dtype == torch.float32 for m in bf16.masters)
 
 
-def check_bf16_decoder(name: str, options: HybridOptions):
-    """gpt_tiny in bf16, three steps of trainer ``name`` on the CPU checked against the
-    reference: (its model, the trainer, closed, and the check's result)."""
-    workload = dataclasses.replace(preset("gpt_tiny"), dtype="bf16")
+def check_bf16_decoder(name: str, options: HybridOptions, dtype: str = "bf16"):
+    """gpt_tiny in ``dtype`` (bf16 or fp16), three steps of trainer ``name`` on the CPU checked
+    against the reference: (its model, the trainer, closed, and the check's result)."""
+    workload = dataclasses.replace(preset("gpt_tiny"), dtype=dtype)
     model = host_initialised_model(workload, torch.device("cpu"))
     trainer = build_trainer(name, model, lambda o, t: loss_fn(workload, o, t), options)
     data = [make_batch(workload, torch.device("cpu"), 0, 0, step) for step in range(3)]
@@ -639,9 +643,12 @@ def check_bf16_decoder(name: str, options: HybridOptions):
 
 
 @pytest.mark.parametrize("name", ["device-adam", "offload-overlap", "offload-overlap-dpu"])
-def test_a_bf16_decoder_trains_through_every_trainer(name):
-    _, _, result = check_bf16_decoder(name, HybridOptions(lr=LR))
+@pytest.mark.parametrize("dtype", LOW_PRECISION)
+def test_a_low_precision_decoder_trains_through_every_trainer(name, dtype):
+    model, _, result = check_bf16_decoder(name, HybridOptions(lr=LR), dtype)
     assert result.failure is None
+    assert result.gradient_tolerance == 8 * UNIT_ROUNDOFF[dtype]
+    assert all(p.dtype == LOW_PRECISION[dtype] for p in model.parameters())
 
 
 # The coarse-grained hybrid knows when not to split: the exchange against what the CPU adds.

@@ -23,13 +23,14 @@ def test_every_study_joins_the_one_registry():
     assert presets.preset("mlp_tiny") == MLPConfig("mlp_tiny", width=256, depth=8, batch=64)
     assert presets.preset("mlp_4096x8_b8192").batch == 8192  # the hybrid's offload member
     assert presets.preset("gpt_study_w384_b2").dropout == 0.2  # the GPT forward study
+    assert presets.preset("gpt_medium_fp16").dtype == "fp16"  # the hybrid's fp16 decoder
     assert presets.preset("tp_mlp_h32_t64_fp32") == TpMlpConfig(
         "tp_mlp_h32_t64_fp32", 64, 32, 128, pieces_per_peer=2)
     made_here = {name for name, f in vars(presets).items() if inspect.isfunction(f)
                  and f.__module__ == presets.__name__ and f.__annotations__.get("return") in (
                      "SeedLayerConfig", "MLPConfig", "GPTConfig", "TpMlpConfig")}
     assert set(presets.PRESETS) == made_here  # every preset function listed under a study
-    assert len(presets.PRESETS) == 27
+    assert len(presets.PRESETS) == 29
 
 
 @pytest.mark.parametrize("name", [n for n in presets.PRESETS if n != "mlp_16384_gpu40pct_bf16"])
