@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from impl import metrics, stats
-from impl.rows.kinds import COMPARISON, REFERENCE, STEP
+from impl.rows.kinds import COMPARISON, PAIRED, REFERENCE, STEP
 from impl.timeline import Timeline
 
 COMPUTE_ONLY, COMM_ONLY = "compute-only", "comm-only"
@@ -60,8 +60,8 @@ def updates_in_overlap(name: str) -> bool:
 def versus(candidate: Sequence[float], reference: Sequence[float]) -> dict:
     """candidate against reference: speedup (reference / candidate), difference, verdict."""
     difference = stats.difference(candidate, reference)
-    return {"speedup": stats.ratio(reference, candidate).to_json(),
-            "difference_ms": difference.to_json(), "verdict": stats.verdict(difference)}
+    return {PAIRED.speedup: stats.ratio(reference, candidate).to_json(),
+            PAIRED.difference_ms: difference.to_json(), PAIRED.verdict: stats.verdict(difference)}
 
 
 def strategy_figures(name: str, round_ms: dict[str, list[float]],

@@ -21,7 +21,14 @@ from collections.abc import Iterable, Sequence
 
 from impl import stats
 from impl.metrics import LOST_TIME_PARTS
-from impl.rows.kinds import COMPARISON, INTERFERENCE, STEP, is_older_step
+from impl.rows.kinds import (
+    COMPARISON,
+    INTERFERENCE,
+    MEASURED,
+    REFERENCE,
+    STEP,
+    is_older_step,
+)
 from impl.stats import NO_DIFFERENCE, Estimate
 from impl.strategy_records import overlaps_in_k_chunks
 
@@ -90,8 +97,8 @@ def value(data: dict | None) -> float | None:
 def round_ms(cell: dict, variant: str) -> list[float]:
     """Per round, the median step time of ``variant``: suite.harness.Measurement.round_ms of
     the stored per-step times."""
-    # "step_ms" here is the measurement's own key (per variant, per round), not a row field
-    return [statistics.median(steps) for steps in cell[CELL.measurement]["step_ms"][variant]]
+    # the measurement's own step_ms (per variant, per round), not the step row's field
+    return [statistics.median(steps) for steps in cell[CELL.measurement][MEASURED.step_ms][variant]]
 
 
 def compare(cell: dict, candidate: str, reference: str) -> dict:
@@ -108,7 +115,7 @@ def figures(cell: dict, strategy: str) -> dict:
 
 def compared(cell: dict) -> list[str]:
     """The cell's compared strategies that have figures and per-round times."""
-    timed = (cell.get(CELL.measurement) or {}).get("step_ms") or {}
+    timed = (cell.get(CELL.measurement) or {}).get(MEASURED.step_ms) or {}
     return [s for s in cell.get(CELL.compared) or cell[CELL.strategies]
             if s in cell[CELL.strategies] and s in timed]
 
@@ -201,15 +208,10 @@ def verdict_text(verdict: str, other: str) -> str:
 
 def world_one(rows: Iterable[dict]) -> list[dict]:
     """World-size-1 cells: sequential against compute-only, the same computation (the
-    all-reduce of one rank is a no-op), with the interval of their paired difference."""
-    found = []
-    for cell in cells(rows):
-        if cell[CELL.world_size] != 1:
-            continue
-        versus = cell[CELL.references]["sequential_vs_compute_only"]
-        found.append({"cell": cell, "difference": versus["difference_ms"],
-                      "ratio": versus["speedup"], "verdict": versus["verdict"]})
-    return found
+    all-reduce of one rank is a no-op), with their paired comparison (keyed as
+    impl.comparisons.versus keys it: found[kinds.PAIRED.difference_ms])."""
+    return [{"cell": cell, **cell[CELL.references][REFERENCE.sequential_vs_compute_only]}
+            for cell in cells(rows) if cell[CELL.world_size] == 1]
 
 
 # --- notes on efficiencies --------------------------------------------------------------------
@@ -417,13 +419,13 @@ def energy_check(cell: dict) -> list[dict]:
     updates every few ms, and power differs between variants while the mean is the cell's.
     """
     nvml = cell.get(CELL.nvml) or {}
-    energy = (cell.get(CELL.measurement) or {}).get("energy_j") or {}
+    energy = (cell.get(CELL.measurement) or {}).get(MEASURED.energy_j) or {}
     powers = [p for p in (nvml.get("mean") or {}).get("power_w") or [] if p is not None]
     if not energy or not powers:
         return []
     power_w = sum(powers)
-    steps = cell[CELL.measurement]["steps_per_round"]
-    timed = cell[CELL.measurement]["step_ms"]
+    steps = cell[CELL.measurement][MEASURED.steps_per_round]
+    timed = cell[CELL.measurement][MEASURED.step_ms]
     table = []
     for variant in sorted((v for v in energy if v in timed), key=variant_rank):
         per_step = [joules / max(steps, 1) for joules in energy[variant]]

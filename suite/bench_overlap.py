@@ -37,7 +37,7 @@ from impl import capabilities, comparisons, metrics
 from impl.gradients import max_chunks, shared_buffers
 from impl.memory import MemoryPlan, Pristine, agreed, alias_model, plan_for_cell
 from impl.rows.declare import RowKind
-from impl.rows.kinds import COMPARISON, STEP
+from impl.rows.kinds import COMPARISON, PAIRED, STEP
 from impl.rows.write import write_row
 from impl.strategies import (
     STRATEGIES,
@@ -447,11 +447,11 @@ def variant_info(variant: str, cell: Cell, result: CellResult) -> dict:
     for key in INTERVAL_FIGURES:
         info[key] = _value(figures.get(key))
     vs = figures.get("vs_sequential")
-    info[STEP_ROW.speedup_vs_sequential] = _value(vs["speedup"]) if vs else None
+    info[STEP_ROW.speedup_vs_sequential] = _value(vs[PAIRED.speedup]) if vs else None
     for peer in ("ddp", "ddp_25mb"):
         versus = figures.get(f"vs_{peer}")
-        info[f"speedup_vs_{peer}"] = _value(versus["speedup"]) if versus else None
-        info[f"verdict_vs_{peer}"] = versus["verdict"] if versus else None
+        info[f"speedup_vs_{peer}"] = _value(versus[PAIRED.speedup]) if versus else None
+        info[f"verdict_vs_{peer}"] = versus[PAIRED.verdict] if versus else None
     info.update(energy(measurement, variant, cell, workload.batch))
     return info
 

@@ -7,7 +7,7 @@ bootstrap interval, and verdicts only where the interval of the difference exclu
 
 from __future__ import annotations
 
-from impl.rows.kinds import COMPARISON, REFERENCE, STEP
+from impl.rows.kinds import COMPARISON, PAIRED, REFERENCE, STEP
 from impl.stats import MIN_ROUNDS, NO_DIFFERENCE
 
 WIDTH = 120
@@ -65,12 +65,12 @@ def cell_block(info: dict) -> list[str]:
                        f"{with_interval(refs[REFERENCE.sequential_ms])} · bound "
                        f"{with_interval(refs.get(REFERENCE.bound_ms))}")
     else:
-        verdict = VERDICTS[refs[REFERENCE.sequential_vs_compute_only]["verdict"]]
+        verdict = VERDICTS[refs[REFERENCE.sequential_vs_compute_only][PAIRED.verdict]]
         references += (f" · sequential {with_interval(refs[REFERENCE.sequential_ms])} "
                        f"({verdict} against compute-only)")
     lines = [head[:WIDTH], references[:WIDTH], _row([name for name, _ in COLUMNS])]
     for name, figures in info[CELL.strategies].items():
-        versus = [VERDICTS[figures[k]["verdict"]] if k in figures else "–"
+        versus = [VERDICTS[figures[k][PAIRED.verdict]] if k in figures else "–"
                   for k in ("vs_ddp", "vs_ddp_25mb")]
         hidden = figures.get(FIGURE.hidden_comm_fraction)
         lines.append(_row([

@@ -41,7 +41,7 @@ from impl.costmodel.fabric import Fabric, fit_fabric, measured_sweep
 from impl.costmodel.inputs import comm_fabrics, fabric_key, interference, run_name, value
 from impl.costmodel.lanes import ALONE_READ, ANY_GPU, NO_LANE, LaneEffects, lane_effects, lanes_over
 from impl.costmodel.scale import PREDICTED_VARIANTS, step_band
-from impl.rows.kinds import ALLREDUCE, COMPARISON, REFERENCE, STEP, is_older_step
+from impl.rows.kinds import ALLREDUCE, COMPARISON, MEASURED, REFERENCE, STEP, is_older_step
 from impl.strategy_records import strategy_of
 
 # A cell's row, and the rows compared with it, are comparison rows or (before interleaving)
@@ -375,8 +375,8 @@ def bands(checks: Sequence[accuracy.Check]) -> dict[tuple, float]:
 
 
 def _round_medians(row: dict, name: str) -> list[float] | None:
-    # a comparison row's per-variant, per-round step times (the measurement's own keys)
-    steps = ((row.get(CELL_ROW.measurement) or {}).get("step_ms") or {}).get(name)
+    # a comparison row's per-variant, per-round step times
+    steps = ((row.get(CELL_ROW.measurement) or {}).get(MEASURED.step_ms) or {}).get(name)
     return [float(np.median(r)) for r in steps] if steps else None
 
 

@@ -38,7 +38,7 @@ from impl.costmodel.fabric import MeasuredSweep, NodeFabric, measured_sweep
 from impl.costmodel.inputs import compute_profile, interference, run_name
 from impl.costmodel.lanes import ANY_GPU, NO_LANE, LaneEffects
 from impl.costmodel.schedule import simulate
-from impl.rows.kinds import ALLREDUCE, COMPARISON, REFERENCE, STEP
+from impl.rows.kinds import ALLREDUCE, COMPARISON, MEASURED, REFERENCE, STEP
 
 # The row predicted from is a comparison row or (an older file) a step row, which declare the
 # fields read from both alike; the sweeps are all-reduce rows.
@@ -87,7 +87,7 @@ def step_spread_ms(row: dict) -> float:
     """The standard deviation of a comparison row's compute-only step over every measured
     step (all rounds): how much one rank's step varies; 0 where the row keeps no steps."""
     # the measurement's per-variant, per-round step times
-    timed = (row.get(CELL_ROW.measurement) or {}).get("step_ms") or {}
+    timed = (row.get(CELL_ROW.measurement) or {}).get(MEASURED.step_ms) or {}
     steps = timed.get("compute-only") or []
     flat = [float(t) for round_steps in steps for t in round_steps]
     return float(np.std(flat, ddof=1)) if len(flat) >= 2 else 0.0

@@ -141,6 +141,12 @@ REFERENCES = {"compute_only_ms": ESTIMATE, "sequential_ms": ESTIMATE,
 # A comparison row's reference names as attributes: cell[CELL.references][REFERENCE.limit_ms].
 REFERENCE = Declared("comparison (references)",
                      {key.removesuffix("?"): key.removesuffix("?") for key in REFERENCES})
+# The keys of a paired comparison (impl.comparisons.versus) and of a measurement (every
+# per-round time, suite.harness.Measurement) as attributes, as REFERENCE names the references:
+# figures[FIGURE.vs_sequential][PAIRED.verdict], cell[CELL.measurement][MEASURED.step_ms].
+PAIRED = Declared("paired comparison", {key: key for key in VERSUS})
+MEASURED = Declared("measurement",
+                    {key.removesuffix("?"): key.removesuffix("?") for key in MEASUREMENT})
 
 
 def is_older_step(row: dict) -> bool:

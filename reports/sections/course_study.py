@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from impl.metrics import ideal_speedup
-from impl.rows.kinds import COMPARISON, STEP, SYNTHETIC
+from impl.rows.kinds import COMPARISON, PAIRED, STEP, SYNTHETIC
 from reports import analysis, cells, figures, traces
 from reports.captions import (
     Machines,
@@ -71,8 +71,8 @@ def _saved_text(cell: dict, strategy: str) -> str:
     if not found:
         return f"{strategy} not measured in that cell"
     versus = found["vs_sequential"]
-    return (f"{strategy}: {fmt_estimate(saved_pct(versus['speedup']))}% "
-            f"({cells.verdict_text(versus['verdict'], 'sequential')})")
+    return (f"{strategy}: {fmt_estimate(saved_pct(versus[PAIRED.speedup]))}% "
+            f"({cells.verdict_text(versus[PAIRED.verdict], 'sequential')})")
 
 
 def study_rows(rows: Sequence[dict], machines: Machines) -> list[dict]:

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from impl.rows.kinds import COMPARISON, STEP
+from impl.rows.kinds import COMPARISON, PAIRED, STEP
 from impl.strategies import summary
 from impl.strategy_records import VARIANTS, strategy_of
 from reports import cells, figures
@@ -254,7 +254,7 @@ def findings(entries: Sequence[dict]) -> list[str]:
                      f"on {top['cell']['workload']} ({top['cell']['machine']}), saving "
                      f"{saved_text(top['speedup'])} of sequential's step.")
     faster = [e for e in entries
-              if e["answer"]["figures"]["vs_sequential"]["verdict"] == "faster"]
+              if e["answer"]["figures"]["vs_sequential"][PAIRED.verdict] == "faster"]
     found.append(f"The best strategy is faster than sequential in {len(faster)} of "
                  f"{len(entries)} rows (the interval of the paired difference excluding 0).")
     with_efficiency = [e for e in entries if (e["efficiency"] or {}).get("value") is not None]
@@ -269,7 +269,8 @@ def findings(entries: Sequence[dict]) -> list[str]:
     judged = [e for e in entries if e["best"] not in (cells.DDP, cells.DDP_DEFAULT)
               and cells.DDP in e["answer"]["versus"]]
     if judged:
-        beats = [e for e in judged if e["answer"]["versus"][cells.DDP]["verdict"] == "faster"]
+        beats = [e for e in judged
+                 if e["answer"]["versus"][cells.DDP][PAIRED.verdict] == "faster"]
         found.append(f"The best strategy beats DDP with buckets matched to K in {len(beats)} "
                      f"of {len(judged)} rows where DDP is not itself the best (interval of the "
                      f"difference excluding 0).")

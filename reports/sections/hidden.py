@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from impl.rows.kinds import COMPARISON
+from impl.rows.kinds import COMPARISON, PAIRED
 from reports import cells
 from reports.captions import Machines, Run
 from reports.format import fmt_estimate
@@ -52,7 +52,7 @@ def in_reading_order(entries: Sequence[dict], lead: str | None) -> list[dict]:
 
 def saved_ms(entry: dict) -> dict:
     """Sequential's step minus the strategy's: the paired difference, sign turned."""
-    difference = entry["answer"]["figures"]["vs_sequential"]["difference_ms"]
+    difference = entry["answer"]["figures"]["vs_sequential"][PAIRED.difference_ms]
     turn = lambda x: None if x is None else -x
     return {"value": turn(difference.get("value")), "low": turn(difference.get("high")),
             "high": turn(difference.get("low")), "rounds": difference.get("rounds")}
@@ -70,7 +70,7 @@ def machine_words(entry: dict, machines: Machines) -> str:
 def caveats(entry: dict) -> str:
     """What keeps the saving from reading as overlap's: an interval that includes 0 (no
     verdict), or DDP's fewer buckets than K (fewer, larger messages)."""
-    verdict, said = entry["answer"]["figures"]["vs_sequential"]["verdict"], []
+    verdict, said = entry["answer"]["figures"]["vs_sequential"][PAIRED.verdict], []
     if verdict == cells.NO_DIFFERENCE:
         said.append("the saving's interval includes 0: no verdict")
     elif verdict == "slower":

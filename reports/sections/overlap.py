@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from impl.rows.kinds import COMPARISON, REFERENCE, STEP
+from impl.rows.kinds import COMPARISON, PAIRED, REFERENCE, STEP
 from reports import cells, figures
 from reports.captions import (
     Machines,
@@ -93,13 +93,13 @@ def answer_text(entry: dict) -> str:
     versus = found["vs_sequential"]
     hidden = found.get(STEP_ROW.hidden_comm_fraction)
     text = (f"{cell['workload']}, read at {entry['why']}: {best} is fastest, "
-            f"{fmt_times(versus['speedup'])} over sequential "
-            f"({cells.verdict_text(versus['verdict'], 'sequential')}); "
+            f"{fmt_times(versus[PAIRED.speedup])} over sequential "
+            f"({cells.verdict_text(versus[PAIRED.verdict], 'sequential')}); "
             f"{efficiency_text(cell, best)}; hidden communication fraction "
             f"{fmt_estimate(hidden)}.")
     if entry["versus"]:
         text += " In the same rounds it is " + and_list(
-            [cells.verdict_text(v["verdict"], other) for other, v in entry["versus"].items()]
+            [cells.verdict_text(v[PAIRED.verdict], other) for other, v in entry["versus"].items()]
         ) + "."
     if entry["best_k"]:
         top = entry["best_k"]
@@ -134,10 +134,10 @@ def world_one_text(rows: Sequence[dict], machines: Machines) -> str | None:
     found = sorted(cells.world_one(rows), key=lambda f: fabric_rank(f["cell"], machines))
     if not found:
         return None
-    agree = [f for f in found if f["verdict"] == cells.NO_DIFFERENCE]
+    agree = [f for f in found if f[PAIRED.verdict] == cells.NO_DIFFERENCE]
     listed = "; ".join(f"{f['cell']['machine']} {f['cell']['workload']}: "
-                       f"{fmt_estimate(f['difference'])} ms"
-                       f"{'' if f in agree else ' (' + f['verdict'] + ')'}" for f in found)
+                       f"{fmt_estimate(f[PAIRED.difference_ms])} ms"
+                       f"{'' if f in agree else ' (' + f[PAIRED.verdict] + ')'}" for f in found)
     return (f"At world size 1 the all-reduce is a no-op, so sequential and compute-only run the "
             f"same computation: their paired difference (sequential − compute-only) has an "
             f"interval containing 0 in {len(agree)} of {len(found)} cells ({listed}).")
@@ -173,13 +173,13 @@ def strategy_rows(cell: dict) -> list[dict]:
         found = cells.figures(cell, strategy)
         row = {"cell": cell, STEP_ROW.strategy: strategy, STEP_ROW.workload: cell[CELL.workload],
                STEP_ROW.chunks: cell[CELL.chunks], STEP_ROW.step_ms: found[STEP_ROW.step_ms],
-               "speedup": found["vs_sequential"]["speedup"],
+               "speedup": found["vs_sequential"][PAIRED.speedup],
                **{key: found.get(key) for key in (STEP_ROW.overlap_efficiency,
                                                   STEP_ROW.bound_efficiency,
                                                   STEP_ROW.hidden_comm_fraction)}}
         for peer in ("ddp", "ddp_25mb"):
             versus = found.get(f"vs_{peer}")
-            row[f"vs_{peer}"] = VERDICT_SHORT[versus["verdict"]] if versus else "–"
+            row[f"vs_{peer}"] = VERDICT_SHORT[versus[PAIRED.verdict]] if versus else "–"
         table.append(row)
     return table
 
@@ -259,15 +259,15 @@ def section_results(view: View) -> dict:
 WORLD_ONE_COLUMNS = (text_column("machine"), text_column(STEP_ROW.workload),
                      estimate_column(REFERENCE.compute_only_ms, "compute-only", "ms"),
                      estimate_column(REFERENCE.sequential_ms, "sequential", "ms"),
-                     estimate_column("difference", "sequential − compute-only", "ms"),
-                     text_column("verdict", "verdict"))
+                     estimate_column(PAIRED.difference_ms, "sequential − compute-only", "ms"),
+                     text_column(PAIRED.verdict, "verdict"))
 
 
 def world_one_table(found: Sequence[dict], view: View) -> object:
     table_rows = [{"machine": f["cell"]["machine"], STEP_ROW.workload: f["cell"][CELL.workload],
                    **{key: f["cell"][CELL.references][key]
                       for key in (REFERENCE.compute_only_ms, REFERENCE.sequential_ms)},
-                   "difference": f["difference"], "verdict": f["verdict"]}
+                   **{key: f[key] for key in (PAIRED.difference_ms, PAIRED.verdict)}}
                   for f in view.machines.in_order([{**f, "machine": f["cell"]["machine"]}
                                                    for f in found])]
     return make_table(
