@@ -69,7 +69,8 @@ def cells(rows: Sequence[dict]) -> list[tuple[str, str]]:
 
 
 def scaling_series(rows: Sequence[dict], machine: str, preset: str, scaling: str) -> list[dict]:
-    """Per (backend, schedule): efficiency points against world size, the 1-rank point first."""
+    """Per (backend, schedule): efficiency points against world size, the 1-rank point first;
+    each series keyed as its variant rows are (series[TP.gemm_backend])."""
     series = defaultdict(list)
     for row in rows:
         if (row["machine"], row[TP.preset], row[TP.scaling]) == (machine, preset, scaling):
@@ -80,13 +81,14 @@ def scaling_series(rows: Sequence[dict], machine: str, preset: str, scaling: str
         points = ([{"world": 1, "value": 1.0, "low": None, "high": None}] if base else [])
         points += [{"world": r[TP.world_size], **r[TP.estimates][TP.scaling_efficiency]}
                    for r in members if value(r, TP.scaling_efficiency) is not None]
-        out.append({"backend": backend, "schedule": schedule, "points": points})
+        out.append({TP.gemm_backend: backend, TP.schedule: schedule, "points": points})
     return out
 
 
 def comm_share_points(rows: Sequence[dict], machine: str, preset: str) -> list[dict]:
     """Sync, strong scaling: communication share of the step against the backend's GEMM speed
-    (TFLOP/s per GPU of its 1-rank block), one point per backend and world size."""
+    (TFLOP/s per GPU of its 1-rank block), one point per backend and world size (its backend
+    keyed as the variant row's)."""
     points = []
     for row in rows:
         if ((row["machine"], row[TP.preset], row[TP.scaling], row[TP.schedule])
@@ -95,7 +97,7 @@ def comm_share_points(rows: Sequence[dict], machine: str, preset: str) -> list[d
         base = single(rows, row)
         if value(base, TP.tflops_per_gpu) is None:
             continue
-        points.append({"backend": row[TP.gemm_backend], "world": row[TP.world_size],
+        points.append({TP.gemm_backend: row[TP.gemm_backend], "world": row[TP.world_size],
                        "x": base[TP.estimates][TP.tflops_per_gpu],
                        "y": row[TP.estimates][TP.comm_fraction]})
     return points
@@ -253,9 +255,9 @@ def scaling_figure(strong: Sequence[dict], weak: Sequence[dict]) -> Image:
             errors = list(zip(*(_error(p) for p in points))) or [[], []]
             ax.errorbar([p["world"] for p in points], [p["value"] for p in points],
                         yerr=errors, marker="o", markersize=3, capsize=2, linewidth=1,
-                        linestyle=SCHEDULE_STYLES.get(entry["schedule"], "-"),
-                        color=backend_color(entry["backend"]),
-                        label=f"{entry['backend']} {entry['schedule']}")
+                        linestyle=SCHEDULE_STYLES.get(entry[TP.schedule], "-"),
+                        color=backend_color(entry[TP.gemm_backend]),
+                        label=f"{entry[TP.gemm_backend]} {entry[TP.schedule]}")
         ax.axhline(1.0, color="black", linestyle=":", linewidth=0.8)
         ax.set_xscale("log", base=2)
         ax.set_xticks(worlds, [str(w) for w in worlds])
@@ -277,8 +279,8 @@ def comm_share_figure(points: Sequence[dict]) -> Image:
         ax.errorbar(point["x"]["value"], point["y"]["value"], xerr=[[e] for e in
                     _error(point["x"])], yerr=[[e] for e in _error(point["y"])],
                     marker=markers.get(point["world"], "^"), markersize=4, capsize=2,
-                    color=backend_color(point["backend"]), linewidth=0.8)
-    for backend in dict.fromkeys(p["backend"] for p in points):
+                    color=backend_color(point[TP.gemm_backend]), linewidth=0.8)
+    for backend in dict.fromkeys(p[TP.gemm_backend] for p in points):
         ax.plot([], [], "o", color=backend_color(backend), label=backend)
     for world in sorted({p["world"] for p in points}):
         ax.plot([], [], markers.get(world, "^"), color="#777777", label=f"{world} ranks")
