@@ -247,18 +247,19 @@ def digits_rows(rows: Sequence[dict]) -> list[dict]:
 
 
 def gpt_rows(rows: Sequence[dict]) -> list[dict]:
-    """This suite's forward times per machine and device, then the study's, as it printed."""
-    table = [{"source": row["machine"], "device": row.get(GPT.device_name) or row[GPT.device],
-              "threads": row.get(GPT.threads), "first": fmt(row.get(GPT.first_ms)),
-              "steady": fmt(row.get(GPT.steady_ms)),
-              "iterations": ", ".join(fmt(t) for t in row.get(GPT.iteration_ms) or [])}
+    """This suite's forward times per machine and device, then the study's, as it printed;
+    keyed as the rows' fields each column shows, in words."""
+    table = [{"source": row["machine"], GPT.device: row.get(GPT.device_name) or row[GPT.device],
+              GPT.threads: row.get(GPT.threads), GPT.first_ms: fmt(row.get(GPT.first_ms)),
+              GPT.steady_ms: fmt(row.get(GPT.steady_ms)),
+              GPT.iteration_ms: ", ".join(fmt(t) for t in row.get(GPT.iteration_ms) or [])}
              for row in of_kind(rows, "gpt_forward")]
     for study in STUDY_TABLE.values():
         low, high = study[GPT.steady_ms]
-        table.append({"source": "the study", "device": study["hardware"], "threads": "—",
-                      "first": fmt(study[GPT.first_ms]) if study[GPT.first_ms] else "—",
-                      "steady": fmt(low) if low == high else f"{fmt(low)}–{fmt(high)}",
-                      "iterations": study["text"]})
+        table.append({"source": "the study", GPT.device: study["hardware"], GPT.threads: "—",
+                      GPT.first_ms: fmt(study[GPT.first_ms]) if study[GPT.first_ms] else "—",
+                      GPT.steady_ms: fmt(low) if low == high else f"{fmt(low)}–{fmt(high)}",
+                      GPT.iteration_ms: study["text"]})
     return table
 
 
@@ -347,9 +348,10 @@ DIGITS_COLUMNS = (
     text_column("criterion_text", "max loss difference to cpu"),
 )
 GPT_COLUMNS = (
-    text_column("source", "measured by"), text_column("device", "device"),
-    text_column("threads", "threads"), text_column("first", "first iteration (ms)"),
-    text_column("steady", "then, median (ms)"), text_column("iterations", "every iteration (ms)"),
+    text_column("source", "measured by"), text_column(GPT.device, "device"),
+    text_column(GPT.threads, "threads"), text_column(GPT.first_ms, "first iteration (ms)"),
+    text_column(GPT.steady_ms, "then, median (ms)"),
+    text_column(GPT.iteration_ms, "every iteration (ms)"),
 )
 
 

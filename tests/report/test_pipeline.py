@@ -143,7 +143,7 @@ def test_gpt_rows_put_the_study_beside_the_run(rows):
     measured = [r for r in table if r["source"] == "cpu-2core"]
     study = [r for r in table if r["source"] == "the study"]
     assert len(measured) == 1 and measured[0]["device"].endswith("CPU cores")
-    assert [(r["device"], r["first"], r["steady"]) for r in study] == [
+    assert [(r["device"], r["first_ms"], r["steady_ms"]) for r in study] == [
         ("16-core Intel i7", "—", "2,100–2,500"), ("NVIDIA GTX 1650", "655", "60.0")]
 
 
