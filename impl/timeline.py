@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from impl import metrics
+from impl.rows.kinds import STEP_TIMELINE
 
 
 class LateMark:
@@ -87,10 +88,12 @@ class Timeline:
 
     @classmethod
     def from_json(cls, data: dict) -> Timeline:
-        return cls([Interval(**i) for i in data["intervals"]], list(data.get("notes", [])))
+        return cls([Interval(**i) for i in data[STEP_TIMELINE.intervals]],
+                   list(data.get(STEP_TIMELINE.notes, [])))
 
     def to_json(self) -> dict:
-        return {"intervals": [asdict(i) for i in self.intervals], "notes": list(self.notes)}
+        return {STEP_TIMELINE.intervals: [asdict(i) for i in self.intervals],
+                STEP_TIMELINE.notes: list(self.notes)}
 
 
 class TimelineRecorder:

@@ -26,6 +26,7 @@ from impl.rows.kinds import (
     ROW_KINDS,
     SEED_STEP,
     STEP,
+    STEP_TIMELINE,
     SYNTHETIC,
     TENSOR_CORE_CEILING,
     TENSOR_PARALLEL,
@@ -202,7 +203,7 @@ def step_groups(rows: Iterable[dict]) -> list[dict]:
 
 def timeline_bars(timeline: dict) -> list[dict]:
     """A step's intervals as bars from t = 0 (the first interval's start), in ms."""
-    intervals = timeline.get("intervals") or []
+    intervals = timeline.get(STEP_TIMELINE.intervals) or []
     if not intervals:
         return []
     origin = min(i["start_ms"] for i in intervals)

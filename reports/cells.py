@@ -27,6 +27,7 @@ from impl.rows.kinds import (
     MEASURED,
     REFERENCE,
     STEP,
+    STEP_TIMELINE,
     is_older_step,
 )
 from impl.stats import NO_DIFFERENCE, Estimate
@@ -277,7 +278,7 @@ def lost_time(cell: dict) -> list[dict]:
 
 def backward_ms(timeline: dict) -> float:
     """The backward compute time of one step's timeline (every backward interval, summed)."""
-    return sum(i["end_ms"] - i["start_ms"] for i in timeline["intervals"]
+    return sum(i["end_ms"] - i["start_ms"] for i in timeline[STEP_TIMELINE.intervals]
                if i["lane"] == "compute" and i["label"].startswith("backward"))
 
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 import json
 import re
 
+from impl.rows.kinds import STEP_TIMELINE
+
 LANES = {"compute": 1, "comm": 2}
 LANE_NAMES = {1: "compute", 2: "communication"}
 METADATA = ("process_name", "thread_name", "process_sort_index", "thread_sort_index")
@@ -36,7 +38,7 @@ def trace(timeline: dict, process: str, about: dict, rank: int = 0) -> dict:
                            "args": {"name": process}}]
     events += [{"name": "thread_name", "ph": "M", "pid": rank, "tid": tid,
                 "args": {"name": name}} for tid, name in LANE_NAMES.items()]
-    for interval in timeline["intervals"]:
+    for interval in timeline[STEP_TIMELINE.intervals]:
         start_us = interval["start_ms"] * 1e3
         events.append({"name": interval["label"], "cat": interval["lane"], "ph": "X",
                        "ts": round(start_us, 3),

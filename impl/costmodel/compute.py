@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from impl.chunking import chunk_bounds
+from impl.rows.kinds import STEP_TIMELINE
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ def profile_from_timeline(timeline: dict, ends: list[int] | tuple[int, ...], ele
                           step_ms: float | None = None) -> ReadyProfile:
     """A ReadyProfile from a compute-only step's timeline (impl.timeline.Timeline.to_json) and
     the element offsets where its chunks end."""
-    compute = [i for i in timeline["intervals"] if i["lane"] == "compute"]
+    compute = [i for i in timeline[STEP_TIMELINE.intervals] if i["lane"] == "compute"]
     backward = sorted((i for i in compute if i["label"].startswith("backward")
                        and i["chunk"] is not None), key=lambda i: i["chunk"])
     if len(backward) != len(ends):

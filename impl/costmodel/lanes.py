@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from impl.costmodel import variant_plans
 from impl.costmodel.compute import backward_kernels, known_workload, parameter_layout
 from impl.costmodel.fabric import Fabric, fit_fabric
-from impl.rows.kinds import COMPARISON, STEP, is_older_step
+from impl.rows.kinds import COMPARISON, STEP, STEP_TIMELINE, is_older_step
 
 # The variants whose collectives' wait is read (from the same workload): the threaded
 # strategy's, equal in bytes. DDP's buckets differ in bytes; a 1 MB first chunk or chunks
@@ -98,7 +98,7 @@ def _excess(jobs: list[dict], start: float, end: float) -> float | None:
 
 def timeline_effects(timeline: dict) -> Reading:
     """The lane of one overlapped timeline (impl/timeline intervals)."""
-    intervals = timeline.get("intervals") or []
+    intervals = timeline.get(STEP_TIMELINE.intervals) or []
     backward = [i for i in intervals if i["lane"] == "compute"
                 and i["label"].startswith("backward")]
     comm = sorted((i for i in intervals if i["lane"] == "comm"), key=lambda i: i["start_ms"])
@@ -154,7 +154,7 @@ def _kernel_ms(older: dict[tuple, dict | None], row: dict) -> float | None:
     timeline = (row.get(CELL_ROW.timelines) or {}).get("compute-only")
     if timeline is None:
         timeline = older.get(tuple(row.get(k) for k in OLDER_CELL))
-    backward = [i for i in (timeline or {}).get("intervals") or []
+    backward = [i for i in (timeline or {}).get(STEP_TIMELINE.intervals) or []
                 if i["lane"] == "compute" and i["label"].startswith("backward")]
     if not backward:
         return None

@@ -141,12 +141,14 @@ REFERENCES = {"compute_only_ms": ESTIMATE, "sequential_ms": ESTIMATE,
 # A comparison row's reference names as attributes: cell[CELL.references][REFERENCE.limit_ms].
 REFERENCE = Declared("comparison (references)",
                      {key.removesuffix("?"): key.removesuffix("?") for key in REFERENCES})
-# The keys of a paired comparison (impl.comparisons.versus) and of a measurement (every
-# per-round time, suite.harness.Measurement) as attributes, as REFERENCE names the references:
-# figures[FIGURE.vs_sequential][PAIRED.verdict], cell[CELL.measurement][MEASURED.step_ms].
+# The keys of a paired comparison (impl.comparisons.versus), of a measurement (every
+# per-round time, suite.harness.Measurement) and of a step's timeline (impl.timeline.Timeline)
+# as attributes, as REFERENCE names the references: versus[PAIRED.verdict],
+# cell[CELL.measurement][MEASURED.step_ms], timeline[STEP_TIMELINE.intervals].
 PAIRED = Declared("paired comparison", {key: key for key in VERSUS})
 MEASURED = Declared("measurement",
                     {key.removesuffix("?"): key.removesuffix("?") for key in MEASUREMENT})
+STEP_TIMELINE = Declared("timeline", {key: key for key in TIMELINE})
 
 
 def is_older_step(row: dict) -> bool:
