@@ -32,9 +32,10 @@ TRAINERS: dict[str, type[Trainer]] = {
     "offload-overlap-dpu": OffloadOverlapDelayed,
 }
 
-HYBRID_FIELDS: tuple[Field, ...] = HYBRID_STEP.fields_named(
-    "step_ms", "residual_imbalance", "gradient_error", "weight_error",
-    "hidden_host_fraction")  # defined with the hybrid row (impl/rows/kinds.py)
+_FIELD = HYBRID_STEP.field
+HYBRID_FIELDS: tuple[Field, ...] = (
+    _FIELD.step_ms, _FIELD.residual_imbalance, _FIELD.gradient_error, _FIELD.weight_error,
+    _FIELD.hidden_host_fraction)  # defined with the hybrid row (impl/rows/kinds.py)
 
 
 def host_initialised_model(workload: WorkloadConfig, device: torch.device,
