@@ -307,7 +307,7 @@ def regime_points(rows: Iterable[dict]) -> list[dict]:
     sequential describe K-chunk communication, which theirs is not."""
     points = []
     for cell in cells(rows):
-        ratio = cell[CELL.references].get("compute_to_comm")
+        ratio = cell[CELL.references].get(REFERENCE.compute_to_comm)
         if cell[CELL.world_size] == 1 or cell[CELL.chunks] == 1 or not (value(ratio) or 0) > 0:
             continue
         for strategy in compared(cell):

@@ -23,7 +23,7 @@ matplotlib.use("Agg")  # before pyplot: no display, and no GUI toolkit on build 
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
-from impl.rows.kinds import GEMM  # noqa: E402
+from impl.rows.kinds import GEMM, STEP  # noqa: E402
 from impl.strategy_records import REFERENCE, STRATEGY_RECORDS, strategy_of  # noqa: E402
 from reports.analysis import gemm_version_rank  # noqa: E402
 
@@ -306,17 +306,21 @@ def _legend_above(fig, ax) -> None:
                fontsize=6.5)
 
 
+STEP_ROW = STEP.names  # a regime point's strategy: point[STEP_ROW.strategy]
+
+
 @_styled
 def regime(panels: Sequence[dict], study_ratio: float) -> Image:
     """Speedup over sequential against the measured compute:communication ratio, both with
     their intervals, under the ideal curve of a perfect overlap (impl.metrics.ideal_speedup).
 
-    ``panels``: [{"title", "points": [{"strategy", "ratio", "speedup"}]}].
+    ``panels``: [{"title", "points": [{"strategy", "ratio", "speedup"}]}], a point's strategy
+    keyed as a step row's (reports.cells.regime_points).
     """
     from impl.metrics import ideal_speedup
 
     fig, axes = _figure(1, len(panels), height=2.6, sharey=True)
-    styles = series_styles([p["strategy"] for panel in panels for p in panel["points"]])
+    styles = series_styles([p[STEP_ROW.strategy] for panel in panels for p in panel["points"]])
     for ax, panel in zip(axes[0], panels):
         ratios = [p["ratio"] for p in panel["points"]]
         # Log axis: an interval end at or below 0 (not a ratio of two times) is not drawn.
@@ -326,8 +330,8 @@ def regime(panels: Sequence[dict], study_ratio: float) -> Image:
         xs = [span[0] * (span[1] / span[0]) ** (i / 200) for i in range(201)]
         ax.plot(xs, ideal_speedup(xs), color="black", linewidth=0.9,
                 label="ideal: (r + 1) / max(r, 1)")
-        for strategy in dict.fromkeys(p["strategy"] for p in panel["points"]):
-            mine = [p for p in panel["points"] if p["strategy"] == strategy]
+        for strategy in dict.fromkeys(p[STEP_ROW.strategy] for p in panel["points"]):
+            mine = [p for p in panel["points"] if p[STEP_ROW.strategy] == strategy]
             x, xerr = _errors([p["ratio"] for p in mine])
             y, yerr = _errors([p["speedup"] for p in mine])
             ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt=styles[strategy].marker, markersize=3,
@@ -378,8 +382,8 @@ GEMM_ROW = GEMM.names  # a roofline point's keys: row[GEMM_ROW.tflops]
 def roofline(groups: Sequence[dict]) -> Image:
     """Achieved TFLOP/s against arithmetic intensity, under each dtype's roofline.
 
-    ``groups``: [{"dtype", "rows"}], each row keyed as a GEMM row (the tensor-parallel section
-    builds its points under the same declared names).
+    ``groups``: [{"dtype", "rows"}], the dtype and each row keyed as a GEMM row's (the
+    tensor-parallel section builds its groups and points under the same declared names).
     """
     fig, axes = _figure(1, 1, height=2.9)
     ax = axes[0, 0]
@@ -395,19 +399,19 @@ def roofline(groups: Sequence[dict]) -> Image:
         for row in group["rows"]:
             ax.scatter(row[GEMM_ROW.arithmetic_intensity], row[GEMM_ROW.tflops], s=14,
                        color=version_color(row[GEMM_ROW.version]),
-                       marker=markers.get(group["dtype"], "o"), zorder=3)
+                       marker=markers.get(group[GEMM_ROW.dtype], "o"), zorder=3)
             peak, bandwidth = row.get(GEMM_ROW.peak_tflops), row.get(GEMM_ROW.peak_gbps)
-            if peak and bandwidth and (group["dtype"], peak) not in drawn_peaks:
-                drawn_peaks.add((group["dtype"], peak))
+            if peak and bandwidth and (group[GEMM_ROW.dtype], peak) not in drawn_peaks:
+                drawn_peaks.add((group[GEMM_ROW.dtype], peak))
                 ridge = peak * 1e3 / bandwidth  # FLOP/B where memory and compute bounds meet
                 xs = [span[0], ridge, span[1]]
                 ax.plot(xs, [min(peak, bandwidth * x / 1e3) for x in xs], "--", color="#777777",
                         linewidth=0.8)
-                ax.text(span[1], peak, f"{group['dtype']} peak {peak:g}", ha="right",
+                ax.text(span[1], peak, f"{group[GEMM_ROW.dtype]} peak {peak:g}", ha="right",
                         va="bottom", fontsize=6.5)
     for version in versions:
         ax.scatter([], [], color=version_color(version), s=14, label=version)
-    for dtype in dict.fromkeys(g["dtype"] for g in groups):
+    for dtype in dict.fromkeys(g[GEMM_ROW.dtype] for g in groups):
         ax.scatter([], [], color="white", edgecolors="black", marker=markers.get(dtype, "o"),
                    s=14, label=dtype)
     ax.set_xscale("log")

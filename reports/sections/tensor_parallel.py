@@ -212,7 +212,7 @@ def roofline_groups(rows: Sequence[dict], machine: str) -> list[dict]:
                     GEMM_ROW.tflops: gemm[GEMM_ROW.tflops],
                     GEMM_ROW.peak_tflops: row.get(TP.peak_tflops),
                     GEMM_ROW.peak_gbps: row.get(TP.peak_gbps)})
-    return [{"dtype": dtype, "rows": members} for dtype, members in groups.items()]
+    return [{GEMM_ROW.dtype: dtype, "rows": members} for dtype, members in groups.items()]
 
 
 def gantt_panels(rows: Sequence[dict], machine: str, preset: str) -> list[dict]:
