@@ -173,3 +173,20 @@ def test_the_delayed_update_is_timed_again_on_half_the_host_threads(monkeypatch,
         assert variants[name] == ("offload-overlap-dpu", {"cpu_threads": half})
         assert ("offload-overlap-dpu+half-threads", "offload-overlap-dpu") in \
             bench_hybrid.offload_pairs(variants)
+
+
+@pytest.mark.parametrize("member", ["mlp_8192x16_b2048_bf16", "gpt_1b_bf16"])
+def test_a_member_over_half_a_billion_parameters_runs_three_variants_alone(monkeypatch, member):
+    """Every variant's trainer lives through the interleaved rounds, each offload with 16
+    bytes a parameter on the host: the 1.25B decoder's cast, per-tensor and half-thread twins
+    would have asked a 125 GiB host for 140 GB. An absent variant says why."""
+    from impl.presets import preset
+    from suite import bench_hybrid
+
+    monkeypatch.setattr(bench_hybrid, "host_threads", lambda: 31)
+    workload = preset(member)
+    assert list(bench_hybrid.offload_variants(workload)) == [
+        "device-adam", "offload-overlap", "offload-overlap-dpu"]
+    assert bench_hybrid.absent_reason(workload, "offload-overlap-dpu+gpu-cast") == (
+        f"offload-overlap-dpu+gpu-cast: {member} has over 500,000,000 parameters, and each "
+        "offload holds 16 bytes a parameter on the host")
