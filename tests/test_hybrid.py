@@ -626,7 +626,7 @@ def test_device_adam_keeps_a_master_only_for_low_precision_weights():
     assert bf16.mixed and all(m.dtype == torch.float32 for m in bf16.masters)
 
 
-def check_bf16_decoder(name: str, options: HybridOptions, dtype: str = "bf16"):
+def check_low_precision_decoder(name: str, options: HybridOptions, dtype: str = "bf16"):
     """gpt_tiny in ``dtype`` (bf16 or fp16), three steps of trainer ``name`` on the CPU checked
     against the reference: (its model, the trainer, closed, and the check's result)."""
     workload = dataclasses.replace(preset("gpt_tiny"), dtype=dtype)
@@ -645,7 +645,7 @@ def check_bf16_decoder(name: str, options: HybridOptions, dtype: str = "bf16"):
 @pytest.mark.parametrize("name", ["device-adam", "offload-overlap", "offload-overlap-dpu"])
 @pytest.mark.parametrize("dtype", LOW_PRECISION)
 def test_a_low_precision_decoder_trains_through_every_trainer(name, dtype):
-    model, _, result = check_bf16_decoder(name, HybridOptions(lr=LR), dtype)
+    model, _, result = check_low_precision_decoder(name, HybridOptions(lr=LR), dtype)
     assert result.failure is None
     assert result.gradient_tolerance == 8 * UNIT_ROUNDOFF[dtype]
     assert all(p.dtype == LOW_PRECISION[dtype] for p in model.parameters())

@@ -13,7 +13,7 @@ from impl.hybrid.bounds import host_work_ms, offload_bounds
 from impl.hybrid.buckets import BUCKET_ELEMENTS, bucket_layout, calls_per_step
 from impl.presets import gpt_small_bf16, preset
 from impl.workloads import Batch, build_model
-from tests.test_hybrid import LR, check_bf16_decoder
+from tests.test_hybrid import LR, check_low_precision_decoder
 
 OFFLOADS = ("offload-after-backward", "offload-overlap", "offload-overlap-dpu")
 
@@ -79,7 +79,7 @@ def test_the_fp32_mlp_member_keeps_a_bucket_per_layer():
 def test_a_bf16_decoder_step_pays_per_bucket_and_passes_the_check(name, bucket_elements):
     """gpt_tiny in bf16 (29 tensors) on the CPU: the check passes at every bucket size, and the
     last step's counted calls are the layout's: one hook per tensor, the rest per bucket."""
-    model, trainer, result = check_bf16_decoder(
+    model, trainer, result = check_low_precision_decoder(
         name, HybridOptions(lr=LR, cpu_threads=2, bucket_elements=bucket_elements))
     assert result.failure is None, result.failure
     expected = layout_calls(model, bucket_elements)
