@@ -26,7 +26,7 @@ from impl.hybrid import (
     host_initialised_model,
     loss_curves_match,
 )
-from impl.hybrid.base import NonFiniteLoss
+from impl.hybrid.base import NonFiniteLoss, calibrated_loss_scale
 from impl.hybrid.coarse import (
     CoarseHybrid,
     balance,
@@ -269,6 +269,29 @@ def test_host_adam_implementations_agree(implementation, layout):
     finally:
         engine.close()
     assert torch.allclose(engine.master[0], reference.detach(), rtol=0, atol=1e-7)
+
+
+@pytest.mark.parametrize("implementation", host_adam.ADAM_IMPLEMENTATIONS)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_host_adam_divides_a_loss_scale_out_exactly_and_leaves_the_gradient_alone(
+        implementation, dtype):
+    """Given gradients multiplied by a power of two, host Adam's update is the one of the
+    unscaled gradients, bit for bit (the fused kernel's grad_scale or a division of its fp32
+    copy), and the caller's gradient is not unscaled in place."""
+    grad = torch.randn(5000, generator=torch.Generator().manual_seed(1)).to(dtype)
+    scaled = (grad.float() * 1024).to(dtype)
+    kept = scaled.clone()
+    plain = host_adam.HostAdam([torch.zeros(5000)], LR, implementation)
+    unscaling = host_adam.HostAdam([torch.zeros(5000)], LR, implementation, grad_scale=1024.0)
+    try:
+        for _ in range(3):
+            plain.update(0, 0, grad.float())
+            unscaling.update(0, 0, scaled)
+    finally:
+        plain.close()
+        unscaling.close()
+    assert torch.equal(unscaling.master[0], plain.master[0])
+    assert torch.equal(scaled, kept)
 
 
 @pytest.mark.parametrize("threads, split", [(1, (1, 1)), (15, (1, 15)), (31, (2, 15)),
@@ -581,9 +604,13 @@ UNIT_ROUNDOFF = {"bf16": 2 ** -8, "fp16": 2 ** -11}
 @pytest.mark.parametrize("dtype", LOW_PRECISION)
 def test_low_precision_trainers_update_an_fp32_master(name, device, cast, dtype):
     workload = dataclasses.replace(preset(WORKLOAD), dtype=dtype)
-    model = host_initialised_model(workload, torch.device(device))
-    trainer = build_trainer(name, model, mlp_loss, HybridOptions(lr=LR, cpu_threads=2, cast=cast))
     data = [make_batch(workload, torch.device("cpu"), 0, 0, step) for step in range(STEPS)]
+    scale = calibrated_loss_scale(host_initialised_model(workload, torch.device("cpu")),
+                                  mlp_loss, data[0])
+    assert scale == {"bf16": 1.0, "fp16": 2.0 ** 6}[dtype]  # its largest gradient is 11.2
+    model = host_initialised_model(workload, torch.device(device))
+    trainer = build_trainer(name, model, mlp_loss, HybridOptions(lr=LR, cpu_threads=2, cast=cast,
+                                                                 loss_scale=scale))
     try:
         reference = build_model(workload, torch.device("cpu")).float().to(device)
         result = check_training(name, trainer, reference, mlp_loss,
@@ -593,11 +620,11 @@ def test_low_precision_trainers_update_an_fp32_master(name, device, cast, dtype)
         trainer.close()
     assert result.failure is None
     # Gradients against a backward in the model's dtype at the reference's weights: one
-    # rounding of that dtype (8 u) of tolerance, and on the CPU the same kernels on the same
-    # weights give exactly 0.
+    # rounding of that dtype (8 u) of tolerance. On the CPU the same kernels on weights a
+    # rounding apart give at most about one u (bf16: 0; fp16 at its loss scale: 1.1 u).
     assert result.gradient_tolerance == 8 * UNIT_ROUNDOFF[dtype]
     if device == "cpu":
-        assert result.gradient_error == 0
+        assert result.gradient_error <= 2 * UNIT_ROUNDOFF[dtype]
     if name.endswith("dpu"):  # checked on its low-precision weights: their rounding of the largest
         assert result.weight_error <= result.weight_tolerance
     else:  # checked on the fp32 master: as strictly as an fp32 model
@@ -642,13 +669,57 @@ def check_low_precision_decoder(name: str, options: HybridOptions, dtype: str = 
     return model, trainer, result
 
 
+def decoder_loss_scale(dtype: str) -> float:
+    workload = dataclasses.replace(preset("gpt_tiny"), dtype=dtype)
+    model = host_initialised_model(workload, torch.device("cpu"))
+    return calibrated_loss_scale(model, lambda o, t: loss_fn(workload, o, t),
+                                 make_batch(workload, torch.device("cpu"), 0, 0, 0))
+
+
 @pytest.mark.parametrize("name", ["device-adam", "offload-overlap", "offload-overlap-dpu"])
 @pytest.mark.parametrize("dtype", LOW_PRECISION)
 def test_a_low_precision_decoder_trains_through_every_trainer(name, dtype):
-    model, _, result = check_low_precision_decoder(name, HybridOptions(lr=LR), dtype)
+    options = HybridOptions(lr=LR, loss_scale=decoder_loss_scale(dtype))
+    model, _, result = check_low_precision_decoder(name, options, dtype)
     assert result.failure is None
     assert result.gradient_tolerance == 8 * UNIT_ROUNDOFF[dtype]
+    assert result.loss_scale == {"bf16": 1.0, "fp16": 2.0 ** 15}[dtype]
     assert all(p.dtype == LOW_PRECISION[dtype] for p in model.parameters())
+
+
+def test_an_fp16_decoder_s_loss_scale_lifts_its_gradients_out_of_the_subnormals():
+    """Unscaled, 85% of gpt_tiny's non-zero fp16 gradients are below fp16's smallest normal;
+    at its calibrated scale (2^15: its largest gradient is 0.028) under 0.1% are, and the
+    largest is 2^10·0.9 of fp16's 65504, far from overflow."""
+    workload = dataclasses.replace(preset("gpt_tiny"), dtype="fp16")
+    batch = make_batch(workload, torch.device("cpu"), 0, 0, 0)
+    shares = {}
+    for scale in (1.0, decoder_loss_scale("fp16")):
+        model = host_initialised_model(workload, torch.device("cpu"))
+        (loss_fn(workload, model(batch.inputs), batch.targets) * scale).backward()
+        grads = torch.cat([p.grad.float().abs().flatten() for p in model.parameters()])
+        nonzero = grads[grads > 0]
+        shares[scale] = ((nonzero < torch.finfo(torch.float16).tiny).float().mean().item(),
+                         grads.max().item())
+    assert shares[1.0][0] > 0.8
+    assert shares[2.0 ** 15][0] < 1e-3
+    assert 2 ** 9 < shares[2.0 ** 15][1] < 2 ** 10
+
+
+@pytest.mark.parametrize("scale", [0.5, 3.0, 2.0 ** 17, True, float("nan")])
+def test_a_loss_scale_that_is_no_power_of_two_in_range_is_refused(scale):
+    with pytest.raises(ValueError) as error:
+        HybridOptions(loss_scale=scale)
+    assert str(error.value) == (f"hybrid loss_scale={scale!r}: choose a power of two from 1 "
+                                "to 2^16")
+
+
+def test_a_trainer_that_updates_gradients_as_they_are_refuses_a_loss_scale():
+    model = build_model(dataclasses.replace(preset(WORKLOAD), dtype="fp16"), torch.device("cpu"))
+    with pytest.raises(ValueError) as error:
+        build_trainer("device-adam-foreach", model, mlp_loss, HybridOptions(loss_scale=1024.0))
+    assert str(error.value) == ("device-adam-foreach: loss_scale=1024: this trainer updates "
+                                "the gradients as backward leaves them; choose 1")
 
 
 # The coarse-grained hybrid knows when not to split: the exchange against what the CPU adds.

@@ -190,3 +190,17 @@ def test_a_member_over_half_a_billion_parameters_runs_three_variants_alone(monke
     assert bench_hybrid.absent_reason(workload, "offload-overlap-dpu+gpu-cast") == (
         f"offload-overlap-dpu+gpu-cast: {member} has over 500,000,000 parameters, and each "
         "offload holds 16 bytes a parameter on the host")
+
+
+def test_an_fp16_member_leaves_out_adam_in_fp16_itself():
+    """device-adam-foreach applies Adam to the weights in their dtype and takes no loss scale:
+    for an fp16 decoder that is no recipe (most gradients subnormal), so it is absent, with why."""
+    from impl.presets import preset
+    from suite import bench_hybrid
+
+    variants = bench_hybrid.offload_variants(preset("gpt_medium_fp16"))
+    assert "device-adam-foreach" not in variants and "device-adam" in variants
+    assert "device-adam-foreach" in bench_hybrid.offload_variants(gpt_small_bf16())
+    assert bench_hybrid.absent_reason(preset("gpt_medium_fp16"), "device-adam-foreach") == (
+        "device-adam-foreach: Adam in fp16 itself, with no loss scale, is no fp16 recipe: most "
+        "of a decoder's gradients are subnormal there (impl/hybrid/base.py)")

@@ -24,6 +24,13 @@ from impl.workloads import Batch
 
 Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 CAST_SIDES = ("host", "device")
+# fp16's smallest normal is 6.1e-5: unscaled, 77% of the gradient elements of a 4-layer
+# gpt_medium_fp16 are subnormal (all of a LayerNorm weight's), and the 24-layer decoder's
+# gradients moved by 0.087 of a tensor's largest value between two runs a weight rounding apart
+# (one H100, 7 Dec). A loss scale lifts them; its power of two is chosen once from the model's
+# first backward (calibrated_loss_scale): 2^14 lifts the decoder's, and overflows an MLP's.
+LARGEST_SCALED_GRADIENT = 2.0 ** 10  # 1/64 of fp16's range: headroom for later steps
+LARGEST_LOSS_SCALE = 2.0 ** 16  # DeepSpeed's first dynamic scale
 
 
 class NonFiniteLoss(FloatingPointError):
@@ -42,6 +49,9 @@ class HybridOptions:
     # The offload's flat buckets (impl/hybrid/buckets.py): at most this many values of
     # consecutive small tensors moved and updated as one; 1 moves every tensor on its own.
     bucket_elements: int = BUCKET_ELEMENTS
+    # What the loss is multiplied by before backward, divided out of the gradients in fp32
+    # before Adam: a power of two, so both are exact. For fp16 models (calibrated_loss_scale).
+    loss_scale: float = 1.0
 
     def __post_init__(self) -> None:
         # A NaN or negative lr would train every weight into garbage without an error.
@@ -56,6 +66,11 @@ class HybridOptions:
         if self.cast not in CAST_SIDES:
             raise ValueError(f"hybrid cast={self.cast!r}: choose one of {', '.join(CAST_SIDES)}")
         check_bucket_elements(self.bucket_elements)
+        if isinstance(self.loss_scale, bool) or not isinstance(self.loss_scale, (int, float)) \
+                or not (1 <= self.loss_scale <= LARGEST_LOSS_SCALE) \
+                or math.frexp(self.loss_scale)[0] != 0.5:
+            raise ValueError(f"hybrid loss_scale={self.loss_scale!r}: choose a power of two "
+                             f"from 1 to 2^{int(math.log2(LARGEST_LOSS_SCALE))}")
 
     def threads(self) -> int:
         return self.cpu_threads or os.cpu_count() or 1
@@ -68,10 +83,18 @@ class Trainer(TimedSteps, ABC):
     #: Steps between a gradient and the update that applies it: 0, or 1 for the delayed
     #: parameter update (the weights of step t + 1 do not yet hold step t's update).
     update_delay: int = 0
+    #: True where the trainer takes a loss scale (HybridOptions.loss_scale) and unscales the
+    #: gradients in fp32 before its update; the others refuse one.
+    scales_loss: bool = False
 
     def __init__(self, model: nn.Module, loss: Loss, options: HybridOptions):
         self.model, self.loss, self.options = model, loss, options
         self.device = next(model.parameters()).device
+        if options.loss_scale != 1.0 and not self.scales_loss:
+            raise ValueError(f"{self.name}: loss_scale={options.loss_scale:g}: this trainer "
+                             "updates the gradients as backward leaves them; choose 1")
+        #: What the model's gradients are multiplied by: last_gradients divides it out.
+        self.loss_scale = float(options.loss_scale)
         self.recorder = TimelineRecorder(self.device, host_marks=self.host_marks)
         self.timeline = Timeline()
         self.steps_done = 0
@@ -92,7 +115,7 @@ class Trainer(TimedSteps, ABC):
         tensors: what its update applies (now, or ``update_delay`` steps later)."""
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-        return [p.grad.detach().to("cpu", torch.float32, copy=True)
+        return [p.grad.detach().to("cpu", torch.float32, copy=True).div_(self.loss_scale)
                 for p in self.model.parameters()]
 
     def require_finite(self, loss: torch.Tensor) -> None:
@@ -120,18 +143,40 @@ class Trainer(TimedSteps, ABC):
         self.recorder.add("compute", "forward", None, start, forward_end)
         if check_loss:
             self.require_finite(loss)
+        scale *= self.loss_scale
         (loss * scale if scale != 1.0 else loss).backward()
         self.recorder.add("compute", "backward", None, forward_end, self.recorder.mark())
         return loss.detach()
+
+
+def calibrated_loss_scale(model: nn.Module, loss: Loss, batch: Batch) -> float:
+    """The loss scale of an fp16 ``model`` (1 for other dtypes): the largest power of two up to
+    LARGEST_LOSS_SCALE that keeps the largest gradient of one unscaled backward of ``batch``
+    under LARGEST_SCALED_GRADIENT. The gradients it leaves are cleared."""
+    if next(model.parameters()).dtype != torch.float16:
+        return 1.0
+    loss(model(batch.inputs), batch.targets).backward()
+    largest = max(p.grad.abs().max().item() for p in model.parameters() if p.grad is not None)
+    for param in model.parameters():
+        param.grad = None
+    if not math.isfinite(largest):
+        raise FloatingPointError("an fp16 backward without a loss scale overflows already: "
+                                 "no loss scale keeps this model's gradients in range")
+    if largest == 0:
+        return LARGEST_LOSS_SCALE
+    return float(2 ** min(math.log2(LARGEST_LOSS_SCALE),
+                          max(0, math.floor(math.log2(LARGEST_SCALED_GRADIENT / largest)))))
 
 
 class DeviceAdam(Trainer):
     """Everything on the model's device, the baseline a user would pick: torch.optim.Adam with
     its fused kernel. For bf16/fp16 models the same mixed-precision recipe as the offload (fp32
     master weights and Adam state, the low-precision weights cast from the master after each
-    update), here all on the device, so both sides run the same algorithm."""
+    update), here all on the device, so both sides run the same algorithm: an fp16 model's
+    loss scaled, its gradients unscaled in fp32."""
 
     name = "device-adam"
+    scales_loss = True
 
     def __init__(self, model: nn.Module, loss: Loss, options: HybridOptions):
         super().__init__(model, loss, options)
@@ -154,6 +199,8 @@ class DeviceAdam(Trainer):
         if self.mixed:
             for master, param in zip(self.masters, self.params):
                 master.grad = param.grad.float()
+            if self.loss_scale != 1.0:
+                torch._foreach_div_([m.grad for m in self.masters], self.loss_scale)
         self.optimizer.step()
         if self.mixed:  # the low-precision weights the next forward reads
             with torch.no_grad():
@@ -165,7 +212,8 @@ class DeviceAdam(Trainer):
 class DeviceAdamForeach(Trainer):
     """The suite's earlier baseline, kept as a labelled row: torch.optim.Adam's default
     (multi-tensor foreach kernels on a GPU) applied to the weights in their own dtype, bf16
-    Adam state included for a bf16 model."""
+    Adam state included for a bf16 model. It takes no loss scale, so it is no fp16 recipe:
+    unscaled, most of a decoder's fp16 gradients are subnormal (LARGEST_SCALED_GRADIENT)."""
 
     name = "device-adam-foreach"
 

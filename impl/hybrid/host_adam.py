@@ -92,9 +92,15 @@ class HostAdam:
     """
 
     def __init__(self, params: list[torch.Tensor], lr: float, implementation: str = "fused",
-                 layout: str = "intra-op", threads: int = 1, pinned: bool = False):
+                 layout: str = "intra-op", threads: int = 1, pinned: bool = False,
+                 grad_scale: float = 1.0):
         check_host_adam(implementation, layout, threads)
         self.lr, self.implementation = lr, implementation
+        # What every gradient given to update() is multiplied by (a loss scale): divided out
+        # in fp32, by the fused kernel itself or in the thread's fp32 copy of the gradient.
+        self.grad_scale = grad_scale
+        self.unscale = {"grad_scale": torch.tensor(grad_scale)} if (
+            grad_scale != 1.0 and implementation == "fused") else {}
         self.spans = [piece_spans(p.numel()) for p in params]
         self.master = []
         for param in params:
@@ -135,10 +141,16 @@ class HostAdam:
             raise ValueError(f"host Adam: gradient of {grad.numel()} elements for piece {piece} "
                              f"of parameter {index}, which has {master.numel()}")
         exp_avg, exp_avg_sq = self.moments[index][piece]
-        adam([master], [self._as_fp32(grad)], [exp_avg], [exp_avg_sq], [],
+        if self.grad_scale == 1.0:
+            grad = self._as_fp32(grad)
+        else:  # unscaled in place below, so never the caller's own tensor
+            grad = grad.clone() if grad.dtype == torch.float32 else self._as_fp32(grad)
+            if not self.unscale:
+                grad.div_(self.grad_scale)
+        adam([master], [grad], [exp_avg], [exp_avg_sq], [],
              [self.steps[index][piece]], **ADAM_IMPLEMENTATIONS[self.implementation],
              amsgrad=False, beta1=0.9, beta2=0.999, lr=self.lr, weight_decay=0.0, eps=1e-8,
-             maximize=False)
+             maximize=False, **self.unscale)
         return master
 
     def close(self) -> None:

@@ -78,6 +78,7 @@ def flatten(members: list[nn.Parameter]) -> torch.Tensor:
 class OffloadOverlap(Trainer):
     name = "offload-overlap"
     overlap = True
+    scales_loss = True  # divided out by the cast on the GPU or by host Adam
 
     def __init__(self, model: nn.Module, loss: Loss, options: HybridOptions):
         self.cuda = next(model.parameters()).device.type == "cuda"
@@ -104,8 +105,11 @@ class OffloadOverlap(Trainer):
         self.host_grads = [torch.empty(flat.numel(), pin_memory=pin,
                                        dtype=torch.float32 if self.cast_on_device else flat.dtype)
                            for flat in self.flat]
+        # The loss scale leaves with the gradients: divided out on the GPU by the cast there,
+        # else by host Adam (its fused kernel's grad_scale); host_grads keep what they carry.
+        self.host_grad_scale = 1.0 if self.cast_on_device else self.loss_scale
         self.adam = HostAdam(self.flat, options.lr, options.host_adam, options.host_layout,
-                             options.threads(), pinned=pin)
+                             options.threads(), pinned=pin, grad_scale=self.host_grad_scale)
         # The updated weights in the parameters' dtype, cast from the master by host Adam's
         # thread right after each piece's update; None where the master itself is copied.
         self.staging = [None if flat.dtype == torch.float32 or self.cast_on_device else
@@ -207,6 +211,8 @@ class OffloadOverlap(Trainer):
             values = grads[0] if len(grads) == 1 else torch.cat(grads)
             if self.cast_on_device and values.dtype != torch.float32:
                 values = values.float()
+                if self.loss_scale != 1.0:
+                    values.div_(self.loss_scale)
             for a, b in spans:
                 host[a:b].copy_(values[a:b], non_blocking=True)
                 events.append(self.recorder.mark(self.copy_out))
@@ -272,7 +278,8 @@ class OffloadOverlap(Trainer):
         return views
 
     def last_gradients(self) -> list[torch.Tensor]:
-        return [g.to(torch.float32, copy=True) for g in self._per_parameter(self.host_grads)]
+        return [g.to(torch.float32, copy=True).div_(self.host_grad_scale)
+                for g in self._per_parameter(self.host_grads)]
 
     def checked_weights(self) -> list[torch.Tensor]:
         if self.update_delay:  # its master is a step ahead of the weights: check the weights

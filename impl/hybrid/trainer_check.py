@@ -11,7 +11,8 @@ can only be compared up to rounding, step by step:
    backward of the same batch at the reference's weights, in the trainer's dtype: for fp32 an
    IEEE fp32 backward (no TF32) within a rounding tolerance relative to each tensor's largest
    value (``gradient_tolerance``); for bf16/fp16 a backward of the reference's weights rounded
-   to that dtype, which the trainer's must match within one rounding (``ROUNDING_MARGIN`` u):
+   to that dtype (an fp16 backward with the trainer's loss scale, divided out in fp32), which
+   the trainer's must match within one rounding (``ROUNDING_MARGIN`` u):
    against an fp32 backward a correct 8-layer bf16 MLP is off by up to 0.04 of the largest
    value and one doubled update by 0.13, so no fp32 tolerance tells them apart, while the
    same-dtype backward gives 0 and 0.14 (mlp_tiny in bf16 on the CPU).
@@ -85,6 +86,7 @@ class TrainingCheck:
     weight_error: float
     weight_tolerance: float
     failure: str | None  # the first step's failure, in words; None when every step passed
+    loss_scale: float = 1.0  # the trainer's (Trainer.loss_scale), in the reference's backward too
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -97,8 +99,12 @@ class TrainingCheck:
 
 
 def _relative_error(candidate: torch.Tensor, reference: torch.Tensor) -> float:
+    """max |candidate − reference| / max |reference|; inf where either is not finite (a NaN
+    would compare false against every tolerance and pass)."""
     scale = reference.abs().max().item()
     error = (candidate - reference).abs().max().item()
+    if not (math.isfinite(scale) and math.isfinite(error)):
+        return math.inf
     return error / scale if scale > 0 else error
 
 
@@ -114,9 +120,10 @@ def ieee_fp32() -> Iterator[None]:
 
 
 def reference_gradients(reference: nn.Module, loss: Loss, batch: Batch,
-                        dtype: torch.dtype) -> list[torch.Tensor]:
+                        dtype: torch.dtype, loss_scale: float = 1.0) -> list[torch.Tensor]:
     """The gradients of ``batch`` at the reference's weights, in ``dtype``: an IEEE fp32 backward
-    of the reference itself, or one of a copy of it rounded to ``dtype`` (returned in fp32)."""
+    of the reference itself, or one of a copy of it rounded to ``dtype`` (returned in fp32),
+    with the trainer's loss scale (``Trainer.loss_scale``) and divided by it."""
     where = next(reference.parameters()).device
     inputs = batch.inputs.to(where)  # token ids stay integers
     if dtype == torch.float32:
@@ -127,9 +134,9 @@ def reference_gradients(reference: nn.Module, loss: Loss, batch: Batch,
                  batch.targets.to(where)).backward()
         return [p.grad for p in reference.parameters()]
     rounded = copy.deepcopy(reference).to(dtype)
-    loss(rounded(inputs.to(dtype) if inputs.is_floating_point() else inputs),
-         batch.targets.to(where)).backward()
-    return [p.grad.float() for p in rounded.parameters()]
+    (loss(rounded(inputs.to(dtype) if inputs.is_floating_point() else inputs),
+          batch.targets.to(where)) * loss_scale).backward()
+    return [p.grad.float().div_(loss_scale) for p in rounded.parameters()]
 
 
 def gradient_failure(name: str, step: int, dtype: torch.dtype, error: float,
@@ -169,7 +176,8 @@ def check_training(name: str, trainer: Trainer, reference: nn.Module, loss: Loss
         trainer.step(batch)
         trainer.drain()
         computed = [g.to(where) for g in trainer.last_gradients()]
-        expected = reference_gradients(reference, loss, batch, grad_dtype)
+        expected = reference_gradients(reference, loss, batch, grad_dtype,
+                                           trainer.loss_scale)
         grad_error = max(grad_error, *map(_relative_error, computed, expected))
         if grad_error > grad_tolerance and failure is None:
             failure = gradient_failure(name, step, grad_dtype, grad_error, grad_tolerance)
@@ -198,7 +206,7 @@ def check_training(name: str, trainer: Trainer, reference: nn.Module, loss: Loss
                 f"the trainer's own gradients{late} by {weight_error:.3g} (tolerance "
                 f"{tolerance:.3g}: 1% of lr a step)")
     return TrainingCheck(len(batches), trainer.update_delay, grad_error, grad_tolerance,
-                         weight_error, tolerance, failure)
+                         weight_error, tolerance, failure, trainer.loss_scale)
 
 
 def check_first_step(name: str, trainer: Trainer, reference: nn.Module, loss: Loss, batch: Batch,
@@ -216,7 +224,7 @@ def check_first_step(name: str, trainer: Trainer, reference: nn.Module, loss: Lo
                                    sum(p.dim() > 1 for p in params))
     trainer.step(batch)
     trainer.drain()
-    expected_grads = reference_gradients(reference, loss, batch, grad_dtype)
+    expected_grads = reference_gradients(reference, loss, batch, grad_dtype, trainer.loss_scale)
     failure, grad_error, weight_error, largest = None, 0.0, 0.0, 0.0
     updated = []
     for param, grad, expected_grad in zip(params, trainer.last_gradients(), expected_grads):
@@ -241,4 +249,5 @@ def check_first_step(name: str, trainer: Trainer, reference: nn.Module, loss: Lo
     if weight_error > tolerance and failure is None:
         failure = (f"{name}: weights after step 1 differ from Adam's first step (fp32) on the "
                    f"trainer's own gradients by {weight_error:.3g} (tolerance {tolerance:.3g})")
-    return TrainingCheck(1, 0, grad_error, grad_tolerance, weight_error, tolerance, failure)
+    return TrainingCheck(1, 0, grad_error, grad_tolerance, weight_error, tolerance, failure,
+                         trainer.loss_scale)
