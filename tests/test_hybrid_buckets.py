@@ -204,3 +204,32 @@ def test_an_fp16_member_leaves_out_adam_in_fp16_itself():
     assert bench_hybrid.absent_reason(preset("gpt_medium_fp16"), "device-adam-foreach") == (
         "device-adam-foreach: Adam in fp16 itself, with no loss scale, is no fp16 recipe: most "
         "of a decoder's gradients are subnormal there (impl/hybrid/base.py)")
+
+
+def test_a_member_whose_measurement_failed_fails_its_other_rows_at_once(monkeypatch, capfd):
+    """The first row's failure is printed at once and kept: the member's other rows raise it
+    without measuring again."""
+    from types import SimpleNamespace
+
+    from suite import bench_hybrid
+
+    calls = []
+
+    def failing(workload, rounds):
+        calls.append(workload.name)
+        raise FloatingPointError("step 7 has a non-finite loss")
+
+    monkeypatch.setattr(bench_hybrid, "measure_offload", failing)
+    monkeypatch.setattr(bench_hybrid, "_offload_failed", {})
+    monkeypatch.setattr(bench_hybrid, "offload_family",
+                        lambda: {"gpt_small_bf16": (gpt_small_bf16(), None)})
+    context = SimpleNamespace(rank=0)
+    with pytest.raises(FloatingPointError):
+        bench_hybrid.offload_measured(context, None, "gpt_small_bf16")
+    with pytest.raises(bench_hybrid.MeasurementFailed) as again:
+        bench_hybrid.offload_measured(context, None, "gpt_small_bf16")
+    assert calls == ["gpt_small_bf16"]
+    assert str(again.value) == ("measured once, failed: gpt_small_bf16: FloatingPointError: "
+                                "step 7 has a non-finite loss")
+    assert "[offload gpt_small_bf16] failed: gpt_small_bf16: FloatingPointError" in \
+        capfd.readouterr().err
