@@ -44,9 +44,15 @@ HOST_ADAM_BESIDE = ["results/h200x1/logs/20261129T1022-host-adam-beside.json",
 HOST_ADAM_MIXED = ["results/h200x1/logs/20261129T1146-host-adam-and-beside.json",
                    "results/h200x1/logs/20261129T1319-host-adam-and-beside-32-cores.json"]
 H200_OF2 = "results/h200x1/20261129T130915Z-_wuflus9.json"  # one GPU of the 32-core host
+# One H100 of a 16-core host, 7 Dec: the default run with its crossover ladders, the --full
+# 1.25B decoder, and host Adam beside DeepSpeed's CPU Adam on 15 threads.
+H100_CROSSOVER = "results/h100x1/20261207T093620Z-vff674hz.json"
+H100_FULL_DECODERS = "results/h100x1/20261207T094158Z-full-decoders.json"
+HOST_ADAM_ALONE_16 = "results/h100x1/logs/20261207T0946-host-adam-deepspeed-15-threads.json"
 DOC_FILES = [H100, H200, H100X4, H200X4, H200_OF4, H200X4_LATER, H200_GROUPED, HOST_ADAM_ALONE,
              *H200X4_GROUPED, HOST_ADAM_ALONE_64, *H200_CROSSOVER, *HOST_ADAM_BESIDE,
-             HOST_ADAM_MIXED[0], H200_OF2, HOST_ADAM_MIXED[1]]
+             HOST_ADAM_MIXED[0], H200_OF2, HOST_ADAM_MIXED[1], H100_CROSSOVER,
+             H100_FULL_DECODERS, HOST_ADAM_ALONE_16]
 
 
 def doc_block() -> tuple[list[str], str]:
