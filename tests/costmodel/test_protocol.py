@@ -29,11 +29,21 @@ END = "<!-- end of protocol text -->"
 BEFORE_4GPU = ["results/h200x4/20261121T224707Z.json", "results/h200x4/20261121T225754Z.json",
                "results/h200x4/20261121T230239Z.json", "results/h200x4/20261121T231222Z.json",
                "results/h200x4/20261122T001808Z.json"]
+# The one-H100 runs up to 25 Nov (the folder holds later ones, measured after every test run).
+H100_BEFORE_NOV27 = ["results/h100x1/20261121T234900Z.json", "results/h100x1/20261122T003102Z.json",
+                     "results/h100x1/20261125T013518Z-kogib5d_.json",
+                     "results/h100x1/20261125T165832Z-_lld0a8e.json",
+                     "results/h100x1/20261125T170743Z-3_s39w58.json",
+                     "results/h100x1/20261125T183529Z-offload-only.json",
+                     "results/h100x1/20261125T185111Z-e7j9h2iw.json",
+                     "results/h100x1/gemm-sweep-20261125T1601Z.json",
+                     "results/h100x1/gemm-sweep-20261125T1636Z.json",
+                     "results/h100x1/gemm-sweep-20261125T1846Z.json"]
 BEFORE_NOV27 = ["results/h200x2/20261123T091135Z.json", "results/h200x2/20261123T094012Z.json",
                 "results/h200x2/20261123T100132Z.json", "results/h200x1/20261122T001541Z.json",
                 "results/h200x1/20261124T223058Z-xf3pyrls.json",
                 "results/h200x1/20261125T000010Z-k29rwn8r.json",
-                "results/h200x1/20261125T022950Z-649c5il2.json", "results/h100x1",
+                "results/h200x1/20261125T022950Z-649c5il2.json", *H100_BEFORE_NOV27,
                 *BEFORE_4GPU]
 NOV27_2GPU = ["results/h200x2/20261127T135955Z-7im9itx9.json",
               "results/h200x2/20261127T142019Z-7mhioqii.json"]
