@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -821,3 +822,6 @@ def test_a_stale_bf16_gradient_fails_the_gradient_half_of_the_check():
     assert result.failure.startswith("offload-overlap: gradients of step 2 differ from a bfloat16 "
                                      "backward at the reference's weights by ")
     assert result.gradient_error > 10 * result.gradient_tolerance
+    # The stale bucket is the model's last (reversed registration order): the output bias.
+    assert re.search(r"; worst: parameter \d+ of shape \(\d+(, \d+)?\), its largest expected "
+                     r"gradient [0-9.e+-]+$", result.failure), result.failure

@@ -140,11 +140,19 @@ def reference_gradients(reference: nn.Module, loss: Loss, batch: Batch,
 
 
 def gradient_failure(name: str, step: int, dtype: torch.dtype, error: float,
-                     tolerance: float) -> str:
+                     tolerance: float, worst: str = "") -> str:
     precision = "an fp32" if dtype == torch.float32 else f"a {str(dtype).split('.')[-1]}"
     return (f"{name}: gradients of step {step} differ from {precision} backward at the "
             f"reference's weights by {error:.3g} of their largest value (rounding tolerance "
-            f"{tolerance:.3g})")
+            f"{tolerance:.3g}){worst}")
+
+
+def worst_tensor(errors: Sequence[float], expected: Sequence[torch.Tensor]) -> str:
+    """Which tensor is furthest off, for a failure's message: where an error comes from
+    (a tensor of tiny gradients, a whole layer) is most of what it says."""
+    index = max(range(len(errors)), key=lambda i: errors[i])
+    return (f"; worst: parameter {index} of shape {tuple(expected[index].shape)}, its largest "
+            f"expected gradient {expected[index].abs().max().item():.3g}")
 
 
 def tolerance_for(dtype: torch.dtype, longest_reduction: int, layers: int) -> float:
@@ -176,11 +184,12 @@ def check_training(name: str, trainer: Trainer, reference: nn.Module, loss: Loss
         trainer.step(batch)
         trainer.drain()
         computed = [g.to(where) for g in trainer.last_gradients()]
-        expected = reference_gradients(reference, loss, batch, grad_dtype,
-                                           trainer.loss_scale)
-        grad_error = max(grad_error, *map(_relative_error, computed, expected))
+        expected = reference_gradients(reference, loss, batch, grad_dtype, trainer.loss_scale)
+        errors = list(map(_relative_error, computed, expected))
+        grad_error = max(grad_error, *errors)
         if grad_error > grad_tolerance and failure is None:
-            failure = gradient_failure(name, step, grad_dtype, grad_error, grad_tolerance)
+            failure = gradient_failure(name, step, grad_dtype, grad_error, grad_tolerance,
+                                       worst_tensor(errors, expected))
         waiting.append(computed)
         if len(waiting) > trainer.update_delay:
             for param, grad in zip(params, waiting.popleft()):
