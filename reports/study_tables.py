@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from impl.rows.kinds import COMPARISONS
+from impl.rows.kinds import COMPARISONS, PAIRED
 from reports.format import Column, Placement, fmt, make_table, text_column
 
 
@@ -35,10 +35,10 @@ def comparison_rows(rows: Sequence[dict], kind: str) -> list[dict]:
         for pair in row.get(COMPARISONS.name) or []:  # the field the comparison kinds share
             table.append({"machine": row["machine"], "setting": setting,
                           "pair": f"{pair['candidate']} vs {pair['reference']}",
-                          "difference": interval_text(pair.get("difference_ms"), "ms"),
-                          "speedup": interval_text(pair.get("speedup"), "×"),
-                          "verdict": pair.get("verdict"),
-                          "rounds": (pair.get("difference_ms") or {}).get("rounds")})
+                          "difference": interval_text(pair.get(PAIRED.difference_ms), "ms"),
+                          "speedup": interval_text(pair.get(PAIRED.speedup), "×"),
+                          "verdict": pair.get(PAIRED.verdict),
+                          "rounds": (pair.get(PAIRED.difference_ms) or {}).get("rounds")})
     return table
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from impl import stats
+from impl.rows.kinds import PAIRED
 
 
 def comparison(candidate: str, reference: str, candidate_ms: Sequence[float],
@@ -21,9 +22,10 @@ def comparison(candidate: str, reference: str, candidate_ms: Sequence[float],
     return {
         "candidate": candidate, "reference": reference,
         "candidate_round_ms": list(candidate_ms), "reference_round_ms": list(reference_ms),
-        "difference_ms": difference.to_json(),
-        "speedup": stats.ratio(reference_ms, candidate_ms).to_json(),
-        "verdict": stats.verdict(difference),
+        # the figures of a paired comparison, as impl.comparisons.versus names them
+        PAIRED.difference_ms: difference.to_json(),
+        PAIRED.speedup: stats.ratio(reference_ms, candidate_ms).to_json(),
+        PAIRED.verdict: stats.verdict(difference),
     }
 
 
