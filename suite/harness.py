@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
+from impl.rows.kinds import MEASURED
 from impl.stats import round_order
 from impl.workloads import Batch, WorkloadConfig, make_batch
 
@@ -126,9 +127,11 @@ class Measurement:
         return [statistics.median(steps) for steps in self.step_ms[name]]
 
     def to_json(self) -> dict:
-        return {"names": self.names, "seed": self.seed, "steps_per_round": self.steps_per_round,
-                "orders": self.orders, "step_ms": self.step_ms, "wall_s": self.wall_s,
-                "energy_j": self.energy_j}
+        # The keys a row's measurement declares (kinds.MEASURED), with the seed and orders.
+        return {MEASURED.names: self.names, "seed": self.seed,
+                MEASURED.steps_per_round: self.steps_per_round, "orders": self.orders,
+                MEASURED.step_ms: self.step_ms, MEASURED.wall_s: self.wall_s,
+                MEASURED.energy_j: self.energy_j}
 
 
 def measure_interleaved(variants: Sequence[Variant], rounds: Rounds, device: torch.device,
