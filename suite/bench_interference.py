@@ -27,7 +27,7 @@ import torch
 import torch.distributed as dist
 
 from impl import capabilities, stats
-from impl.rows.kinds import GEMM, INTERFERENCE
+from impl.rows.kinds import GEMM, INTERFERENCE, SLOWDOWN
 from impl.rows.write import write_row
 from impl.workloads import DTYPES, WorkloadConfig
 from suite.conftest import launched_world, suite_axes
@@ -179,8 +179,8 @@ def test_interference(benchmark, interference_workload, dist_context, rounds):
     slowdowns = {}
     for kind in kinds:
         beside = measurement.round_ms(f"beside {kind}")
-        slowdowns[kind] = {"ratio": stats.ratio(beside, alone).to_json(),
-                           "verdict": stats.verdict(stats.difference(beside, alone)),
+        slowdowns[kind] = {SLOWDOWN.ratio: stats.ratio(beside, alone).to_json(),
+                           SLOWDOWN.verdict: stats.verdict(stats.difference(beside, alone)),
                            "repeats": setup.repeats[kind]}
     benchmark.group = f"interference-w{context.world_size}-{context.profile}"
     record_round_times(benchmark, [sum(s) / 1e3 for s in measurement.step_ms["alone"]])

@@ -27,7 +27,7 @@ from impl.costmodel.compute import (
 )
 from impl.costmodel.fabric import Fabric, fit_fabric
 from impl.costmodel.variant_plans import Interference
-from impl.rows.kinds import COMPARISON, INTERFERENCE, REFERENCE, STEP, is_older_step
+from impl.rows.kinds import COMPARISON, INTERFERENCE, REFERENCE, SLOWDOWN, STEP, is_older_step
 
 # A cell's row is a comparison row or (before interleaving) a step row: both declare the
 # fields read from either (workload, chunks, world_size, profile, sequential_reference) alike.
@@ -94,7 +94,7 @@ def comm_fabrics(rows: Sequence[dict]) -> dict[tuple, tuple[Fabric, str]]:
 
 def _ratios(row: dict) -> dict[str, float | None]:
     slowdown = row.get(INTERFERENCE_ROW.slowdown) or {}
-    return {kind: value(entry.get("ratio")) for kind, entry in slowdown.items()
+    return {kind: value(entry.get(SLOWDOWN.ratio)) for kind, entry in slowdown.items()
             if isinstance(entry, dict)}
 
 

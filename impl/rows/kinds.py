@@ -182,6 +182,12 @@ COMPARISON = RowKind(
      _f("nvml", nullable(NVML), "", "NVML means, energy and series over the rounds.")))
 
 
+# One kind of concurrent traffic's slowdown, its keys as attributes as PAIRED names a paired
+# comparison's: row[INTERFERENCE.names.slowdown][kind][SLOWDOWN.ratio].
+BESIDE = {"ratio": ESTIMATE, "verdict": TEXT}
+SLOWDOWN = Declared("interference slowdown", {key: key for key in BESIDE})
+
+
 INTERFERENCE = RowKind(
     "interference", "How much a GEMM slows down beside concurrent all-reduce traffic, "
     "interleaved with the GEMM alone.",
@@ -191,7 +197,7 @@ INTERFERENCE = RowKind(
         "The GEMM's shape, dtype and launches per step.", required=True),
      _f("traffic_bytes", "int?", "B", "Bytes each concurrent all-reduce moves."),
      _f("gemm_alone_ms", ESTIMATE, "ms", "Median step of the GEMMs alone.", required=True),
-     _f("slowdown", {"*": {"ratio": ESTIMATE, "verdict": TEXT}}, "", "Per kind of concurrent "
+     _f("slowdown", {"*": BESIDE}, "", "Per kind of concurrent "
         "traffic: step beside it / step alone, its verdict and the repeats.", required=True),
      _f("measurement", MEASUREMENT, "ms", "Every per-round time of every variant."),
      _f("seconds", "num?", "s", "Wall time the measurement took.")))

@@ -5,7 +5,7 @@ step's GEMMs run while an all-reduce runs beside them, per machine, with 95% int
 
 from __future__ import annotations
 
-from impl.rows.kinds import INTERFERENCE
+from impl.rows.kinds import INTERFERENCE, SLOWDOWN
 from reports import cells, figures
 from reports.captions import how_text, make_figure
 from reports.format import Column, Placement, estimate_column, make_table, text_column
@@ -39,11 +39,11 @@ def section_interference(view: View) -> dict:
                                    INTERFERENCE_ROW.world_size: row[INTERFERENCE_ROW.world_size],
                                    INTERFERENCE_ROW.gemm: shape,
                                    "alone_ms": row[INTERFERENCE_ROW.gemm_alone_ms],
-                                   "interferer": interferer, "ratio": slowdown["ratio"],
-                                   "verdict": slowdown["verdict"]})
+                                   "interferer": interferer, "ratio": slowdown[SLOWDOWN.ratio],
+                                   "verdict": slowdown[SLOWDOWN.verdict]})
                 bars.append({"label": f"{row['workload']} ({row['profile']}), beside "
                                       f"{interferer}", "interferer": interferer,
-                             "ratio": slowdown["ratio"]})
+                             "ratio": slowdown[SLOWDOWN.ratio]})
         where = view.machines.words[label]
         how = how_text(mine, runs)
         machines.append({"machine": label, "figure": make_figure(
