@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 
 from impl import capabilities, metrics
+from impl.rows.kinds import METERED
 
 DEFAULT_PERIOD_MS = 50.0
 SERIES = ("power_w", "gpu_util_pct", "mem_util_pct", "sm_clock_mhz", "mem_used_mib", "temp_c")
@@ -40,15 +41,16 @@ class Samples:
     def summary(self, steps: int) -> dict:
         """Means per GPU plus the energy figures; what goes into ``extra_info``."""
         if not self.available:
-            return {"available": False, "reason": self.reason}
+            return {"available": False, METERED.reason: self.reason}
         means = {name: [sum(v) / len(v) if v else None for v in per_gpu]
                  for name, per_gpu in self.series.items()}
-        return {"available": True, "power_source": self.power_source, "gpus": self.gpus,
-                "period_ms": self.period_ms, "samples": len(self.t_s),
-                "energy_j": self.energy_j, "duration_s": self.duration_s,
-                "energy_per_step_j": (metrics.energy_per_step_j(sum(self.energy_j), steps)
-                                      if steps else None),
-                "mean": means}
+        # the keys a row's nvml declares (kinds.METERED), with what only this summary says
+        return {"available": True, "power_source": self.power_source, METERED.gpus: self.gpus,
+                METERED.period_ms: self.period_ms, "samples": len(self.t_s),
+                METERED.energy_j: self.energy_j, "duration_s": self.duration_s,
+                METERED.energy_per_step_j: (metrics.energy_per_step_j(sum(self.energy_j), steps)
+                                            if steps else None),
+                METERED.mean: means}
 
     def to_json(self) -> dict:
         return {"t_s": self.t_s, "series": self.series, "gpus": self.gpus}

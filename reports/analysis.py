@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from impl.rows.kinds import (
     ALLREDUCE,
     GEMM,
+    METERED,
     ROW_KINDS,
     SEED_STEP,
     STEP,
@@ -170,7 +171,7 @@ def note_for(field: str, row: dict) -> str | None:
         return "undefined: the step communicated nothing (world size 1)"
     if field in (STEP_ROW.energy_per_step_j, STEP_ROW.samples_per_joule, "mean_power_w",
                  "mean_gpu_util_pct", "mean_sm_clock_mhz"):
-        reason = (row.get(STEP_ROW.nvml) or {}).get("reason")
+        reason = (row.get(STEP_ROW.nvml) or {}).get(METERED.reason)
         return f"no NVML energy counter in this run ({reason})" if reason else (
             "no NVML energy counter in this run")
     if field == TP_ROW.scaling_efficiency:
@@ -252,7 +253,7 @@ def allreduce_groups(rows: Iterable[dict]) -> list[dict]:
 def _mean_over_gpus(row: dict, field: str) -> float | None:
     """Mean of a ceiling row's per-GPU NVML means; a GPU without samples (null) or a
     non-number is skipped."""
-    values = ((row.get(CEILING_ROW.nvml) or {}).get("mean") or {}).get(field)
+    values = ((row.get(CEILING_ROW.nvml) or {}).get(METERED.mean) or {}).get(field)
     if not isinstance(values, list):
         return None
     numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)
@@ -280,7 +281,7 @@ def energy_before_interleaving(rows: Iterable[dict]) -> list[dict]:
     for row in of_kind(rows, "step"):
         if row.get(STEP_ROW.energy_per_step_j) is None or STEP_ROW.intervals in row:
             continue
-        powers = [p for p in ((row.get(STEP_ROW.nvml) or {}).get("mean") or {}).get("power_w")
+        powers = [p for p in ((row.get(STEP_ROW.nvml) or {}).get(METERED.mean) or {}).get("power_w")
                   or [] if isinstance(p, (int, float)) and not isinstance(p, bool)]
         predicted = sum(powers) * row[STEP_ROW.step_ms] / 1e3 if powers else None
         table.append({**row, "power_w": sum(powers) if powers else None,

@@ -25,6 +25,7 @@ from impl.rows.kinds import (
     COMPARISON,
     INTERFERENCE,
     MEASURED,
+    METERED,
     REFERENCE,
     STEP,
     STEP_TIMELINE,
@@ -421,7 +422,7 @@ def energy_check(cell: dict) -> list[dict]:
     """
     nvml = cell.get(CELL.nvml) or {}
     energy = (cell.get(CELL.measurement) or {}).get(MEASURED.energy_j) or {}
-    powers = [p for p in (nvml.get("mean") or {}).get("power_w") or [] if p is not None]
+    powers = [p for p in (nvml.get(METERED.mean) or {}).get("power_w") or [] if p is not None]
     if not energy or not powers:
         return []
     power_w = sum(powers)

@@ -149,6 +149,9 @@ PAIRED = Declared("paired comparison", {key: key for key in VERSUS})
 MEASURED = Declared("measurement",
                     {key.removesuffix("?"): key.removesuffix("?") for key in MEASUREMENT})
 STEP_TIMELINE = Declared("timeline", {key: key for key in TIMELINE})
+# The keys of a row's NVML summary (impl.sampler.Samples.summary), as attributes:
+# row[STEP.names.nvml][METERED.mean].
+METERED = Declared("nvml", {key.removesuffix("?"): key.removesuffix("?") for key in NVML})
 
 
 def is_older_step(row: dict) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from impl.rows.kinds import COMPARISON, SAMPLER_OVERHEAD, STEP
+from impl.rows.kinds import COMPARISON, METERED, SAMPLER_OVERHEAD, STEP
 from reports import analysis, cells
 from reports.captions import how_text, make_figure
 from reports.figures import Image, _figure, _save, _styled, color
@@ -51,7 +51,7 @@ def section_energy(view: View) -> dict:
             f"shows the same power and a variant that draws less or more than the cell's mean "
             f"moves its ratio too. {how}", columns, checked, note=lambda *_: None,
             placement=Placement("energy per step against mean power × step time"))}
-        series = analysis.nvml_series((cell.get(CELL.nvml) or {}).get("series"), "whole cell")
+        series = analysis.nvml_series((cell.get(CELL.nvml) or {}).get(METERED.series), "whole cell")
         if series:
             entry["figures"].append(make_figure(
                 f"fig-nvml-{index}", nvml_timelines([series]),
