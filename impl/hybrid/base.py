@@ -26,8 +26,8 @@ Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 CAST_SIDES = ("host", "device")
 # fp16's smallest normal is 6.1e-5: unscaled, 77% of the gradient elements of a 4-layer
 # gpt_medium_fp16 are subnormal (all of a LayerNorm weight's), and the 24-layer decoder's
-# gradients moved by 0.087 of a tensor's largest value between two runs a weight rounding apart
-# (one H100, 7 Dec). A loss scale lifts them; its power of two is chosen once from the model's
+# gradients differed from the check's backward, at weights a rounding apart, by 0.087 of a
+# tensor's largest value (one H100, 7 Dec). A loss scale lifts them; its power of two is chosen once from the model's
 # first backward (calibrated_loss_scale): 2^14 lifts the decoder's, and overflows an MLP's.
 # The scale is static (an update launched during backward cannot be skipped when a later
 # gradient overflows, as a dynamic scale would): 1/1024 of fp16's range at the first step
