@@ -17,6 +17,7 @@ import torch.distributed as dist
 
 from impl import metrics
 from impl.rows.kinds import ALLREDUCE
+from impl.rows.study_records import AXES
 from impl.rows.write import write_row
 from suite.conftest import launched_world, suite_axes
 from suite.harness import StepClock, sync
@@ -34,8 +35,8 @@ def pytest_generate_tests(metafunc):
     sizes of the mode."""
     if "size_mib" in metafunc.fixturenames:
         axes = suite_axes(metafunc.config)
-        worlds = [w for w in axes["world_sizes"] if 1 < w <= launched_world()]
-        cuda = axes["backend"] == "nccl"
+        worlds = [w for w in axes[AXES.world_sizes] if 1 < w <= launched_world()]
+        cuda = axes[AXES.backend] == "nccl"
         metafunc.parametrize("world_size", worlds, ids=lambda w: f"w{w}-{axes['profile']}")
         metafunc.parametrize("size_mib", sizes_mib(cuda, metafunc.config.option.suite_mode),
                              ids=lambda s: f"{s}MiB")

@@ -38,6 +38,7 @@ from impl.gradients import max_chunks, shared_buffers
 from impl.memory import MemoryPlan, Pristine, agreed, alias_model, plan_for_cell
 from impl.rows.declare import RowKind
 from impl.rows.kinds import COMPARISON, PAIRED, STEP
+from impl.rows.study_records import AXES, CELL_MEMORY, NARROWED
 from impl.rows.write import write_row
 from impl.strategies import (
     STRATEGIES,
@@ -121,37 +122,38 @@ class Row:
 def cells(axes: dict, world: int, mpi: bool) -> list[Cell]:
     """The cells this launch can run: world sizes up to the launched world, K up to what the
     workload allows (model sizes read on the meta device, no memory), MPI cells under mpirun.
-    The cell at the knob K (``axes["knob_chunks"]``) also measures the named variants."""
+    The cell at the knob K (``axes[AXES.knob_chunks]``) also measures the named variants."""
     found = []
-    for workload in axes["workloads"]:
+    for workload in axes[AXES.workloads]:
         meta = build_model(workload, torch.device("meta"))
         limit = max_chunks(meta)
-        chunks = [k for k in axes["chunks"] if k <= limit] or [min(axes["chunks"][0], limit)]
-        for size in sorted(w for w in axes["world_sizes"] if w <= world):
+        chunks = ([k for k in axes[AXES.chunks] if k <= limit]
+                  or [min(axes[AXES.chunks][0], limit)])
+        for size in sorted(w for w in axes[AXES.world_sizes] if w <= world):
             if mpi and size != world:
                 continue  # MPI runs over all launched ranks
             # Without communication K changes nothing: one cell at the smallest K.
             # Strategies that can never run here are not generated (copy-engine off NVLink,
             # or in a subgroup: its symmetric memory runs on the whole launch only).
-            runnable = tuple(s for s in axes["strategies"] if s != COPY_ENGINE
-                             or not (capabilities.missing_copy_engine(axes["backend"],
-                                                                      axes["profile"], size)
+            runnable = tuple(s for s in axes[AXES.strategies] if s != COPY_ENGINE
+                             or not (capabilities.missing_copy_engine(axes[AXES.backend],
+                                                                      axes[AXES.profile], size)
                                      or capabilities.missing_whole_world(size, world)))
-            knobs = tuple(v for v in axes["knobs"] if strategy_of(v) != COPY_ENGINE
+            knobs = tuple(v for v in axes[AXES.knobs] if strategy_of(v) != COPY_ENGINE
                           or COPY_ENGINE in runnable)
-            if not in_budget(axes.get("narrowed", {}).get(workload.name, {}), size, world):
+            if not in_budget(axes.get(AXES.narrowed, {}).get(workload.name, {}), size, world):
                 continue
             for k in narrowed_chunks(axes, workload.name, chunks, size, world):
                 measured = ()
-                knob_workloads = axes.get("knob_workloads") or (workload.name,)
-                if (size > 1 and k == axes["knob_chunks"] and not mpi
+                knob_workloads = axes.get(AXES.knob_workloads) or (workload.name,)
+                if (size > 1 and k == axes[AXES.knob_chunks] and not mpi
                         and workload.name in knob_workloads
-                        and (size == world or not axes.get("knobs_on_the_whole_world"))):
+                        and (size == world or not axes.get(AXES.knobs_on_the_whole_world))):
                     # A variant whose chunking cannot cut this model (equal layers with fewer
                     # layers than K) is left out, not failed.
                     measured = tuple(v for v in knobs
                                      if not chunking_problem(v, k, meta, workload.name))
-                found.append(Cell(workload, k, size, axes["profile"], runnable, mpi=mpi,
+                found.append(Cell(workload, k, size, axes[AXES.profile], runnable, mpi=mpi,
                                   knobs=measured))
     return found
 
@@ -163,8 +165,8 @@ def in_budget(narrowed: dict, size: int, world: int) -> bool:
     if size == 1 or size == world:
         return True
     if size == 2:
-        return narrowed.get("two", True)
-    return narrowed.get("middle", True)
+        return narrowed.get(NARROWED.two, True)
+    return narrowed.get(NARROWED.middle, True)
 
 
 def narrowed_chunks(axes: dict, workload: str, chunks: list[int], size: int,
@@ -172,9 +174,9 @@ def narrowed_chunks(axes: dict, workload: str, chunks: list[int], size: int,
     """The K a cell of this size runs: one K without communication, else the budget's."""
     if size == 1:
         return chunks[:1]
-    narrowed = axes.get("narrowed", {}).get(workload, {})
-    wanted = narrowed.get("middle_chunks") if 2 < size < world else None
-    wanted = wanted or narrowed.get("chunks") or chunks
+    narrowed = axes.get(AXES.narrowed, {}).get(workload, {})
+    wanted = narrowed.get(NARROWED.middle_chunks) if 2 < size < world else None
+    wanted = wanted or narrowed.get(NARROWED.chunks) or chunks
     return [k for k in chunks if k in wanted] or chunks
 
 
@@ -182,12 +184,12 @@ def pytest_generate_tests(metafunc):
     if "row" not in metafunc.fixturenames:
         return
     mpi = under_mpirun()
-    wanted = [s for s in suite_axes(metafunc.config)["strategies"]
+    wanted = [s for s in suite_axes(metafunc.config)[AXES.strategies]
               if STRATEGIES[s].needs_mpi == mpi and s in measured_by_default()]
     if not wanted:  # nothing of this launcher's kind was asked for
         metafunc.parametrize("row", [])
         return
-    axes = {**suite_axes(metafunc.config), "strategies": wanted}
+    axes = {**suite_axes(metafunc.config), AXES.strategies: wanted}
     rows = [Row(cell, v) for cell in cells(axes, launched_world(), mpi)
             for v in (*cell.variants, COMPARE)]
     metafunc.parametrize("row", rows, ids=[r.id for r in rows])
@@ -330,8 +332,8 @@ def measure_cell(cell: Cell, context, rounds, sampler) -> CellResult | CellSkipp
             nvml["series"] = samples.to_json()
     memory = None
     if plan is not None:
-        memory = {"peak_bytes": torch.cuda.max_memory_allocated(context.device),
-                  "plan": plan.to_json()}
+        memory = {CELL_MEMORY.peak_bytes: torch.cuda.max_memory_allocated(context.device),
+                  CELL_MEMORY.plan: plan.to_json()}
     return CellResult(measurement, figures, checks, representative, bucket_counts, nvml, memory)
 
 

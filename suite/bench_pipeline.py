@@ -30,6 +30,7 @@ from impl.pipeline.plans import MICROBATCH_COUNTS
 from impl.pipeline.schedule_check import max_abs_err_vs_single, single_device_weights
 from impl.presets import preset
 from impl.rows.kinds import PIPELINE, PIPELINE_COMPARISON
+from impl.rows.study_records import AXES, ROUND_EXTRA
 from impl.rows.write import write_row
 from impl.strategy_check import weight_tolerance
 from impl.workloads import DTYPES, MLPConfig, build_model, describe
@@ -68,7 +69,7 @@ def settings(config) -> list[Setting]:
     axes = suite_axes(config)
     workloads = [w for w in map(preset, config.suite_choices["workloads"] or [WORKLOADS[gpu]])
                  if w.kind == "mlp"]
-    stages = [p for p in axes["world_sizes"] if p >= 2] or [2]
+    stages = [p for p in axes[AXES.world_sizes] if p >= 2] or [2]
     if gpu and config.option.suite_mode == "default":
         # The default run's budget: the deepest pipeline this launch can run (one stage per
         # GPU), where the bubble matters most; --full runs every depth.
@@ -201,7 +202,8 @@ def measure(setting: Setting, context, rounds) -> SettingMeasured:
 
         def after_round() -> dict:
             runner.finish_timeline()
-            return {"busy_ms": runner.busy_ms(), "timeline": runner.timeline.to_json()}
+            return {ROUND_EXTRA.busy_ms: runner.busy_ms(),
+                    ROUND_EXTRA.timeline: runner.timeline.to_json()}
 
         return Variant(name, lambda: runner.step(next(rotation)), after_round)
 
@@ -210,8 +212,9 @@ def measure(setting: Setting, context, rounds) -> SettingMeasured:
     for runner in schedules.values():
         runner.close()
     mine = StageMeasured(round_ms={n: result.round_ms(n) for n in names},
-                         busy_ms={n: [e["busy_ms"] for e in result.extras[n]] for n in names},
-                         timeline={n: result.extras[n][-1]["timeline"] for n in names},
+                         busy_ms={n: [e[ROUND_EXTRA.busy_ms] for e in result.extras[n]]
+                                  for n in names},
+                         timeline={n: result.extras[n][-1][ROUND_EXTRA.timeline] for n in names},
                          peak_mib=peaks)
     per_stage: list = [None] * setting.stages  # each stage's StageMeasured, once gathered
     dist.all_gather_object(per_stage, mine, group=group)

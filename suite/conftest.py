@@ -13,6 +13,7 @@ import pytest
 from impl import capabilities
 from impl.presets import preset
 from impl.profiles import recorded_profile
+from impl.rows.study_records import AXES, NARROWED
 from impl.settings import selected_backend
 from impl.strategies import measured_by_default
 from impl.strategy_records import GPU_VARIANTS, VARIANTS
@@ -55,9 +56,9 @@ KNOBS_ON_THE_WHOLE_WORLD = {(True, "default"): True}
 # scaling), and alone at K = 20 between 2 ranks and the launched world (w = 4 inside 8).
 # --full keeps every cell.
 NARROWED_CELLS = {(True, "default"): {
-    "mlp_8192x12_bf16": {"chunks": (20,), "middle": False, "two": False},
-    "gpt_small_bf16": {"chunks": (20,), "middle": False, "two": False},
-    "mlp_8192x12_b1024_bf16": {"middle_chunks": (20,)},
+    "mlp_8192x12_bf16": {NARROWED.chunks: (20,), NARROWED.middle: False, NARROWED.two: False},
+    "gpt_small_bf16": {NARROWED.chunks: (20,), NARROWED.middle: False, NARROWED.two: False},
+    "mlp_8192x12_b1024_bf16": {NARROWED.middle_chunks: (20,)},
 }}
 
 
@@ -90,17 +91,17 @@ def suite_axes(config) -> dict:
     knobs = [name for name in VARIANTS if name != "ddp-25mb"
              and (backend == "nccl" or name not in GPU_VARIANTS)]
     return {
-        "knobs": knobs, "knob_chunks": knob_chunks, "backend": backend,
-        "knob_workloads": KNOB_WORKLOADS.get((gpu, mode)),  # None: every workload
-        "knobs_on_the_whole_world": KNOBS_ON_THE_WHOLE_WORLD.get((gpu, mode), False),
-        "narrowed": NARROWED_CELLS.get((gpu, mode), {}),
-        "profile": recorded_profile(backend),  # part of every benchmark id: runs merge safely
-        "strategies": choices["strategies"] or measured_by_default(),
+        AXES.knobs: knobs, AXES.knob_chunks: knob_chunks, AXES.backend: backend,
+        AXES.knob_workloads: KNOB_WORKLOADS.get((gpu, mode)),  # None: every workload
+        AXES.knobs_on_the_whole_world: KNOBS_ON_THE_WHOLE_WORLD.get((gpu, mode), False),
+        AXES.narrowed: NARROWED_CELLS.get((gpu, mode), {}),
+        AXES.profile: recorded_profile(backend),  # part of every benchmark id: runs merge safely
+        AXES.strategies: choices["strategies"] or measured_by_default(),
         # resolved here once: every benchmark's cells hold the config (impl/presets.py)
-        "workloads": [preset(name) for name in choices["workloads"]
-                      or DEFAULT_WORKLOADS[gpu, mode]],
-        "chunks": choices["chunks"] or CHUNKS_BY_MODE[gpu, mode],
-        "world_sizes": choices["world_sizes"] or list(WORLD_SIZES),
+        AXES.workloads: [preset(name) for name in choices["workloads"]
+                         or DEFAULT_WORKLOADS[gpu, mode]],
+        AXES.chunks: choices["chunks"] or CHUNKS_BY_MODE[gpu, mode],
+        AXES.world_sizes: choices["world_sizes"] or list(WORLD_SIZES),
     }
 
 
