@@ -46,7 +46,7 @@ from impl.hybrid import (
     host_initialised_model,
     loss_curves_match,
 )
-from impl.hybrid.base import calibrated_loss_scale
+from impl.hybrid.base import CAST_ON_DEVICE, calibrated_loss_scale
 from impl.hybrid.bounds import host_work_ms, measure_copy_rates, offload_bounds
 from impl.hybrid.buckets import BUCKET_ELEMENTS, bucket_layout
 from impl.hybrid.coarse import (
@@ -100,6 +100,8 @@ from impl.rows.kinds import (
     OFFLOAD_CROSSOVER,
     OFFLOAD_ONLY,
 )
+from impl.rows.study_records import BALANCE, ROUND_EXTRA
+from impl.rows.study_records import MEASURE_PHASE as PHASE
 from impl.rows.write import write_row
 from impl.settings import selected_backend
 from impl.threads import fastest_threads
@@ -170,7 +172,7 @@ _offload: dict[str, OffloadMeasured] = {}
 # A member whose measurement failed: its error, which its other rows raise at once. Measured
 # again per row, gpt_medium_fp16's twelve rows took 1.5-2.4 min each to fail on one H100.
 _offload_failed: dict[str, str] = {}
-_rates: dict[str, dict] = {}
+_rates: dict = {}  # the run's rates for the bounds, measured once (offload_rates)
 # The bounds' rates name host Adam's figures as its rows do; bound_figures names the offload's
 # bound figures as its rows do.
 ADAM_ROW, STEP_ROW = HOST_ADAM.names, HYBRID_STEP.names
@@ -238,7 +240,7 @@ def offload_variants(workload) -> dict[str, tuple[str, dict]]:
                 if not (name == "device-adam-foreach" and workload.dtype == "fp16")}
     overlapped = ("offload-overlap", "offload-overlap-dpu")
     if workload.dtype != "fp32":
-        variants |= {f"{name}+gpu-cast": (name, {"cast": "device"}) for name in overlapped}
+        variants |= {f"{name}+gpu-cast": (name, {"cast": CAST_ON_DEVICE}) for name in overlapped}
     if len(layout(workload, BUCKET_ELEMENTS)) < len(layout(workload, 1)):
         variants |= {f"{name}+per-tensor": (name, {"bucket_elements": 1})
                      for name in overlapped}
@@ -370,15 +372,15 @@ def offload_rates(rounds) -> dict:
     their interleaved rounds: a second timing of it, 5 calls after the offload's rounds, read
     34 GB/s in a 4-rank launch on 4 H200 where those rows read 106 and the trainers' own host
     Adam 60-110 (results/h200x4, 2026-11-28)."""
-    if "rates" not in _rates:
+    if not _rates:
         measured = host_adam_measured(rounds)
         parameters = measured.parameters
         step = stats.median(measured.measurement.round_ms(HOST_ADAM_VARIANT)).value
-        _rates["rates"] = {
+        _rates.update({
             ADAM_ROW.adam_gbps: ADAM_BYTES_PER_PARAMETER * parameters / (step * 1e6),
             ADAM_ROW.threads: measured.threads, ADAM_ROW.parameters: parameters,
-            **measure_copy_rates(main_device())}
-    return _rates["rates"]
+            **measure_copy_rates(main_device())})
+    return _rates
 
 
 @dataclass(frozen=True)
@@ -421,11 +423,11 @@ def measure_offload(workload, rounds, variants: dict | None = None) -> OffloadMe
     steps = [check[i % len(check)] for i in range(max(3, rounds.check_steps))]
     checks = {name: check_offload(trainer, initial, workload, options[name], steps)
               for name, (trainer, _) in variants.items()}
-    phases.done("checks")
+    phases.done(PHASE.checks)
     trainers = {name: build_trainer(trainer, copy.deepcopy(initial), loss, options[name])
                 for name, (trainer, _) in variants.items()}
     del initial
-    phases.done("builds")
+    phases.done(PHASE.builds)
     parameters = parameter_count(workload)
 
     def variant(name: str) -> Variant:
@@ -434,7 +436,7 @@ def measure_offload(workload, rounds, variants: dict | None = None) -> OffloadMe
         def after_round() -> dict:
             trainer.drain()  # the delayed update's Adam must not run into the next variant
             timeline = trainer.finish_timeline()
-            return {"timeline": timeline.to_json(),
+            return {ROUND_EXTRA.timeline: timeline.to_json(),
                     **host_work_split(timeline, parameters, trainer.update_delay)}
 
         steps = itertools.count(1)
@@ -458,9 +460,9 @@ def measure_offload(workload, rounds, variants: dict | None = None) -> OffloadMe
     # What each offload paid in its last timed step: buckets, hooks, host Adam calls, copies.
     calls = {name: dict(trainer.step_calls) for name, trainer in trainers.items()
              if hasattr(trainer, "step_calls")}
-    phases.done("rounds")
+    phases.done(PHASE.rounds)
     rates = offload_rates(rounds)
-    phases.done("rates")
+    phases.done(PHASE.rates)
     round_ms = {name: round_means(result, name) for name in variants}
     gpu_step = stats.median(round_ms["device-adam"]).value
     bounds = (offload_bounds(gpu_step, parameters,
@@ -483,7 +485,8 @@ def round_means(result, name: str) -> list[float]:
 class PhaseClock:
     """Seconds each phase of a member's measurement took, each also written at once to the
     process's stderr past pytest's capture: a run cut off by its time limit still says how far
-    it got and what took the time."""
+    it got and what took the time. Its seconds are the rows' measure_phases_s, each phase keyed
+    as MEASURE_PHASE names it."""
 
     def __init__(self, member: str):
         self.member, self.seconds, self.last = member, {}, time.perf_counter()
@@ -567,7 +570,7 @@ def test_offload(benchmark, member, variant, dist_context, rounds):
         step_calls=measured.step_calls.get(variant),
         **{key: median_of_rounds(extras, key) for key in HOST_WORK_FIGURES},
         **bound_figures(measured, variant), rates=measured.rates,
-        stage_timelines=[extras[-1]["timeline"]],
+        stage_timelines=[extras[-1][ROUND_EXTRA.timeline]],
         config=describe(workload), options=asdict(measured.options[variant]),
         fields=[f.name for f in HYBRID_FIELDS],
     ))
@@ -999,7 +1002,7 @@ def measure_coarse(context, rounds, workload) -> CoarseMeasured:
     # Correctness first: the summed, share-weighted gradient against the whole batch's CPU
     # gradient, and both workers' updates against Adam applied to it (impl/hybrid/trainer_check.py).
     checked = CoarseHybrid(host_initialised_model(workload, device), loss, options, group,
-                           balanced["shares"])
+                           balanced[BALANCE.shares])
     steps = [data[i % len(data)] for i in range(rounds.check_steps)]
     check = check_training(f"coarse-grained hybrid (worker {rank})", checked,
                            build_model(workload, torch.device("cpu")), loss, steps,
@@ -1009,7 +1012,7 @@ def measure_coarse(context, rounds, workload) -> CoarseMeasured:
     if failures := [c.failure for c in checks if c.failure]:
         raise TrainingCheckFailed(failures[0])  # on both workers: neither waits for the other
     hybrid = CoarseHybrid(host_initialised_model(workload, device), loss, options, group,
-                          balanced["shares"])
+                          balanced[BALANCE.shares])
     alone = build_trainer("device-adam", host_initialised_model(workload, device), loss, options)
     rotation = itertools.cycle(data)  # one rotation, shared by the hybrid and the worker alone
 
@@ -1107,7 +1110,7 @@ def test_coarse(benchmark, member, variant, dist_context, rounds):
         if variant == "coarse-hybrid" else measured.workers[worker].device,
         step_ms=step.value, step_ms_estimate=step.to_json(), round_ms=round_ms,
         samples_per_s=workload.batch / (step.value / 1e3),
-        shares=measured.balance["shares"] if variant == "coarse-hybrid" else None,
+        shares=measured.balance[BALANCE.shares] if variant == "coarse-hybrid" else None,
         balance=measured.balance if variant == "coarse-hybrid" else None,
         residual_imbalance=imbalance.value if imbalance else None,
         residual_imbalance_estimate=imbalance.to_json() if imbalance else None,

@@ -23,12 +23,15 @@ from impl.timeline import TimedSteps, Timeline, TimelineRecorder
 from impl.workloads import Batch
 
 Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-CAST_SIDES = ("host", "device")
+# Where the offload casts low-precision values to and from the fp32 master (HybridOptions.cast).
+CAST_ON_HOST, CAST_ON_DEVICE = "host", "device"
+CAST_SIDES = (CAST_ON_HOST, CAST_ON_DEVICE)
 # fp16's smallest normal is 6.1e-5: unscaled, 77% of the gradient elements of a 4-layer
 # gpt_medium_fp16 are subnormal (all of a LayerNorm weight's), and the 24-layer decoder's
 # gradients differed from the check's backward, at weights a rounding apart, by 0.087 of a
-# tensor's largest value (one H100, 7 Dec). A loss scale lifts them; its power of two is chosen once from the model's
-# first backward (calibrated_loss_scale): 2^14 lifts the decoder's, and overflows an MLP's.
+# tensor's largest value (one H100, 7 Dec). A loss scale lifts them; its power of two is
+# chosen once from the model's first backward (calibrated_loss_scale): 2^14 lifts the
+# decoder's, and overflows an MLP's.
 # The scale is static (an update launched during backward cannot be skipped when a later
 # gradient overflows, as a dynamic scale would): 1/1024 of fp16's range at the first step
 # leaves the gradients room to grow a thousandfold over the run.
@@ -48,7 +51,7 @@ class HybridOptions:
     host_layout: str = "grouped"  # its threads: intra-op, pool or grouped (host_adam.py)
     # Where the offload casts bf16/fp16 values to and from the fp32 master: host or device
     # (impl/hybrid/offload.py); fp32 models have nothing to cast.
-    cast: str = "host"
+    cast: str = CAST_ON_HOST
     # The offload's flat buckets (impl/hybrid/buckets.py): at most this many values of
     # consecutive small tensors moved and updated as one; 1 moves every tensor on its own.
     bucket_elements: int = BUCKET_ELEMENTS

@@ -25,6 +25,7 @@ from torch import nn
 
 from impl import capabilities
 from impl.hybrid.base import HybridOptions, Loss, Trainer
+from impl.rows.study_records import BALANCE, BALANCE_PASS
 from impl.timeline import Timeline
 from impl.workloads import Batch
 
@@ -198,7 +199,7 @@ def balance(trainer: CoarseHybrid, batch: Batch, steps: int = 5, passes: int = 3
         mine = statistics.median(trainer.compute_ms[-steps:])
         measured: list[float] = [0.0] * trainer.world
         dist.all_gather_object(measured, mine, group=trainer.group)
-        history.append({"shares": before, "compute_ms": measured})
+        history.append({BALANCE_PASS.shares: before, BALANCE_PASS.compute_ms: measured})
         after = balanced_shares(before, measured, len(batch))
         trainer.set_shares(after)
         if after == before:
@@ -208,11 +209,13 @@ def balance(trainer: CoarseHybrid, batch: Batch, steps: int = 5, passes: int = 3
     exchanges: list[float] = [0.0] * trainer.world
     dist.all_gather_object(exchanges, statistics.median(trainer.exchange_ms[-steps:]),
                            group=trainer.group)
-    last = history[-1]
-    return {"shares_before": history[0]["shares"], "compute_ms_before": history[0]["compute_ms"],
-            "shares": list(trainer.shares), "passes": history,
-            "decision": split_decision(last["shares"], last["compute_ms"], max(exchanges),
-                                       len(batch))}
+    first, last = history[0], history[-1]
+    return {BALANCE.shares_before: first[BALANCE_PASS.shares],
+            BALANCE.compute_ms_before: first[BALANCE_PASS.compute_ms],
+            BALANCE.shares: list(trainer.shares), BALANCE.passes: history,
+            BALANCE.decision: split_decision(last[BALANCE_PASS.shares],
+                                             last[BALANCE_PASS.compute_ms], max(exchanges),
+                                             len(batch))}
 
 
 def worker_device(rank: int) -> torch.device:

@@ -23,6 +23,7 @@ from torch import nn
 from impl import capabilities
 from impl.hybrid.base import Trainer
 from impl.rows.kinds import DIGITS_CURVE
+from impl.rows.study_records import BALANCE
 from impl.threads import fastest_threads
 from impl.workloads import Batch
 
@@ -223,9 +224,9 @@ def run_digits(variant: str, data: DigitsData, config: DigitsConfig, epochs: int
         shares = even_shares(config.batch, dist.get_world_size(group))
         probe = CoarseHybrid(build_classifier(config, inputs, device, config.seed),
                              classification_loss, options, group, shares)
-        info[ROW.balance] = balance(probe, epoch_batches(data, config, 0)[0])
+        balanced = info[ROW.balance] = balance(probe, epoch_batches(data, config, 0)[0])
         trainer = CoarseHybrid(build_classifier(config, inputs, device, config.seed),
-                               classification_loss, options, group, info[ROW.balance]["shares"])
+                               classification_loss, options, group, balanced[BALANCE.shares])
     else:
         device = torch.device("cuda" if variant == "gpu" or (
             variant == "offload-overlap" and torch.cuda.is_available()) else "cpu")

@@ -23,6 +23,8 @@ import torch
 
 from impl.hybrid.bounds import median_ms
 from impl.hybrid.host_adam import ADAM_BYTES_PER_PARAMETER, HostAdam, piece_spans
+from impl.rows.study_records import HOST_CAST as CAST
+from impl.rows.study_records import HOST_CASTS_RUN as RUN
 
 CAST_BYTES_PER_VALUE = 6  # read 2 and write 4, or read 4 and write 2
 
@@ -51,8 +53,8 @@ def measure(values: int, threads: int, repeats: int = 5) -> list[dict]:
         for name, task in (("bf16->fp32 fresh", fresh_up), ("bf16->fp32 reused", reused_up),
                            ("fp32->bf16 reused", reused_down)):
             ms = pool.submit(median_ms, task, repeats, True).result()
-            rows.append({"operation": name, "threads": count, "ms": ms,
-                         "gbps": CAST_BYTES_PER_VALUE * values / (ms * 1e6)})
+            rows.append({CAST.operation: name, CAST.threads: count, CAST.ms: ms,
+                         CAST.gbps: CAST_BYTES_PER_VALUE * values / (ms * 1e6)})
         pool.shutdown()
     engine = HostAdam([high], 1e-3, "fused", "intra-op", threads)
 
@@ -66,8 +68,8 @@ def measure(values: int, threads: int, repeats: int = 5) -> list[dict]:
         ms = median_ms(adam, repeats, warm=True)
     finally:
         engine.close()
-    rows.append({"operation": "fused fp32 Adam", "threads": threads, "ms": ms,
-                 "gbps": ADAM_BYTES_PER_PARAMETER * values / (ms * 1e6)})
+    rows.append({CAST.operation: "fused fp32 Adam", CAST.threads: threads, CAST.ms: ms,
+                 CAST.gbps: ADAM_BYTES_PER_PARAMETER * values / (ms * 1e6)})
     return rows
 
 
@@ -77,18 +79,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     parser.add_argument("--json", default=None, help="write the rows here")
     args = parser.parse_args(argv)
-    for name in ("values", "threads"):
-        if getattr(args, name) < 1:
-            print(f"--{name}={getattr(args, name)}: choose an integer ≥ 1", file=sys.stderr)
+    # The flags, as the JSON file records them: each is named as its key.
+    run = {RUN.values: args.values, RUN.threads: args.threads}
+    for name, value in run.items():
+        if value < 1:
+            print(f"--{name}={value}: choose an integer ≥ 1", file=sys.stderr)
             return 2
     rows = measure(args.values, args.threads)
     for row in rows:
-        print(f"{row['operation']:<20} {row['threads']:>3} threads {row['ms']:9.2f} ms "
-              f"{row['gbps']:7.1f} GB/s")
+        print(f"{row[CAST.operation]:<20} {row[CAST.threads]:>3} threads {row[CAST.ms]:9.2f} ms "
+              f"{row[CAST.gbps]:7.1f} GB/s")
     if args.json:
         with open(args.json, "w") as out:
-            json.dump({"values": args.values, "threads": args.threads, "rows": rows}, out,
-                      indent=1)
+            json.dump({**run, RUN.rows: rows}, out, indent=1)
     return 0
 
 

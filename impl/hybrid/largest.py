@@ -24,6 +24,7 @@ from impl import stats
 from impl.hybrid.base import HybridOptions
 from impl.hybrid.capacity import mlp_capacity
 from impl.hybrid.trainer_check import check_first_step
+from impl.rows.study_records import GPU_ONLY_ATTEMPT as ATTEMPT
 from impl.workloads import MLPConfig, build_model, loss_fn, make_batch
 
 WIDTH, BATCH, DTYPE = 8192, 2048, "bf16"
@@ -63,8 +64,8 @@ def only_offload_workload(device: torch.device, loss_of, options: HybridOptions
         outcome = try_gpu_only(workload, device, loss_of(workload), make_batch(workload, device),
                                options)
         free_gpu_memory()  # what the attempt allocated
-        attempts.append({"layers": layers, "parameters": layers * WIDTH ** 2,
-                         "gpu_only": outcome})
+        attempts.append({ATTEMPT.layers: layers, ATTEMPT.parameters: layers * WIDTH ** 2,
+                         ATTEMPT.gpu_only: outcome})
         if outcome != "ran":
             return workload, plan.to_json(), attempts
     raise NoModelOnlyTheOffloadHolds(f"no model only the offload can train here: GPU-only Adam "
@@ -161,6 +162,6 @@ def measure_only_offload(device: torch.device, threads: int, steps: int) -> Only
     peak = bf16_peak_tflops(device)
     flops = 6 * parameters * workload.batch
     return OnlyOffload(workload=workload, plan=plan, gpu_only_attempts=attempts,
-                       gpu_only_attempt=attempts[-1]["gpu_only"], check=check,
+                       gpu_only_attempt=attempts[-1][ATTEMPT.gpu_only], check=check,
                        parameters=parameters, round_ms=step_ms, step=step,
                        model_tflops=flops / (step.value / 1e3) / 1e12, peak_tflops=peak)

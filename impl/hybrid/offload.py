@@ -52,7 +52,7 @@ from concurrent.futures import Future
 import torch
 from torch import nn
 
-from impl.hybrid.base import HybridOptions, Loss, Trainer
+from impl.hybrid.base import CAST_ON_DEVICE, HybridOptions, Loss, Trainer
 from impl.hybrid.buckets import bucket_layout
 from impl.hybrid.host_adam import HostAdam
 from impl.workloads import Batch
@@ -101,7 +101,7 @@ class OffloadOverlap(Trainer):
         # Low-precision (bf16, fp16) parameters meet the fp32 master through a cast on one side
         # of the copies (``HybridOptions.cast``): on the host, in host Adam's threads, so the
         # copies carry 2 bytes a value; or on the GPU, so they carry 4.
-        self.cast_on_device = self.cuda and options.cast == "device"
+        self.cast_on_device = self.cuda and options.cast == CAST_ON_DEVICE
         self.host_grads = [torch.empty(flat.numel(), pin_memory=pin,
                                        dtype=torch.float32 if self.cast_on_device else flat.dtype)
                            for flat in self.flat]

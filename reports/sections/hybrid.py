@@ -13,10 +13,13 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
+from dataclasses import fields
 
 from impl.hybrid.crossover import LadderPoint
 from impl.hybrid.goals import bound_under_step
 from impl.hybrid.gpt_forward import STUDY_TABLE
+from impl.hybrid.trainer_check import TrainingCheck
+from impl.rows.declare import Declared
 from impl.rows.kinds import (
     DIGITS_CURVE,
     GPT_FORWARD,
@@ -26,6 +29,7 @@ from impl.rows.kinds import (
     OFFLOAD_CROSSOVER,
     OFFLOAD_ONLY,
 )
+from impl.rows.study_records import BALANCE
 from reports import figures
 from reports.captions import Figure, how_text, make_figure
 from reports.format import (
@@ -44,6 +48,8 @@ from reports.view import View
 HYBRID, PAIRS = HYBRID_STEP.names, HYBRID_COMPARISON.names
 LARGEST, ADAM, CROSSING = OFFLOAD_ONLY.names, HOST_ADAM.names, OFFLOAD_CROSSOVER.names
 DIGITS, GPT = DIGITS_CURVE.names, GPT_FORWARD.names
+# A row's check (impl.hybrid.trainer_check.TrainingCheck as JSON), keyed by its fields.
+CHECKED = Declared("training check", {f.name: f.name for f in fields(TrainingCheck)})
 
 VARIANT_COLORS = {"cpu": "#7f7f7f", "gpu": "#1f77b4", "coarse-hybrid": "#ff7f0e",
                   "offload-overlap": "#2ca02c"}
@@ -54,13 +60,14 @@ def check_text(row: dict) -> str:
     weights-only check of runs made before it."""
     if (check := row.get(HYBRID.check)) or row.get(HYBRID.checks):
         checks = [check] if check else row[HYBRID.checks]
-        gradient = max(c["gradient_error"] for c in checks)
-        weights = max(c["weight_error"] for c in checks)
-        late = " (update one step late)" if checks[0].get("update_delay") else ""
-        return (f"gradients {fmt(gradient)} ≤ {fmt(checks[0]['gradient_tolerance'])}; "
-                f"weights {fmt(weights)} ≤ {fmt(checks[0]['weight_tolerance'])}{late}")
+        gradient = max(c[CHECKED.gradient_error] for c in checks)
+        weights = max(c[CHECKED.weight_error] for c in checks)
+        late = " (update one step late)" if checks[0].get(CHECKED.update_delay) else ""
+        return (f"gradients {fmt(gradient)} ≤ {fmt(checks[0][CHECKED.gradient_tolerance])}; "
+                f"weights {fmt(weights)} ≤ {fmt(checks[0][CHECKED.weight_tolerance])}{late}")
     if row.get(HYBRID.max_abs_err_vs_reference) is not None:
-        return (f"weights {fmt(row['max_abs_err_vs_reference'])} ≤ {fmt(row.get('tolerance'))} "
+        return (f"weights {fmt(row[HYBRID.max_abs_err_vs_reference])} "
+                f"≤ {fmt(row.get(HYBRID.tolerance))} "
                 "(older check: against Adam on the CPU after N steps)")
     return "—"
 
@@ -72,7 +79,7 @@ def hybrid_rows(rows: Sequence[dict]) -> list[dict]:
              if row.get(HYBRID.residual_imbalance) is not None else "—",
              "shares_text": " / ".join(map(str, row[HYBRID.shares]))
              if row.get(HYBRID.shares) else "—",
-             "decision_text": ((row.get(HYBRID.balance) or {}).get("decision") or {}).get(
+             "decision_text": ((row.get(HYBRID.balance) or {}).get(BALANCE.decision) or {}).get(
                  "reason") or "—"}
             for row in of_kind(rows, "hybrid_step")]
 
@@ -272,7 +279,7 @@ def curves_figure(curves: Sequence[dict]) -> figures.Image:
         curve = row[DIGITS.curve]
         epochs = range(1, len(curve["train_loss"]) + 1)
         style = {"color": VARIANT_COLORS.get(row[DIGITS.variant]), "linewidth": 1,
-                 "label": f"{row['variant']} ({device_words(row['device'])})"}
+                 "label": f"{row[DIGITS.variant]} ({device_words(row[DIGITS.device])})"}
         loss_ax.plot(epochs, curve["train_loss"], **style)
         accuracy_ax.plot(epochs, [a * 100 for a in curve["test_accuracy"]], **style)
     loss_ax.set_yscale("log")
@@ -348,8 +355,8 @@ DIGITS_COLUMNS = (
     text_column("criterion_text", "max loss difference to cpu"),
 )
 GPT_COLUMNS = (
-    text_column("source", "measured by"), text_column(GPT.device, "device"),
-    text_column(GPT.threads, "threads"), text_column(GPT.first_ms, "first iteration (ms)"),
+    text_column("source", "measured by"), text_column(GPT.device),
+    text_column(GPT.threads), text_column(GPT.first_ms, "first iteration (ms)"),
     text_column(GPT.steady_ms, "then, median (ms)"),
     text_column(GPT.iteration_ms, "every iteration (ms)"),
 )
