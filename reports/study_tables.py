@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from impl.rows.kinds import COMPARISONS, PAIRED
+from impl.rows.kinds import COMPARISONS, HYBRID_COMPARISON, PAIRED, PIPELINE_COMPARISON
 from reports.format import Column, Placement, fmt, make_table, text_column
+
+# The comparison rows' fields that name their setting: row[PIPES.stages].
+PIPES, HYBRIDS = PIPELINE_COMPARISON.names, HYBRID_COMPARISON.names
 
 
 def of_kind(rows: Sequence[dict], kind: str) -> list[dict]:
@@ -29,15 +32,15 @@ def comparison_rows(rows: Sequence[dict], kind: str) -> list[dict]:
     """Every candidate-vs-reference pair of the comparison rows of ``kind``, flattened."""
     table = []
     for row in of_kind(rows, kind):
-        setting = (f"{row['workload']}, p={row['stages']}, m={row['microbatches']}"
-                   if kind == "pipeline_comparison"
-                   else f"{row.get('study', '')}, {row['workload']}")
+        setting = (f"{row[PIPES.workload]}, p={row[PIPES.stages]}, m={row[PIPES.microbatches]}"
+                   if kind == PIPELINE_COMPARISON.name
+                   else f"{row.get(HYBRIDS.study, '')}, {row[HYBRIDS.workload]}")
         for pair in row.get(COMPARISONS.name) or []:  # the field the comparison kinds share
             table.append({"machine": row["machine"], "setting": setting,
                           "pair": f"{pair['candidate']} vs {pair['reference']}",
                           "difference": interval_text(pair.get(PAIRED.difference_ms), "ms"),
                           "speedup": interval_text(pair.get(PAIRED.speedup), "×"),
-                          "verdict": pair.get(PAIRED.verdict),
+                          PAIRED.verdict: pair.get(PAIRED.verdict),
                           "rounds": (pair.get(PAIRED.difference_ms) or {}).get("rounds")})
     return table
 
@@ -46,7 +49,7 @@ COMPARISON_COLUMNS = (
     text_column("machine", "machine"), text_column("setting", "setting"),
     text_column("pair", "candidate vs reference"),
     text_column("difference", "difference [95% CI]"), text_column("speedup", "speedup [95% CI]"),
-    text_column("verdict", "verdict"), Column("rounds", "rounds"),
+    text_column(PAIRED.verdict), Column("rounds", "rounds"),
 )
 
 

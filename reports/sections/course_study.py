@@ -59,11 +59,12 @@ def study_text(rows: Sequence[dict]) -> str | None:
     return text + "."
 
 
-STUDY_COLUMNS = (text_column("what", "the study's figure or claim"),
-                 text_column("study", "course study (sleeps)"),
-                 text_column("simulated", "simulation, reproduced here"),
-                 text_column("nearest", "real, at the study's ratio"),
-                 text_column("reference", "real, reference workload"))
+# The side-by-side table's columns in order, each key with its header; study_rows gives each
+# row's cells in the same order.
+STUDY_HEADERS = {"what": "the study's figure or claim", "study": "course study (sleeps)",
+                 "simulated": "simulation, reproduced here",
+                 "nearest": "real, at the study's ratio", "reference": "real, reference workload"}
+STUDY_COLUMNS = tuple(text_column(key, header) for key, header in STUDY_HEADERS.items())
 
 
 def _saved_text(cell: dict, strategy: str) -> str:
@@ -97,36 +98,31 @@ def study_rows(rows: Sequence[dict], machines: Machines) -> list[dict]:
     sims = "; ".join(f"{fmt_pct(r['speedup_pct'])} at K = {r['chunks']} ({r['machine']}, "
                      f"× {fmt(r['scale'])} time scale)" for r in simulated) or NA
     ideal = float(ideal_speedup(cells.STUDY_COMPUTE_TO_COMM))
-    table = [
-        {"what": "compute : communication", "study": "1.5 (300 ms compute, 200 ms "
-         "communication per chunk)", "simulated": "1.5 (the same sleeps, scaled)",
-         "nearest": f"{fmt_estimate(near['ratio'])} ({where})" if near else NA,
-         "reference": ref_ratio},
-        {"what": "time saved by overlap (chunked, phase 4)",
-         "study": f"up to ~{STUDY_SPEEDUP_PCT:g}%", "simulated": sims,
-         "nearest": _saved_text(near["cell"], "chunked") if near else NA,
-         "reference": _saved_text(reference[0]["cell"], "chunked") if reference else
-         "no interleaved measurement"},
-        {"what": "time saved by a communication thread (threaded, phase 2)",
-         "study": "overlap by a second thread (OpenMP sections)", "simulated": "the same "
-         "model: the overlapped run is a second thread",
-         "nearest": _saved_text(near["cell"], "threaded") if near else NA,
-         "reference": _saved_text(reference[0]["cell"], "threaded") if reference else
-         "no interleaved measurement"},
-        {"what": "fastest strategy at that ratio", "study": "not compared (no DDP)",
-         "simulated": NA,
-         "nearest": _saved_text(near["cell"], near["best"]) if near else NA,
-         "reference": _saved_text(reference[0]["cell"],
-                                  cells.best_strategy(reference[0]["cell"]))
-         if reference else "no interleaved measurement"},
-        {"what": "perfect overlap at that ratio (ideal)",
-         "study": f"{fmt_pct(100 * (1 - 1 / ideal))} at 1.5 (impl.metrics.ideal_speedup)",
-         "simulated": NA,
-         "nearest": (f"{fmt_pct(100 * (1 - 1 / float(ideal_speedup(near['ratio']['value']))))}"
-                     f" at the measured ratio") if near else NA,
-         "reference": NA},
+    claims = [
+        ("compute : communication", "1.5 (300 ms compute, 200 ms communication per chunk)",
+         "1.5 (the same sleeps, scaled)",
+         f"{fmt_estimate(near['ratio'])} ({where})" if near else NA, ref_ratio),
+        ("time saved by overlap (chunked, phase 4)", f"up to ~{STUDY_SPEEDUP_PCT:g}%", sims,
+         _saved_text(near["cell"], "chunked") if near else NA,
+         _saved_text(reference[0]["cell"], "chunked") if reference else
+         "no interleaved measurement"),
+        ("time saved by a communication thread (threaded, phase 2)",
+         "overlap by a second thread (OpenMP sections)",
+         "the same model: the overlapped run is a second thread",
+         _saved_text(near["cell"], "threaded") if near else NA,
+         _saved_text(reference[0]["cell"], "threaded") if reference else
+         "no interleaved measurement"),
+        ("fastest strategy at that ratio", "not compared (no DDP)", NA,
+         _saved_text(near["cell"], near["best"]) if near else NA,
+         _saved_text(reference[0]["cell"], cells.best_strategy(reference[0]["cell"]))
+         if reference else "no interleaved measurement"),
+        ("perfect overlap at that ratio (ideal)",
+         f"{fmt_pct(100 * (1 - 1 / ideal))} at 1.5 (impl.metrics.ideal_speedup)", NA,
+         (f"{fmt_pct(100 * (1 - 1 / float(ideal_speedup(near['ratio']['value']))))}"
+          f" at the measured ratio") if near else NA,
+         NA),
     ]
-    return table
+    return [dict(zip(STUDY_HEADERS, claim, strict=True)) for claim in claims]
 
 
 REFERENCE_NAME = cells.REFERENCE_WORKLOADS[0]
