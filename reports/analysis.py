@@ -32,6 +32,7 @@ from impl.rows.kinds import (
     TENSOR_CORE_CEILING,
     TENSOR_PARALLEL,
 )
+from impl.rows.report_records import GROUP, NVML_CURVE
 from impl.strategy_records import REFERENCE, STRATEGY_RECORDS, overlaps_in_k_chunks, reading_rank
 
 PIPELINE_KINDS = ("pipeline", "pipeline_comparison", "hybrid_step", "hybrid_comparison",
@@ -195,7 +196,7 @@ def step_groups(rows: Iterable[dict]) -> list[dict]:
                 row[STEP_ROW.profile])].append(row)
     return [{"machine": m, STEP_ROW.workload: w, STEP_ROW.world_size: n, STEP_ROW.profile: p,
              STEP_ROW.backend: members[0].get(STEP_ROW.backend),
-             "rows": sorted(members, key=_step_sort)}
+             GROUP.rows: sorted(members, key=_step_sort)}
             for (m, w, n, p), members in sorted(groups.items())]
 
 
@@ -243,7 +244,7 @@ def allreduce_groups(rows: Iterable[dict]) -> list[dict]:
     return [{"machine": m, ALLREDUCE_ROW.profile: p, ALLREDUCE_ROW.world_size: w,
              **{key: members[0].get(key) for key in (ALLREDUCE_ROW.backend,
                                                      ALLREDUCE_ROW.device)},
-             "rows": sorted(members, key=lambda r: r[ALLREDUCE_ROW.size_bytes])}
+             GROUP.rows: sorted(members, key=lambda r: r[ALLREDUCE_ROW.size_bytes])}
             for (m, p, w), members in sorted(groups.items())]
 
 
@@ -270,8 +271,9 @@ def nvml_series(series: dict | None, label: str) -> dict | None:
     for name, per_gpu in series["series"].items():
         columns = list(zip(*per_gpu))
         means[name] = [sum(values) / len(values) for values in columns]
-    return {"strategy": label, "t_s": list(series["t_s"]), "mean": means,
-            "gpus": len(series.get("gpus") or [])}
+    curve = NVML_CURVE
+    return {curve.strategy: label, curve.t_s: list(series["t_s"]), curve.mean: means,
+            curve.gpus: len(series.get("gpus") or [])}
 
 
 def energy_before_interleaving(rows: Iterable[dict]) -> list[dict]:
@@ -382,7 +384,7 @@ def gemm_ladder(rows: Iterable[dict]) -> list[dict]:
     return [{"machine": machine, GEMM_ROW.preset: members[0][GEMM_ROW.preset],
              GEMM_ROW.m: m, GEMM_ROW.n: n, GEMM_ROW.k: k, GEMM_ROW.dtype: dtype,
              GEMM_ROW.device_name: members[0].get(GEMM_ROW.device_name),
-             "rows": sorted(members, key=order)}
+             GROUP.rows: sorted(members, key=order)}
             for (machine, m, n, k, dtype), members in sorted(groups.items())]
 
 
@@ -400,7 +402,7 @@ def tensor_core_ceilings(rows: Iterable[dict]) -> list[dict]:
                        if r[instruction] in TENSOR_CORE_INSTRUCTIONS else 99, r[instruction])
     return [{"machine": machine,
              CEILING_ROW.device_name: members[0].get(CEILING_ROW.device_name),
-             "rows": sorted(members, key=order)}
+             GROUP.rows: sorted(members, key=order)}
             for (machine, _), members in sorted(groups.items())]
 
 
@@ -422,7 +424,7 @@ def busbw_at_gib(rows: Sequence[dict]) -> dict | None:
     measured (the all-reduce chapter quotes it), or None."""
     busbw = None
     for group in allreduce_groups(rows):
-        for row in group["rows"]:
+        for row in group[GROUP.rows]:
             if row[ALLREDUCE_ROW.size_bytes] == GIB and row["nccl_tests_gbps"] is not None and (
                     busbw is None or row[ALLREDUCE_ROW.world_size]
                     > busbw[ALLREDUCE_ROW.world_size]):

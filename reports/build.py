@@ -31,6 +31,7 @@ from pathlib import Path
 from impl.atomic import unwritable, write_bytes_atomic
 from impl.rows.files import ResultsError
 from impl.rows.merge import benchmark_rows, merge_rows
+from impl.rows.report_records import TRACED
 from reports import traces
 from reports.loading import BuildError, describe_run, load_archive, load_baseline, load_inputs
 from reports.render import import_weasyprint, render_pdf, render_report_html
@@ -74,8 +75,9 @@ def build(paths: Sequence[str], out: Path, baseline: str | None = None,
 def write_traces(out: Path, timelines: Sequence[dict]) -> list[Path]:
     """One Perfetto trace per step timeline of the report; traces of earlier builds that this
     one does not draw are removed, so OUT/traces always matches the report beside it."""
-    written = [write_bytes_atomic(out / t["file"], traces.encode(
-        traces.trace(t["timeline"], t["process"], t["about"]))) for t in timelines]
+    written = [write_bytes_atomic(out / t[TRACED.file], traces.encode(
+        traces.trace(t[TRACED.timeline], t[TRACED.process], t[TRACED.about])))
+        for t in timelines]
     for stale in (out / "traces").glob("*.json"):
         if stale not in written:
             stale.unlink()

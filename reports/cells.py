@@ -31,6 +31,7 @@ from impl.rows.kinds import (
     STEP_TIMELINE,
     is_older_step,
 )
+from impl.rows.report_records import ENERGY_CHECK
 from impl.stats import NO_DIFFERENCE, Estimate
 from impl.strategy_records import overlaps_in_k_chunks
 
@@ -434,9 +435,9 @@ def energy_check(cell: dict) -> list[dict]:
         predicted = [power_w * ms / 1e3 for ms in round_ms(cell, variant)]
         if len(per_step) != len(predicted):
             continue
-        table.append({"variant": variant, "power_w": power_w,
+        table.append({ENERGY_CHECK.variant: variant, ENERGY_CHECK.power_w: power_w,
                       # the energy column is keyed as a step row's
                       STEP_ROW.energy_per_step_j: stats.median(per_step).to_json(),
-                      "power_times_step_j": stats.median(predicted).to_json(),
-                      "ratio": stats.ratio(per_step, predicted).to_json()})
+                      ENERGY_CHECK.power_times_step_j: stats.median(predicted).to_json(),
+                      ENERGY_CHECK.ratio: stats.ratio(per_step, predicted).to_json()})
     return table

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from impl.rows.declare import RowKind
 from impl.rows.kinds import INTERFERENCE, TENSOR_PARALLEL
+from impl.rows.report_records import TRACED
 from reports import layout
 from reports.archive import Archive
 from reports.captions import Run
@@ -157,5 +158,5 @@ def report_context(rows: Sequence[dict], runs: Sequence[Run],
         layout.point_to(moved, letter["detail"])
     return {**context, "title": TITLE,
             "labels_line": ", ".join(view.machines.labels), "sections": shown,
-            "letters": letter, "timelines": timelines,
+            "letters": letter, TRACED.timelines: timelines,
             "partial": any(r.partial for r in runs)}

@@ -24,6 +24,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from impl.rows.kinds import GEMM, STEP  # noqa: E402
+from impl.rows.report_records import GROUP  # noqa: E402
 from impl.strategy_records import REFERENCE, STRATEGY_RECORDS, strategy_of  # noqa: E402
 from reports.analysis import gemm_version_rank  # noqa: E402
 
@@ -388,15 +389,15 @@ def roofline(groups: Sequence[dict]) -> Image:
     fig, axes = _figure(1, 1, height=2.9)
     ax = axes[0, 0]
     markers = {"fp32": "o", "bf16": "s", "tf32": "^", "fp16": "D"}
-    versions = sorted({r[GEMM_ROW.version] for g in groups for r in g["rows"]},
+    versions = sorted({r[GEMM_ROW.version] for g in groups for r in g[GROUP.rows]},
                       key=gemm_version_rank)
-    intensities = [r[GEMM_ROW.arithmetic_intensity] for g in groups for r in g["rows"]]
+    intensities = [r[GEMM_ROW.arithmetic_intensity] for g in groups for r in g[GROUP.rows]]
     if not intensities:
         return _save(fig)
     span = (min(intensities) / 4, max(intensities) * 4)
     drawn_peaks = set()
     for group in groups:
-        for row in group["rows"]:
+        for row in group[GROUP.rows]:
             ax.scatter(row[GEMM_ROW.arithmetic_intensity], row[GEMM_ROW.tflops], s=14,
                        color=version_color(row[GEMM_ROW.version]),
                        marker=markers.get(group[GEMM_ROW.dtype], "o"), zorder=3)

@@ -30,6 +30,7 @@ import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from impl.rows.report_records import TRACED
 from reports import archive
 from reports.captions import Run
 from reports.context import report_context
@@ -165,9 +166,9 @@ def render_report_html(rows: list[dict], runs: list[Run], compared: Baseline | N
         raise BuildError(f"matplotlib's font has no {_listed(lost)}, which the figures write "
                          "values with", status=3)
     if not characters:
-        return html, [], context["timelines"]
+        return html, [], context[TRACED.timelines]
     return html, [f"matplotlib: its font has no {_listed(characters)}: the figures draw boxes "
-                  "in their place (input text only, no value lost)"], context["timelines"]
+                  "in their place (input text only, no value lost)"], context[TRACED.timelines]
 
 
 def render_pdf(weasyprint, html: str, base_url: str) -> tuple[bytes, list[str]]:

@@ -22,6 +22,7 @@ import json
 import re
 
 from impl.rows.kinds import STEP_TIMELINE
+from impl.rows.report_records import TRACE_EVENT
 
 LANES = {"compute": 1, "comm": 2}
 LANE_NAMES = {1: "compute", 2: "communication"}
@@ -34,17 +35,18 @@ def trace(timeline: dict, process: str, about: dict, rank: int = 0) -> dict:
     ``process`` names the process row (say, "rank 0 · chunked · mlp_tiny K=20");
     ``about`` goes to ``otherData`` and to every event's ``args`` (workload, K, variant...).
     """
-    events: list[dict] = [{"name": "process_name", "ph": "M", "pid": rank, "tid": 0,
-                           "args": {"name": process}}]
-    events += [{"name": "thread_name", "ph": "M", "pid": rank, "tid": tid,
-                "args": {"name": name}} for tid, name in LANE_NAMES.items()]
+    e = TRACE_EVENT  # the keys, in the order the events are written
+    events: list[dict] = [{e.name: "process_name", e.ph: "M", e.pid: rank, e.tid: 0,
+                           e.args: {e.name: process}}]
+    events += [{e.name: "thread_name", e.ph: "M", e.pid: rank, e.tid: tid,
+                e.args: {e.name: lane}} for tid, lane in LANE_NAMES.items()]
     for interval in timeline[STEP_TIMELINE.intervals]:
         start_us = interval["start_ms"] * 1e3
-        events.append({"name": interval["label"], "cat": interval["lane"], "ph": "X",
-                       "ts": round(start_us, 3),
-                       "dur": round(max(interval["end_ms"] * 1e3 - start_us, 0.0), 3),
-                       "pid": rank, "tid": LANES.get(interval["lane"], 3),
-                       "args": {"chunk": interval["chunk"], **about}})
+        events.append({e.name: interval["label"], e.cat: interval["lane"], e.ph: "X",
+                       e.ts: round(start_us, 3),
+                       e.dur: round(max(interval["end_ms"] * 1e3 - start_us, 0.0), 3),
+                       e.pid: rank, e.tid: LANES.get(interval["lane"], 3),
+                       e.args: {"chunk": interval["chunk"], **about}})
     return {"traceEvents": events, "displayTimeUnit": "ms",
             "otherData": {**about, "notes": list(timeline.get("notes") or [])}}
 
@@ -63,30 +65,31 @@ def check_trace(document: object) -> list[str]:
     """What in ``document`` breaks the Trace Event Format's JSON object form; [] if nothing."""
     if not isinstance(document, dict) or not isinstance(document.get("traceEvents"), list):
         return ["not an object with a traceEvents list"]
-    problems = []
+    problems, e = [], TRACE_EVENT
     for index, event in enumerate(document["traceEvents"]):
         where = f"traceEvents[{index}]"
         if not isinstance(event, dict):
             problems.append(f"{where} is not an object")
             continue
-        for key in ("pid", "tid"):
+        for key in (e.pid, e.tid):
             if not isinstance(event.get(key), int) or isinstance(event.get(key), bool):
                 problems.append(f"{where}.{key} = {event.get(key)!r}; expected an integer")
-        if not isinstance(event.get("name"), str) or not event.get("name"):
-            problems.append(f"{where}.name = {event.get('name')!r}; expected a name")
-        if not isinstance(event.get("args", {}), dict):
+        name = event.get(e.name)
+        if not isinstance(name, str) or not name:
+            problems.append(f"{where}.name = {name!r}; expected a name")
+        if not isinstance(event.get(e.args, {}), dict):
             problems.append(f"{where}.args is not an object")
-        phase = event.get("ph")
+        phase = event.get(e.ph)
         if phase == "X":
-            for key in ("ts", "dur"):
+            for key in (e.ts, e.dur):
                 number = event.get(key)
                 if (not isinstance(number, (int, float)) or isinstance(number, bool)
                         or number != number or number < 0):
                     problems.append(f"{where}.{key} = {number!r}; expected microseconds >= 0")
         elif phase == "M":
-            if event.get("name") not in METADATA:
-                problems.append(f"{where}: metadata event {event.get('name')!r}")
-            elif not isinstance((event.get("args") or {}).get("name", 0), (str, int)):
+            if name not in METADATA:
+                problems.append(f"{where}: metadata event {name!r}")
+            elif not isinstance((event.get(e.args) or {}).get(e.name, 0), (str, int)):
                 problems.append(f"{where}.args.name is missing")
         else:
             problems.append(f"{where}.ph = {phase!r}; this exporter writes only X and M")

@@ -12,6 +12,7 @@ import matplotlib
 from matplotlib.ticker import FuncFormatter
 
 from impl.rows.kinds import ALLREDUCE
+from impl.rows.report_records import GROUP
 from reports import analysis
 from reports.captions import how_text, make_figure
 from reports.figures import Image, _figure, _save, _styled
@@ -26,7 +27,7 @@ def section_allreduce(view: View) -> dict:
     groups = view.machines.in_order(analysis.allreduce_groups(rows))
     if not groups:
         return {"empty": True, "figure": None}
-    measured = [r for g in groups for r in g["rows"]]
+    measured = [r for g in groups for r in g[GROUP.rows]]
     machines = ", ".join(view.machines.words[label]
                          for label in dict.fromkeys(g["machine"] for g in groups))
     figure = make_figure(
@@ -64,7 +65,7 @@ def busbw_figure(groups: Sequence[dict]) -> Image:
     ax = axes[0, 0]
     palette = matplotlib.colormaps["tab10"]
     for index, group in enumerate(groups):
-        rows = group["rows"]
+        rows = group[GROUP.rows]
         tint = palette(index % 10)
         sizes = [r[AR.size_bytes] / 2**20 for r in rows]
         spread = list(zip(*(round_range(r) for r in rows)))
@@ -84,7 +85,7 @@ def busbw_figure(groups: Sequence[dict]) -> Image:
     ax.xaxis.set_major_formatter(FuncFormatter(
         lambda v, _: f"{v / 1024:g} GiB" if v >= 1024 else f"{v:g} MiB"))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    sizes = sorted({r[AR.size_bytes] / 2**20 for g in groups for r in g["rows"]})
+    sizes = sorted({r[AR.size_bytes] / 2**20 for g in groups for r in g[GROUP.rows]})
     ax.set_xticks(sizes)
     ax.minorticks_off()
     ax.set_xlabel("message size per rank")

@@ -20,6 +20,7 @@ from impl.rows.kinds import (
     STEP,
     TENSOR_CORE_CEILING,
 )
+from impl.rows.report_records import GROUP
 from reports import analysis, cells
 from reports.captions import Run, how_text
 from reports.format import Column, fmt, fmt_bytes, make_table, text_column
@@ -160,14 +161,15 @@ def section_before_interleaving(view: View) -> dict:
     old = cells.old_format_steps(rows)
     tables = []
     for group in view.machines.in_order(analysis.step_groups(old)):
-        used = sorted({runs[r["run"]].path for r in group["rows"]})
+        members = group[GROUP.rows]
+        used = sorted({runs[r["run"]].path for r in members})
         tables.append(make_table(
             f"tab-before-{group['machine']}-{group['workload']}-w{group['world_size']}-"
             f"{group['profile']}",
             f"{BEFORE_INTERLEAVING} {group['workload']}, {group['world_size']} ranks, "
             f"{group['profile']} profile on {view.machines.words[group['machine']]} "
-            f"({', '.join(used)}); medians of per-step times. {how_text(group['rows'], runs)}",
-            STEP_COLUMNS, group["rows"]))
+            f"({', '.join(used)}); medians of per-step times. {how_text(members, runs)}",
+            STEP_COLUMNS, members))
     energy = analysis.energy_before_interleaving(rows)
     energy_table = None
     if energy:
@@ -229,19 +231,20 @@ def allreduce_tables(view: View) -> list:
     """The all-reduce sweep per machine, fabric and world size, sizes in MiB throughout."""
     tables = []
     for group in view.machines.in_order(analysis.allreduce_groups(view.rows)):
+        members = group[GROUP.rows]
         table_rows = [{**r, "size_mib": r[ALLREDUCE_ROW.size_bytes] / 2**20,
                        "spread": round_spread(r)}
-                      for r in group["rows"]]
+                      for r in members]
         tables.append(make_table(
             f"tab-allreduce-{group['machine']}-{group['profile']}-w{group['world_size']}",
             f"All-reduce on {view.machines.words[group['machine']]}, {group['world_size']} ranks, "
             f"{group['profile']} profile ({group['backend']}, "
-            f"{group['rows'][0].get('dtype', 'n/a')}): median time per all-reduce, algbw, busbw, "
+            f"{members[0].get('dtype', 'n/a')}): median time per all-reduce, algbw, busbw, "
             f"the spread of the rounds (wall clock, fastest and slowest against the median) "
             f"and the wrong-element count after the timed rounds; sizes from "
-            f"{fmt_bytes(group['rows'][0]['size_bytes'])} to "
-            f"{fmt_bytes(group['rows'][-1]['size_bytes'])}. "
-            f"{how_text(group['rows'], view.runs)}",
+            f"{fmt_bytes(members[0]['size_bytes'])} to "
+            f"{fmt_bytes(members[-1]['size_bytes'])}. "
+            f"{how_text(members, view.runs)}",
             ALLREDUCE_COLUMNS, table_rows))
     return tables
 

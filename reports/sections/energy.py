@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from impl.rows.kinds import COMPARISON, METERED, SAMPLER_OVERHEAD, STEP
+from impl.rows.report_records import ENERGY_CHECK, NVML_CURVE
 from reports import analysis, cells
 from reports.captions import how_text, make_figure
 from reports.figures import Image, _figure, _save, _styled, color
@@ -32,10 +33,11 @@ def section_energy(view: View) -> dict:
     """Energy per step against mean power × step time in the interleaved cells drawn in the
     anatomy chapter, the NVML timelines of those cells, and the sampler's overhead."""
     rows, runs = view.rows, view.runs
-    columns = (text_column("variant", "variant"), Column("power_w", "mean power, all GPUs", "W"),
+    check = ENERGY_CHECK
+    columns = (text_column(check.variant), Column(check.power_w, "mean power, all GPUs", "W"),
                estimate_column(STEP_ROW.energy_per_step_j, "energy/step", "J"),
-               estimate_column("power_times_step_j", "power × step", "J"),
-               estimate_column("ratio", "energy / (power × step)"))
+               estimate_column(check.power_times_step_j, "power × step", "J"),
+               estimate_column(check.ratio, "energy / (power × step)"))
     machines = []
     for index, cell in enumerate(cells.anatomy_cells(rows)):
         checked = cells.energy_check(cell)
@@ -62,7 +64,7 @@ def section_energy(view: View) -> dict:
                 f"NVML timelines, {where}"))
         machines.append(entry)
     overhead = [{"machine": r["machine"], "ratio": fmt_estimate(r[SAMPLER.overhead_ratio]),
-                 "verdict": r.get(SAMPLER.verdict), "period": fmt(r.get(SAMPLER.period_ms)),
+                 SAMPLER.verdict: r.get(SAMPLER.verdict), "period": fmt(r.get(SAMPLER.period_ms)),
                  "how": how_text([r], runs)}
                 for r in view.machines.in_order(analysis.sampler_overhead(rows))
                 if SAMPLER.overhead_ratio in r]
@@ -79,10 +81,11 @@ def nvml_timelines(series: Sequence[dict]) -> Image:
     fig, axes = _figure(len(NVML_PANELS), 1, height=4.2, sharex=True)
     for ax, (field, label) in zip(axes[:, 0], NVML_PANELS):
         for entry in series:
-            values = entry["mean"].get(field)
+            values = entry[NVML_CURVE.mean].get(field)
             if values:
-                ax.plot(entry["t_s"], values, marker=".", markersize=3, linewidth=1,
-                        color=color(entry["strategy"]), label=entry["strategy"])
+                legend = entry[NVML_CURVE.strategy]
+                ax.plot(entry[NVML_CURVE.t_s], values, marker=".", markersize=3, linewidth=1,
+                        color=color(legend), label=legend)
         ax.set_ylabel(label)
     axes[0, 0].legend(ncols=len(series) or 1, frameon=False)
     axes[-1, 0].set_xlabel("time since the sampler started (s)")

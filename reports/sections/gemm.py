@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from impl.rows.kinds import GEMM, SEED_STEP, STEP, TENSOR_CORE_CEILING
+from impl.rows.report_records import GROUP
 from reports import analysis, cells, figures
 from reports.analysis import gemm_version_rank
 from reports.captions import Run, and_list, how_text, make_figure
@@ -118,7 +119,7 @@ def _marks_text(rows: Sequence[dict], figure: bool = False) -> str:
 
 def ceiling_table(group: dict, view: View) -> Table:
     """The tensor-core ceilings of one GPU model, with what bounds what in the caption."""
-    found = group["rows"]
+    found = group[GROUP.rows]
     first = found[0]
     peak = (f"The datasheet's dense bf16 peak is {fmt(first['peak_tflops'])} TFLOP/s"
             if first.get(CEILING_ROW.peak_tflops) is not None else
@@ -204,7 +205,7 @@ def section_gemm(view: View) -> dict:
     for label in labels:
         mine = [g for g in groups if g["machine"] == label]
         flat = [{**r, "shape": f"{g['m']}×{g['n']}×{g['k']}", "version_label": version_label(r)}
-                for g in mine for r in g["rows"]]
+                for g in mine for r in g[GROUP.rows]]
         how = how_text(flat, runs)
         where = machines.words[label]
         marks = _marks_text(flat)
@@ -253,13 +254,13 @@ def gemm_bars(groups: Sequence[dict]) -> Image:
     fig, axes = _figure(1, len(dtypes), height=2.5)
     for ax, dtype in zip(axes[0], dtypes):
         shapes = [g for g in groups if g[GEMM_ROW.dtype] == dtype]
-        versions = sorted({r[GEMM_ROW.version] for g in shapes for r in g["rows"]},
+        versions = sorted({r[GEMM_ROW.version] for g in shapes for r in g[GROUP.rows]},
                           key=gemm_version_rank)
         width = 0.8 / len(versions)
         for v_index, version in enumerate(versions):
             labelled = False  # one legend entry per version, at its first shape with a bar
             for s_index, group in enumerate(shapes):
-                value = next((r[GEMM_ROW.tflops] for r in group["rows"]
+                value = next((r[GEMM_ROW.tflops] for r in group[GROUP.rows]
                               if r[GEMM_ROW.version] == version), None)
                 if value is not None:
                     ax.bar(s_index + (v_index - (len(versions) - 1) / 2) * width, value, width,

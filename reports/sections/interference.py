@@ -12,15 +12,15 @@ from reports.format import Column, Placement, estimate_column, make_table, text_
 from reports.view import View
 
 # The interference rows' fields (row[INTERFERENCE_ROW.gemm]); a table row keeps the workload,
-# ranks and GEMM under the row's own names.
+# ranks and GEMM under the row's own names, and a slowdown's ratio and verdict under its own.
 INTERFERENCE_ROW = INTERFERENCE.names
 INTERFERENCE_COLUMNS = (text_column(INTERFERENCE_ROW.workload),
                         Column.of(INTERFERENCE.field.world_size, "ranks", unit=""),
                         text_column(INTERFERENCE_ROW.gemm, "GEMM", nowrap=True),
                         estimate_column("alone_ms", "GEMMs alone", "ms"),
                         text_column("interferer", "beside"),
-                        estimate_column("ratio", "time × alone"),
-                        text_column("verdict", "verdict"))
+                        estimate_column(SLOWDOWN.ratio, "time × alone"),
+                        text_column(SLOWDOWN.verdict))
 
 
 def section_interference(view: View) -> dict:
@@ -39,8 +39,9 @@ def section_interference(view: View) -> dict:
                                    INTERFERENCE_ROW.world_size: row[INTERFERENCE_ROW.world_size],
                                    INTERFERENCE_ROW.gemm: shape,
                                    "alone_ms": row[INTERFERENCE_ROW.gemm_alone_ms],
-                                   "interferer": interferer, "ratio": slowdown[SLOWDOWN.ratio],
-                                   "verdict": slowdown[SLOWDOWN.verdict]})
+                                   "interferer": interferer,
+                                   SLOWDOWN.ratio: slowdown[SLOWDOWN.ratio],
+                                   SLOWDOWN.verdict: slowdown[SLOWDOWN.verdict]})
                 bars.append({"label": f"{row['workload']} ({row['profile']}), beside "
                                       f"{interferer}", "interferer": interferer,
                              "ratio": slowdown[SLOWDOWN.ratio]})

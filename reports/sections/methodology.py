@@ -6,7 +6,10 @@ definitions.html.j2): each metric's definition quoted from the code
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from impl.metrics import ideal_speedup
+from impl.rows.declare import Field
 from impl.rows.metric_fields import ALLREDUCE_FIELDS, STEP_FIELDS
 from reports import cells
 from reports.view import View
@@ -26,9 +29,14 @@ def _docs():
 LOST_TIME_DOC, BOUND_DOC, IDEAL_DOC = _docs()
 
 
+def quoted(field: Field) -> Field:
+    """A field as a definitions table quotes it (its name, unit and definition): the
+    declaration itself, with "–" for a field without a unit."""
+    return replace(field, unit=field.unit or "–")
+
+
 def section_methodology(view: View) -> dict:
-    quote = lambda fields: [{"name": f.name, "unit": f.unit or "–", "definition": f.definition}
-                            for f in fields]
+    quote = lambda fields: [quoted(f) for f in fields]
     return {"empty": False, "step_fields": quote(STEP_FIELDS),
             "allreduce_fields": quote(ALLREDUCE_FIELDS),
             "modes": sorted({r.mode or "unknown" for r in view.runs}),

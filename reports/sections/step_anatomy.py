@@ -9,6 +9,7 @@ A timeline drawn here is also collected in ``timelines`` for the Perfetto export
 from __future__ import annotations
 
 from impl.rows.kinds import COMPARISON, REFERENCE, STEP
+from impl.rows.report_records import TRACED
 from reports import analysis, cells, figures, traces
 from reports.captions import how_text, make_figure
 from reports.format import (
@@ -55,10 +56,10 @@ def cell_timelines(cell: dict) -> list[dict]:
         about = {"machine": cell["machine"],
                  **{key: cell[key] for key in (CELL.workload, CELL.chunks, CELL.world_size,
                                                CELL.profile)},
-                 "variant": variant, "step": "last step of the median round"}
-        found.append({"variant": variant, "timeline": timelines[variant],
-                      "file": trace_name(cell, variant), "about": about,
-                      "process": f"rank 0 · {variant} · {cell_text(cell)}"})
+                 TRACED.variant: variant, "step": "last step of the median round"}
+        found.append({TRACED.variant: variant, TRACED.timeline: timelines[variant],
+                      TRACED.file: trace_name(cell, variant), TRACED.about: about,
+                      TRACED.process: f"rank 0 · {variant} · {cell_text(cell)}"})
     return found
 
 
@@ -144,17 +145,17 @@ def section_anatomy(view: View) -> dict:
         steps = cell_timelines(cell)
         panels = []
         for entry in steps:
-            variant = entry["variant"]
+            variant = entry[TRACED.variant]
             hidden = (cell[CELL.strategies].get(variant) or {}).get(
                 STEP_ROW.hidden_comm_fraction)
             panels.append({"title": f"{variant}: step {fmt_estimate(variant_step(cell, variant))}"
                                     f" ms" + (f", hidden comm. {fmt_estimate(hidden)}"
                                               if hidden else ""),
-                           "bars": analysis.timeline_bars(entry["timeline"]),
+                           "bars": analysis.timeline_bars(entry[TRACED.timeline]),
                            "note": VARIANT_NOTES.get(variant)})
-        files = ", ".join(e["file"] for e in steps)
+        files = ", ".join(e[TRACED.file] for e in steps)
         entry = {"heading": where, "machine": cell["machine"], "figures": [], "table": None,
-                 "finding": None, "timelines": steps}
+                 "finding": None, TRACED.timelines: steps}
         entry["figures"].append(make_figure(
             f"fig-gantt-{index}", figures.gantt(panels),
             f"The representative step of every variant ({where}): for each, the last step of "
@@ -193,5 +194,5 @@ def section_anatomy(view: View) -> dict:
 
 def timelines(context: dict) -> list[dict]:
     """Every step timeline the report draws (anatomy and simulation), for the trace export."""
-    return ([t for m in context["step_anatomy"]["machines"] for t in m["timelines"]]
-            + context["course_study"]["timelines"])
+    return ([t for m in context["step_anatomy"]["machines"] for t in m[TRACED.timelines]]
+            + context["course_study"][TRACED.timelines])

@@ -14,11 +14,13 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from impl.rows.kinds import TENSOR_PARALLEL
+from impl.rows.report_records import GROUP
 from impl.tensor_parallel.metrics import TP_FIELDS
 from reports import analysis, figures
 from reports.captions import how_text, make_figure
 from reports.figures import GEMM_ROW, Image, _figure, _save, _styled, version_color
 from reports.format import Placement, Table, fmt, make_table, text_column
+from reports.sections.methodology import quoted
 from reports.view import View
 
 TP = TENSOR_PARALLEL.names  # the variant rows' fields: row[TP.preset]
@@ -212,7 +214,7 @@ def roofline_groups(rows: Sequence[dict], machine: str) -> list[dict]:
                     GEMM_ROW.tflops: gemm[GEMM_ROW.tflops],
                     GEMM_ROW.peak_tflops: row.get(TP.peak_tflops),
                     GEMM_ROW.peak_gbps: row.get(TP.peak_gbps)})
-    return [{GEMM_ROW.dtype: dtype, "rows": members} for dtype, members in groups.items()]
+    return [{GEMM_ROW.dtype: dtype, GROUP.rows: members} for dtype, members in groups.items()]
 
 
 def gantt_panels(rows: Sequence[dict], machine: str, preset: str) -> list[dict]:
@@ -349,8 +351,7 @@ def section(view: View) -> dict:
     """The template context of the tensor-parallel section (``empty`` when there is no data)."""
     all_rows, runs = view.rows, view.runs
     rows = variant_rows(all_rows)
-    fields = [{"name": f.name, "unit": f.unit or "–", "definition": f.definition}
-              for f in TP_FIELDS]
+    fields = [quoted(f) for f in TP_FIELDS]
     if not rows:
         return {"empty": True, "line": EMPTY_LINE, "fields": fields, "question4": [],
                 "efficiency": None, "machines": []}

@@ -1,0 +1,35 @@
+"""The report's own records whose keys share a row field's name, declared once: the code that
+writes one and every reader go through these names (``group[GROUP.rows]``,
+``event[TRACE_EVENT.name]``), as a row's readers go through its kind (impl/rows/kinds.py).
+"""
+
+from __future__ import annotations
+
+from impl.rows.declare import Declared
+
+# A group of rows the report draws or tabulates together (reports.analysis's step, all-reduce,
+# GEMM-ladder and ceiling groups; the tensor-parallel roofline's points): its rows, beside
+# the fields they share, keyed as theirs.
+GROUP = Declared("row group", {"rows": "rows"})
+
+# One event of a Chrome/Perfetto trace (the Trace Event Format; reports.traces writes and
+# checks them). A metadata event's ``args`` name its process or thread under ``name`` too.
+TRACE_EVENT = Declared("trace event", {key: key for key in (
+    "name", "cat", "ph", "ts", "dur", "pid", "tid", "args")})
+
+# A step timeline the report draws, as the trace export takes it: the variant it is of, the
+# timeline (impl.timeline.Timeline as JSON), the trace's file, the process row's name and what
+# goes to the trace's otherData (reports.sections.step_anatomy and course_study write them,
+# reports.build.write_traces reads them). ``timelines`` is where a section's context and the
+# report's list them.
+TRACED = Declared("traced timeline", {key: key for key in (
+    "variant", "timeline", "file", "process", "about", "timelines")})
+
+# One variant's energy check in an interleaved cell (reports.cells.energy_check): energy per
+# step (keyed as a step row's) against mean power × step time, and their ratio.
+ENERGY_CHECK = Declared("energy check", {key: key for key in (
+    "variant", "power_w", "power_times_step_j", "ratio")})
+
+# An NVML series as the report plots it (reports.analysis.nvml_series): time, the mean over
+# GPUs of each quantity, the GPUs, and the legend's label under ``strategy``.
+NVML_CURVE = Declared("nvml curve", {key: key for key in ("strategy", "t_s", "mean", "gpus")})
