@@ -25,7 +25,8 @@ anything is timed:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
+from enum import Enum, auto
 
 import torch
 import torch.distributed as dist
@@ -55,10 +56,12 @@ class TpMlpConfig:
     pieces_per_peer: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("tokens", "hidden", "ffn", "pieces_per_peer"):
-            value = getattr(self, name)
+        # Every size of the block is an int field (tokens, hidden, ffn, pieces_per_peer); the
+        # annotations are strings here (from __future__ import annotations).
+        for size in (f.name for f in fields(self) if f.type == "int"):
+            value = getattr(self, size)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{self.name}: {name}={value!r}; choose an integer ≥ 1")
+                raise ValueError(f"{self.name}: {size}={value!r}; choose an integer ≥ 1")
         if self.dtype not in DTYPES:
             raise ValueError(f"{self.name}: dtype={self.dtype!r}; choose one of "
                              f"{', '.join(DTYPES)}")
@@ -182,10 +185,17 @@ def tp_mlp(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, schedule: Schedu
 
 # --- one rank's block, its reference and its check -----------------------------------------------
 
-#: How each tensor of the block is split: by token rows (sequence-parallel only), by columns or
-#: rows of the weights, or not at all.
-_SPLIT = {"x": "tokens", "dx": "tokens", "y": "tokens", "dy": "tokens",
-          "w1": "columns", "dw1": "columns", "w2": "rows", "dw2": "rows"}
+class Split(Enum):
+    """How a tensor of the block is split over the ranks."""
+
+    TOKENS = auto()  # by token rows, sequence-parallel only (replicated otherwise)
+    COLUMNS = auto()  # by columns of the weight
+    ROWS = auto()  # by rows of the weight
+
+
+#: How each tensor of the block is split.
+_SPLIT = {"x": Split.TOKENS, "dx": Split.TOKENS, "y": Split.TOKENS, "dy": Split.TOKENS,
+          "w1": Split.COLUMNS, "dw1": Split.COLUMNS, "w2": Split.ROWS, "dw2": Split.ROWS}
 
 
 def shard(config: TpMlpConfig, world_size: int, rank: int, name: str,
@@ -193,9 +203,9 @@ def shard(config: TpMlpConfig, world_size: int, rank: int, name: str,
     """Rank ``rank``'s part of the block's tensor ``name`` (inputs and outputs alike)."""
     check_world(world_size)
     split = _SPLIT[name]
-    if split == "tokens" and not config.sequence_parallel:
+    if split is Split.TOKENS and not config.sequence_parallel:
         return full
-    if split == "columns":
+    if split is Split.COLUMNS:
         return full.tensor_split(world_size, dim=1)[rank].contiguous()
     return full.tensor_split(world_size, dim=0)[rank].contiguous()
 
