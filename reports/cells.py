@@ -31,7 +31,7 @@ from impl.rows.kinds import (
     STEP_TIMELINE,
     is_older_step,
 )
-from impl.rows.report_records import ENERGY_CHECK
+from impl.rows.report_records import ENERGY_CHECK, FINDING
 from impl.stats import NO_DIFFERENCE, Estimate
 from impl.strategy_records import overlaps_in_k_chunks
 
@@ -293,10 +293,10 @@ def finding(cell: dict, strategy: str) -> dict:
     timelines = cell.get(CELL.timelines) or {}
     reference, own = timelines.get(COMPUTE_ONLY), timelines.get(strategy)
     return {STEP_ROW.strategy: strategy,
-            "hidden": figures(cell, strategy).get(STEP_ROW.hidden_comm_fraction),
-            "largest": max(parts, key=lambda p: parts[p]), "parts": lost,
-            "backward_reference_ms": backward_ms(reference) if reference else None,
-            "backward_ms": backward_ms(own) if own else None}
+            FINDING.hidden: figures(cell, strategy).get(STEP_ROW.hidden_comm_fraction),
+            FINDING.largest: max(parts, key=lambda p: parts[p]), FINDING.parts: lost,
+            FINDING.backward_reference_ms: backward_ms(reference) if reference else None,
+            FINDING.backward_ms: backward_ms(own) if own else None}
 
 
 # --- regimes and the course study -----------------------------------------------------------

@@ -25,6 +25,12 @@ TRACE_EVENT = Declared("trace event", {key: key for key in (
 TRACED = Declared("traced timeline", {key: key for key in (
     "variant", "timeline", "file", "process", "about", "timelines")})
 
+# What a cell's main finding states for one strategy (reports.cells.finding): its hidden
+# fraction (an estimate), its largest lost-time part and every part, and the backward time of
+# compute-only's representative step and of its own.
+FINDING = Declared("finding", {key: key for key in (
+    "hidden", "largest", "parts", "backward_reference_ms", "backward_ms")})
+
 # One variant's energy check in an interleaved cell (reports.cells.energy_check): energy per
 # step (keyed as a step row's) against mean power × step time, and their ratio.
 ENERGY_CHECK = Declared("energy check", {key: key for key in (

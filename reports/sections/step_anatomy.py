@@ -9,7 +9,7 @@ A timeline drawn here is also collected in ``timelines`` for the Perfetto export
 from __future__ import annotations
 
 from impl.rows.kinds import COMPARISON, REFERENCE, STEP
-from impl.rows.report_records import TRACED
+from impl.rows.report_records import FINDING, TRACED
 from reports import analysis, cells, figures, traces
 from reports.captions import how_text, make_figure
 from reports.format import (
@@ -101,9 +101,8 @@ def finding_text(cell: dict) -> str:
     and where the rest of its lost time goes."""
     strategy = cells.best_strategy(cell)
     found = cells.finding(cell, strategy)
-    hidden = found["hidden"]
-    part = found["largest"]
-    parts = found["parts"]
+    hidden, part, parts = found[FINDING.hidden], found[FINDING.largest], found[FINDING.parts]
+    backward, reference = found[FINDING.backward_ms], found[FINDING.backward_reference_ms]
     text = f"The fastest here, {strategy}, "
     text += (f"hides {fmt_pct(100 * hidden['value'])} of its communication "
              f"[{fmt_pct(100 * hidden['low'])}, {fmt_pct(100 * hidden['high'])}]"
@@ -111,9 +110,9 @@ def finding_text(cell: dict) -> str:
              else "has no observed communication to hide"
              if not hidden or hidden.get("value") is None else
              f"hides {fmt_pct(100 * hidden['value'])} of its communication")
-    if part == "compute_slowdown_ms" and found["backward_ms"] is not None:
-        text += (f", but its backward slows from {fmt(found['backward_reference_ms'])} to "
-                 f"{fmt(found['backward_ms'])} ms (representative steps of compute-only and "
+    if part == "compute_slowdown_ms" and backward is not None:
+        text += (f", but its backward slows from {fmt(reference)} to "
+                 f"{fmt(backward)} ms (representative steps of compute-only and "
                  f"{strategy}); compute slowdown is the largest part of its lost time, "
                  f"{fmt_estimate(parts[part])} ms per step.")
     elif part == "exposed_comm_ms":
