@@ -21,14 +21,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+from impl.rows.report_records import BLOCKS
 from reports.format import Table
 
 BODY_ROLES = ("front", "chapter", "section")
 KEEP_ROWS = 6  # a table of a few rows stays: its line in the body would cost about as much
 # (section id, its list of per-machine blocks): each block has a "machine" label; the CPU's
 # blocks go to the section "<id>-cpu"
-CPU_BLOCKS = (("overlap", "blocks"), ("step-anatomy", "machines"),
-              ("interference", "machines"), ("tensor-parallel", "machines"))
+CPU_BLOCKS = (("overlap", BLOCKS.blocks), ("step-anatomy", BLOCKS.machines),
+              ("interference", BLOCKS.machines), ("tensor-parallel", BLOCKS.machines))
 
 
 def context_key(section_id: str) -> str:

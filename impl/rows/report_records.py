@@ -25,6 +25,11 @@ TRACE_EVENT = Declared("trace event", {key: key for key in (
 TRACED = Declared("traced timeline", {key: key for key in (
     "variant", "timeline", "file", "process", "about", "timelines")})
 
+# Where a chapter's context lists its per-machine blocks (each with its "machine" label):
+# the overlap chapter's under ``blocks``, the anatomy's, interference's and tensor
+# parallelism's under ``machines``; reports.layout.CPU_BLOCKS moves the CPU's by these keys.
+BLOCKS = Declared("chapter blocks", {key: key for key in ("blocks", "machines")})
+
 # What a cell's main finding states for one strategy (reports.cells.finding): its hidden
 # fraction (an estimate), its largest lost-time part and every part, and the backward time of
 # compute-only's representative step and of its own.

@@ -6,6 +6,7 @@ step's GEMMs run while an all-reduce runs beside them, per machine, with 95% int
 from __future__ import annotations
 
 from impl.rows.kinds import INTERFERENCE, SLOWDOWN
+from impl.rows.report_records import BLOCKS
 from reports import cells, figures
 from reports.captions import how_text, make_figure
 from reports.format import Column, Placement, estimate_column, make_table, text_column
@@ -61,4 +62,4 @@ def section_interference(view: View) -> dict:
                 f"of the difference excludes 0). {how}", INTERFERENCE_COLUMNS, table_rows,
                 note=lambda *_: None,
                 placement=Placement("GEMM time alone and beside traffic"))})
-    return {"empty": not machines, "machines": machines}
+    return {"empty": not machines, BLOCKS.machines: machines}

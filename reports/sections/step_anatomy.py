@@ -9,7 +9,7 @@ A timeline drawn here is also collected in ``timelines`` for the Perfetto export
 from __future__ import annotations
 
 from impl.rows.kinds import COMPARISON, REFERENCE, STEP
-from impl.rows.report_records import FINDING, TRACED
+from impl.rows.report_records import BLOCKS, FINDING, TRACED
 from reports import analysis, cells, figures, traces
 from reports.captions import how_text, make_figure
 from reports.format import (
@@ -188,10 +188,10 @@ def section_anatomy(view: View) -> dict:
                 placement=Placement("lost time per strategy"))
             entry["finding"] = finding_text(cell)
         machines.append(entry)
-    return {"empty": not machines, "machines": machines}
+    return {"empty": not machines, BLOCKS.machines: machines}
 
 
 def timelines(context: dict) -> list[dict]:
     """Every step timeline the report draws (anatomy and simulation), for the trace export."""
-    return ([t for m in context["step_anatomy"]["machines"] for t in m[TRACED.timelines]]
+    return ([t for m in context["step_anatomy"][BLOCKS.machines] for t in m[TRACED.timelines]]
             + context["course_study"][TRACED.timelines])

@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from impl.rows.kinds import TENSOR_PARALLEL
-from impl.rows.report_records import GROUP
+from impl.rows.report_records import BLOCKS, GROUP
 from impl.tensor_parallel.metrics import TP_FIELDS
 from reports import analysis, figures
 from reports.captions import how_text, make_figure
@@ -354,7 +354,7 @@ def section(view: View) -> dict:
     fields = [quoted(f) for f in TP_FIELDS]
     if not rows:
         return {"empty": True, "line": EMPTY_LINE, "fields": fields, "question4": [],
-                "efficiency": None, "machines": []}
+                "efficiency": None, BLOCKS.machines: []}
     efficiency = efficiency_rows(rows)
     out = {"empty": False, "line": None, "fields": fields, "question4": question4(efficiency),
            "efficiency": make_table(
@@ -362,7 +362,7 @@ def section(view: View) -> dict:
                "[95% bootstrap interval over rounds, paired with the 1-rank block measured in "
                "the same rounds], beside the backend's GEMM speed on one rank. "
                f"{how_text(rows, runs)}", EFFICIENCY_COLUMNS, efficiency),
-           "machines": []}
+           BLOCKS.machines: []}
     for machine in dict.fromkeys(r["machine"] for r in rows):
         mine = [r for r in rows if r["machine"] == machine]
         where, how = view.machines.words[machine], how_text(mine, runs)
@@ -417,5 +417,5 @@ def section(view: View) -> dict:
             f"with 95% bootstrap intervals; max rel. err is the check against the single-device "
             f"block before timing, beside its tolerance. {how}", mine,
             Placement("every tensor-parallel variant")))
-        out["machines"].append(entry)
+        out[BLOCKS.machines].append(entry)
     return out
