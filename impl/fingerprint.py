@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from impl import capabilities
+from impl.rows.gate_records import MACHINE
 from impl.settings import check_setting
 
 
@@ -133,25 +134,26 @@ def fingerprint(backend: str, world_size: int, profile: str) -> dict:
     commit, dirty = git_state()
     mpi = _run([capabilities.mpi_launcher() or "mpirun", "--version"])
     return {
-        "machine_label": machine_label(),
-        "gpu_names": gpu_names(),
-        "gpu_uuids": gpu_uuids(),
-        "driver": driver,
-        "cuda": torch.version.cuda,
-        "nccl": ".".join(map(str, torch.cuda.nccl.version())) if capabilities.gpu_count() else None,
-        "torch": torch.__version__,
-        "mpi": mpi.splitlines()[0] if mpi else None,
-        "cpu_model": cpu_model(),
-        "cpu_cores": os.cpu_count(),
-        "gpu_topology": _run(["nvidia-smi", "topo", "-m"]),
-        "gpu_limits": gpu_limits(),
-        "nccl_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")},
-        "backend": backend,
-        "world_size": world_size,
-        "profile": profile,
-        "git_commit": commit,
-        "git_dirty": dirty,
-        "python": platform.python_version(),
+        MACHINE.machine_label: machine_label(),
+        MACHINE.gpu_names: gpu_names(),
+        MACHINE.gpu_uuids: gpu_uuids(),
+        MACHINE.driver: driver,
+        MACHINE.cuda: torch.version.cuda,
+        MACHINE.nccl: (".".join(map(str, torch.cuda.nccl.version())) if capabilities.gpu_count()
+                       else None),
+        MACHINE.torch: torch.__version__,
+        MACHINE.mpi: mpi.splitlines()[0] if mpi else None,
+        MACHINE.cpu_model: cpu_model(),
+        MACHINE.cpu_cores: os.cpu_count(),
+        MACHINE.gpu_topology: _run(["nvidia-smi", "topo", "-m"]),
+        MACHINE.gpu_limits: gpu_limits(),
+        MACHINE.nccl_env: {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")},
+        MACHINE.backend: backend,
+        MACHINE.world_size: world_size,
+        MACHINE.profile: profile,
+        MACHINE.git_commit: commit,
+        MACHINE.git_dirty: dirty,
+        MACHINE.python: platform.python_version(),
     }
 
 

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import binomtest, bootstrap
 
+from impl.rows.gate_records import ESTIMATED
+
 CONFIDENCE = 0.95
 RESAMPLES = 4000
 MIN_ROUNDS = 3  # fewer rounds give no interval at all
@@ -53,11 +55,13 @@ class Estimate:
         return self.low > point or self.high < point
 
     def to_json(self) -> dict:
-        return {"value": self.value, "low": self.low, "high": self.high, "rounds": self.rounds}
+        return {ESTIMATED.value: self.value, ESTIMATED.low: self.low, ESTIMATED.high: self.high,
+                ESTIMATED.rounds: self.rounds}
 
     @classmethod
     def from_json(cls, data: dict) -> Estimate:
-        return cls(data.get("value"), data.get("low"), data.get("high"), data.get("rounds", 0))
+        return cls(data.get(ESTIMATED.value), data.get(ESTIMATED.low), data.get(ESTIMATED.high),
+                   data.get(ESTIMATED.rounds, 0))
 
 
 def _finite(value: float) -> float | None:

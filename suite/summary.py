@@ -7,6 +7,7 @@ bootstrap interval, and verdicts only where the interval of the difference exclu
 
 from __future__ import annotations
 
+from impl.rows.gate_records import ESTIMATED
 from impl.rows.kinds import COMPARISON, PAIRED, REFERENCE, STEP
 from impl.stats import MIN_ROUNDS, NO_DIFFERENCE
 
@@ -36,11 +37,12 @@ def _number(value: float, digits: int = 3) -> str:
 def with_interval(estimate: dict | None, flag_outside_unit: bool = False) -> str:
     """'12.3 ±0.41'; the value alone with too few rounds for an interval; 'n/a' where the
     figure, or its interval, is undefined (some resamples had no headroom)."""
-    if not estimate or estimate.get("value") is None:
+    if not estimate or estimate.get(ESTIMATED.value) is None:
         return "n/a"
-    value, low, high = estimate["value"], estimate.get("low"), estimate.get("high")
+    value = estimate[ESTIMATED.value]
+    low, high = estimate.get(ESTIMATED.low), estimate.get(ESTIMATED.high)
     if low is None or high is None:
-        if estimate.get("rounds", 0) >= MIN_ROUNDS:
+        if estimate.get(ESTIMATED.rounds, 0) >= MIN_ROUNDS:
             return "n/a"
         text = _number(value)
     else:

@@ -16,11 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from impl.rows.files import ResultsFile, find_result_files, load_results, newest
+from impl.rows.gate_records import MACHINE
 from reports.gate.spread import SPREAD_KEY, GroupSpread, recorded_spread
 
 # machine_info["overlap"] fields that must agree; the CPU ones only where neither side has a GPU.
-MACHINE_FIELDS = ("gpu_names", "driver", "world_size", "backend", "profile")
-CPU_MACHINE_FIELDS = ("cpu_model", "cpu_cores")
+MACHINE_FIELDS = (MACHINE.gpu_names, MACHINE.driver, MACHINE.world_size, MACHINE.backend,
+                  MACHINE.profile)
+CPU_MACHINE_FIELDS = (MACHINE.cpu_model, MACHINE.cpu_cores)
 # What pytest-benchmark itself writes, for files without the suite's fingerprint.
 PLAIN_MACHINE_FIELDS = (("cpu", "brand_raw"), ("cpu", "count"), ("machine",), ("system",))
 
