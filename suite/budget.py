@@ -24,6 +24,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from impl.rows.gate_records import TIMED
+
 # What a mode's whole run should take (docs/budget.md); a benchmark planned longer than its
 # mode's budget is refused before anything launches.
 MODE_BUDGET_S = {"quick": 300.0, "default": 600.0, "full": 4 * 3600.0}
@@ -181,9 +183,9 @@ class PassTiming:
 
     def to_json(self) -> dict:
         return {"machine": self.machine, "gpus": self.gpus, "benchmarks": {
-            nodeid: {"study": self.deadlines[nodeid].study,
-                     "expected_s": round(self.deadlines[nodeid].own_s, 3),
-                     "duration_s": round(seconds, 3)}
+            nodeid: {TIMED.study: self.deadlines[nodeid].study,
+                     TIMED.expected_s: round(self.deadlines[nodeid].own_s, 3),
+                     TIMED.duration_s: round(seconds, 3)}
             for nodeid, seconds in self.durations.items()}}
 
 

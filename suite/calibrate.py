@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from impl.rows.gate_records import PASS, TIMED
 from suite.budget import RATES_FILE, Rates, base_pass, minutes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -165,12 +166,12 @@ def timed_passes(path: Path, document: dict, scratch: Path,
     plans = {} if plans is None else plans
     found = []
     for entry in document.get("suite", {}).get("passes", []):
-        timing = entry.get("timing")
+        timing = entry.get(PASS.timing)
         # A pass that failed is left out; one recovered after its launcher ended (exit None,
         # no wall time) still timed each benchmark it finished: its rates count, not its start.
-        if not timing or entry.get("exit") not in (0, 5, None):
+        if not timing or entry.get(PASS.exit) not in (0, 5, None):
             continue
-        arguments, env = pass_collection(entry["command"], entry.get("env") or {})
+        arguments, env = pass_collection(entry[PASS.command], entry.get(PASS.env) or {})
         gpus = machine_gpus(document, timing)
         key = (tuple(arguments), tuple(sorted(env.items())), gpus)
         if key not in plans:
@@ -178,14 +179,14 @@ def timed_passes(path: Path, document: dict, scratch: Path,
         now = plans[key]
         rows, superseded = [], 0.0
         for nodeid, recorded in timing["benchmarks"].items():
-            if is_superseded(path.name, entry["name"], recorded["study"]):
-                superseded += recorded["duration_s"]
+            if is_superseded(path.name, entry[PASS.name], recorded[TIMED.study]):
+                superseded += recorded[TIMED.duration_s]
             elif nodeid in now:
-                rows.append((*now[nodeid], recorded["duration_s"]))
+                rows.append((*now[nodeid], recorded[TIMED.duration_s]))
             else:  # no longer planned: its time stays out of both sides
-                superseded += recorded["duration_s"]
-        found.append(TimedPass(str(path), base_pass(entry["name"]), timing["machine"],
-                               entry["wall_s"], tuple(rows), superseded))
+                superseded += recorded[TIMED.duration_s]
+        found.append(TimedPass(str(path), base_pass(entry[PASS.name]), timing["machine"],
+                               entry[PASS.wall_s], tuple(rows), superseded))
     return found
 
 
@@ -259,18 +260,18 @@ def runs_table(paths: list[str]) -> list[str]:
     for path in result_files(paths):
         document = read_json(path)
         suite = document.get("suite", {}) if isinstance(document, dict) else {}
-        passes = [p for p in suite.get("passes", []) if p.get("timing")]
+        passes = [p for p in suite.get("passes", []) if p.get(PASS.timing)]
         if not passes or not whole_run(suite.get("command")):
             continue
-        gpus = machine_gpus(document, passes[0]["timing"])
-        timed = [p for p in suite["passes"] if p.get("wall_s") is not None]
-        planned = [p["planned_s"] for p in suite["passes"]
-                   if p.get("planned_s") is not None and "(resumed)" not in p["name"]]
-        each = ", ".join(f"{p['name']} {p['wall_s']:.0f} s (exit {p['exit']})"
-                         if p in timed else f"{p['name']} (recovered: no wall time)"
-                         for p in suite["passes"] if p in timed or p.get("timing"))
+        gpus = machine_gpus(document, passes[0][PASS.timing])
+        timed = [p for p in suite["passes"] if p.get(PASS.wall_s) is not None]
+        planned = [p[PASS.planned_s] for p in suite["passes"]
+                   if p.get(PASS.planned_s) is not None and "(resumed)" not in p[PASS.name]]
+        each = ", ".join(f"{p[PASS.name]} {p[PASS.wall_s]:.0f} s (exit {p[PASS.exit]})"
+                         if p in timed else f"{p[PASS.name]} (recovered: no wall time)"
+                         for p in suite["passes"] if p in timed or p.get(PASS.timing))
         # A run recovered after its launcher ended has no whole wall time nor printed plan.
-        whole = minutes(sum(p["wall_s"] for p in timed)) if timed else "—"
+        whole = minutes(sum(p[PASS.wall_s] for p in timed)) if timed else "—"
         if timed and suite.get("recovered_as"):  # passes that left no file are not in it
             whole += " (recovered)"
         commit = document.get("commit_info", {}).get("id", "")[:7]

@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 
 from impl.atomic import write_json_atomic
+from impl.rows.gate_records import HANG, RANK_HANG
 from suite.run_files import fallback_path
 
 STACKS_HEADER = "benchmark: "
@@ -141,37 +142,41 @@ def summary(records: list[dict], dumps: dict[int, tuple[str, str]]) -> dict | No
     The hung benchmark is rank 0's (else the lowest rank's); a rank that was elsewhere has
     its own benchmark beside its frame.
     """
-    found = sorted([(r["rank"], r["benchmark"]) for r in records]
+    found = sorted([(r[RANK_HANG.rank], r[RANK_HANG.benchmark]) for r in records]
                    + [(rank, benchmark) for rank, (benchmark, _) in dumps.items()
-                      if rank not in {r["rank"] for r in records}])
+                      if rank not in {r[RANK_HANG.rank] for r in records}])
     if not found:
         return None
     benchmark = found[0][1]
-    first = next((r for r in records if r["benchmark"] == benchmark), {})
+    first = next((r for r in records if r[RANK_HANG.benchmark] == benchmark), {})
     ranks = {}
     for record in records:
-        ranks[str(record["rank"])] = {"frame": record["frame"], "innermost": record["innermost"],
-                                      **({"failed": record["failed"]} if "failed" in record
-                                         else {})}
+        ranks[str(record[RANK_HANG.rank])] = {
+            RANK_HANG.frame: record[RANK_HANG.frame],
+            RANK_HANG.innermost: record[RANK_HANG.innermost],
+            **({RANK_HANG.failed: record[RANK_HANG.failed]} if RANK_HANG.failed in record
+               else {})}
     for rank in dumps:
-        ranks.setdefault(str(rank), {"frame": NO_PYTHON_THREAD, "innermost": NO_PYTHON_THREAD})
+        ranks.setdefault(str(rank), {RANK_HANG.frame: NO_PYTHON_THREAD,
+                                     RANK_HANG.innermost: NO_PYTHON_THREAD})
     for rank, elsewhere in found:
         if elsewhere != benchmark:
-            ranks[str(rank)]["benchmark"] = elsewhere
-    return {"benchmark": benchmark, "deadline_s": first.get("deadline_s"),
-            "expected_s": first.get("expected_s"), "measured_with": first.get("measured_with", []),
-            "remaining": first.get("remaining"), "stuck": stuck_ranks(records, dumps),
-            "ranks": dict(sorted(ranks.items()))}
+            ranks[str(rank)][RANK_HANG.benchmark] = elsewhere
+    return {HANG.benchmark: benchmark, HANG.deadline_s: first.get(RANK_HANG.deadline_s),
+            HANG.expected_s: first.get(RANK_HANG.expected_s),
+            HANG.measured_with: first.get(RANK_HANG.measured_with, []),
+            HANG.remaining: first.get(RANK_HANG.remaining), HANG.stuck: stuck_ranks(records, dumps),
+            HANG.ranks: dict(sorted(ranks.items()))}
 
 
 def stuck_ranks(records: list[dict], dumps: dict[int, tuple[str, str]]) -> list[int]:
     """The ranks the others waited for (module docstring)."""
     if not records:  # no rank's Python thread could run
         return sorted(dumps)
-    world = max((r.get("world_size", 1) for r in records), default=0)
-    answered = {r["rank"] for r in records}
+    world = max((r.get(RANK_HANG.world_size, 1) for r in records), default=0)
+    answered = {r[RANK_HANG.rank] for r in records}
     silent = [rank for rank in range(world) if rank not in answered]
-    not_waiting = [r["rank"] for r in records if not r.get("waiting", False)]
+    not_waiting = [r[RANK_HANG.rank] for r in records if not r.get(RANK_HANG.waiting, False)]
     return sorted(silent + not_waiting) or sorted(answered)
 
 
@@ -225,7 +230,7 @@ def failed_ranks(hang: dict) -> list[str]:
 def resume_arguments(hang: dict) -> list[str] | None:
     """pytest arguments for a fresh pass that goes on after the hung benchmark and leaves out
     what was measured together with it; None when nothing is left to run."""
-    if hang.get("remaining") == 0 or hang["benchmark"].startswith(AFTER):
+    if hang.get(HANG.remaining) == 0 or hang[HANG.benchmark].startswith(AFTER):
         return None  # the last benchmark, or a stall after one: nothing known left to run
-    deselect = [part for nodeid in hang["measured_with"] for part in ("--deselect", nodeid)]
-    return ["--resume-after", hang["benchmark"], *deselect]
+    deselect = [part for nodeid in hang[HANG.measured_with] for part in ("--deselect", nodeid)]
+    return ["--resume-after", hang[HANG.benchmark], *deselect]

@@ -71,6 +71,7 @@ from impl.atomic import unwritable
 from impl.fingerprint import machine_label
 from impl.kernels import sweep
 from impl.profiles import ALWAYS, PROFILE_ENV, PROFILES, recorded_profile
+from impl.rows.gate_records import PASS
 from impl.settings import check_environment, selected_backend
 from suite import budget, exit_codes, hangs, pipes
 from suite.conftest import COLLECT_MPI_ENV, COLLECT_WORLD_ENV
@@ -219,15 +220,16 @@ def run_pass(step: Pass, base_env: dict[str, str], launcher: Launcher,
         print(f"[suite] {step.name}: deadline {watch.deadline_s:.0f} s (its benchmarks' "
               f"{step.deadlines_s:.0f} s, plus {START_MARGIN_S:g} s to start and "
               f"{END_MARGIN_S:g} s to end)", flush=True)
-    record = {"name": step.name, "command": step.command, "env": step.env,
-              "planned_s": step.plan and round(step.plan.total_s, 1)}
+    record = {PASS.name: step.name, PASS.command: step.command, PASS.env: step.env,
+              PASS.planned_s: step.plan and round(step.plan.total_s, 1)}
     if step.output is not None:
         write_pass_record(step.output, record)
     started = time.monotonic()
     code = launcher.run(step.command, {**base_env, **step.env}, watch)
     step.wall_s = time.monotonic() - started
     if step.output is not None:
-        write_pass_record(step.output, {**record, "exit": code, "wall_s": round(step.wall_s, 1)})
+        write_pass_record(step.output, {**record, PASS.exit: code,
+                                           PASS.wall_s: round(step.wall_s, 1)})
     killed = f" (killed by {signal.Signals(-code).name})" if code is not None and code < 0 else ""
     if launcher.stalled is not None:
         killed += " (the launcher ended it: it stalled)"
@@ -309,10 +311,10 @@ def merge(passes: list[Pass], codes: list[int | None], command: str, label: str,
                     or any(doc.get("suite", {}).get("partial") for _, doc in documents)),
         "failed_passes": failed,
         "stopped_by": stop_signal,
-        "passes": [{"name": s.name, "command": shlex.join(s.command), "env": s.env,
-                    "exit": code, "wall_s": s.wall_s and round(s.wall_s, 1),
-                    "planned_s": s.plan and round(s.plan.total_s, 1),
-                    "timing": timing.get(s.name)} for s, code in zip(passes, codes)],
+        "passes": [{PASS.name: s.name, PASS.command: shlex.join(s.command), PASS.env: s.env,
+                    PASS.exit: code, PASS.wall_s: s.wall_s and round(s.wall_s, 1),
+                    PASS.planned_s: s.plan and round(s.plan.total_s, 1),
+                    PASS.timing: timing.get(s.name)} for s, code in zip(passes, codes)],
     }
     return merged
 
@@ -619,14 +621,14 @@ def recovered(documents: list[tuple[Path, dict]], name: str) -> dict:
     with its command, exit and wall time where its record beside the file kept them (the plan
     as one number: a PassPlan of its total)."""
     records = [read_pass_record(path) for path, _ in documents]
-    passes = [Pass(record.get("name") or path.name.removesuffix(".json.tmp"),
-                   record.get("command") or [], record.get("env") or {}, output=path,
-                   wall_s=record.get("wall_s"),
-                   plan=budget.PassPlan(record["name"], "", start_s=record["planned_s"])
-                   if record.get("planned_s") is not None else None)
+    passes = [Pass(record.get(PASS.name) or path.name.removesuffix(".json.tmp"),
+                   record.get(PASS.command) or [], record.get(PASS.env) or {}, output=path,
+                   wall_s=record.get(PASS.wall_s),
+                   plan=budget.PassPlan(record[PASS.name], "", start_s=record[PASS.planned_s])
+                   if record.get(PASS.planned_s) is not None else None)
               for (path, _), record in zip(documents, records)]
     suite = documents[0][1].get("suite", {})
-    merged = merge(passes, [record.get("exit") for record in records],
+    merged = merge(passes, [record.get(PASS.exit) for record in records],
                    suite.get("launcher_command") or "unknown",
                    suite.get("label") or "unknown", stop_signal="its launcher ended")
     merged["suite"]["recovered_as"] = name

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from impl import studies
+from impl.rows.gate_records import RANK_HANG
 from suite import deadline, hangs
 
 GRACE_S = 10.0  # for the other ranks' records, once the first rank has stopped
@@ -156,7 +157,8 @@ def where(frames: Sequence[traceback.FrameSummary]) -> dict[str, str]:
     own = [f for f in frames if Path(f.filename).is_relative_to(ROOT)
            and "site-packages" not in f.filename]
     innermost = frame_text(frames[-1]) if frames else "unknown"
-    return {"frame": frame_text(own[-1]) if own else innermost, "innermost": innermost}
+    return {RANK_HANG.frame: frame_text(own[-1]) if own else innermost,
+            RANK_HANG.innermost: innermost}
 
 
 def waiting_for_peers(frames: Sequence[traceback.FrameSummary]) -> bool:
@@ -340,14 +342,14 @@ class Watchdog:
               "thread:", file=sys.stderr, flush=True)
         faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
         frames = main_thread_frames()
-        record = {"benchmark": armed.benchmark, "rank": self.rank,
-                  "world_size": self.world_size, "deadline_s": armed.deadline_s,
-                  "expected_s": armed.expected_s, "elapsed_s": round(elapsed, 1),
-                  **where(frames), "measured_with": list(armed.measured_with),
-                  "remaining": armed.remaining, "stacks": all_stacks(),
+        record = {RANK_HANG.benchmark: armed.benchmark, RANK_HANG.rank: self.rank,
+                  RANK_HANG.world_size: self.world_size, RANK_HANG.deadline_s: armed.deadline_s,
+                  RANK_HANG.expected_s: armed.expected_s, RANK_HANG.elapsed_s: round(elapsed, 1),
+                  **where(frames), RANK_HANG.measured_with: list(armed.measured_with),
+                  RANK_HANG.remaining: armed.remaining, RANK_HANG.stacks: all_stacks(),
                   # A rank whose benchmark raised is the one the others wait for.
-                  "waiting": waiting_for_peers(frames) and self._failure is None,
-                  **({"failed": self._failure} if self._failure is not None else {})}
+                  RANK_HANG.waiting: waiting_for_peers(frames) and self._failure is None,
+                  **({RANK_HANG.failed: self._failure} if self._failure is not None else {})}
         if self.base is not None:
             try:
                 hangs.write_record(self.base, record)
