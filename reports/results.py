@@ -20,6 +20,7 @@ from impl.rows.files import (
     load_results,
     newest,
 )
+from impl.rows.gate_records import MACHINE
 from impl.rows.kinds import STEP
 
 MODE_RANK = {"quick": 0, "default": 1, "full": 2}  # more rounds and a larger grid rank higher
@@ -27,7 +28,8 @@ OVERLAP_KINDS = ("step", "comparison")
 
 
 def _profile(result: ResultsFile) -> str:
-    return str(result.data.get("suite", {}).get("profile") or result.fingerprint.get("profile"))
+    return str(result.data.get("suite", {}).get("profile")
+               or result.fingerprint.get(MACHINE.profile))
 
 
 def is_interleaved(result: ResultsFile) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from impl.rows.gate_records import MACHINE
 from reports import analysis
 from reports.captions import runs_of
 from reports.format import Cell, Table, fmt
@@ -59,9 +60,11 @@ def section_environment(view: View) -> dict:
         found = fp.get(key)
         return "n/a" if found in (None, "", []) else str(found)
 
-    fields = [("GPUs", "gpus"), ("driver", "driver"), ("CUDA", "cuda"), ("NCCL", "nccl"),
-              ("torch", "torch"), ("MPI", "mpi"), ("CPU", "cpu"), ("Python", "python"),
-              ("backend", "backend"), ("profiles measured", "profiles")]
+    # (header, key): a fingerprint's own key (MACHINE) or one that value() composes
+    fields = [("GPUs", "gpus"), ("driver", MACHINE.driver), ("CUDA", MACHINE.cuda),
+              ("NCCL", MACHINE.nccl), ("torch", MACHINE.torch), ("MPI", MACHINE.mpi),
+              ("CPU", "cpu"), ("Python", MACHINE.python), ("backend", MACHINE.backend),
+              ("profiles measured", "profiles")]
     fields += [(name, key) for name, key in GPU_FIELDS
                if any(per_gpu(newest[label].fingerprint.get("gpu_limits"), key)
                       for label in labels)]

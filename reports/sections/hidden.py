@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from impl.rows.gate_records import ESTIMATED
 from impl.rows.kinds import COMPARISON, PAIRED
 from reports import cells
 from reports.captions import Machines, Run
@@ -53,9 +54,10 @@ def in_reading_order(entries: Sequence[dict], lead: str | None) -> list[dict]:
 def saved_ms(entry: dict) -> dict:
     """Sequential's step minus the strategy's: the paired difference, sign turned."""
     difference = entry["answer"]["figures"]["vs_sequential"][PAIRED.difference_ms]
+    e = ESTIMATED
     turn = lambda x: None if x is None else -x
-    return {"value": turn(difference.get("value")), "low": turn(difference.get("high")),
-            "high": turn(difference.get("low")), "rounds": difference.get("rounds")}
+    return {e.value: turn(difference.get(e.value)), e.low: turn(difference.get(e.high)),
+            e.high: turn(difference.get(e.low)), e.rounds: difference.get(e.rounds)}
 
 
 def machine_words(entry: dict, machines: Machines) -> str:

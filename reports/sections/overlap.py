@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from impl.rows.gate_records import ESTIMATED
 from impl.rows.kinds import COMPARISON, PAIRED, REFERENCE, STEP
+from impl.rows.report_records import BLOCKS
 from reports import cells, figures
 from reports.captions import (
     Machines,
@@ -64,11 +66,12 @@ def saved_pct(speedup: dict | None) -> dict | None:
 
     Percentile bootstrap intervals follow a monotone transform, so the interval's ends map
     to the interval of the transformed figure."""
-    if not speedup or speedup.get("value") is None:
+    e = ESTIMATED
+    if not speedup or speedup.get(e.value) is None:
         return None
     convert = lambda x: None if x is None or x <= 0 else 100 * (1 - 1 / x)
-    return {"value": convert(speedup["value"]), "low": convert(speedup.get("low")),
-            "high": convert(speedup.get("high")), "rounds": speedup.get("rounds")}
+    return {e.value: convert(speedup[e.value]), e.low: convert(speedup.get(e.low)),
+            e.high: convert(speedup.get(e.high)), e.rounds: speedup.get(e.rounds)}
 
 
 # --- the answers, in words ----------------------------------------------------------------
@@ -220,7 +223,7 @@ def section_results(view: View) -> dict:
         if group[0][CELL.world_size] != 1:
             blocks.setdefault(fabric_rank(group[0], machines), []).append(group)
     answers = cells.answers(rows)
-    out: dict = {"empty": not blocks and not cells.world_one(rows), "blocks": [],
+    out: dict = {"empty": not blocks and not cells.world_one(rows), BLOCKS.blocks: [],
                  "answer_chunks": cells.ANSWER_CHUNKS, "world_one": None,
                  "world_one_text": world_one_text(rows, machines), "cpu_caveat": CPU_CAVEAT,
                  "nvlink": nvlink_text(view)}
@@ -249,7 +252,7 @@ def section_results(view: View) -> dict:
             f"it is a reference point. Every cell of the sweep is in the appendix. "
             f"{how_text([c for g in found for c in g], runs)}",
             f"Speedup over sequential against K, {where}"))
-        out["blocks"].append(block)
+        out[BLOCKS.blocks].append(block)
     single = cells.world_one(rows)
     if single:
         out["world_one"] = world_one_table(single, view)
@@ -260,7 +263,7 @@ WORLD_ONE_COLUMNS = (text_column("machine"), text_column(STEP_ROW.workload),
                      estimate_column(REFERENCE.compute_only_ms, "compute-only", "ms"),
                      estimate_column(REFERENCE.sequential_ms, "sequential", "ms"),
                      estimate_column(PAIRED.difference_ms, "sequential − compute-only", "ms"),
-                     text_column(PAIRED.verdict, "verdict"))
+                     text_column(PAIRED.verdict))
 
 
 def world_one_table(found: Sequence[dict], view: View) -> object:

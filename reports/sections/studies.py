@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from impl.rows.gate_records import PASS
 from impl.rows.kinds import (
     GEMM,
     HYBRID_STEP,
@@ -95,13 +96,13 @@ def attempts(archive: Archive, module: str, functions: tuple[str, ...],
     for results in files:
         suite = results.data.get("suite") or {}
         failed = [p for p in suite.get("passes") or [] if isinstance(p, dict)
-                  and p.get("name") in (suite.get("failed_passes") or ())]
+                  and p.get(PASS.name) in (suite.get("failed_passes") or ())]
         logged = results.path.name in covered or any(
             name.startswith(results.path.stem + "-") for name in covered)
         if logged or not any(pass_targets(str(p.get("command") or ""), module, functions)
                              for p in failed):
             continue
-        names = ", ".join(str(p.get("name")) for p in failed)
+        names = ", ".join(str(p.get(PASS.name)) for p in failed)
         found.append(f"on {results.label} the pass {names} did not finish (a partial run, "
                      f"appendix on runs)")
     for results in files:  # a hang is named even where the run went on without it
