@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from impl.rows.gate_records import ESTIMATED
 from impl.rows.kinds import COMPARISONS, HYBRID_COMPARISON, PAIRED, PIPELINE_COMPARISON
 from reports.format import Column, Placement, fmt, make_table, text_column
 
@@ -21,11 +22,11 @@ def of_kind(rows: Sequence[dict], kind: str) -> list[dict]:
 
 def interval_text(estimate: dict | None, unit: str = "") -> str:
     """"−3.96 ms [−8.03, 0.665]": the value and its 95% interval (n/a where undefined)."""
-    if not estimate or estimate.get("value") is None:
+    if not estimate or estimate.get(ESTIMATED.value) is None:
         return "n/a"
-    low, high = estimate.get("low"), estimate.get("high")
+    low, high = estimate.get(ESTIMATED.low), estimate.get(ESTIMATED.high)
     bounds = f" [{fmt(low)}, {fmt(high)}]" if low is not None and high is not None else ""
-    return f"{fmt(estimate['value'])}{f' {unit}' if unit else ''}{bounds}"
+    return f"{fmt(estimate[ESTIMATED.value])}{f' {unit}' if unit else ''}{bounds}"
 
 
 def comparison_rows(rows: Sequence[dict], kind: str) -> list[dict]:
@@ -41,7 +42,8 @@ def comparison_rows(rows: Sequence[dict], kind: str) -> list[dict]:
                           "difference": interval_text(pair.get(PAIRED.difference_ms), "ms"),
                           "speedup": interval_text(pair.get(PAIRED.speedup), "×"),
                           PAIRED.verdict: pair.get(PAIRED.verdict),
-                          "rounds": (pair.get(PAIRED.difference_ms) or {}).get("rounds")})
+                          ESTIMATED.rounds: (pair.get(PAIRED.difference_ms) or {}).get(
+                              ESTIMATED.rounds)})
     return table
 
 
@@ -49,7 +51,7 @@ COMPARISON_COLUMNS = (
     text_column("machine", "machine"), text_column("setting", "setting"),
     text_column("pair", "candidate vs reference"),
     text_column("difference", "difference [95% CI]"), text_column("speedup", "speedup [95% CI]"),
-    text_column(PAIRED.verdict), Column("rounds", "rounds"),
+    text_column(PAIRED.verdict), Column(ESTIMATED.rounds, "rounds"),
 )
 
 

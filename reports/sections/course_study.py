@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from impl.metrics import ideal_speedup
 from impl.rows.kinds import COMPARISON, PAIRED, STEP, SYNTHETIC
+from impl.rows.report_records import TRACED
 from reports import analysis, cells, figures, traces
 from reports.captions import (
     Machines,
@@ -144,7 +145,7 @@ def section_study(view: View) -> dict:
     points = cells.regime_points(rows)
     out: dict = {"empty": not simulated and not points, "summary": study_text(rows),
                  "table": None, "figures": [],
-                 "synthetic": None, "synthetic_figures": [], "timelines": [],
+                 "synthetic": None, "synthetic_figures": [], TRACED.timelines: [],
                  "ideal_doc": IDEAL_DOC, "ratio": cells.STUDY_COMPUTE_TO_COMM}
     if out["empty"]:
         return out
@@ -193,11 +194,11 @@ def section_study(view: View) -> dict:
         if timeline := largest.get(SIM.timeline):
             name = "traces/" + traces.file_name(largest["machine"], "synthetic",
                                                 f"K{largest['chunks']}")
-            out["timelines"].append({"variant": "synthetic", "timeline": timeline,
-                                     "file": name, "process": "simulation (sleeps)",
-                                     "about": {"machine": largest["machine"],
-                                               SIM.chunks: largest[SIM.chunks],
-                                               "variant": "synthetic (sleep-based)"}})
+            out[TRACED.timelines].append({
+                TRACED.variant: "synthetic", TRACED.timeline: timeline, TRACED.file: name,
+                TRACED.process: "simulation (sleeps)",
+                TRACED.about: {"machine": largest["machine"], SIM.chunks: largest[SIM.chunks],
+                               TRACED.variant: "synthetic (sleep-based)"}})
             out["synthetic_figures"].append(make_figure(
                 "fig-synthetic-gantt", figures.gantt([{
                     "title": f"simulation, K = {largest['chunks']} ({largest['machine']}): "
