@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from impl.rows.files import round_times as saved_round_times
+from impl.rows.gate_records import GATE, GATE_ROW
 from impl.rows.kinds import ALLREDUCE, STEP
 from reports.gate.confirm import Confirmation
 from reports.gate.rules import VERDICTS, Decision, Rule, decide, threshold_for
@@ -71,15 +72,17 @@ class Row:
 
     def to_json(self) -> dict:
         decision = self.decision
-        return {"fullname": self.fullname, "group": self.group, "verdict": self.verdict,
-                "verdict_text": self.verdict_text, "files_verdict": decision.verdict,
-                "ratio": decision.ratio, "ci": decision.ci, "p_value": decision.p_value,
-                "threshold": decision.threshold, "minimum": self.minimum,
-                "spread": self.spread.log_ratio_p95 if self.spread else None,
-                "suspect": self.suspect, "reason": self.reason,
-                "baseline_median_s": self.baseline_median_s,
-                "candidate_median_s": self.candidate_median_s,
-                "confirmation": self.confirmation.to_json() if self.confirmation else None}
+        return {GATE_ROW.fullname: self.fullname, GATE_ROW.group: self.group,
+                GATE_ROW.verdict: self.verdict, GATE_ROW.verdict_text: self.verdict_text,
+                GATE_ROW.files_verdict: decision.verdict, GATE_ROW.ratio: decision.ratio,
+                GATE_ROW.ci: decision.ci, GATE_ROW.p_value: decision.p_value,
+                GATE_ROW.threshold: decision.threshold, GATE_ROW.minimum: self.minimum,
+                GATE_ROW.spread: self.spread.log_ratio_p95 if self.spread else None,
+                GATE_ROW.suspect: self.suspect, GATE_ROW.reason: self.reason,
+                GATE_ROW.baseline_median_s: self.baseline_median_s,
+                GATE_ROW.candidate_median_s: self.candidate_median_s,
+                GATE_ROW.confirmation: (self.confirmation.to_json() if self.confirmation
+                                        else None)}
 
 
 @dataclass(frozen=True)
@@ -118,11 +121,11 @@ class Comparison:
         return Comparison(rows, self.only_baseline, self.only_candidate)
 
     def to_json(self) -> dict:
-        return {"verdicts": {v: self.count(v) for v in VERDICTS},
-                "unconfirmed_regressions": self.unconfirmed, "regressed": self.regressed,
-                "status": self.status, "exit_status": EXIT_STATUS[self.status],
-                "rows": [row.to_json() for row in self.rows],
-                "only_baseline": self.only_baseline, "only_candidate": self.only_candidate}
+        return {GATE.verdicts: {v: self.count(v) for v in VERDICTS},
+                GATE.unconfirmed_regressions: self.unconfirmed, GATE.regressed: self.regressed,
+                GATE.status: self.status, GATE.exit_status: EXIT_STATUS[self.status],
+                GATE.rows: [row.to_json() for row in self.rows],
+                GATE.only_baseline: self.only_baseline, GATE.only_candidate: self.only_candidate}
 
 
 def _metric(benchmark: dict) -> tuple[str, float] | None:

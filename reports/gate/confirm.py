@@ -65,7 +65,8 @@ from scipy.stats import trim_mean
 
 from impl import stats
 from impl.profiles import PROFILES
-from impl.rows.files import ResultsError, find_result_files, load_results
+from impl.rows.files import ResultsError, find_result_files, load_results, round_times
+from impl.rows.gate_records import RERUN
 from impl.rows.kinds import STEP
 from impl.strategy_records import needs_mpi
 
@@ -145,11 +146,11 @@ class Confirmation:
             "inconclusive")
 
     def to_json(self) -> dict:
-        return {"verdict": self.verdict, "outcome": self.outcome, "reason": self.reason,
-                "threshold": self.threshold,
-                "ratio": self.ratio.to_json() if self.ratio else None,
-                "baseline_block_s": self.baseline_block_s,
-                "candidate_block_s": self.candidate_block_s}
+        return {RERUN.verdict: self.verdict, RERUN.outcome: self.outcome,
+                RERUN.reason: self.reason, RERUN.threshold: self.threshold,
+                RERUN.ratio: self.ratio.to_json() if self.ratio else None,
+                RERUN.baseline_block_s: self.baseline_block_s,
+                RERUN.candidate_block_s: self.candidate_block_s}
 
 
 def decide_paired(baseline_block_s: Sequence[float | None],
@@ -346,8 +347,8 @@ def run_block(command: Sequence[str], tree: Path, env: Mapping[str, str], out: P
     try:
         for path in find_result_files(out):
             for benchmark in load_results(path).benchmarks:
-                if benchmark["stats"].get("data"):
-                    measured[benchmark["fullname"]] = benchmark["stats"]["data"]
+                if times := round_times(benchmark):
+                    measured[benchmark["fullname"]] = times
     except ResultsError as error:
         raise ConfirmError(f"{title}: {error}") from None
     return measured

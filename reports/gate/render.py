@@ -15,13 +15,15 @@ from impl.atomic import write_bytes_atomic
 from reports.gate.comparison import Comparison, Row
 from reports.gate.rules import CI_LEVEL, VERDICTS, Rule, percent
 
+# The headers the table's code finds its cells by, each spelt once.
+VERDICT, THROUGHPUT, WHY = "verdict", "throughput", "why"
 COLUMNS = ("benchmark", "baseline", "candidate", "ratio", "95% CI", "p", "threshold",
-           "re-run ratio [95% CI]", "verdict", "throughput", "why")
+           "re-run ratio [95% CI]", VERDICT, THROUGHPUT, WHY)
 # The terminal shows the short columns; a row's long texts (the full name where it was
 # shortened, the verdict's source, the throughput metric, the reason) follow it, wrapped.
 TERMINAL_WIDTH = 120
 TERMINAL_COLUMNS = ("benchmark", "baseline", "candidate", "ratio", "95% CI", "p", "threshold",
-                    "re-run [95% CI]", "verdict")
+                    "re-run [95% CI]", VERDICT)
 
 
 def format_seconds(seconds: float) -> str:
@@ -104,8 +106,8 @@ def shortened(name: str, width: int) -> str:
 def _terminal_table(comparison: Comparison) -> list[str]:
     full = table_rows(comparison)
     named = COLUMNS.index("benchmark")
-    short = [(*row[:COLUMNS.index("verdict")], row[COLUMNS.index("verdict")].split(" (")[0])
-             for row in full]
+    verdict = COLUMNS.index(VERDICT)
+    short = [(*row[:verdict], row[verdict].split(" (")[0]) for row in full]
     widths = [max(len(row[i]) for row in [TERMINAL_COLUMNS, *short])
               for i in range(len(TERMINAL_COLUMNS))]
     gaps = 2 * (len(widths) - 1)
@@ -118,9 +120,8 @@ def _terminal_table(comparison: Comparison) -> list[str]:
         if row is None:
             continue
         details = [row[named]] if len(row[named]) > widths[named] else []
-        details += [text for column in ("verdict", "throughput", "why")
-                    if (text := row[COLUMNS.index(column)])
-                    and text != cells[COLUMNS.index("verdict")]]
+        details += [text for column in (VERDICT, THROUGHPUT, WHY)
+                    if (text := row[COLUMNS.index(column)]) and text != cells[verdict]]
         if details:
             lines += textwrap.wrap("; ".join(details), TERMINAL_WIDTH, initial_indent="    ",
                                    subsequent_indent="    ", break_on_hyphens=False)
@@ -160,7 +161,7 @@ def render_markdown(comparison: Comparison, rule_line: str, baseline: Sequence[s
              f"Rule: {markdown_text(rule_line)}.", ""]
     lines += [f"> {markdown_text(note)}" for note in notes] + ([""] if notes else [])
     lines += ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    verdict = COLUMNS.index("verdict")
+    verdict = COLUMNS.index(VERDICT)
     for row in table_rows(comparison):
         cells = [markdown_text(cell) for cell in row]
         if row[verdict].startswith("regressed"):

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from impl import stats
+from impl.rows.gate_records import ESTIMATED, TRIAL_PAIR, TRIAL_RATE, TRIALS
 from reports.gate.trials_record import PAIR_KINDS
 
 # results/ of the folder the command runs in, as the report's other default inputs
@@ -40,7 +41,7 @@ def load_trials(paths: Sequence[Path]) -> tuple[list[tuple[str, dict]], list[str
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
             notes.append(f"{path}: left out, not readable as JSON ({error})")
             continue
-        if not isinstance(document, dict) or not isinstance(document.get("pairs"), list):
+        if not isinstance(document, dict) or not isinstance(document.get(TRIALS.pairs), list):
             notes.append(f"{path}: left out, not a gate trials file of this version (no "
                          "'pairs' list)")
             continue
@@ -58,46 +59,49 @@ def rate_text(count: int, trials: int) -> str:
 
 
 def _slowdown_text(document: dict) -> str | None:
-    slowdown = document.get("slowdown") or {}
+    slowdown = document.get(TRIALS.slowdown) or {}
     measured = slowdown.get("cpu_time_ratio") or slowdown.get("step_time_ratio") or {}
-    if measured.get("value") is None:
+    if measured.get(ESTIMATED.value) is None:
         return None
-    interval = (f" [{measured['low'] - 1:.1%}–{measured['high'] - 1:.1%}]"
-                if measured.get("low") is not None else "")
+    interval = (f" [{measured[ESTIMATED.low] - 1:.1%}–{measured[ESTIMATED.high] - 1:.1%}]"
+                if measured.get(ESTIMATED.low) is not None else "")
     what = "CPU time" if "cpu_time_ratio" in slowdown else "step time"
     return (f"extra_compute {slowdown.get('extra_compute')}: {what} +"
-            f"{measured['value'] - 1:.1%}{interval}")
+            f"{measured[ESTIMATED.value] - 1:.1%}{interval}")
+
+
+def _rate_of(pairs: list[dict], outcome: str) -> str:
+    """The rate of ``pairs`` whose ``outcome`` (TRIAL_PAIR.regressed or .files_regressed)
+    is true."""
+    return rate_text(sum(bool(p.get(outcome)) for p in pairs), len(pairs))
 
 
 def trial_rates(documents: Sequence[tuple[str, dict]]) -> list[dict]:
     """One row per trials file: rates of the gate (with --confirm) and of files only."""
     rows = []
     for path, document in documents:
-        pairs = [p for p in document["pairs"] if isinstance(p, dict)]
-        by_kind = {kind: [p for p in pairs if p.get("kind") == kind] for kind in PAIR_KINDS}
+        pairs = [p for p in document[TRIALS.pairs] if isinstance(p, dict)]
+        by_kind = {kind: [p for p in pairs if p.get(TRIAL_PAIR.kind) == kind]
+                   for kind in PAIR_KINDS}
         loads = sorted(p[side]["load_1min"] for p in pairs
-                       for side in ("load_before", "load_after")
+                       for side in (TRIAL_PAIR.load_before, TRIAL_PAIR.load_after)
                        if isinstance(p.get(side), dict) and "load_1min" in p[side])
-        machine = document.get("machine") or {}
-        gate = document.get("gate") or {}
+        machine = document.get(TRIALS.machine) or {}
+        gate = document.get(TRIALS.gate) or {}
         rows.append({
-            "machine": machine.get("label") or Path(path).parent.name,
-            "target": (document.get("target") or {}).get("name"),
-            "false_alarms": rate_text(sum(bool(p.get("regressed")) for p in by_kind["unchanged"]),
-                                      len(by_kind["unchanged"])),
-            "files_false_alarms": rate_text(
-                sum(bool(p.get("files_regressed")) for p in by_kind["unchanged"]),
-                len(by_kind["unchanged"])),
-            "detections": rate_text(sum(bool(p.get("regressed")) for p in by_kind["slowed"]),
-                                    len(by_kind["slowed"])),
-            "files_detections": rate_text(
-                sum(bool(p.get("files_regressed")) for p in by_kind["slowed"]),
-                len(by_kind["slowed"])),
-            "slowdown": _slowdown_text(document),
-            "blocks": gate.get("confirm_blocks"),
+            TRIAL_RATE.machine: machine.get("label") or Path(path).parent.name,
+            TRIAL_RATE.target: (document.get(TRIALS.target) or {}).get("name"),
+            TRIAL_RATE.false_alarms: _rate_of(by_kind["unchanged"], TRIAL_PAIR.regressed),
+            TRIAL_RATE.files_false_alarms: _rate_of(by_kind["unchanged"],
+                                                    TRIAL_PAIR.files_regressed),
+            TRIAL_RATE.detections: _rate_of(by_kind["slowed"], TRIAL_PAIR.regressed),
+            TRIAL_RATE.files_detections: _rate_of(by_kind["slowed"], TRIAL_PAIR.files_regressed),
+            TRIAL_RATE.slowdown: _slowdown_text(document),
+            TRIAL_RATE.blocks: gate.get("confirm_blocks"),
             # trials made before the gate recorded it used block medians
-            "block_value": gate.get("block_value", "median round"),
-            "load": (f"{statistics.median(loads):g} ({loads[0]}–{loads[-1]})" if loads else None),
-            "source": path,
+            TRIAL_RATE.block_value: gate.get("block_value", "median round"),
+            TRIAL_RATE.load: (f"{statistics.median(loads):g} ({loads[0]}–{loads[-1]})"
+                              if loads else None),
+            TRIAL_RATE.source: path,
         })
     return rows

@@ -63,6 +63,7 @@ from pathlib import Path
 
 from impl import stats
 from impl.atomic import write_json_atomic
+from impl.rows.gate_records import GATE, GATE_ROW, RERUN, TRIAL_PAIR, TRIAL_ROW, TRIALS
 from reports.gate.trials_record import PAIR_KINDS, load_now, machine, summarise
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -277,15 +278,18 @@ def trial(kind: str, index: int, folder: Path, target: Target, extra_compute: fl
     if result.returncode not in (0, 1, 3):  # PASS, FAIL, UNCONFIRMED
         raise RuntimeError(f"gate exited {result.returncode}: {result.stderr.strip()}")
     verdicts = json.loads((folder / "gate.json").read_text())
-    rows = [{"fullname": r["fullname"], "files_verdict": r["files_verdict"],
-             "files_ratio": r["ratio"], "threshold": r["threshold"], "suspect": r["suspect"],
-             "verdict": r["verdict"], "rerun": r["confirmation"]} for r in verdicts["rows"]]
-    return {"kind": kind, "index": index, "extra_compute": extra,
-            "gate_exit": result.returncode, "regressed": result.returncode == 1,
-            "unconfirmed": result.returncode == 3,
-            "files_regressed": any(r["files_verdict"] == "regressed" for r in rows),
-            "rows": rows, "seconds": round(time.monotonic() - started, 1),
-            "load_before": before, "load_after": load_now()}
+    rows = [{TRIAL_ROW.fullname: r[GATE_ROW.fullname],
+             TRIAL_ROW.files_verdict: r[GATE_ROW.files_verdict],
+             TRIAL_ROW.files_ratio: r[GATE_ROW.ratio], TRIAL_ROW.threshold: r[GATE_ROW.threshold],
+             TRIAL_ROW.suspect: r[GATE_ROW.suspect], TRIAL_ROW.verdict: r[GATE_ROW.verdict],
+             TRIAL_ROW.rerun: r[GATE_ROW.confirmation]} for r in verdicts[GATE.rows]]
+    return {TRIAL_PAIR.kind: kind, TRIAL_PAIR.index: index, TRIAL_PAIR.extra_compute: extra,
+            TRIAL_PAIR.gate_exit: result.returncode, TRIAL_PAIR.regressed: result.returncode == 1,
+            TRIAL_PAIR.unconfirmed: result.returncode == 3,
+            TRIAL_PAIR.files_regressed: any(r[TRIAL_ROW.files_verdict] == "regressed"
+                                            for r in rows),
+            TRIAL_PAIR.rows: rows, TRIAL_PAIR.seconds: round(time.monotonic() - started, 1),
+            TRIAL_PAIR.load_before: before, TRIAL_PAIR.load_after: load_now()}
 
 
 def calibration_runs(target: Target, count: int, folder: Path) -> tuple[list[Path], bool]:
@@ -356,37 +360,37 @@ def main(argv: list[str] | None = None) -> int:
     report = json.loads(args.out.read_text()) if args.resume and args.out.exists() else None
     if report is None:
         report = {
-            "what": "false alarms and detections of reports.gate (files-only verdict, then the "
-                    "interleaved re-run) on real training steps",
-            "commands": [],
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "machine": machine(), "code": {"git_commit": commit, "clean": clean},
-            "target": asdict(target),
-            "gate": {"threshold": 0.05, "alpha": 0.01, "confirm_blocks": blocks,
+            TRIALS.what: "false alarms and detections of reports.gate (files-only verdict, then "
+                         "the interleaved re-run) on real training steps",
+            TRIALS.commands: [],
+            TRIALS.created: datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            TRIALS.machine: machine(), TRIALS.code: {"git_commit": commit, "clean": clean},
+            TRIALS.target: asdict(target),
+            TRIALS.gate: {"threshold": 0.05, "alpha": 0.01, "confirm_blocks": blocks,
                      "confirm_max_blocks": default_max_blocks(blocks), "block_value": BLOCK_VALUE,
                      "files_only": args.files_only,
                      "command": "python -m reports.gate " + shlex.join(gate_command(
                          Path("BASELINE"), Path("CANDIDATE"), Path("PAIR"), target,
                          args.extra_compute, blocks, baseline_tree, not args.files_only))},
-            "slowdown": measure_slowdown(target, args.extra_compute),
-            "calibrations": [], "pairs": []}
-        print(f"slowdown: {report['slowdown']['step_time_ratio']}", flush=True)
-    report["commands"].append("python -m reports.gate.trials " + shlex.join(
+            TRIALS.slowdown: measure_slowdown(target, args.extra_compute),
+            TRIALS.calibrations: [], TRIALS.pairs: []}
+        print(f"slowdown: {report[TRIALS.slowdown]['step_time_ratio']}", flush=True)
+    report[TRIALS.commands].append("python -m reports.gate.trials " + shlex.join(
         sys.argv[1:] if argv is None else argv))
-    pairs = report["pairs"]
+    pairs = report[TRIALS.pairs]
     with tempfile.TemporaryDirectory(prefix="gate-trials-") as scratch:
         folder = Path(scratch)
         calibration, reused = calibration_runs(target, args.calibration_runs,
                                                args.workdir or folder)
         # A resumed run may be at a later commit: each invocation records its own.
-        report["calibrations"].append({"runs": len(calibration), "first_pair": len(pairs),
-                                       "reused": reused, "load": load_now(),
-                                       "code": {"git_commit": commit, "clean": clean}})
-        while min(sum(p["kind"] == k for p in pairs) for k in args.kinds) < args.pairs:
+        report[TRIALS.calibrations].append({"runs": len(calibration), "first_pair": len(pairs),
+                                            "reused": reused, "load": load_now(),
+                                            "code": {"git_commit": commit, "clean": clean}})
+        while min(sum(p[TRIAL_PAIR.kind] == k for p in pairs) for k in args.kinds) < args.pairs:
             if args.max_minutes and time.monotonic() - started > args.max_minutes * 60:
                 print(f"stopped after {args.max_minutes} minutes: --resume continues", flush=True)
                 break
-            counts = {k: sum(p["kind"] == k for p in pairs) for k in PAIR_KINDS}
+            counts = {k: sum(p[TRIAL_PAIR.kind] == k for p in pairs) for k in PAIR_KINDS}
             kind = args.kinds[len(pairs) % len(args.kinds)]
             if counts[kind] >= args.pairs:
                 kind = next(k for k in args.kinds if counts[k] < args.pairs)
@@ -394,17 +398,19 @@ def main(argv: list[str] | None = None) -> int:
             pair = trial(kind, index, folder / f"pair-{len(pairs)}", target,
                          args.extra_compute, calibration, blocks, baseline_tree,
                          not args.files_only)
-            pair["calibration"] = len(report["calibrations"]) - 1
+            pair[TRIAL_PAIR.calibration] = len(report[TRIALS.calibrations]) - 1
             pairs.append(pair)
-            report["summary"] = summarise(pairs)
-            report["updated"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            report[TRIALS.summary] = summarise(pairs)
+            report[TRIALS.updated] = datetime.now(timezone.utc).isoformat(timespec="seconds")
             write_json_atomic(args.out, report)
-            verdicts = Counter(r["files_verdict"] for r in pair["rows"])
-            rerun = Counter(r["rerun"]["outcome"] for r in pair["rows"] if r["rerun"])
+            rows = pair[TRIAL_PAIR.rows]
+            verdicts = Counter(r[TRIAL_ROW.files_verdict] for r in rows)
+            rerun = Counter(r[TRIAL_ROW.rerun][RERUN.outcome] for r in rows if r[TRIAL_ROW.rerun])
             print(f"{kind:>9} {index + 1}/{args.pairs}: files {dict(verdicts)}, re-run "
-                  f"{dict(rerun)}, gate exit {pair['gate_exit']}, load "
-                  f"{pair['load_before']['load_1min']}, {pair['seconds']} s", flush=True)
-    summary = report.get("summary") or summarise(pairs)
+                  f"{dict(rerun)}, gate exit {pair[TRIAL_PAIR.gate_exit]}, load "
+                  f"{pair[TRIAL_PAIR.load_before]['load_1min']}, {pair[TRIAL_PAIR.seconds]} s",
+                  flush=True)
+    summary = report.get(TRIALS.summary) or summarise(pairs)
     print(f"false alarms {summary['unchanged']['gate_failed']}, unconfirmed "
           f"{summary['unchanged']['gate_unconfirmed']}, detections "
           f"{summary['slowed']['gate_failed']}; wrote {args.out}")

@@ -16,6 +16,7 @@ from collections import Counter
 from importlib.metadata import version
 
 from impl import stats
+from impl.rows.gate_records import ESTIMATED, RERUN, TRIAL_PAIR, TRIAL_ROW
 
 # the kinds of pair a trial runs: the same code on both sides, or a candidate with extra compute
 PAIR_KINDS = ("unchanged", "slowed")
@@ -54,31 +55,35 @@ def summarise(pairs: list[dict]) -> dict:
     """Per kind: the gate's rate per pair and per benchmark, and the files-only rate."""
     summary = {}
     for kind in PAIR_KINDS:
-        done = [p for p in pairs if p["kind"] == kind]
-        rows = [r for p in done for r in p["rows"]]
+        done = [p for p in pairs if p[TRIAL_PAIR.kind] == kind]
+        rows = [r for p in done for r in p[TRIAL_PAIR.rows]]
+        reruns = [r[TRIAL_ROW.rerun] for r in rows if r[TRIAL_ROW.rerun]]
         summary[kind] = {
             "pairs": len(done),
-            "gate_failed": _rate(sum(p["regressed"] for p in done), len(done)),
-            "gate_unconfirmed": _rate(sum(p.get("unconfirmed", False) for p in done),
+            "gate_failed": _rate(sum(p[TRIAL_PAIR.regressed] for p in done), len(done)),
+            "gate_unconfirmed": _rate(sum(p.get(TRIAL_PAIR.unconfirmed, False) for p in done),
                                       len(done)),
-            "files_only_failed": _rate(sum(p["files_regressed"] for p in done), len(done)),
-            "benchmarks_regressed": _rate(sum(r["verdict"] == "regressed" for r in rows),
-                                          len(rows)),
+            "files_only_failed": _rate(sum(p[TRIAL_PAIR.files_regressed] for p in done),
+                                       len(done)),
+            "benchmarks_regressed": _rate(
+                sum(r[TRIAL_ROW.verdict] == "regressed" for r in rows), len(rows)),
             "benchmarks_files_only_regressed": _rate(
-                sum(r["files_verdict"] == "regressed" for r in rows), len(rows)),
-            "re_measured": sum(r["rerun"] is not None for r in rows),
+                sum(r[TRIAL_ROW.files_verdict] == "regressed" for r in rows), len(rows)),
+            "re_measured": sum(r[TRIAL_ROW.rerun] is not None for r in rows),
             # how many block pairs the re-runs took (inconclusive ones grow)
             "rerun_block_pairs": dict(sorted(Counter(
-                len(r["rerun"]["baseline_block_s"]) for r in rows if r["rerun"]).items())),
-            "rerun_outcomes": {outcome: sum((r["rerun"] or {}).get("outcome") == outcome
-                                            for r in rows)
+                len(rerun[RERUN.baseline_block_s]) for rerun in reruns).items())),
+            "rerun_outcomes": {outcome: sum(rerun.get(RERUN.outcome) == outcome
+                                            for rerun in reruns)
                                for outcome in ("regressed", "cleared", "inconclusive")},
         }
-    slowed = [r["rerun"]["ratio"]["value"] for p in pairs if p["kind"] == "slowed"
-              for r in p["rows"] if r["rerun"] and r["rerun"]["ratio"]]
+    slowed = [r[TRIAL_ROW.rerun][RERUN.ratio][ESTIMATED.value]
+              for p in pairs if p[TRIAL_PAIR.kind] == "slowed"
+              for r in p[TRIAL_PAIR.rows] if r[TRIAL_ROW.rerun] and r[TRIAL_ROW.rerun][RERUN.ratio]]
     summary["slowed"]["rerun_throughput_ratio_median"] = (
         statistics.median(slowed) if slowed else None)
-    loads = sorted(p[side]["load_1min"] for p in pairs for side in ("load_before", "load_after"))
+    loads = sorted(p[side]["load_1min"] for p in pairs
+                   for side in (TRIAL_PAIR.load_before, TRIAL_PAIR.load_after))
     summary["load_1min"] = ({"min": loads[0], "median": statistics.median(loads), "max": loads[-1]}
                             if loads else None)
     return summary

@@ -5,26 +5,30 @@ the loaded results against a baseline file (``--baseline``), by the gate's own r
 
 from __future__ import annotations
 
+from impl.rows.gate_records import REGRESSION, TRIAL_RATE
 from reports.format import Column, fmt, make_table, text_column
 from reports.view import View
 
-REGRESSION_COLUMNS = (text_column("benchmark", "benchmark"),
-                      Column("baseline_ms", "baseline", "ms"),
-                      Column("candidate_ms", "candidate", "ms"), Column("ratio", "throughput ×"),
-                      text_column("ci", "95% CI", nowrap=True),
-                      text_column("threshold", "threshold", nowrap=True),
-                      text_column("verdict", "verdict"), text_column("reason", "why"))
+REGRESSION_COLUMNS = (text_column(REGRESSION.benchmark, "benchmark"),
+                      Column(REGRESSION.baseline_ms, "baseline", "ms"),
+                      Column(REGRESSION.candidate_ms, "candidate", "ms"),
+                      Column(REGRESSION.ratio, "throughput ×"),
+                      text_column(REGRESSION.ci, "95% CI", nowrap=True),
+                      text_column(REGRESSION.threshold, "threshold", nowrap=True),
+                      text_column(REGRESSION.verdict, "verdict"),
+                      text_column(REGRESSION.reason, "why"))
 
 
-TRIAL_COLUMNS = (text_column("machine", "machine"), text_column("target", "benchmarks"),
-                 text_column("slowdown", "injected slowdown (measured)"),
-                 text_column("false_alarms", "false alarms, gate"),
-                 text_column("files_false_alarms", "false alarms, files only"),
-                 text_column("detections", "detections, gate"),
-                 text_column("files_detections", "detections, files only"),
-                 Column("blocks", "re-run blocks per side"),
-                 text_column("block_value", "re-run block value"),
-                 text_column("load", "1-min load, median (range)"))
+TRIAL_COLUMNS = (text_column(TRIAL_RATE.machine, "machine"),
+                 text_column(TRIAL_RATE.target, "benchmarks"),
+                 text_column(TRIAL_RATE.slowdown, "injected slowdown (measured)"),
+                 text_column(TRIAL_RATE.false_alarms, "false alarms, gate"),
+                 text_column(TRIAL_RATE.files_false_alarms, "false alarms, files only"),
+                 text_column(TRIAL_RATE.detections, "detections, gate"),
+                 text_column(TRIAL_RATE.files_detections, "detections, files only"),
+                 Column(TRIAL_RATE.blocks, "re-run blocks per side"),
+                 text_column(TRIAL_RATE.block_value, "re-run block value"),
+                 text_column(TRIAL_RATE.load, "1-min load, median (range)"))
 
 
 def section_regression(view: View) -> dict:
@@ -55,7 +59,9 @@ def section_regression(view: View) -> dict:
     spreads, spread_source = baseline_spreads([load_results(baseline.path)])
     rule = rules.Rule()
     comparison = compare(baseline.benchmarks, baseline.candidate, rule, spreads=spreads)
-    table_rows = [{**row, "ci": f"{fmt(row['ci'][0])}–{fmt(row['ci'][1])}" if row["ci"] else None}
+    table_rows = [{**row, REGRESSION.ci: (f"{fmt(row[REGRESSION.ci][0])}–"
+                                          f"{fmt(row[REGRESSION.ci][1])}"
+                                          if row[REGRESSION.ci] else None)}
                   for row in regression_rows(comparison)]
     return {**context, "path": baseline.path, "label": baseline.label,
             "counts": {v: comparison.count(v) for v in ("regressed", "improved", "unchanged")},
@@ -79,12 +85,13 @@ def regression_rows(comparison) -> list[dict]:
     table = []
     for row in comparison.rows:
         decision = row.decision
-        table.append({"benchmark": row.name, "group": row.group,
-                      "baseline_ms": row.baseline_median_s * 1e3,
-                      "candidate_ms": row.candidate_median_s * 1e3,
-                      "ratio": decision.ratio, "ci": decision.ci,
-                      "threshold": percent(decision.threshold),
-                      "p_value": decision.p_value, "verdict": row.verdict_text,
-                      "reason": row.reason})
+        table.append({REGRESSION.benchmark: row.name, REGRESSION.group: row.group,
+                      REGRESSION.baseline_ms: row.baseline_median_s * 1e3,
+                      REGRESSION.candidate_ms: row.candidate_median_s * 1e3,
+                      REGRESSION.ratio: decision.ratio, REGRESSION.ci: decision.ci,
+                      REGRESSION.threshold: percent(decision.threshold),
+                      REGRESSION.p_value: decision.p_value,
+                      REGRESSION.verdict: row.verdict_text, REGRESSION.reason: row.reason})
     order = {"regressed": 0, "improved": 1, "unchanged": 2}
-    return sorted(table, key=lambda r: (order.get(r["verdict"].split()[0], 3), r["benchmark"]))
+    return sorted(table, key=lambda r: (order.get(r[REGRESSION.verdict].split()[0], 3),
+                                        r[REGRESSION.benchmark]))
