@@ -30,9 +30,8 @@ from impl.costmodel.predict import chunk_count, fits_device
 from impl.costmodel.validate import RESULTS, Model, held_out_model, load_rows
 from impl.rows.files import ResultsError
 from impl.rows.kinds import COMPARISON
+from impl.rows.predictions import FROZEN_BY, FROZEN_FILE, PREDICTED_FIGURES, PREDICTION
 
-FIELDS = ("workload", "strategy", "world_size", "step_ms", "band", "exposed_comm_ms",
-          "overlap_efficiency", "overhead_ms", "straggler_ms", "note")
 # The rows the model is fitted on (comparison, step, interference and all-reduce rows) declare
 # device alike.
 ROW = COMPARISON.names
@@ -58,10 +57,10 @@ def frozen(rows: Sequence[dict], fabric_name: str, worlds: Sequence[int],
                                              lanes=model.lanes, sweeps=measured)
         about = {s.workload: s.about for s in sources}
         for p in predictions:
-            record = {field: asdict(p)[field] for field in FIELDS}
+            record = {field: asdict(p)[field] for field in PREDICTED_FIGURES}
             low, high = p.step_range or (None, None)
-            found.append({**record, "chunks": k, "low_ms": low, "high_ms": high,
-                          "compute_from": about[p.workload]})
+            found.append({**record, PREDICTION.chunks: k, PREDICTION.low_ms: low,
+                          PREDICTION.high_ms: high, PREDICTION.compute_from: about[p.workload]})
     return found
 
 
@@ -108,14 +107,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ResultsError, FabricError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    document = {"frozen": {"commit": git("rev-parse", "HEAD"),
-                           "command": "python -m impl.costmodel.freeze " + " ".join(
-                               argv if argv is not None else sys.argv[1:]),
-                           "fitted_on": list(args.paths), "device": args.device,
-                           "fabric": fabric_name},
+    command = "python -m impl.costmodel.freeze " + " ".join(
+        argv if argv is not None else sys.argv[1:])
+    document = {FROZEN_FILE.frozen: {FROZEN_BY.commit: git("rev-parse", "HEAD"),
+                                     FROZEN_BY.command: command,
+                                     FROZEN_BY.fitted_on: list(args.paths),
+                                     FROZEN_BY.device: args.device,
+                                     FROZEN_BY.fabric: fabric_name},
                 # The best pick's hedge: every strategy predicted within (1 + pair_band) of
                 # the best's step (impl/costmodel/pairs.py).
-                "pair_band": model.pair_band, "predictions": predictions}
+                FROZEN_FILE.pair_band: model.pair_band, FROZEN_FILE.predictions: predictions}
     write_bytes_atomic(args.out, (json.dumps(document, indent=1) + "\n").encode())
     print(f"{len(predictions)} predictions frozen in {args.out}")
     return 0

@@ -30,6 +30,7 @@ from impl.costmodel.accuracy import measured_variants
 from impl.costmodel.validate import load_rows
 from impl.rows.files import ResultsError
 from impl.rows.kinds import COMPARISON
+from impl.rows.predictions import FROZEN_BY, FROZEN_FILE, PREDICTION
 
 CELL = COMPARISON.names  # the measured cells: cell[CELL.workload]
 
@@ -48,7 +49,7 @@ class Scored:
 
     @property
     def predicted_ms(self) -> float:
-        return self.predicted["step_ms"]
+        return self.predicted[PREDICTION.step_ms]
 
     @property
     def error(self) -> float:
@@ -56,13 +57,14 @@ class Scored:
 
     @property
     def inside(self) -> bool | None:
-        low, high = self.predicted.get("low_ms"), self.predicted.get("high_ms")
+        low, high = self.predicted.get(PREDICTION.low_ms), self.predicted.get(PREDICTION.high_ms)
         return None if low is None else low <= self.measured_ms <= high
 
 
 def scored(predictions: Sequence[dict], rows: Sequence[dict]) -> list[Scored]:
-    frozen = {(p["workload"], p["strategy"], p["world_size"], p["chunks"]): p
-              for p in predictions if p.get("step_ms") is not None}
+    frozen = {(p[PREDICTION.workload], p[PREDICTION.strategy], p[PREDICTION.world_size],
+               p[PREDICTION.chunks]): p
+              for p in predictions if p.get(PREDICTION.step_ms) is not None}
     found = []
     for row in rows:
         if not COMPARISON.holds(row) or row.get(CELL.world_size, 1) < 2:
@@ -121,10 +123,10 @@ def measured_apart(a: Scored, b: Scored) -> bool:
 
 def bands_apart(a: Scored, b: Scored) -> bool:
     """The two predictions' bands do not overlap."""
-    if None in (a.predicted.get("low_ms"), b.predicted.get("low_ms")):
+    if None in (a.predicted.get(PREDICTION.low_ms), b.predicted.get(PREDICTION.low_ms)):
         return False
     low, high = sorted((a, b), key=lambda s: s.predicted_ms)
-    return low.predicted["high_ms"] < high.predicted["low_ms"]
+    return low.predicted[PREDICTION.high_ms] < high.predicted[PREDICTION.low_ms]
 
 
 def ranking_lines(cells) -> list[str]:
@@ -176,10 +178,10 @@ def pick(mine: Sequence[Scored], pair_band: float | None = None) -> Pick:
         names = pairs.hedge({name: s.predicted_ms for name, s in by_variant.items()}, pair_band)
         hedge = [by_variant[name] for name in names]
     else:
-        reach = predicted.predicted.get("high_ms")
+        reach = predicted.predicted.get(PREDICTION.high_ms)
         hedge = sorted((s for s in mine if s is predicted or (
-            reach is not None and s.predicted.get("low_ms") is not None
-            and s.predicted["low_ms"] <= reach)), key=lambda s: s.predicted_ms)
+            reach is not None and s.predicted.get(PREDICTION.low_ms) is not None
+            and s.predicted[PREDICTION.low_ms] <= reach)), key=lambda s: s.predicted_ms)
     slowest = max(mine, key=lambda s: s.measured_ms)
     held = len(hedge) > 1 and slowest in hedge and measured_apart(slowest, measured)
     return Pick(hedge, measured, slowest if held else None)
@@ -213,7 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         document = json.loads(Path(args.frozen).read_text())
-        predictions = document["predictions"]
+        predictions = document[FROZEN_FILE.predictions]
         rows = load_rows(args.runs)
     except (OSError, ValueError, KeyError) as error:
         print(f"error: {args.frozen}: not a file of frozen predictions ({error})",
@@ -236,9 +238,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {', '.join(args.runs)}: no measured cell at 2 or more ranks matches a "
               f"prediction of {args.frozen}", file=sys.stderr)
         return 2
-    print(f"{args.frozen} (frozen at {document['frozen'].get('commit', '?')[:7]}) against "
+    commit = document[FROZEN_FILE.frozen].get(FROZEN_BY.commit, "?")
+    print(f"{args.frozen} (frozen at {commit[:7]}) against "
           f"{', '.join(args.runs)}:")
-    print("\n".join(lines(found, document.get("pair_band"))))
+    print("\n".join(lines(found, document.get(FROZEN_FILE.pair_band))))
     return 0
 
 
