@@ -25,6 +25,7 @@ from impl.costmodel import autotune
 from impl.dist import slowest
 from impl.gradients import max_chunks
 from impl.rows.kinds import AUTOTUNE
+from impl.rows.predictions import FITTED, TUNED
 from impl.rows.write import write_row
 from impl.strategies import StrategyOptions, build_strategy
 from impl.workloads import WorkloadConfig, build_model
@@ -130,32 +131,34 @@ def test_autotune(benchmark, autotune_workload, dist_context, rounds):
         runner.close()
     measured = {k: stats.median(measurement.round_ms(f"K={k}")) for k in candidates}
     best = min(candidates, key=lambda k: measured[k].value)
-    gap = stats.ratio(measurement.round_ms(f"K={recommended['chunks']}"),
+    recommended_chunks = recommended[TUNED.chunks]
+    gap = stats.ratio(measurement.round_ms(f"K={recommended_chunks}"),
                       measurement.round_ms(f"K={best}"))
-    rows = [{**p, "measured_ms": measured[p["chunks"]].to_json(),
-             "relative_error": p["predicted_ms"] / measured[p["chunks"]].value - 1}
+    rows = [{**p, TUNED.measured_ms: measured[p[TUNED.chunks]].to_json(),
+             TUNED.relative_error: p[TUNED.predicted_ms] / measured[p[TUNED.chunks]].value - 1}
             for p in predictions]
     benchmark.group = f"autotune-w{world}-{context.profile}"
     record_round_times(benchmark, [sum(s) / 1e3 for s in
-                                   measurement.step_ms[f"K={recommended['chunks']}"]])
+                                   measurement.step_ms[f"K={recommended_chunks}"]])
     write_row(benchmark, AUTOTUNE.row(
         workload=workload.name, world_size=world,
         profile=context.profile, backend=context.backend, strategy="chunked",
-        fabric={"alpha_ms": fabric.alpha_ms, "beta_ms_per_byte": fabric.beta_ms_per_byte,
+        fabric={FITTED.alpha_ms: fabric.alpha_ms,
+                FITTED.beta_ms_per_byte: fabric.beta_ms_per_byte,
                 # null where the fit saw no per-byte cost (β = 0): JSON has no infinity
-                "bandwidth_gbps": fabric.bandwidth_gbps if fabric.beta_ms_per_byte > 0
+                FITTED.bandwidth_gbps: fabric.bandwidth_gbps if fabric.beta_ms_per_byte > 0
                 else None,
-                "comm_only_ms": dict(zip(map(str, candidates), times)),
-                "total_bytes": total_bytes},
+                FITTED.comm_only_ms: dict(zip(map(str, candidates), times)),
+                FITTED.total_bytes: total_bytes},
         interference_rate=rate, ready_profile=asdict(profile), predictions=rows,
-        recommended_chunks=recommended["chunks"], best_measured_chunks=best,
+        recommended_chunks=recommended_chunks, best_measured_chunks=best,
         recommended_vs_best=gap.to_json(),
         within_2pct_of_best=gap.value is not None and gap.value <= 1 + CLOSE_TO_BEST,
-        predicted_within_5pct=sum(abs(r["relative_error"]) <= 0.05 for r in rows),
+        predicted_within_5pct=sum(abs(r[TUNED.relative_error]) <= 0.05 for r in rows),
         candidates=candidates, measurement=measurement.to_json(),
     ))
     if context.rank == 0:
-        print(f"\nautotune {workload.name}, {world} ranks: recommended K={recommended['chunks']} "
+        print(f"\nautotune {workload.name}, {world} ranks: recommended K={recommended_chunks} "
               f"(best measured K={best}, recommended/best {gap.value:.3f}); predicted vs "
-              "measured: " + ", ".join(f"K={r['chunks']} {r['predicted_ms']:.3g}/"
-                                       f"{r['measured_ms']['value']:.3g} ms" for r in rows))
+              "measured: " + ", ".join(f"K={r[TUNED.chunks]} {r[TUNED.predicted_ms]:.3g}/"
+                                       f"{r[TUNED.measured_ms]['value']:.3g} ms" for r in rows))

@@ -27,6 +27,7 @@ from impl.costmodel.compute import ReadyProfile, equal_chunk_ends
 from impl.costmodel.fabric import Fabric, fit_fabric
 from impl.costmodel.schedule import Plan, simulate
 from impl.costmodel.variant_plans import collectives
+from impl.rows.predictions import TUNED
 
 __all__ = ["Fabric", "ReadyProfile", "equal_chunk_ends", "fit_fabric", "predict_step_ms",
            "recommend"]
@@ -42,11 +43,11 @@ def predict_step_ms(profile: ReadyProfile, fabric: Fabric, chunks: int,
     bound = metrics.schedule_bound_ms([c.ready_ms for c in planned],
                                       [c.duration_ms for c in planned],
                                       profile.backward_end_ms, profile.update_ms)
-    return {"chunks": chunks, "predicted_ms": outcome.step_ms, "bound_ms": bound,
-            "comm_ms": sum(c.duration_ms for c in planned),
-            "overlapped_comm_ms": outcome.comm_ms - outcome.exposed_comm_ms}
+    return {TUNED.chunks: chunks, TUNED.predicted_ms: outcome.step_ms, TUNED.bound_ms: bound,
+            TUNED.comm_ms: sum(c.duration_ms for c in planned),
+            TUNED.overlapped_comm_ms: outcome.comm_ms - outcome.exposed_comm_ms}
 
 
 def recommend(predictions: Sequence[dict]) -> dict:
     """The prediction with the smallest step; ties go to the smaller K (fewer launches)."""
-    return min(predictions, key=lambda p: (round(p["predicted_ms"], 9), p["chunks"]))
+    return min(predictions, key=lambda p: (round(p[TUNED.predicted_ms], 9), p[TUNED.chunks]))
