@@ -25,27 +25,12 @@ import re
 from pathlib import Path
 
 from impl.costmodel.fabric import NodeFabric
+from impl.rows.predictions import FABRIC_FILE, FABRIC_SPEC, FABRIC_TOP_LEVEL
 
 FABRICS_DIR = Path(__file__).resolve().parents[2] / "fabrics"
 
-# table -> key -> (integer?, lowest allowed, highest allowed, unit, required)
-SPEC: dict[str, dict[str, tuple[bool, float, float, str, bool]]] = {
-    "node": {
-        "gpus": (True, 1, 1024, "GPUs per node", True),
-        "busbw_gbps": (False, 1e-3, 1e4, "GB/s, all-reduce bus bandwidth inside a node", True),
-        "launch_us": (False, 0, 1e6, "µs per all-reduce call beyond NCCL's own latency", True),
-        "copy_gbps": (False, 1e-3, 1e4, "GB/s, peer copies on copy engines", False),
-        "nvls_algbw_gbps": (False, 1e-3, 1e4, "GB/s, NVLink SHARP all-reduce algbw in a node",
-                            False),
-    },
-    "network": {
-        "nics": (True, 1, 64, "NICs per node", True),
-        "nic_gbps": (False, 1e-3, 1e4, "GB/s reached per NIC", True),
-        "collnet_gbps": (False, 1e-3, 1e4, "GB/s per NIC of an all-reduce reduced in the "
-                         "network's switches (CollNet, SHARP)", False),
-    },
-}
-TOP_LEVEL = ("name", "description", "node", "network")
+# The file's tables, keys and top-level keys, each number's range and unit and whether it is
+# required, are declared in impl/rows/predictions.py (FABRIC_SPEC, FABRIC_TOP_LEVEL).
 
 
 class FabricError(ValueError):
@@ -87,7 +72,7 @@ def _shown(value: object) -> str:
 
 
 def _number(path: Path, table: str, key: str, entry: object) -> tuple[float, str]:
-    integer, low, high, unit, _ = SPEC[table][key]
+    integer, low, high, unit, _ = FABRIC_SPEC[table][key]
     where, allowed = f"{table}.{key}", _allowed(integer, low, high, unit)
     if not isinstance(entry, dict) or set(entry) - {"value", "source"}:
         raise FabricError(path, f"{where} = {entry!r:.60}: write {key} = {{ value = ..., "
@@ -109,10 +94,11 @@ def _number(path: Path, table: str, key: str, entry: object) -> tuple[float, str
 
 def parse_fabric(path: Path, document: dict, name: str) -> NodeFabric:
     """A NodeFabric from a parsed fabric file, or FabricError for the first bad value."""
-    if unknown := sorted(set(document) - set(TOP_LEVEL)):
-        raise FabricError(path, f"unknown key {unknown[0]!r}: allowed {', '.join(TOP_LEVEL)}")
+    if unknown := sorted(set(document) - set(FABRIC_TOP_LEVEL)):
+        raise FabricError(path, f"unknown key {unknown[0]!r}: allowed "
+                          f"{', '.join(FABRIC_TOP_LEVEL)}")
     values, sources = {}, []
-    for table, keys in SPEC.items():
+    for table, keys in FABRIC_SPEC.items():
         given = document.get(table)
         if given is None and table == "network":
             continue
@@ -130,11 +116,12 @@ def parse_fabric(path: Path, document: dict, name: str) -> NodeFabric:
                 continue
             values[f"{table}.{key}"], source = _number(path, table, key, given[key])
             sources.append((f"{table}.{key}", source))
-    for text in ("name", "description"):
+    for text in (FABRIC_FILE.name, FABRIC_FILE.description):
         if text in document and not isinstance(document[text], str):
             raise FabricError(path, f"{text} = {document[text]!r:.40}: allowed a string")
     return NodeFabric(
-        name=document.get("name", name), description=document.get("description", ""),
+        name=document.get(FABRIC_FILE.name, name),
+        description=document.get(FABRIC_FILE.description, ""),
         gpus_per_node=values["node.gpus"], busbw_node_gbps=values["node.busbw_gbps"],
         launch_us=values["node.launch_us"], copy_gbps=values.get("node.copy_gbps"),
         nics_per_node=values.get("network.nics"), nic_gbps=values.get("network.nic_gbps"),
@@ -172,7 +159,7 @@ def load_fabric(name_or_path: str) -> NodeFabric:
     except ValueError:  # int() of more digits than Python converts (sys.int_info)
         where, digits = _long_integer(text)
         table, _, key = where.partition(".")
-        spec = SPEC.get(table, {}).get(key)
+        spec = FABRIC_SPEC.get(table, {}).get(key)
         allowed = _allowed(*spec[:4]) if spec else "the numbers of SPEC (fabric_file.py)"
         raise FabricError(path, f"{where} = an integer of {digits} digits: allowed "
                           f"{allowed}") from None
