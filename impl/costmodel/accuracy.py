@@ -43,6 +43,7 @@ from impl.costmodel.scale import compute_band
 from impl.costmodel.schedule import Plan, simulate
 from impl.costmodel.variant_plans import Interference
 from impl.rows.kinds import COMPARISON, REFERENCE, STEP, is_older_step
+from impl.rows.predictions import SUMMARY
 
 # A cell's row is a comparison row, or (before interleaving) a step row, which declares the
 # fields read from both (workload, chunks, world_size, profile, device, backend) alike; a
@@ -168,16 +169,16 @@ def earlier_cells(rows: Sequence[dict]) -> list[Cell]:
     for r in sorted(old, key=lambda r: r.get("run") or 0):
         if r.get(STEP_ROW.world_size) == 1 and r.get(STEP_ROW.strategy) == "sequential":
             alone[r.get("machine"), r[STEP_ROW.workload], r[STEP_ROW.chunks]] = r
-    cells: dict[tuple, dict] = {}
+    cells: dict[tuple, Cell] = {}  # the first row of a cell holds it, each adds its variant
     for r in old:
         compute = alone.get((r.get("machine"), r[STEP_ROW.workload], r[STEP_ROW.chunks]))
         if (r.get(STEP_ROW.world_size, 1) > 1 and compute is not None
                 and r.get(STEP_ROW.comm_only_ms)):
             key = (*fabric_key(r), r[STEP_ROW.chunks])
-            cell = cells.setdefault(key, {"row": r, "compute": compute, "variants": {}})
-            cell["variants"][r[STEP_ROW.strategy]] = ({"value": r[STEP_ROW.step_ms]},
-                                                      r.get(STEP_ROW.hidden_comm_fraction))
-    return [Cell(c["row"], c["compute"], c["variants"], False) for c in cells.values()]
+            cell = cells.setdefault(key, Cell(r, compute, {}, False))
+            cell.variants[r[STEP_ROW.strategy]] = ({"value": r[STEP_ROW.step_ms]},
+                                                   r.get(STEP_ROW.hidden_comm_fraction))
+    return list(cells.values())
 
 
 def unreadable(cell: Cell) -> str | None:
@@ -317,11 +318,11 @@ def by_strategy(checks: Sequence[Check], interleaved: bool = True) -> dict[tuple
         errors = [abs(c.error) for c in group]
         gaps = [abs(c.hidden_gap) for c in group if c.hidden_gap is not None]
         table[key] = {
-            "cells": len(group), "median_abs_error": statistics.median(errors),
-            "max_abs_error": max(errors),
-            "median_calm_error": statistics.median(c.calm_error for c in group),
-            "max_hidden_gap": max(gaps) if gaps else None,
-            "meets_goal": statistics.median(errors) <= STEP_GOAL_MEDIAN
+            SUMMARY.cells: len(group), SUMMARY.median_abs_error: statistics.median(errors),
+            SUMMARY.max_abs_error: max(errors),
+            SUMMARY.median_calm_error: statistics.median(c.calm_error for c in group),
+            SUMMARY.max_hidden_gap: max(gaps) if gaps else None,
+            SUMMARY.meets_goal: statistics.median(errors) <= STEP_GOAL_MEDIAN
             and max(errors) <= STEP_GOAL_MAX and (not gaps or max(gaps) <= HIDDEN_GOAL)}
     return table
 

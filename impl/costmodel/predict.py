@@ -43,6 +43,13 @@ from impl.rows.kinds import COMPARISON
 CELL = COMPARISON.names  # the cells whose compute-only timeline the model starts from
 
 
+# The figures of a prediction each strategy's lines show: label, the figure, its format.
+FIGURES = (("step ms", lambda p: p.step_ms, ".4g"),
+           ("exposed ms", lambda p: p.exposed_comm_ms, ".3g"),
+           ("efficiency", lambda p: p.overlap_efficiency, ".2f"),
+           ("weak scal.", lambda p: p.weak_scaling, ".2f"))
+
+
 def _cell(value: float | None, digits: str = ".3g") -> str:
     return "—" if value is None else format(value, digits)
 
@@ -61,12 +68,9 @@ def table(sources: Sequence[scale.Source], predictions: Sequence[scale.Predictio
         mine = [p for p in predictions if p.workload == source.workload]
         for strategy in dict.fromkeys(p.strategy for p in mine):
             row = {p.world_size: p for p in mine if p.strategy == strategy}
-            for label, field, digits in (("step ms", "step_ms", ".4g"),
-                                         ("exposed ms", "exposed_comm_ms", ".3g"),
-                                         ("efficiency", "overlap_efficiency", ".2f"),
-                                         ("weak scal.", "weak_scaling", ".2f")):
+            for label, figure, digits in FIGURES:
                 lines.append(f"  {strategy if label == 'step ms' else '':16}{label:10}" + "".join(
-                    f"{_cell(getattr(row[w], field), digits):>9}" if w in row else f"{'':>9}"
+                    f"{_cell(figure(row[w]), digits):>9}" if w in row else f"{'':>9}"
                     for w in worlds))
             notes = dict.fromkeys(p.note for p in row.values() if p.note)
             bands = {p.band for p in row.values() if p.band is not None}

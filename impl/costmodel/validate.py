@@ -30,6 +30,7 @@ from impl.costmodel import accuracy, heldout
 from impl.costmodel.inputs import run_name
 from impl.rows.files import ResultsError, ResultsFile, find_result_files, load_results
 from impl.rows.merge import benchmark_rows, merge_rows
+from impl.rows.predictions import SUMMARY
 
 RESULTS = "results"
 
@@ -94,10 +95,11 @@ def summary_lines(checks: Sequence[accuracy.Check], interleaved: bool = True) ->
              f"  {'machine':11}{'strategy':20}{'cells':>6}{'median |err|':>14}{'max |err|':>11}"
              f"{'no interference':>17}{'max hidden gap':>16}  goal"]
     for (machine, name), s in summary.items():
-        gap = "—" if s["max_hidden_gap"] is None else f"{s['max_hidden_gap']:.2f}"
-        lines.append(f"  {machine:11}{name:20}{s['cells']:>6}{s['median_abs_error']:>14.1%}"
-                     f"{s['max_abs_error']:>11.1%}{s['median_calm_error']:>+17.1%}{gap:>16}"
-                     f"  {'met' if s['meets_goal'] else 'missed'}")
+        gap = "—" if s[SUMMARY.max_hidden_gap] is None else f"{s[SUMMARY.max_hidden_gap]:.2f}"
+        lines.append(f"  {machine:11}{name:20}{s[SUMMARY.cells]:>6}"
+                     f"{s[SUMMARY.median_abs_error]:>14.1%}{s[SUMMARY.max_abs_error]:>11.1%}"
+                     f"{s[SUMMARY.median_calm_error]:>+17.1%}{gap:>16}"
+                     f"  {'met' if s[SUMMARY.meets_goal] else 'missed'}")
     return lines
 
 

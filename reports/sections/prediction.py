@@ -17,13 +17,15 @@ from collections.abc import Sequence
 from impl.costmodel import accuracy, heldout, scale
 from impl.costmodel.fabric_file import load_fabric
 from impl.rows.kinds import COMPARISON, STEP, is_older_step
+from impl.rows.predictions import PREDICTION, SUMMARY
 from reports import figures
 from reports.captions import make_figure
 from reports.format import Column, Placement, fmt, make_table, text_column
 from reports.view import View
 
 # A measured cell's row: a comparison row or (before interleaving) a step row, which declare
-# device alike. The predictions' and checks' own keys below are theirs, not row fields.
+# device alike; a check (accuracy.Check) names its cell's workload, K and world size as the
+# row does. A prediction's and a strategy summary's keys: impl/rows/predictions.py.
 CELL = COMPARISON.names
 # The fabric each GPU model's compute is predicted on: its HGX nodes over InfiniBand.
 FABRICS = {"NVIDIA H200": "ib400-h200x8", "NVIDIA H100 80GB HBM3": "ib400-h100x8"}
@@ -33,8 +35,9 @@ COLLNET_FABRICS = {"NVIDIA H200": "ib400-sharp-h200x8"}
 # take one marker, so chunked+update needs a colour other than chunked's; copy-engine keeps the
 # red this figure drew it in before figures.py had a colour for it.
 COLORS = {"copy-engine": "#d62728", "chunked+update": "#e377c2"}
-PANELS = (("step_ms", "step (ms)"), ("exposed_comm_ms", "exposed communication (ms)"),
-          ("overlap_efficiency", "overlap efficiency"))
+PANELS = ((lambda p: p.step_ms, "step (ms)"),
+          (lambda p: p.exposed_comm_ms, "exposed communication (ms)"),
+          (lambda p: p.overlap_efficiency, "overlap efficiency"))
 
 
 @figures._styled
@@ -46,10 +49,10 @@ def curves(groups: Sequence[tuple[str, Sequence[scale.Prediction]]],
     for row, (workload, predictions) in zip(axes, groups):
         strategies = list(dict.fromkeys(p.strategy for p in predictions))
         worlds = sorted({p.world_size for p in predictions})
-        for ax, (field, label) in zip(row, PANELS):
+        for ax, (figure, label) in zip(row, PANELS):
             for strategy in strategies:
-                points = [(p.world_size, getattr(p, field)) for p in predictions
-                          if p.strategy == strategy and getattr(p, field) is not None]
+                points = [(p.world_size, figure(p)) for p in predictions
+                          if p.strategy == strategy and figure(p) is not None]
                 if points:
                     ax.plot(*zip(*points), marker="o", markersize=2.5, linewidth=1.1,
                             color=COLORS.get(strategy) or figures.family_color(strategy)
@@ -82,19 +85,21 @@ def _by_device(rows: Sequence[dict]) -> dict[str, list[dict]]:
 
 
 PREDICTION_COLUMNS = (
-    text_column("strategy", "strategy", nowrap=True), text_column("figure", "predicted"),
+    text_column(PREDICTION.strategy, nowrap=True), text_column("figure", "predicted"),
     *(Column(f"w{w}", f"{w} GPUs", render=lambda v: v or "—") for w in scale.WORLDS),
 )
-FIGURES = (("step_ms", "step (ms)", 4), ("step_range", "step band (ms)", 4),
-           ("exposed_comm_ms", "exposed comm. (ms)", 3),
-           ("overlap_efficiency", "efficiency", 2), ("weak_scaling", "weak scaling", 2))
+# A prediction table's rows per strategy, the first named by it: the figure, its label and
+# digits; the step's band is a (low, high) pair.
+FIGURES = ((lambda p: p.step_ms, "step (ms)", 4), (lambda p: p.step_range, "step band (ms)", 4),
+           (lambda p: p.exposed_comm_ms, "exposed comm. (ms)", 3),
+           (lambda p: p.overlap_efficiency, "efficiency", 2),
+           (lambda p: p.weak_scaling, "weak scaling", 2))
 
 
-def _figure(prediction: scale.Prediction, field: str, digits: int) -> str | None:
-    value = getattr(prediction, field)
+def _figure(value: float | tuple[float, float] | None, digits: int) -> str | None:
     if value is None:
         return None
-    if field == "step_range":
+    if isinstance(value, tuple):
         return f"{fmt(value[0], digits)}–{fmt(value[1], digits)}"
     return fmt(value, digits)
 
@@ -105,9 +110,9 @@ def prediction_table(table_id: str, source: scale.Source,
     rows = []
     for strategy in dict.fromkeys(p.strategy for p in predictions):
         by_world = {p.world_size: p for p in predictions if p.strategy == strategy}
-        for field, label, digits in FIGURES:
-            rows.append({"strategy": strategy if field == "step_ms" else "", "figure": label,
-                         **{f"w{w}": _figure(by_world[w], field, digits) if w in by_world
+        for n, (figure, label, digits) in enumerate(FIGURES):
+            rows.append({PREDICTION.strategy: "" if n else strategy, "figure": label,
+                         **{f"w{w}": _figure(figure(by_world[w]), digits) if w in by_world
                             else None for w in scale.WORLDS}})
     return make_table(table_id, f"PREDICTED for {workload} on {fabric_name}, K = "
                       f"{scale.PREDICTION_CHUNKS}, per GPU count: predictions of the cost model, "
@@ -127,16 +132,17 @@ ALWAYS_MORE_CELLS = Placement(MORE_CELLS.name, always=True)
 
 VALIDATION_COLUMNS = (
     text_column("machine", "machine"), text_column("strategy", "strategy", nowrap=True),
-    Column("cells", "cells", render=str),
-    Column("median", "median |error|", render=lambda v: f"{v:.1%}"),
-    Column("max", "max |error|", render=lambda v: f"{v:.1%}"),
-    Column("calm", "without interference", render=lambda v: f"{v:+.1%}"),
-    Column("hidden", "max hidden gap", render=lambda v: "—" if v is None else f"{v:.2f}"),
+    Column(SUMMARY.cells, "cells", render=str),
+    Column(SUMMARY.median_abs_error, "median |error|", render=lambda v: f"{v:.1%}"),
+    Column(SUMMARY.max_abs_error, "max |error|", render=lambda v: f"{v:.1%}"),
+    Column(SUMMARY.median_calm_error, "without interference", render=lambda v: f"{v:+.1%}"),
+    Column(SUMMARY.max_hidden_gap, "max hidden gap",
+           render=lambda v: "—" if v is None else f"{v:.2f}"),
     text_column("goal", "goal"),
 )
 CHECK_COLUMNS = (
-    text_column("machine", "machine"), text_column("workload", "workload"),
-    Column("chunks", "K", render=str), Column("world_size", "GPUs", render=str),
+    text_column("machine", "machine"), text_column(CELL.workload),
+    Column(CELL.chunks, "K", render=str), Column(CELL.world_size, "GPUs", render=str),
     text_column("variant", "variant", nowrap=True),
     Column("measured_ms", "measured", "ms"), Column("predicted_ms", "model", "ms"),
     Column("error", "error", render=lambda v: "—" if v is None else f"{v:+.1%}"),
@@ -160,10 +166,8 @@ def validation_tables(checks: Sequence[accuracy.Check], gpu_labels: set[str]) ->
             (False, lambda m, n: True, "earlier", "cells measured before interleaving",
              ALWAYS_MORE_CELLS)):
         summary = accuracy.by_strategy(checks, interleaved)
-        rows = [{"machine": machine, "strategy": name, "cells": s["cells"],
-                 "median": s["median_abs_error"], "max": s["max_abs_error"],
-                 "calm": s["median_calm_error"], "hidden": s["max_hidden_gap"],
-                 "goal": "met" if s["meets_goal"] else "missed"}
+        rows = [{"machine": machine, "strategy": name, **s,
+                 "goal": "met" if s[SUMMARY.meets_goal] else "missed"}
                 for (machine, name), s in summary.items() if shown(machine, name)]
         if rows:
             tables.append(make_table(
