@@ -172,9 +172,13 @@ def note_for(field: str, row: dict) -> str | None:
         return "undefined: the step communicated nothing (world size 1)"
     if field in (STEP_ROW.energy_per_step_j, STEP_ROW.samples_per_joule, "mean_power_w",
                  "mean_gpu_util_pct", "mean_sm_clock_mhz"):
-        reason = (row.get(STEP_ROW.nvml) or {}).get(METERED.reason)
-        return f"no NVML energy counter in this run ({reason})" if reason else (
-            "no NVML energy counter in this run")
+        nvml = row.get(STEP_ROW.nvml) or {}
+        if reason := nvml.get(METERED.reason):
+            return f"no NVML energy counter in this run ({reason})"
+        if nvml.get(METERED.energy_j) and STEP_ROW.intervals in row:
+            return ("NVML's energy counter did not advance in every segment of this cell: its "
+                    "segments are shorter than the counter's step")
+        return "no NVML energy counter in this run"
     if field == TP_ROW.scaling_efficiency:
         return "no 1-rank run of this strategy to scale from"
     if field in ("nccl_tests_gbps", "torch_ref_gbps", "pct_of_nccl_tests"):

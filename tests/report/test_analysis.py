@@ -90,6 +90,17 @@ def test_energy_check_pairs_energy_with_power_times_step():
     assert row["ratio"]["value"] == pytest.approx(1.0)
 
 
+def test_energy_check_leaves_out_a_cell_whose_counter_did_not_advance_in_every_segment():
+    # NVML's counter steps about 64 J on an H100: segments shorter than a step read 0 or 64 J.
+    cell = cell_like(20, chunked=1.0, threaded=1.0)
+    cell["measurement"] = {"steps_per_round": 2,
+                           "step_ms": {"chunked": [[10.0, 10.0]] * 2,
+                                       "threaded": [[10.0, 10.0]] * 2},
+                           "energy_j": {"chunked": [64.0, 0.0], "threaded": [0.0, 0.0]}}
+    cell["nvml"] = {"mean": {"power_w": [640.0]}}
+    assert cells.energy_check(cell) == []
+
+
 @pytest.mark.parametrize(("value", "text"), [(0.39598, "0.396"), (62.99, "63.0"),
                                              (353.7, "354"), (7379.27, "7,380"),
                                              (0.000122, "1.22e-04"), (9.996, "10.0"),
@@ -108,3 +119,17 @@ def test_estimates_print_with_their_interval():
     assert fmt_estimate(None) == "n/a"
     assert fmt_times({"value": 1.694, "low": 1.21, "high": 2.2, "rounds": 12}) == (
         "1.69× [1.21, 2.20]")
+
+
+def test_a_missing_energy_says_whether_the_run_had_no_counter_or_too_short_segments():
+    from reports.analysis import note_for
+
+    stepped = {"kind": "step", "intervals": {}, "energy_per_step_j": None,
+               "nvml": {"energy_j": [640.0], "mean": {"power_w": [640.0]}}}
+    assert note_for("energy_per_step_j", stepped) == (
+        "NVML's energy counter did not advance in every segment of this cell: its segments "
+        "are shorter than the counter's step")
+    without = {"kind": "step", "intervals": {}, "energy_per_step_j": None,
+               "nvml": {"reason": "no NVIDIA GPU"}}
+    assert note_for("energy_per_step_j", without) == \
+        "no NVML energy counter in this run (no NVIDIA GPU)"
