@@ -7,7 +7,7 @@ Each metric's name, unit and definition live with the rows that carry them
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -172,12 +172,12 @@ def hidden_comm_fraction(
     return overlap_ms(compute, comm) / comm_time
 
 
-def energy_counter_resolved(segments_j: Mapping[str, Sequence[float]]) -> bool:
-    """Whether every metered segment of a measurement read some energy. NVML's total-energy
+def energy_counter_resolved(segments_j: Sequence[float]) -> bool:
+    """Whether every metered segment of a variant read some energy. NVML's total-energy
     counter advances in steps (on one H100, about 64 J every 100 ms): a segment shorter than a
-    step reads 0 or a whole step, so a variant's sum tells where the counter's steps fell, not
-    what the variant drew. Where any segment read 0, no variant's energy is told apart."""
-    return all(joules > 0 for segments in segments_j.values() for joules in segments)
+    step reads 0 or a whole step, so the variant's sum tells where the counter's steps fell, not
+    what the variant drew."""
+    return all(joules > 0 for joules in segments_j)
 
 
 def energy_per_step_j(energy_delta_j: float, steps: int) -> float:

@@ -176,8 +176,8 @@ def note_for(field: str, row: dict) -> str | None:
         if reason := nvml.get(METERED.reason):
             return f"no NVML energy counter in this run ({reason})"
         if nvml.get(METERED.energy_j) and STEP_ROW.intervals in row:
-            return ("NVML's energy counter did not advance in every segment of this cell: its "
-                    "segments are shorter than the counter's step")
+            return ("NVML's energy counter did not advance in every segment of this variant: "
+                    "its segments are shorter than the counter's step")
         return "no NVML energy counter in this run"
     if field == TP_ROW.scaling_efficiency:
         return "no 1-rank run of this strategy to scale from"

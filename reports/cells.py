@@ -419,14 +419,16 @@ def energy_check(cell: dict) -> list[dict]:
     Mean power is the run's GPUs' mean NVML power over the whole cell, summed over GPUs; the
     ratio (energy per step) / (power × step) is 1 where both describe the same thing. It
     differs because a segment also holds the round's sync and barrier, the energy counter
-    advances in steps, and power differs between variants while the mean is the cell's. A cell
-    where some segment read no energy has none (metrics.energy_counter_resolved): its segments
-    are shorter than the counter's step, and each reads 0 or a whole step.
+    advances in steps, and power differs between variants while the mean is the cell's. A
+    variant where some segment read no energy is left out (metrics.energy_counter_resolved): its
+    segments are shorter than the counter's step, and each reads 0 or a whole step.
     """
     nvml = cell.get(CELL.nvml) or {}
-    energy = (cell.get(CELL.measurement) or {}).get(MEASURED.energy_j) or {}
+    energy = {variant: joules for variant, joules in
+              ((cell.get(CELL.measurement) or {}).get(MEASURED.energy_j) or {}).items()
+              if metrics.energy_counter_resolved(joules)}
     powers = [p for p in (nvml.get(METERED.mean) or {}).get("power_w") or [] if p is not None]
-    if not energy or not powers or not metrics.energy_counter_resolved(energy):
+    if not energy or not powers:
         return []
     power_w = sum(powers)
     steps = cell[CELL.measurement][MEASURED.steps_per_round]

@@ -460,11 +460,11 @@ def variant_info(variant: str, cell: Cell, result: CellResult) -> dict:
 
 def energy(measurement: Measurement, variant: str, cell: Cell, batch: int) -> dict:
     """Energy of the variant's segments (NVML counter read around each), per step; none where
-    the counter did not advance in every segment of the cell (metrics.energy_counter_resolved:
+    the counter did not advance in every segment of the variant (metrics.energy_counter_resolved:
     on one H100, 3 steps of 10.7 ms read 0 J in all 12 rounds of one variant and 64 J in 6 of
     12 of another doing the same work)."""
     joules = measurement.energy_j.get(variant)
-    if not joules or not metrics.energy_counter_resolved(measurement.energy_j):
+    if not joules or not metrics.energy_counter_resolved(joules):
         return {STEP_ROW.energy_per_step_j: None, STEP_ROW.samples_per_joule: None}
     per_step = metrics.energy_per_step_j(sum(joules), len(joules) * measurement.steps_per_round)
     return {STEP_ROW.energy_per_step_j: per_step,

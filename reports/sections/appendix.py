@@ -150,7 +150,7 @@ ENERGY_COLUMNS = (text_column(STEP_ROW.workload), Column(STEP_ROW.world_size, "r
 ENERGY_NOTE = ("Energy per step comes from NVML's total-energy counter over the timed rounds; "
                "power × step uses NVML's mean sampled power. They disagree because the counter's "
                "difference also covers the rounds' synchronisation and warm tails, the counter "
-               "advances in steps (about 64 J every 100 ms on one H100; a cell where some "
+               "advances in steps (about 64 J every 100 ms on one H100; a variant where some "
                "segment read no energy is left out) and the power samples are instantaneous or "
                "averaged over about a second, and GPUs near their power limit change clocks "
                "within a round.")

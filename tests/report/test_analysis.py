@@ -90,14 +90,17 @@ def test_energy_check_pairs_energy_with_power_times_step():
     assert row["ratio"]["value"] == pytest.approx(1.0)
 
 
-def test_energy_check_leaves_out_a_cell_whose_counter_did_not_advance_in_every_segment():
+def test_energy_check_leaves_out_a_variant_whose_counter_did_not_advance_in_every_segment():
     # NVML's counter steps about 64 J on an H100: segments shorter than a step read 0 or 64 J.
-    cell = cell_like(20, chunked=1.0, threaded=1.0)
+    cell = cell_like(20, chunked=1.0, threaded=1.0, sequential=1.0)
     cell["measurement"] = {"steps_per_round": 2,
-                           "step_ms": {"chunked": [[10.0, 10.0]] * 2,
-                                       "threaded": [[10.0, 10.0]] * 2},
-                           "energy_j": {"chunked": [64.0, 0.0], "threaded": [0.0, 0.0]}}
+                           "step_ms": {v: [[100.0, 100.0]] * 2
+                                       for v in ("chunked", "threaded", "sequential")},
+                           "energy_j": {"chunked": [64.0, 0.0], "threaded": [0.0, 0.0],
+                                        "sequential": [128.0, 128.0]}}
     cell["nvml"] = {"mean": {"power_w": [640.0]}}
+    assert [row["variant"] for row in cells.energy_check(cell)] == ["sequential"]
+    cell["measurement"]["energy_j"]["sequential"] = [128.0, 0.0]
     assert cells.energy_check(cell) == []
 
 
@@ -127,8 +130,8 @@ def test_a_missing_energy_says_whether_the_run_had_no_counter_or_too_short_segme
     stepped = {"kind": "step", "intervals": {}, "energy_per_step_j": None,
                "nvml": {"energy_j": [640.0], "mean": {"power_w": [640.0]}}}
     assert note_for("energy_per_step_j", stepped) == (
-        "NVML's energy counter did not advance in every segment of this cell: its segments "
-        "are shorter than the counter's step")
+        "NVML's energy counter did not advance in every segment of this variant: its "
+        "segments are shorter than the counter's step")
     without = {"kind": "step", "intervals": {}, "energy_per_step_j": None,
                "nvml": {"reason": "no NVIDIA GPU"}}
     assert note_for("energy_per_step_j", without) == \
