@@ -573,8 +573,9 @@ def test_a_nan_batch_stops_the_step_before_any_weight_changes(name):
     finally:
         trainer.close()
     assert str(error.value) == (f"{name}: step 1 (counting from 0) has a non-finite loss (nan); "
-                                "stopped before any weight changed: check the batch and the "
-                                "learning rate")
+                                "stopped before this step changed any weight: check the batch "
+                                "and the learning rate (an earlier step's non-finite gradient "
+                                "shows here first)")
     assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before))
 
 

@@ -40,7 +40,9 @@ LARGEST_LOSS_SCALE = 2.0 ** 16  # DeepSpeed's first dynamic scale
 
 
 class NonFiniteLoss(FloatingPointError):
-    """A step's loss is NaN or infinite: the step stops before any weight changes."""
+    """A step's loss is NaN or infinite: the step stops before it changes any weight. Only the
+    loss is checked (one sync a step), so an earlier step whose gradient overflowed shows here,
+    a step or two later, with weights it already spoiled."""
 
 
 @dataclass(frozen=True)
@@ -128,8 +130,9 @@ class Trainer(TimedSteps, ABC):
         """Raise NonFiniteLoss if ``loss`` is NaN or infinite (a CPU-GPU sync point)."""
         if not torch.isfinite(loss).item():
             raise NonFiniteLoss(f"{self.name}: step {self.steps_done} (counting from 0) has a "
-                                f"non-finite loss ({loss.item()}); stopped before any weight "
-                                "changed: check the batch and the learning rate")
+                                f"non-finite loss ({loss.item()}); stopped before this step "
+                                "changed any weight: check the batch and the learning rate (an "
+                                "earlier step's non-finite gradient shows here first)")
 
     def checked_weights(self) -> list[torch.Tensor]:
         """The weights the check compares with its fp32 reference, in ``model.parameters()``
