@@ -162,6 +162,12 @@ class Declared:
         self._kind = kind
         self.__dict__.update(by_name)
 
+    @classmethod
+    def keys(cls, kind: str, names: Iterable[str]) -> Declared:
+        """``names`` (a tuple of keys, or a shape whose optional keys end in "?") as attributes
+        naming themselves: ``record[PAIRED.verdict]``."""
+        return cls(kind, {name.removesuffix("?"): name.removesuffix("?") for name in names})
+
     def __getattr__(self, name: str) -> object:  # only for names not declared
         kind = self.__dict__.get("_kind")  # absent while a copy is being built
         raise AttributeError(f"row kind {kind!r} declares no field {name!r}")

@@ -139,19 +139,17 @@ REFERENCES = {"compute_only_ms": ESTIMATE, "sequential_ms": ESTIMATE,
               "limit_ms?": ESTIMATE, "bound_ms?": ESTIMATE, "compute_to_comm?": ESTIMATE,
               "bound_update_in_overlap_ms?": ESTIMATE}
 # A comparison row's reference names as attributes: cell[CELL.references][REFERENCE.limit_ms].
-REFERENCE = Declared("comparison (references)",
-                     {key.removesuffix("?"): key.removesuffix("?") for key in REFERENCES})
+REFERENCE = Declared.keys("comparison (references)", REFERENCES)
 # The keys of a paired comparison (impl.comparisons.versus), of a measurement (every
 # per-round time, suite.harness.Measurement) and of a step's timeline (impl.timeline.Timeline)
 # as attributes, as REFERENCE names the references: versus[PAIRED.verdict],
 # cell[CELL.measurement][MEASURED.step_ms], timeline[STEP_TIMELINE.intervals].
-PAIRED = Declared("paired comparison", {key: key for key in VERSUS})
-MEASURED = Declared("measurement",
-                    {key.removesuffix("?"): key.removesuffix("?") for key in MEASUREMENT})
-STEP_TIMELINE = Declared("timeline", {key: key for key in TIMELINE})
+PAIRED = Declared.keys("paired comparison", VERSUS)
+MEASURED = Declared.keys("measurement", MEASUREMENT)
+STEP_TIMELINE = Declared.keys("timeline", TIMELINE)
 # The keys of a row's NVML summary (impl.sampler.Samples.summary), as attributes:
 # row[STEP.names.nvml][METERED.mean].
-METERED = Declared("nvml", {key.removesuffix("?"): key.removesuffix("?") for key in NVML})
+METERED = Declared.keys("nvml", NVML)
 
 
 def is_older_step(row: dict) -> bool:
@@ -188,7 +186,7 @@ COMPARISON = RowKind(
 # One kind of concurrent traffic's slowdown, its keys as attributes as PAIRED names a paired
 # comparison's: row[INTERFERENCE.names.slowdown][kind][SLOWDOWN.ratio].
 BESIDE = {"ratio": ESTIMATE, "verdict": TEXT}
-SLOWDOWN = Declared("interference slowdown", {key: key for key in BESIDE})
+SLOWDOWN = Declared.keys("interference slowdown", BESIDE)
 
 
 INTERFERENCE = RowKind(

@@ -14,31 +14,26 @@ from __future__ import annotations
 from impl.rows.declare import Declared
 from impl.rows.kinds import AUTOTUNE
 
-
-def _keys(what: str, keys: tuple[str, ...]) -> Declared:
-    return Declared(what, {key: key for key in keys})
-
-
 # A scale.Prediction's figures a frozen prediction keeps, under the Prediction's names.
 PREDICTED_FIGURES = ("workload", "strategy", "world_size", "step_ms", "band", "exposed_comm_ms",
                      "overlap_efficiency", "overhead_ms", "straggler_ms", "note")
 # One frozen prediction: those figures, its K, its band's low and high step and the run its
 # compute-only step came from.
-PREDICTION = _keys("frozen prediction",
+PREDICTION = Declared.keys("frozen prediction",
                    (*PREDICTED_FIGURES, "chunks", "low_ms", "high_ms", "compute_from"))
 # A frozen predictions file: what froze them, the best pick's hedge and the predictions.
-FROZEN_FILE = _keys("frozen predictions file", ("frozen", "pair_band", "predictions"))
-FROZEN_BY = _keys("frozen", ("commit", "command", "fitted_on", "device", "fabric"))
+FROZEN_FILE = Declared.keys("frozen predictions file", ("frozen", "pair_band", "predictions"))
+FROZEN_BY = Declared.keys("frozen", ("commit", "command", "fitted_on", "device", "fabric"))
 
 # One K of an autotune row's predictions: the model's step and bound, and beside them the
 # step measured at that K and the model's error against it.
-TUNED = _keys("autotune prediction", ("chunks", "predicted_ms", "bound_ms", "comm_ms",
+TUNED = Declared.keys("autotune prediction", ("chunks", "predicted_ms", "bound_ms", "comm_ms",
                                       "overlapped_comm_ms", "measured_ms", "relative_error"))
 # An autotune row's fabric, fitted from its comm-only times: AUTOTUNE's declared keys.
-FITTED = _keys("fitted fabric", tuple(AUTOTUNE.field.fabric.shape))
+FITTED = Declared.keys("fitted fabric", tuple(AUTOTUNE.field.fabric.shape))
 
 # One (machine, strategy)'s errors of the model over its measured cells.
-SUMMARY = _keys("accuracy summary", ("cells", "median_abs_error", "max_abs_error",
+SUMMARY = Declared.keys("accuracy summary", ("cells", "median_abs_error", "max_abs_error",
                                      "median_calm_error", "max_hidden_gap", "meets_goal"))
 
 # A fabric file: table -> key -> (integer?, lowest allowed, highest allowed, unit, required).
@@ -59,4 +54,4 @@ FABRIC_SPEC: dict[str, dict[str, tuple[bool, float, float, str, bool]]] = {
     },
 }
 FABRIC_TOP_LEVEL = ("name", "description", *FABRIC_SPEC)
-FABRIC_FILE = _keys("fabric file", FABRIC_TOP_LEVEL)
+FABRIC_FILE = Declared.keys("fabric file", FABRIC_TOP_LEVEL)

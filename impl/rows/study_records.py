@@ -8,44 +8,38 @@ from __future__ import annotations
 
 from impl.rows.declare import Declared
 
-
-def keys(what: str, names: tuple[str, ...]) -> Declared:
-    """``names`` as attributes of a ``Declared``: ``record[KEYS.name]``."""
-    return Declared(what, {name: name for name in names})
-
-
 # suite.conftest.suite_axes: what this launch runs (the options of the root conftest, or the
 # mode's defaults), which the benchmarks generate their cells and settings from.
-AXES = keys("suite axes", (
+AXES = Declared.keys("suite axes", (
     "knobs", "knob_chunks", "backend", "knob_workloads", "knobs_on_the_whole_world",
     "narrowed", "profile", "strategies", "workloads", "chunks", "world_sizes"))
 # suite.conftest.NARROWED_CELLS: the default run's budget for one workload (an axes'
 # ``narrowed``): its K, its K at sizes between 2 ranks and the launched world, and whether
 # it runs at those sizes ("middle") and at 2 ranks below a larger world ("two").
-NARROWED = keys("narrowed cells", ("chunks", "middle_chunks", "middle", "two"))
+NARROWED = Declared.keys("narrowed cells", ("chunks", "middle_chunks", "middle", "two"))
 
 # A cell's ``memory`` on a GPU (suite/bench_overlap.py, a step or comparison row's): the peak
 # its rounds allocated and the memory plan (impl.memory.MemoryPlan as JSON).
-CELL_MEMORY = keys("cell memory", ("peak_bytes", "plan"))
+CELL_MEMORY = Declared.keys("cell memory", ("peak_bytes", "plan"))
 
 # What a variant's after_round returns for each round (suite.harness.Variant): the round's
 # last step's timeline (impl.timeline.Timeline as JSON) and, for a pipeline stage, its busy time.
-ROUND_EXTRA = keys("round extras", ("timeline", "busy_ms"))
+ROUND_EXTRA = Declared.keys("round extras", ("timeline", "busy_ms"))
 
 # impl.hybrid.coarse.balance, a coarse hybrid_step row's ``balance``: the shares and compute
 # times before the first pass, the final shares, each pass's and the split decision.
-BALANCE = keys("balance", ("shares_before", "compute_ms_before", "shares", "passes",
+BALANCE = Declared.keys("balance", ("shares_before", "compute_ms_before", "shares", "passes",
                            "decision"))
-BALANCE_PASS = keys("balance pass", ("shares", "compute_ms"))
+BALANCE_PASS = Declared.keys("balance pass", ("shares", "compute_ms"))
 
 # impl.hybrid.largest: each model size fused GPU Adam tried (an offload_only row's
 # ``gpu_only_attempts``): its layers, parameters and what its step did.
-GPU_ONLY_ATTEMPT = keys("GPU-only attempt", ("layers", "parameters", "gpu_only"))
+GPU_ONLY_ATTEMPT = Declared.keys("GPU-only attempt", ("layers", "parameters", "gpu_only"))
 
 # suite/bench_hybrid.py: the phases of an offload member's measurement, the keys of its rows'
 # ``measure_phases_s``.
-MEASURE_PHASE = keys("measure phase", ("checks", "builds", "rounds", "rates"))
+MEASURE_PHASE = Declared.keys("measure phase", ("checks", "builds", "rounds", "rates"))
 
 # python -m impl.hybrid.host_casts --json: the run (its flags) and each operation timed.
-HOST_CASTS_RUN = keys("host casts run", ("values", "threads", "rows"))
-HOST_CAST = keys("host cast", ("operation", "threads", "ms", "gbps"))
+HOST_CASTS_RUN = Declared.keys("host casts run", ("values", "threads", "rows"))
+HOST_CAST = Declared.keys("host cast", ("operation", "threads", "ms", "gbps"))
