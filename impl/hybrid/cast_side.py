@@ -1,0 +1,88 @@
+"""Which side should cast a low-precision model's values, the host or the GPU? Per result file
+and low-precision member of the offload family, each overlapped offload's step with the host
+casting (``offload-overlap``, ``offload-overlap-dpu``: the default, HybridOptions.cast) over the
+same variant with the GPU casting (``+gpu-cast``), paired by round (``impl.stats.ratio``): above
+1 the GPU's cast is faster. Over the files, per variant: the geometric mean of those ratios,
+their range, how many intervals lie wholly above or below 1, and a two-sided sign test of the
+medians (``scipy.stats.binomtest``). docs/hybrid.md's cast table is its output
+(tests/test_hybrid_cast_side.py checks it).
+
+    python -m impl.hybrid.cast_side results/h100x1/20261207T093620Z-vff674hz.json ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Sequence
+
+from scipy.stats import binomtest
+
+from impl import stats
+from impl.hybrid.table import FamilyStep, family_steps, interval
+from impl.rows.files import ResultsError, load_results
+
+HOST_CAST_VARIANTS = ("offload-overlap", "offload-overlap-dpu")
+GPU_CAST_SUFFIX = "+gpu-cast"
+LOW_PRECISION = ("bf16", "fp16")
+
+
+def cast_ratios(steps: Sequence[FamilyStep]) -> dict[tuple[str, str], stats.Estimate]:
+    """(member, variant) -> the host-cast variant's round_ms over its GPU-cast twin's, for
+    each low-precision member that ran both."""
+    by_key = {(s.workload, s.variant): s for s in steps}
+    ratios = {}
+    for (member, variant), host in by_key.items():
+        device = by_key.get((member, variant + GPU_CAST_SUFFIX))
+        if variant in HOST_CAST_VARIANTS and device and host.dtype in LOW_PRECISION:
+            ratios[member, variant] = stats.ratio(host.round_ms, device.round_ms)
+    return ratios
+
+
+def family_line(variant: str, ratios: Sequence[stats.Estimate]) -> str:
+    """The variant's ratios over every file: geometric mean, range, intervals above and below 1,
+    and the sign test of the medians against 1."""
+    medians = [r.value for r in ratios]
+    above = sum(r.low > 1 for r in ratios)
+    below = sum(r.high < 1 for r in ratios)
+    faster = sum(m > 1 for m in medians)
+    sign = binomtest(faster, len(medians)).pvalue
+    geomean = math.exp(sum(map(math.log, medians)) / len(medians))
+    return (f"| `{variant}` | {len(medians)} | {geomean:.3f} | {min(medians):.3f} to "
+            f"{max(medians):.3f} | {above} | {below} | {faster} of {len(medians)}, "
+            f"p = {sign:.2g} |")
+
+
+def cast_tables(paths: Sequence[str]) -> list[str]:
+    per_file = ["| file | member | variant | host cast / GPU cast |", "|---|---|---|---|"]
+    by_variant: dict[str, list[stats.Estimate]] = {v: [] for v in HOST_CAST_VARIANTS}
+    for path in paths:
+        for (member, variant), ratio in cast_ratios(family_steps(load_results(path))).items():
+            per_file.append(f"| `{path}` | {member} | `{variant}` | "
+                            f"{interval(ratio.to_json())} |")
+            by_variant[variant].append(ratio)
+    family = ["| host-cast variant | pairs | geometric mean | range | interval above 1 | "
+              "interval below 1 | median above 1, sign test |", "|---|---|---|---|---|---|---|"]
+    family += [family_line(v, ratios) for v, ratios in by_variant.items() if ratios]
+    return [*family, "", *per_file]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m impl.hybrid.cast_side", description=(
+        "Each low-precision offload member's overlapped step with the host casting over the "
+        "same with the GPU casting (HybridOptions.cast=\"device\"), paired by round, "
+        "per file and over the files."))
+    parser.add_argument("paths", nargs="+", metavar="RESULTS", help="result files")
+    args = parser.parse_args(argv)
+    try:
+        lines = cast_tables(args.paths)
+    except ResultsError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
