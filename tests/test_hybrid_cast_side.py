@@ -13,6 +13,7 @@ import pytest
 from impl import stats
 from impl.hybrid import cast_side
 from tests.committed import make_copy
+from tests.doc_blocks import generated_block
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "hybrid.md"
@@ -22,11 +23,7 @@ END = "<!-- end of the cast table -->"
 
 def doc_block() -> tuple[list[str], str]:
     """The files the doc's block names in its marker, and the block's text."""
-    text = DOC.read_text(encoding="utf-8")
-    start = text.index(BEGIN)
-    files = text[start + len(BEGIN):text.index(" (tests/", start)].split()
-    begin = text.index("-->\n", start) + len("-->\n")
-    return files, text[begin:text.index(END, begin)]
+    return generated_block(DOC, BEGIN, END)
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from impl import stats
 from impl.hybrid import table
 from impl.rows.kinds import HOST_ADAM, HYBRID_STEP, OFFLOAD_CROSSOVER
 from tests.committed import make_copy
+from tests.doc_blocks import generated_block
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "hybrid.md"
@@ -57,11 +58,7 @@ DOC_FILES = [H100, H200, H100X4, H200X4, H200_OF4, H200X4_LATER, H200_GROUPED, H
 
 def doc_block() -> tuple[list[str], str]:
     """The files the doc's block names in its marker, and the block's text."""
-    text = DOC.read_text(encoding="utf-8")
-    start = text.index(BEGIN)
-    files = text[start + len(BEGIN):text.index(" (tests/", start)].split()
-    begin = text.index("-->\n", start) + len("-->\n")
-    return files, text[begin:text.index(END, begin)]
+    return generated_block(DOC, BEGIN, END)
 
 
 @pytest.fixture

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from scipy.stats import binomtest
 
 from impl import stats
-from impl.hybrid.table import FamilyStep, family_steps, interval
-from impl.rows.files import ResultsError, load_results
+from impl.hybrid.table import FamilyStep, family_steps, interval, printed
+from impl.rows.files import load_results
 
 HOST_CAST_VARIANTS = ("offload-overlap", "offload-overlap-dpu")
 GPU_CAST_SUFFIX = "+gpu-cast"
@@ -75,13 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "per file and over the files."))
     parser.add_argument("paths", nargs="+", metavar="RESULTS", help="result files")
     args = parser.parse_args(argv)
-    try:
-        lines = cast_tables(args.paths)
-    except ResultsError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    print("\n".join(lines))
-    return 0
+    return printed(lambda: "\n".join(cast_tables(args.paths)))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 
 from impl import stats
@@ -239,12 +239,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "alone, every host Adam beside the in-place bandwidth."))
     parser.add_argument("paths", nargs="+", metavar="RESULTS", help="result files")
     args = parser.parse_args(argv)
+    return printed(lambda: "\n\n".join("\n".join(file_block(path)) for path in args.paths))
+
+
+def printed(make: Callable[[], str]) -> int:
+    """Print what ``make`` returns and exit 0; a file it cannot use is one line, exit 2."""
     try:
-        blocks = [file_block(path) for path in args.paths]
+        text = make()
     except ResultsError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    print("\n\n".join("\n".join(block) for block in blocks))
+    print(text)
     return 0
 
 
