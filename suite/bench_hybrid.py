@@ -46,7 +46,7 @@ from impl.hybrid import (
     host_initialised_model,
     loss_curves_match,
 )
-from impl.hybrid.base import CAST_ON_DEVICE, calibrated_loss_scale
+from impl.hybrid.base import CAST_ON_HOST, calibrated_loss_scale, learning_rate
 from impl.hybrid.bounds import host_work_ms, measure_copy_rates, offload_bounds
 from impl.hybrid.buckets import BUCKET_ELEMENTS, bucket_layout
 from impl.hybrid.coarse import (
@@ -113,7 +113,9 @@ from suite.study_rows import comparison, round_seconds
 
 OFFLOAD_VARIANTS = ("device-adam", "device-adam-foreach", "offload-after-backward",
                     "offload-overlap", "offload-overlap-dpu")
-CAST_VARIANTS = ("offload-overlap+gpu-cast", "offload-overlap-dpu+gpu-cast")
+# The two overlapped offloads with the host casting: the default casts on the GPU
+# (HybridOptions.cast); runs before it timed the GPU's cast as "+gpu-cast" twins.
+CAST_VARIANTS = ("offload-overlap+host-cast", "offload-overlap-dpu+host-cast")
 # The offload as it was before its flat buckets (a bucket per tensor), in the same rounds, on
 # members with tensors small enough to share a bucket: what the buckets changed.
 PER_TENSOR_VARIANTS = ("offload-overlap+per-tensor", "offload-overlap-dpu+per-tensor")
@@ -227,20 +229,20 @@ def planned(item, mode: str) -> bool:
 
 def offload_variants(workload) -> dict[str, tuple[str, dict]]:
     """variant -> (trainer, HybridOptions it sets beyond the defaults). Low-precision members
-    also run the delayed and the overlapped offload with the cast on the GPU
-    (impl/hybrid/offload.py): both sides measured. Members whose buckets hold several tensors
-    also run those two a bucket per tensor (PER_TENSOR_VARIANTS). Members over
-    HEAVY_PARAMETERS run the baseline and the two overlapped offloads alone: every variant's
-    trainer lives through the interleaved rounds, and each offload holds its fp32 master and
-    state (16 bytes a parameter) on the host, 20 GB for the 1.25B decoder; with the cast,
-    per-tensor and half-thread twins it would need 140 GB, more than a 125 GiB host has."""
+    also run the delayed and the overlapped offload with the cast on the host
+    (impl/hybrid/offload.py; the default casts on the GPU): both sides measured. Members whose
+    buckets hold several tensors also run those two a bucket per tensor (PER_TENSOR_VARIANTS).
+    Members over HEAVY_PARAMETERS run the baseline and the two overlapped offloads alone: every
+    variant's trainer lives through the interleaved rounds, and each offload holds its fp32
+    master and state (16 bytes a parameter) on the host, 20 GB for the 1.25B decoder; with the
+    cast, per-tensor and half-thread twins it would need 140 GB, more than a 125 GiB host has."""
     if parameter_count(workload) > HEAVY_PARAMETERS:
         return {name: (name, {}) for name in HEAVY_VARIANTS}
     variants = {name: (name, {}) for name in OFFLOAD_VARIANTS
                 if not (name == "device-adam-foreach" and workload.dtype == "fp16")}
     overlapped = ("offload-overlap", "offload-overlap-dpu")
     if workload.dtype != "fp32":
-        variants |= {f"{name}+gpu-cast": (name, {"cast": CAST_ON_DEVICE}) for name in overlapped}
+        variants |= {f"{name}+host-cast": (name, {"cast": CAST_ON_HOST}) for name in overlapped}
     if len(layout(workload, BUCKET_ELEMENTS)) < len(layout(workload, 1)):
         variants |= {f"{name}+per-tensor": (name, {"bucket_elements": 1})
                      for name in overlapped}
@@ -414,9 +416,9 @@ def measure_offload(workload, rounds, variants: dict | None = None) -> OffloadMe
     phases = PhaseClock(workload.name)
     initial = build_model(workload, device)
     loss_scale = calibrated_loss_scale(initial, loss, data[0])  # 1 but for fp16
-    options = {name: HybridOptions(**{"cpu_threads": host_threads(), "loss_scale": loss_scale,
-                                      **settings})
-               for name, (_, settings) in variants.items()}
+    defaults = HybridOptions(cpu_threads=host_threads(), loss_scale=loss_scale,
+                             lr=learning_rate(workload.kind, parameter_count(workload)))
+    options = {name: replace(defaults, **settings) for name, (_, settings) in variants.items()}
     rows = check_batch_rows(workload)
     check = [Batch(b.inputs[:rows], b.targets[:rows]) for b in data]
     # Three steps at least: the delayed update applies two gradients in them.
@@ -597,7 +599,7 @@ def test_offload_comparison(benchmark, member, dist_context, rounds):
 
 def offload_pairs(variants: dict) -> list[tuple[str, str]]:
     """Every offload against fused GPU Adam, the foreach baseline too; overlap against after
-    backward and DPU against overlap (where the member runs both); each GPU cast or bucket per
+    backward and DPU against overlap (where the member runs both); each host cast or bucket per
     tensor against the same trainer with the defaults."""
     pairs = [(name, "device-adam") for name in variants if name != "device-adam"]
     pairs += [(a, b) for a, b in (("offload-overlap", "offload-after-backward"),

@@ -187,8 +187,8 @@ def test_a_member_over_half_a_billion_parameters_runs_three_variants_alone(monke
     workload = preset(member)
     assert list(bench_hybrid.offload_variants(workload)) == [
         "device-adam", "offload-overlap", "offload-overlap-dpu"]
-    assert bench_hybrid.absent_reason(workload, "offload-overlap-dpu+gpu-cast") == (
-        f"offload-overlap-dpu+gpu-cast: {member} has over 500,000,000 parameters, and each "
+    assert bench_hybrid.absent_reason(workload, "offload-overlap-dpu+host-cast") == (
+        f"offload-overlap-dpu+host-cast: {member} has over 500,000,000 parameters, and each "
         "offload holds 16 bytes a parameter on the host")
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from impl import stats
 from impl.hybrid import cast_side
+from impl.hybrid.table import FamilyStep
 from tests.committed import make_copy
 from tests.doc_blocks import generated_block
 
@@ -53,6 +54,24 @@ def test_a_printed_ratio_is_the_paired_ratio_of_the_rows(at_copy, capsys):
     line = (f"| `{path}` | gpt_small_bf16 | `offload-overlap-dpu` | {ratio.value:.3f} "
             f"[{ratio.low:.3f}, {ratio.high:.3f}] |")
     assert line in capsys.readouterr().out.splitlines()
+
+
+def test_either_naming_pairs_the_host_cast_over_the_gpu_cast():
+    """Runs from before the GPU's cast became the default name its twin +gpu-cast; later runs
+    name the host's twin +host-cast. Both give host over GPU, an fp32 member nothing."""
+    def step(member, variant, round_ms, dtype="bf16"):
+        return FamilyStep("fine-grained", member, variant, "H100", 1.0, round_ms, dtype)
+
+    host, gpu = [12.0, 12.5, 13.0, 12.2], [10.0, 10.1, 10.4, 9.9]
+    steps = [step("old", "offload-overlap", host), step("old", "offload-overlap+gpu-cast", gpu),
+             step("new", "offload-overlap-dpu", gpu),
+             step("new", "offload-overlap-dpu+host-cast", host),
+             step("fp32", "offload-overlap", gpu, "fp32"),
+             step("fp32", "offload-overlap+host-cast", host, "fp32")]
+    expected = stats.ratio(host, gpu)
+    assert cast_side.cast_ratios(steps) == {("old", "offload-overlap"): expected,
+                                            ("new", "offload-overlap-dpu"): expected}
+    assert expected.value > 1
 
 
 def test_the_family_line_counts_intervals_and_tests_the_medians_sign():

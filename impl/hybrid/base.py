@@ -37,6 +37,13 @@ CAST_SIDES = (CAST_ON_HOST, CAST_ON_DEVICE)
 # leaves the gradients room to grow a thousandfold over the run.
 LARGEST_SCALED_GRADIENT = 2.0 ** 6
 LARGEST_LOSS_SCALE = 2.0 ** 16  # DeepSpeed's first dynamic scale
+# A decoder's Adam learning rate: GPT-3's for the model size nearest in log scale (Brown et al.
+# 2020, Table 2.1: parameters, rate). At the MLPs' 1e-3 the 324M fp16 decoder diverged on one
+# H100 with the plain update as with the delayed one: attention logits grew from 2 to 360 and
+# gradients passed fp16's range at steps 72 and 59; at 3e-4 both trained 160 steps
+# (results/h100x1/logs/20261207T1558-fp16-probe/).
+GPT3_LEARNING_RATES = ((125e6, 6e-4), (350e6, 3e-4), (760e6, 2.5e-4), (1.3e9, 2e-4),
+                       (2.7e9, 1.6e-4), (6.7e9, 1.2e-4), (13e9, 1e-4), (175e9, 0.6e-4))
 
 
 class NonFiniteLoss(FloatingPointError):
@@ -52,8 +59,10 @@ class HybridOptions:
     host_adam: str = "fused"  # the offload's host Adam: fused, foreach, single (host_adam.py)
     host_layout: str = "grouped"  # its threads: intra-op, pool or grouped (host_adam.py)
     # Where the offload casts bf16/fp16 values to and from the fp32 master: host or device
-    # (impl/hybrid/offload.py); fp32 models have nothing to cast.
-    cast: str = CAST_ON_HOST
+    # (impl/hybrid/offload.py); fp32 models have nothing to cast. The device: over the 22
+    # committed GPU runs of gpt_small_bf16 its cast was the faster in 21 of each overlapped
+    # offload's medians, and no interval favoured the host's (python -m impl.hybrid.cast_side).
+    cast: str = CAST_ON_DEVICE
     # The offload's flat buckets (impl/hybrid/buckets.py): at most this many values of
     # consecutive small tensors moved and updated as one; 1 moves every tensor on its own.
     bucket_elements: int = BUCKET_ELEMENTS
@@ -82,6 +91,16 @@ class HybridOptions:
 
     def threads(self) -> int:
         return self.cpu_threads or os.cpu_count() or 1
+
+
+def learning_rate(kind: str, parameters: int) -> float:
+    """The study's Adam learning rate for a workload of ``kind`` (impl/workloads.py) with
+    ``parameters``: a decoder's from GPT3_LEARNING_RATES, every other model's HybridOptions.lr."""
+    if kind != "gpt":
+        return HybridOptions.lr
+    _, rate = min(GPT3_LEARNING_RATES, key=lambda size_rate: abs(math.log(size_rate[0]
+                                                                          / parameters)))
+    return rate
 
 
 class Trainer(TimedSteps, ABC):

@@ -1,7 +1,6 @@
 """Which side should cast a low-precision model's values, the host or the GPU? Per result file
 and low-precision member of the offload family, each overlapped offload's step with the host
-casting (``offload-overlap``, ``offload-overlap-dpu``: the default, HybridOptions.cast) over the
-same variant with the GPU casting (``+gpu-cast``), paired by round (``impl.stats.ratio``): above
+casting over the same variant with the GPU casting, paired by round (``impl.stats.ratio``): above
 1 the GPU's cast is faster. Over the files, per variant: the geometric mean of those ratios,
 their range, how many intervals lie wholly above or below 1, and a two-sided sign test of the
 medians (``scipy.stats.binomtest``). docs/hybrid.md's cast table is its output
@@ -23,20 +22,26 @@ from impl import stats
 from impl.hybrid.table import FamilyStep, family_steps, interval, printed
 from impl.rows.files import load_results
 
-HOST_CAST_VARIANTS = ("offload-overlap", "offload-overlap-dpu")
-GPU_CAST_SUFFIX = "+gpu-cast"
+OVERLAPPED = ("offload-overlap", "offload-overlap-dpu")
+# The twin's suffix names the side that is not the default's: runs before the GPU's cast became
+# the default (HybridOptions.cast) timed the GPU's as "+gpu-cast", later runs the host's as
+# "+host-cast".
+GPU_CAST_SUFFIX, HOST_CAST_SUFFIX = "+gpu-cast", "+host-cast"
 LOW_PRECISION = ("bf16", "fp16")
 
 
 def cast_ratios(steps: Sequence[FamilyStep]) -> dict[tuple[str, str], stats.Estimate]:
-    """(member, variant) -> the host-cast variant's round_ms over its GPU-cast twin's, for
-    each low-precision member that ran both."""
+    """(member, variant) -> the variant's round_ms with the host casting over its round_ms with
+    the GPU casting, for each low-precision member that ran both."""
     by_key = {(s.workload, s.variant): s for s in steps}
     ratios = {}
-    for (member, variant), host in by_key.items():
-        device = by_key.get((member, variant + GPU_CAST_SUFFIX))
-        if variant in HOST_CAST_VARIANTS and device and host.dtype in LOW_PRECISION:
-            ratios[member, variant] = stats.ratio(host.round_ms, device.round_ms)
+    for (member, variant), plain in by_key.items():
+        if variant not in OVERLAPPED or plain.dtype not in LOW_PRECISION:
+            continue
+        if gpu := by_key.get((member, variant + GPU_CAST_SUFFIX)):
+            ratios[member, variant] = stats.ratio(plain.round_ms, gpu.round_ms)
+        elif host := by_key.get((member, variant + HOST_CAST_SUFFIX)):
+            ratios[member, variant] = stats.ratio(host.round_ms, plain.round_ms)
     return ratios
 
 
@@ -56,13 +61,13 @@ def family_line(variant: str, ratios: Sequence[stats.Estimate]) -> str:
 
 def cast_tables(paths: Sequence[str]) -> list[str]:
     per_file = ["| file | member | variant | host cast / GPU cast |", "|---|---|---|---|"]
-    by_variant: dict[str, list[stats.Estimate]] = {v: [] for v in HOST_CAST_VARIANTS}
+    by_variant: dict[str, list[stats.Estimate]] = {v: [] for v in OVERLAPPED}
     for path in paths:
         for (member, variant), ratio in cast_ratios(family_steps(load_results(path))).items():
             per_file.append(f"| `{path}` | {member} | `{variant}` | "
                             f"{interval(ratio.to_json())} |")
             by_variant[variant].append(ratio)
-    family = ["| host-cast variant | pairs | geometric mean | range | interval above 1 | "
+    family = ["| variant | pairs | geometric mean | range | interval above 1 | "
               "interval below 1 | median above 1, sign test |", "|---|---|---|---|---|---|---|"]
     family += [family_line(v, ratios) for v, ratios in by_variant.items() if ratios]
     return [*family, "", *per_file]

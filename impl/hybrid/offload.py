@@ -28,12 +28,13 @@ checked against the same training with every update applied one step late
 
 Mixed precision (bf16 or fp16 weights and gradients on the GPU, ZeRO-Offload's mode): the
 master, m and v stay fp32 on the host and each value is cast once each way, on the side
-``HybridOptions.cast`` names. On the host (the default), the copies carry the low-precision
+``HybridOptions.cast`` names. On the host, the copies carry the low-precision
 values and host Adam's thread casts each gradient piece into a reused fp32 piece before the
 update and each updated piece into a pinned staging piece after it, spread over its intra-op
-threads (impl/hybrid/host_casts.py times these casts). On the device, the copy stream casts the
-packed gradient to fp32 before its copy, and the copy-back stream casts each fp32 master piece
-after it lands.
+threads (impl/hybrid/host_casts.py times these casts). On the device (the default), the copy
+stream casts the packed gradient to fp32 before its copy, and the copy-back stream casts each
+fp32 master piece after it lands: the copies carry twice the bytes, and host Adam's threads
+only update.
 
 ``OffloadAfterBackward`` is the overlapped one without overlap: the whole backward first, then
 the same copies and the same host Adam. On a CPU-only machine all of them run with the model

@@ -390,8 +390,10 @@ def family_table(rows: Sequence[dict]) -> Table | None:
         "rates (impl/hybrid/bounds.py: the delayed update max(GPU step, host Adam + "
         "copies); the overlapped one max(GPU step + the host work of the last bucket, the "
         "step's host work)) and its goal (offload-overlap 1.10×, offload-overlap-dpu "
-        "1.03×). +gpu-cast: bf16 values cast on the GPU, fp32 on the wire; without it the "
-        "host casts and the copies carry bf16. +per-tensor: a bucket per tensor, the "
+        "1.03×). +host-cast: the host casts bf16/fp16 values to and from the fp32 master "
+        "and the copies carry 2 bytes a value; without it the GPU casts and the copies carry "
+        "fp32 (earlier result files cast on the host by default and name the GPU's twin "
+        "+gpu-cast). +per-tensor: a bucket per tensor, the "
         "offload before its flat buckets (impl/hybrid/buckets.py), timed beside them. "
         "+half-threads: the delayed update with host Adam on half the host threads (its "
         "bound still counts the rates of all of them).",
