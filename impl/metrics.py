@@ -180,6 +180,21 @@ def energy_counter_resolved(segments_j: Sequence[float]) -> bool:
     return all(joules > 0 for joules in segments_j)
 
 
+NO_ENERGY_COUNTER = "no NVML energy counter in this run"
+COUNTER_DID_NOT_ADVANCE = ("NVML's energy counter did not advance in every segment of this "
+                           "variant: its segments are shorter than the counter's step")
+
+
+def energy_left_out(segments_j: Sequence[float] | None, no_counter: str | None = None
+                    ) -> str | None:
+    """Why a variant's energy per step is left out, in the words a table footnote quotes, or
+    None where every metered segment read some energy (energy_counter_resolved). ``no_counter``:
+    why the run had no NVML energy counter (the sampler's reason), where it said."""
+    if not segments_j:
+        return f"{NO_ENERGY_COUNTER} ({no_counter})" if no_counter else NO_ENERGY_COUNTER
+    return None if energy_counter_resolved(segments_j) else COUNTER_DID_NOT_ADVANCE
+
+
 def energy_per_step_j(energy_delta_j: float, steps: int) -> float:
     """NVML total-energy difference over the timed rounds divided by the steps they ran."""
     return energy_delta_j / steps

@@ -37,7 +37,7 @@ from impl import capabilities, comparisons, metrics
 from impl.gradients import max_chunks, shared_buffers
 from impl.memory import MemoryPlan, Pristine, agreed, alias_model, plan_for_cell
 from impl.rows.declare import RowKind
-from impl.rows.kinds import COMPARISON, PAIRED, STEP
+from impl.rows.kinds import COMPARISON, METERED, PAIRED, STEP
 from impl.rows.study_records import AXES, CELL_MEMORY, NARROWED
 from impl.rows.write import write_row
 from impl.strategies import (
@@ -454,19 +454,24 @@ def variant_info(variant: str, cell: Cell, result: CellResult) -> dict:
         versus = figures.get(f"vs_{peer}")
         info[f"speedup_vs_{peer}"] = _value(versus[PAIRED.speedup]) if versus else None
         info[f"verdict_vs_{peer}"] = versus[PAIRED.verdict] if versus else None
-    info.update(energy(measurement, variant, cell, workload.batch))
+    info.update(energy(measurement, variant, cell, workload.batch,
+                       (result.nvml or {}).get(METERED.reason)))
     return info
 
 
-def energy(measurement: Measurement, variant: str, cell: Cell, batch: int) -> dict:
+def energy(measurement: Measurement, variant: str, cell: Cell, batch: int,
+           no_counter: str | None = None) -> dict:
     """Energy of the variant's segments (NVML counter read around each), per step; none where
     the counter did not advance in every segment of the variant (metrics.energy_counter_resolved:
     on one H100, 3 steps of 10.7 ms read 0 J in all 12 rounds of one variant and 64 J in 6 of
-    12 of another doing the same work)."""
+    12 of another doing the same work), and then why, in energy_left_out (metrics.energy_left_out;
+    ``no_counter``: the sampler's reason where the run had no counter)."""
     joules = measurement.energy_j.get(variant)
-    if not joules or not metrics.energy_counter_resolved(joules):
-        return {STEP_ROW.energy_per_step_j: None, STEP_ROW.samples_per_joule: None}
+    if left_out := metrics.energy_left_out(joules, no_counter):
+        return {STEP_ROW.energy_per_step_j: None, STEP_ROW.samples_per_joule: None,
+                STEP_ROW.energy_left_out: left_out}
     per_step = metrics.energy_per_step_j(sum(joules), len(joules) * measurement.steps_per_round)
     return {STEP_ROW.energy_per_step_j: per_step,
             STEP_ROW.samples_per_joule: metrics.samples_per_joule(cell.world_size, batch,
-                                                                  per_step)}
+                                                                  per_step),
+            STEP_ROW.energy_left_out: None}

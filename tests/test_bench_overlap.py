@@ -149,10 +149,43 @@ def test_a_variants_energy_is_left_out_where_the_counter_did_not_advance_in_ever
     cell = SimpleNamespace(world_size=2)
     stepped = Measurement(["threaded", "chunked"], 0, 3,
                           energy_j={"threaded": [0.0, 0.0], "chunked": [64.7, 0.0]})
-    assert energy(stepped, "threaded", cell, 8) == \
-        {"energy_per_step_j": None, "samples_per_joule": None}
-    assert energy(stepped, "chunked", cell, 8)["energy_per_step_j"] is None
+    unresolved = ("NVML's energy counter did not advance in every segment of this variant: "
+                  "its segments are shorter than the counter's step")
+    assert energy(stepped, "threaded", cell, 8) == {
+        "energy_per_step_j": None, "samples_per_joule": None, "energy_left_out": unresolved}
+    assert energy(stepped, "chunked", cell, 8) == {
+        "energy_per_step_j": None, "samples_per_joule": None, "energy_left_out": unresolved}
     beside = Measurement(["threaded", "chunked"], 0, 3,
                          energy_j={"threaded": [140.0, 130.0], "chunked": [0.0, 150.0]})
-    assert energy(beside, "threaded", cell, 8) == \
-        {"energy_per_step_j": 45.0, "samples_per_joule": 16 / 45.0}
+    assert energy(beside, "threaded", cell, 8) == {
+        "energy_per_step_j": 45.0, "samples_per_joule": 16 / 45.0, "energy_left_out": None}
+    assert energy(beside, "chunked", cell, 8)["energy_left_out"] == unresolved
+
+
+def test_a_variants_energy_without_a_counter_says_so_with_the_samplers_reason():
+    from types import SimpleNamespace
+
+    from suite.bench_overlap import energy
+    from suite.harness import Measurement
+
+    cell = SimpleNamespace(world_size=2)
+    unmetered = Measurement(["threaded", "chunked"], 0, 3)  # no meter: no energy per segment
+    assert energy(unmetered, "threaded", cell, 8) == {
+        "energy_per_step_j": None, "samples_per_joule": None,
+        "energy_left_out": "no NVML energy counter in this run"}
+    assert energy(unmetered, "threaded", cell, 8, "NVML unavailable: no driver") == {
+        "energy_per_step_j": None, "samples_per_joule": None,
+        "energy_left_out": "no NVML energy counter in this run (NVML unavailable: no driver)"}
+
+
+def test_a_written_step_row_with_its_reason_passes_the_row_check():
+    from impl.rows.kinds import STEP
+    from suite.bench_overlap import STEP_ROW
+
+    field = STEP.field.energy_left_out
+    assert field.name == STEP_ROW.energy_left_out == "energy_left_out"
+    assert STEP.field_problem({"energy_left_out": "no NVML energy counter in this run"},
+                              field) is None
+    assert STEP.field_problem({"energy_left_out": None}, field) is None
+    assert STEP.field_problem({}, field) is None  # rows written before it
+    assert STEP.field_problem({"energy_left_out": 0.0}, field) is not None

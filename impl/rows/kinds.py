@@ -103,6 +103,10 @@ STEP = RowKind(
      measured(STEP_FIELDS, "max_abs_err_vs_sequential"),
      measured(STEP_FIELDS, "energy_per_step_j"),
      measured(STEP_FIELDS, "samples_per_joule"),
+     _f("energy_left_out", "str?", "", "Why energy_per_step_j and samples_per_joule are null, "
+        "in words a footnote quotes: no NVML energy counter in the run, or the counter did "
+        "not advance in every segment of the variant (impl.metrics.energy_left_out); null "
+        "where they hold a value, absent in rows written before it."),
      TOLERANCE,
      _f("step_ms_rounds", ["num"], "ms", "Per-round median step times."),
      _f("step_ms_all", ["num"], "ms", "Every timed step."),
