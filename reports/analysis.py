@@ -20,6 +20,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from impl import metrics
 from impl.rows.kinds import (
     ALLREDUCE,
     GEMM,
@@ -158,6 +159,16 @@ def efficiency_note_before_interleaving(row: dict) -> str | None:
     return None
 
 
+def energy_note_before_left_out(row: dict) -> str:
+    """Why a row has no NVML figure, inferred from what the row holds: where its NVML summary
+    has energy and the row has intervals (an interleaved cell), the counter did not advance in
+    every segment; else the run had no counter."""
+    nvml = row.get(STEP_ROW.nvml) or {}
+    if nvml.get(METERED.energy_j) and STEP_ROW.intervals in row and not nvml.get(METERED.reason):
+        return metrics.COUNTER_DID_NOT_ADVANCE
+    return metrics.energy_left_out(None, nvml.get(METERED.reason))
+
+
 def note_for(field: str, row: dict) -> str | None:
     """Why a value is n/a (or needs a warning), in words for a table footnote; None if fine."""
     value = row.get(field)
@@ -170,15 +181,13 @@ def note_for(field: str, row: dict) -> str | None:
             return ("not observable for DDP: its bucket all-reduces run inside DDP's reducer, "
                     "so its timeline has no communication lane")
         return "undefined: the step communicated nothing (world size 1)"
+    if field in (STEP_ROW.energy_per_step_j, STEP_ROW.samples_per_joule) and \
+            (left_out := row.get(STEP_ROW.energy_left_out)):
+        return left_out  # the benchmark's words (metrics.energy_left_out)
     if field in (STEP_ROW.energy_per_step_j, STEP_ROW.samples_per_joule, "mean_power_w",
                  "mean_gpu_util_pct", "mean_sm_clock_mhz"):
-        nvml = row.get(STEP_ROW.nvml) or {}
-        if reason := nvml.get(METERED.reason):
-            return f"no NVML energy counter in this run ({reason})"
-        if nvml.get(METERED.energy_j) and STEP_ROW.intervals in row:
-            return ("NVML's energy counter did not advance in every segment of this variant: "
-                    "its segments are shorter than the counter's step")
-        return "no NVML energy counter in this run"
+        # result files written before energy_left_out, and the NVML means it does not explain
+        return energy_note_before_left_out(row)
     if field == TP_ROW.scaling_efficiency:
         return "no 1-rank run of this strategy to scale from"
     if field in ("nccl_tests_gbps", "torch_ref_gbps", "pct_of_nccl_tests"):

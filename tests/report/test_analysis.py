@@ -136,3 +136,21 @@ def test_a_missing_energy_says_whether_the_run_had_no_counter_or_too_short_segme
                "nvml": {"reason": "no NVIDIA GPU"}}
     assert note_for("energy_per_step_j", without) == \
         "no NVML energy counter in this run (no NVIDIA GPU)"
+    assert note_for("energy_per_step_j", {"kind": "step", "energy_per_step_j": None}) == \
+        "no NVML energy counter in this run"
+
+
+def test_a_missing_energy_quotes_the_reason_its_row_was_written_with():
+    from reports.analysis import note_for
+
+    # the row's own words first, even where its NVML summary would be read otherwise
+    written = {"kind": "step", "intervals": {}, "energy_per_step_j": None,
+               "samples_per_joule": None, "nvml": {"energy_j": [640.0]},
+               "energy_left_out": "the counter was read by a test"}
+    assert note_for("energy_per_step_j", written) == "the counter was read by a test"
+    assert note_for("samples_per_joule", written) == "the counter was read by a test"
+    # the NVML means are not what energy_left_out explains
+    assert note_for("mean_power_w", written) == (
+        "NVML's energy counter did not advance in every segment of this variant: its "
+        "segments are shorter than the counter's step")
+    assert note_for("energy_per_step_j", {**written, "energy_per_step_j": 45.0}) is None
