@@ -291,12 +291,17 @@ def nvml_series(series: dict | None, label: str) -> dict | None:
 
 def energy_before_interleaving(rows: Iterable[dict]) -> list[dict]:
     """Step rows measured before interleaving that have NVML energy: energy per step against
-    mean power (summed over the run's GPUs) × step time, and their disagreement in %."""
+    mean power (summed over the run's GPUs) × step time, and their disagreement in %. Such a
+    row has no segments and no cell: its energy is one counter difference per GPU over its
+    timed rounds, and a row where one of them read nothing is left out, as a variant is where a
+    segment read nothing (metrics.energy_counter_resolved; one H100 read 0 J over 6 ms)."""
     table = []
     for row in of_kind(rows, "step"):
-        if row.get(STEP_ROW.energy_per_step_j) is None or STEP_ROW.intervals in row:
+        nvml = row.get(STEP_ROW.nvml) or {}
+        if row.get(STEP_ROW.energy_per_step_j) is None or STEP_ROW.intervals in row or \
+                not metrics.energy_counter_resolved(nvml.get(METERED.energy_j) or []):
             continue
-        powers = [p for p in ((row.get(STEP_ROW.nvml) or {}).get(METERED.mean) or {}).get("power_w")
+        powers = [p for p in (nvml.get(METERED.mean) or {}).get("power_w")
                   or [] if isinstance(p, (int, float)) and not isinstance(p, bool)]
         predicted = sum(powers) * row[STEP_ROW.step_ms] / 1e3 if powers else None
         table.append({**row, "power_w": sum(powers) if powers else None,

@@ -104,6 +104,24 @@ def test_energy_check_leaves_out_a_variant_whose_counter_did_not_advance_in_ever
     assert cells.energy_check(cell) == []
 
 
+def test_the_appendix_leaves_out_an_older_row_whose_counter_did_not_advance():
+    # results/h100x1/20261121T234900Z.json: seed_layer_1024x512's timed rounds took 6 ms and
+    # read 0 J, which the appendix showed as 0 J per step, 100% below power × step.
+    def older(strategy: str, joules: list[float], per_step: float) -> dict:
+        return {"kind": "step", "machine": "h100x1", "workload": "seed_layer_1024x512",
+                "world_size": 1, "chunks": 1, "strategy": strategy, "step_ms": 1.25,
+                "energy_per_step_j": per_step,
+                "nvml": {"energy_j": joules, "mean": {"power_w": [131.0]}}}
+
+    rows = [older("sequential", [0.0], 0.0), older("chunked", [12.6], 2.52)]
+    table = analysis.energy_before_interleaving(rows)
+    assert [row["strategy"] for row in table] == ["chunked"]
+    assert table[0]["power_times_step_j"] == pytest.approx(131.0 * 1.25 / 1e3)
+    assert table[0]["disagreement_pct"] == pytest.approx(100 * (2.52 / 0.16375 - 1))
+    # a row of several GPUs is left out where one of them read nothing
+    assert analysis.energy_before_interleaving([older("chunked", [12.6, 0.0], 2.52)]) == []
+
+
 @pytest.mark.parametrize(("value", "text"), [(0.39598, "0.396"), (62.99, "63.0"),
                                              (353.7, "354"), (7379.27, "7,380"),
                                              (0.000122, "1.22e-04"), (9.996, "10.0"),
