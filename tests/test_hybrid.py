@@ -831,7 +831,7 @@ def test_a_stale_bf16_gradient_fails_the_gradient_half_of_the_check():
 @pytest.mark.parametrize("member, rate", [("gpt_small_bf16", 6e-4), ("gpt_medium_fp16", 3e-4),
                                           ("gpt_1b_bf16", 2e-4), ("mlp_4096x8_b8192", 1e-3)])
 def test_a_decoder_trains_at_gpt3s_rate_for_its_size(member, rate):
-    """93M, 324M and 1.25B parameters sit nearest GPT-3's 125M, 350M and 1.3B (6e-4, 3e-4,
+    """101M, 324M and 1.25B parameters sit nearest GPT-3's 125M, 350M and 1.3B (6e-4, 3e-4,
     2e-4); an MLP keeps the study's 1e-3, which diverged the 324M decoder."""
     from impl.hybrid.base import learning_rate
     from impl.presets import preset
