@@ -37,7 +37,7 @@ def at_copy(monkeypatch, tmp_path):
 
 def test_the_doc_holds_what_the_command_prints(at_copy, capsys):
     files, block = doc_block()
-    assert len(files) == 22
+    assert len(files) == 24
     assert cast_side.main(files) == 0
     assert capsys.readouterr().out == block, "regenerate it: python -m impl.hybrid.cast_side FILES"
 

@@ -50,10 +50,14 @@ H200_OF2 = "results/h200x1/20261129T130915Z-_wuflus9.json"  # one GPU of the 32-
 H100_CROSSOVER = "results/h100x1/20261207T093620Z-vff674hz.json"
 H100_FULL_DECODERS = "results/h100x1/20261207T094158Z-full-decoders.json"
 HOST_ADAM_ALONE_16 = "results/h100x1/logs/20261207T0946-host-adam-deepspeed-15-threads.json"
+# The same host later that day, the offload casting on the GPU by default: the default run, and
+# the fp16 decoder's family of --full (its crossover ladder cut by the command's time limit).
+H100_GPU_CAST = ["results/h100x1/20261207T161542Z-rjehjhxk.json",
+                 "results/h100x1/logs/20261207T1622-fp16-decoder-partial.json"]
 DOC_FILES = [H100, H200, H100X4, H200X4, H200_OF4, H200X4_LATER, H200_GROUPED, HOST_ADAM_ALONE,
              *H200X4_GROUPED, HOST_ADAM_ALONE_64, *H200_CROSSOVER, *HOST_ADAM_BESIDE,
              HOST_ADAM_MIXED[0], H200_OF2, HOST_ADAM_MIXED[1], H100_CROSSOVER,
-             H100_FULL_DECODERS, HOST_ADAM_ALONE_16]
+             H100_FULL_DECODERS, HOST_ADAM_ALONE_16, *H100_GPU_CAST]
 
 
 def doc_block() -> tuple[list[str], str]:
