@@ -39,7 +39,7 @@ LARGEST_SCALED_GRADIENT = 2.0 ** 6
 LARGEST_LOSS_SCALE = 2.0 ** 16  # DeepSpeed's first dynamic scale
 # A decoder's Adam learning rate: GPT-3's for the model size nearest in log scale (Brown et al.
 # 2020, Table 2.1: parameters, rate). At the MLPs' 1e-3 the 324M fp16 decoder diverged on one
-# H100 with the plain update as with the delayed one: attention logits grew from 2 to 360 and
+# H100 with the plain update as with the delayed one: attention logits grew from 2.2 to 364 and
 # gradients passed fp16's range at steps 72 and 59; at 3e-4 both trained 160 steps
 # (results/h100x1/logs/20261207T1558-fp16-probe/).
 GPT3_LEARNING_RATES = ((125e6, 6e-4), (350e6, 3e-4), (760e6, 2.5e-4), (1.3e9, 2e-4),
