@@ -49,6 +49,7 @@ from impl.hybrid import (
 from impl.hybrid.base import CAST_ON_HOST, calibrated_loss_scale, learning_rate
 from impl.hybrid.bounds import host_work_ms, measure_copy_rates, offload_bounds
 from impl.hybrid.buckets import BUCKET_ELEMENTS, bucket_layout
+from impl.hybrid.cast_side import HOST_CAST_SUFFIX, OVERLAPPED
 from impl.hybrid.coarse import (
     CoarseHybrid,
     balance,
@@ -108,6 +109,7 @@ from impl.threads import fastest_threads
 from impl.workloads import DTYPES, Batch, build_model, describe, loss_fn
 from suite import deadline
 from suite.conftest import launched_world
+from suite.deadline import parameter_count
 from suite.harness import Variant, batches, measure_interleaved, record_round_times, rounds_for
 from suite.study_rows import comparison, round_seconds
 
@@ -115,10 +117,11 @@ OFFLOAD_VARIANTS = ("device-adam", "device-adam-foreach", "offload-after-backwar
                     "offload-overlap", "offload-overlap-dpu")
 # The two overlapped offloads with the host casting: the default casts on the GPU
 # (HybridOptions.cast); runs before it timed the GPU's cast as "+gpu-cast" twins.
-CAST_VARIANTS = ("offload-overlap+host-cast", "offload-overlap-dpu+host-cast")
+CAST_VARIANTS = tuple(name + HOST_CAST_SUFFIX for name in OVERLAPPED)
 # The offload as it was before its flat buckets (a bucket per tensor), in the same rounds, on
 # members with tensors small enough to share a bucket: what the buckets changed.
-PER_TENSOR_VARIANTS = ("offload-overlap+per-tensor", "offload-overlap-dpu+per-tensor")
+PER_TENSOR_SUFFIX = "+per-tensor"
+PER_TENSOR_VARIANTS = tuple(name + PER_TENSOR_SUFFIX for name in OVERLAPPED)
 # The delayed update with host Adam on half the host's threads, beside the default (every core
 # but one). On one H200 host (results/h200x1/20261127T234409Z-y28fxw6q.json) gpt_small_bf16's
 # delayed update hid all of its host work yet ran 1.59× its bound, while the GEMM-bound fp32
@@ -127,7 +130,7 @@ PER_TENSOR_VARIANTS = ("offload-overlap+per-tensor", "offload-overlap-dpu+per-te
 THREAD_VARIANTS = ("offload-overlap-dpu+half-threads",)
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 HEAVY_PARAMETERS = 500_000_000
-HEAVY_VARIANTS = ("device-adam", "offload-overlap", "offload-overlap-dpu")
+HEAVY_VARIANTS = ("device-adam", *OVERLAPPED)
 HEAVY_CHECK_PARAMETERS = 200_000_000
 # Deliberately low rates for the offload's deadline (suite/deadline.py's habit): host Adam at
 # 28 bytes a parameter (an H100 host reached 100-140 GB/s), and the check's fp32 reference
@@ -240,12 +243,12 @@ def offload_variants(workload) -> dict[str, tuple[str, dict]]:
         return {name: (name, {}) for name in HEAVY_VARIANTS}
     variants = {name: (name, {}) for name in OFFLOAD_VARIANTS
                 if not (name == "device-adam-foreach" and workload.dtype == "fp16")}
-    overlapped = ("offload-overlap", "offload-overlap-dpu")
     if workload.dtype != "fp32":
-        variants |= {f"{name}+host-cast": (name, {"cast": CAST_ON_HOST}) for name in overlapped}
+        variants |= {name + HOST_CAST_SUFFIX: (name, {"cast": CAST_ON_HOST})
+                     for name in OVERLAPPED}
     if len(layout(workload, BUCKET_ELEMENTS)) < len(layout(workload, 1)):
-        variants |= {f"{name}+per-tensor": (name, {"bucket_elements": 1})
-                     for name in overlapped}
+        variants |= {name + PER_TENSOR_SUFFIX: (name, {"bucket_elements": 1})
+                     for name in OVERLAPPED}
     if host_threads() >= 2:
         variants["offload-overlap-dpu+half-threads"] = (
             "offload-overlap-dpu", {"cpu_threads": host_threads() // 2})
@@ -333,10 +336,6 @@ def host_threads() -> int:
     return max(1, (os.cpu_count() or 1) - 1) if gpu_here() else 1
 
 
-def parameter_count(workload) -> int:
-    return sum(p.numel() for p in build_model(workload, torch.device("meta")).parameters())
-
-
 def layout(workload, bucket_elements: int) -> list[int]:
     """Values per bucket of the offload's buckets (impl/hybrid/buckets.py), in the order backward
     completes them: the last holds the first parameter registered, whose host work the
@@ -411,13 +410,14 @@ def measure_offload(workload, rounds, variants: dict | None = None) -> OffloadMe
     loss = mlp_loss(workload)
     variants = variants or offload_variants(workload)
     data = batches(workload, device, rank=0)
+    parameters = parameter_count(workload)
     # One build per member, on the device: every trainer and every check's reference starts
     # from a copy of it (a CPU build of a 403M-parameter model took seconds, one per copy).
     phases = PhaseClock(workload.name)
     initial = build_model(workload, device)
     loss_scale = calibrated_loss_scale(initial, loss, data[0])  # 1 but for fp16
     defaults = HybridOptions(cpu_threads=host_threads(), loss_scale=loss_scale,
-                             lr=learning_rate(workload.kind, parameter_count(workload)))
+                             lr=learning_rate(workload.kind, parameters))
     options = {name: replace(defaults, **settings) for name, (_, settings) in variants.items()}
     rows = check_batch_rows(workload)
     check = [Batch(b.inputs[:rows], b.targets[:rows]) for b in data]
@@ -430,7 +430,6 @@ def measure_offload(workload, rounds, variants: dict | None = None) -> OffloadMe
                 for name, (trainer, _) in variants.items()}
     del initial
     phases.done(PHASE.builds)
-    parameters = parameter_count(workload)
 
     def variant(name: str) -> Variant:
         trainer, rotation = trainers[name], itertools.cycle(data)
