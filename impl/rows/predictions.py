@@ -20,21 +20,23 @@ PREDICTED_FIGURES = ("workload", "strategy", "world_size", "step_ms", "band", "e
 # One frozen prediction: those figures, its K, its band's low and high step and the run its
 # compute-only step came from.
 PREDICTION = Declared.keys("frozen prediction",
-                   (*PREDICTED_FIGURES, "chunks", "low_ms", "high_ms", "compute_from"))
+                           (*PREDICTED_FIGURES, "chunks", "low_ms", "high_ms", "compute_from"))
 # A frozen predictions file: what froze them, the best pick's hedge and the predictions.
 FROZEN_FILE = Declared.keys("frozen predictions file", ("frozen", "pair_band", "predictions"))
 FROZEN_BY = Declared.keys("frozen", ("commit", "command", "fitted_on", "device", "fabric"))
 
 # One K of an autotune row's predictions: the model's step and bound, and beside them the
 # step measured at that K and the model's error against it.
-TUNED = Declared.keys("autotune prediction", ("chunks", "predicted_ms", "bound_ms", "comm_ms",
-                                      "overlapped_comm_ms", "measured_ms", "relative_error"))
+TUNED = Declared.keys("autotune prediction", (
+    "chunks", "predicted_ms", "bound_ms", "comm_ms", "overlapped_comm_ms", "measured_ms",
+    "relative_error"))
 # An autotune row's fabric, fitted from its comm-only times: AUTOTUNE's declared keys.
 FITTED = Declared.keys("fitted fabric", tuple(AUTOTUNE.field.fabric.shape))
 
 # One (machine, strategy)'s errors of the model over its measured cells.
-SUMMARY = Declared.keys("accuracy summary", ("cells", "median_abs_error", "max_abs_error",
-                                     "median_calm_error", "max_hidden_gap", "meets_goal"))
+SUMMARY = Declared.keys("accuracy summary", (
+    "cells", "median_abs_error", "max_abs_error", "median_calm_error", "max_hidden_gap",
+    "meets_goal"))
 
 # A fabric file: table -> key -> (integer?, lowest allowed, highest allowed, unit, required).
 FABRIC_SPEC: dict[str, dict[str, tuple[bool, float, float, str, bool]]] = {
