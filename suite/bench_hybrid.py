@@ -128,6 +128,13 @@ PER_TENSOR_VARIANTS = tuple(name + PER_TENSOR_SUFFIX for name in OVERLAPPED)
 # member sat at its bound: the thread that launches a decoder's many small kernels may be
 # short of cores or memory bandwidth while host Adam holds the rest.
 THREAD_VARIANTS = ("offload-overlap-dpu+half-threads",)
+# The two overlapped offloads with their gradient hooks handing each bucket to a launching
+# thread (HybridOptions.hand_off). A profile of gpt_small_bf16's delayed update on one H100
+# (results/h100x1/logs/20261207T1649-dpu-profile/) had backward's thread 70.7 ms of 3 steps
+# inside the hooks against fused GPU Adam's 1.7, and the GPU waiting: timed beside the
+# default, the twin tells that wait from the rest.
+HAND_OFF_SUFFIX = "+hand-off"
+HAND_OFF_VARIANTS = tuple(name + HAND_OFF_SUFFIX for name in OVERLAPPED)
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 HEAVY_PARAMETERS = 500_000_000
 HEAVY_VARIANTS = ("device-adam", *OVERLAPPED)
@@ -249,6 +256,7 @@ def offload_variants(workload) -> dict[str, tuple[str, dict]]:
     if len(layout(workload, BUCKET_ELEMENTS)) < len(layout(workload, 1)):
         variants |= {name + PER_TENSOR_SUFFIX: (name, {"bucket_elements": 1})
                      for name in OVERLAPPED}
+    variants |= {name + HAND_OFF_SUFFIX: (name, {"hand_off": True}) for name in OVERLAPPED}
     if host_threads() >= 2:
         variants["offload-overlap-dpu+half-threads"] = (
             "offload-overlap-dpu", {"cpu_threads": host_threads() // 2})
@@ -546,7 +554,7 @@ def bound_figures(measured: OffloadMeasured, variant: str) -> dict:
 
 @pytest.mark.one_device
 @pytest.mark.parametrize("variant", OFFLOAD_VARIANTS + CAST_VARIANTS + PER_TENSOR_VARIANTS
-                         + THREAD_VARIANTS)
+                         + THREAD_VARIANTS + HAND_OFF_VARIANTS)
 @pytest.mark.parametrize("member", OFFLOAD_FAMILY)
 def test_offload(benchmark, member, variant, dist_context, rounds):
     measured = offload_measured(dist_context, rounds, member)

@@ -11,6 +11,7 @@ import math
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -83,9 +84,9 @@ def check(trainer, name: str = "trainer"):
                           max(workload.batch, workload.width))
 
 
-def checked(name: str, device: str, trainer_class=None):
+def checked(name: str, device: str, trainer_class=None, **options):
     model = host_initialised_model(preset(WORKLOAD), torch.device(device))
-    options = HybridOptions(lr=LR, cpu_threads=2)
+    options = HybridOptions(lr=LR, cpu_threads=2, **options)
     trainer = (trainer_class(model, mlp_loss, options) if trainer_class
                else build_trainer(name, model, mlp_loss, options))
     try:
@@ -107,6 +108,29 @@ def test_every_trainer_passes_its_check(name, device):
     assert 0 <= result.gradient_error <= 0.05 * result.gradient_tolerance
     if name in OFFLOADS:  # mlp_tiny's 8 tensors of 65536 values fill one default bucket
         assert [i.chunk for i in timeline.intervals if i.lane == "host"] == [0]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", ["offload-overlap", "offload-overlap-dpu"])
+def test_buckets_handed_to_the_launching_thread_train_as_the_hooks_do(name, device, monkeypatch):
+    threads = []
+    issue = OffloadOverlap._issue
+
+    def issued_on(self, *args):
+        threads.append(threading.current_thread().name)
+        return issue(self, *args)
+
+    monkeypatch.setattr(OffloadOverlap, "_issue", issued_on)
+    handed, _ = checked(name, device, hand_off=True)
+    assert handed.failure is None
+    assert threads and all(thread.startswith("offload-launch") for thread in threads)
+    threads.clear()
+    hooked, _ = checked(name, device)
+    assert threads and not any(thread.startswith("offload-launch") for thread in threads)
+    # The same operations in the same order, only issued from another thread.
+    if device == "cpu":
+        assert handed.weight_error == hooked.weight_error
+        assert handed.gradient_error == hooked.gradient_error
 
 
 def test_the_check_can_tell_a_wrong_update_from_rounding():
@@ -548,6 +572,7 @@ def test_gpt_forward_cli_without_gpu():
     ({"lr": -1e-3}, "hybrid lr=-0.001: choose a finite number > 0"),
     ({"lr": float("inf")}, "hybrid lr=inf: choose a finite number > 0"),
     ({"cpu_threads": 0}, "hybrid cpu_threads=0: choose None (every core) or an integer ≥ 1"),
+    ({"hand_off": 1}, "hybrid hand_off=1: choose True or False"),
     ({"host_adam": "fast"}, "host Adam implementation 'fast': choose one of fused, foreach, "
                             "single"),
 ])

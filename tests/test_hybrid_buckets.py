@@ -175,6 +175,20 @@ def test_the_delayed_update_is_timed_again_on_half_the_host_threads(monkeypatch,
             bench_hybrid.offload_pairs(variants)
 
 
+def test_both_overlapped_offloads_are_timed_again_with_their_hooks_handing_off():
+    """Beside each overlapped offload, its twin whose hooks hand the buckets to a launching
+    thread, compared with it in the member's comparison row."""
+    from suite import bench_hybrid
+
+    variants = bench_hybrid.offload_variants(gpt_small_bf16())
+    assert variants["offload-overlap+hand-off"] == ("offload-overlap", {"hand_off": True})
+    assert variants["offload-overlap-dpu+hand-off"] == ("offload-overlap-dpu",
+                                                        {"hand_off": True})
+    pairs = bench_hybrid.offload_pairs(variants)
+    assert ("offload-overlap-dpu+hand-off", "offload-overlap-dpu") in pairs
+    assert ("offload-overlap+hand-off", "device-adam") in pairs
+
+
 @pytest.mark.parametrize("member", ["mlp_8192x16_b2048_bf16", "gpt_1b_bf16"])
 def test_a_member_over_half_a_billion_parameters_runs_three_variants_alone(monkeypatch, member):
     """Every variant's trainer lives through the interleaved rounds, each offload with 16

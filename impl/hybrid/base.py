@@ -69,6 +69,11 @@ class HybridOptions:
     # What the loss is multiplied by before backward, divided out of the gradients in fp32
     # before Adam: a power of two, so both are exact. For fp16 models (calibrated_loss_scale).
     loss_scale: float = 1.0
+    # The overlapped offloads' gradient hooks only record an event and hand the bucket to a
+    # launching thread, which packs and copies it, waits for the delayed update's previous
+    # Adam and starts host Adam: backward's thread never blocks, so it keeps the GPU fed. The
+    # hooks do that work themselves where False (docs/hybrid.md: the delayed update's profile).
+    hand_off: bool = False
 
     def __post_init__(self) -> None:
         # A NaN or negative lr would train every weight into garbage without an error.
@@ -88,6 +93,8 @@ class HybridOptions:
                 or math.frexp(self.loss_scale)[0] != 0.5:
             raise ValueError(f"hybrid loss_scale={self.loss_scale!r}: choose a power of two "
                              f"from 1 to 2^{int(math.log2(LARGEST_LOSS_SCALE))}")
+        if not isinstance(self.hand_off, bool):
+            raise ValueError(f"hybrid hand_off={self.hand_off!r}: choose True or False")
 
     def threads(self) -> int:
         return self.cpu_threads or os.cpu_count() or 1

@@ -36,6 +36,10 @@ stream casts the packed gradient to fp32 before its copy, and the copy-back stre
 fp32 master piece after it lands: the copies carry twice the bytes, and host Adam's threads
 only update.
 
+With ``HybridOptions.hand_off`` the hook only records the event and hands the bucket to a
+launching thread, which does the rest (the delayed update's wait for the previous Adam
+included) while backward's thread goes on launching kernels; the step's end waits for it.
+
 ``OffloadAfterBackward`` is the overlapped one without overlap: the whole backward first, then
 the same copies and the same host Adam. On a CPU-only machine all of them run with the model
 on the CPU (host copies instead of device copies): the correctness tests' configuration.
@@ -48,7 +52,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import torch
 from torch import nn
@@ -127,6 +131,11 @@ class OffloadOverlap(Trainer):
         self.hooks = [p.register_post_accumulate_grad_hook(self._gradient_ready)
                       for p in self.params] if self.overlap else []
         self.pending: dict[int, list[Future]] = {}  # per bucket: updates not waited for
+        # HybridOptions.hand_off: one thread, so buckets launch in the order backward readies
+        # them, as they do from the hooks; ``handed`` are this step's launches.
+        self.launcher = ThreadPoolExecutor(1, thread_name_prefix="offload-launch") if (
+            options.hand_off and self.overlap) else None
+        self.handed: list[Future] = []
         self.step_calls: Counter[str] = Counter()  # what the last step paid (``_count``)
         self.counting = threading.Lock()  # copies back may be issued by host Adam's threads
 
@@ -141,6 +150,7 @@ class OffloadOverlap(Trainer):
             for param in self.params:
                 if param.grad is not None:
                     self._gradient_ready(param)
+        self._join_launches()
         self._require_every_gradient()
         if not self.update_delay:
             self.drain()  # the host waits for Adam; errors of its threads surface here
@@ -161,7 +171,15 @@ class OffloadOverlap(Trainer):
                            f"{absent[:3]}): the offload updates every trainable parameter each "
                            "step; set requires_grad=False on parameters the loss does not use")
 
+    def _join_launches(self) -> None:
+        """Wait until the launching thread has issued this step's copies and updates (the
+        step's end orders the compute stream after them); its errors surface here."""
+        handed, self.handed = self.handed, []
+        for future in handed:
+            future.result()
+
     def drain(self) -> None:
+        self._join_launches()
         for futures in self.pending.values():
             for future in futures:
                 future.result()
@@ -178,7 +196,8 @@ class OffloadOverlap(Trainer):
         self._launch(bucket, grads)
 
     def _launch(self, bucket: int, grads: list[torch.Tensor]) -> None:
-        """The bucket's last gradient is ready: its copy to the host and its host Adam."""
+        """The bucket's last gradient is ready: its copy to the host and its host Adam, issued
+        here or (HybridOptions.hand_off) by the launching thread."""
         self.launched.add(bucket)
         self._count("buckets")
         produced = None
@@ -187,10 +206,18 @@ class OffloadOverlap(Trainer):
             # weights.
             produced = torch.cuda.Event()
             produced.record()
+        record = self.recorder.sink()  # this step's, even where its Adam ends in the next
+        if self.launcher is None:
+            self._issue(bucket, grads, produced, record)
+        else:
+            self.handed.append(self.launcher.submit(self._issue, bucket, grads, produced,
+                                                    record))
+
+    def _issue(self, bucket: int, grads: list[torch.Tensor],
+               produced: torch.cuda.Event | None, record: Callable) -> None:
         if self.update_delay:
             self._apply_previous_update(bucket, produced)
         copied = self._copy_to_host(bucket, grads, produced)
-        record = self.recorder.sink()  # this step's, even where its Adam ends in the next
         self._count("host_adam_calls", len(copied))
         self.pending[bucket] = [self.adam.submit(self._update, bucket, piece, event, produced,
                                                  record) for piece, event in enumerate(copied)]
@@ -292,6 +319,8 @@ class OffloadOverlap(Trainer):
         for hook in self.hooks:
             hook.remove()
         self.hooks.clear()
+        if self.launcher is not None:
+            self.launcher.shutdown()
         self.adam.close()
 
 

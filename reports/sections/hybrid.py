@@ -396,7 +396,8 @@ def family_table(rows: Sequence[dict]) -> Table | None:
         "+gpu-cast). +per-tensor: a bucket per tensor, the "
         "offload before its flat buckets (impl/hybrid/buckets.py), timed beside them. "
         "+half-threads: the delayed update with host Adam on half the host threads (its "
-        "bound still counts the rates of all of them).",
+        "bound still counts the rates of all of them). +hand-off: the gradient hooks hand "
+        "each bucket to a launching thread, so backward's thread never waits in them.",
         FAMILY_COLUMNS, family)
 
 
