@@ -22,6 +22,7 @@ the entries (about sqrt(k)), well above these bounds at every tested k.
 from __future__ import annotations
 
 import math
+import re
 import signal
 import subprocess
 import sys
@@ -111,6 +112,25 @@ def test_hopper_kernels_fit_their_register_budget(tmp_path: Path) -> None:
     spills = [line for line in result.stderr.splitlines() if "spill" in line]
     assert len(spills) == 2, result.stderr  # bf16 and fp16 kernels
     assert all("0 bytes spill stores, 0 bytes spill loads" in line for line in spills), spills
+
+
+@pytest.mark.skipif(NVCC_SKIP is not None, reason=str(NVCC_SKIP))
+def test_v7_kernels_fit_their_register_budget(tmp_path: Path) -> None:
+    # Every v7 GEMM kernel without spills; the two-CTAs-per-SM ones (BN = 128, 288 threads)
+    # within 96 registers a thread, so that two of them fit an SM's register file.
+    command = ["nvcc", *cuda_flags((9, 0)), *TORCH_NVCC_DEFINES, "-Xptxas", "-v", "-c", "-o",
+               str(tmp_path / "v7.o"), str(SOURCE_DIR / "gemm_v7.cu")]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    # ptxas prints, per kernel: its name, then its stack and spills, then its registers.
+    kernels = re.findall(r"Function properties for (\S*gemm_v7_kernel\S*)\n\s*(.*)\n.*?Used "
+                         r"(\d+) registers", result.stderr)
+    assert len(kernels) == 6, result.stderr  # bf16 and fp16 at 256/1, 128/1 and 128/2
+    assert all("0 bytes spill stores, 0 bytes spill loads" in spills
+               for _, spills, _ in kernels), kernels
+    registers = {name: int(count) for name, _, count in kernels}
+    pairs = [count for name, count in registers.items() if "Li128ELi2E" in name]
+    assert len(pairs) == 2 and all(count <= 96 for count in pairs), registers
 
 
 def test_cuda_flags_target_sm90a_on_hopper_only() -> None:

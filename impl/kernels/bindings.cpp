@@ -212,7 +212,7 @@ using GemmF32 = cudaError_t (*)(const float*, const float*, float*, int, int, in
                                 cudaStream_t);
 using Gemm16 = cudaError_t (*)(const void*, const void*, void*, int, int, int, cudaStream_t);
 using Gemm7 = cudaError_t (*)(const void*, const void*, void*, int, int, int, int, int, int,
-                              int, float*, cudaStream_t);
+                              int, int, float*, cudaStream_t);
 
 at::Tensor gemm_f32(const char* op, GemmF32 launch, const at::Tensor& a, const at::Tensor& b) {
   check_gemm(op, a, b, {at::kFloat});
@@ -276,9 +276,11 @@ bool gemm_v6_tma_path(const at::Tensor& a, const at::Tensor& b) {
 // so that k and ldb are multiples of 8 (TMA's 16-byte row strides); only out's n columns
 // are written. `out` is the caller's, so a check can poison it first. With splits > 1
 // (split-K) or sk_tiles > 0 (stream-K), `partials` (fp32) holds at least
-// v7_workspace_floats(...) floats: the parts before their sum.
+// v7_workspace_floats(...) floats: the parts before their sum. ctas_per_sm 2 runs two CTAs
+// on each SM (block_n 128 without stream-K only).
 void gemm_v7(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, int64_t block_n,
-             int64_t splits, int64_t sk_tiles, const at::Tensor& partials) {
+             int64_t splits, int64_t sk_tiles, const at::Tensor& partials,
+             int64_t ctas_per_sm) {
   constexpr const char* op = "gemm v7";
   check_gemm(op, a, b, {at::kBFloat16, at::kHalf});
   check_operand(op, "out", out, {a.scalar_type()});
@@ -299,6 +301,11 @@ void gemm_v7(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, int64_t 
   if (sk_tiles < 0 || (sk_tiles > 0 && splits > 1)) {
     raise_error(PyExc_ValueError, op, ": sk_tiles is ", sk_tiles, " with splits ", splits,
                 "; allowed: 0, or stream-K tiles >= 1 with splits 1");
+  }
+  if (ctas_per_sm != 1 && (ctas_per_sm != 2 || block_n != 128 || sk_tiles > 0)) {
+    raise_error(PyExc_ValueError, op, ": ctas_per_sm is ", ctas_per_sm, " with block_n ",
+                block_n, " and sk_tiles ", sk_tiles,
+                "; allowed: 1, or 2 with block_n 128 and sk_tiles 0");
   }
   check_devices(op, "a", a, "out", out);
   const bool workspace = splits > 1 || sk_tiles > 0;
@@ -325,7 +332,8 @@ void gemm_v7(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, int64_t 
   float* partial_sums = workspace ? partials.data_ptr<float>() : nullptr;
   check_launch(op, launch(a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, k, ldb,
                           static_cast<int>(block_n), static_cast<int>(splits),
-                          static_cast<int>(sk_tiles), partial_sums, current_stream()),
+                          static_cast<int>(sk_tiles), static_cast<int>(ctas_per_sm),
+                          partial_sums, current_stream()),
                m, n, k);
 }
 
@@ -441,7 +449,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("a"), py::arg("b"));
   m.def("gemm_v7", &gemm_v7, "out = A @ B, persistent TMA + wgmma, sm_90a (bf16/fp16)",
         py::arg("a"), py::arg("b"), py::arg("out"), py::arg("block_n"), py::arg("splits"),
-        py::arg("sk_tiles"), py::arg("partials"));
+        py::arg("sk_tiles"), py::arg("partials"), py::arg("ctas_per_sm") = 1);
   m.def("v7_workspace_floats", &v7_workspace_floats,
         "fp32 workspace elements one v7 launch needs (split-K parts or stream-K planes)",
         py::arg("m"), py::arg("n"), py::arg("k"), py::arg("block_n"), py::arg("splits"),

@@ -11,6 +11,14 @@
 // - Tile width BN = 256 or 128 (a template parameter): 128 doubles the tile count where
 //   256-wide tiles leave SMs idle (skinny M, small squares). impl/kernels/tiles.py picks
 //   it from a measured per-tile rate and the wave count; nothing here is tuned per shape.
+// - Two CTAs per SM at BN = 128 (CTAS = 2, forced by the caller, never chosen by the plan
+//   yet): both consumer warpgroups of a CTA write a tile's epilogue at once while the
+//   tensor cores idle; a second CTA on the SM can run its main loop meanwhile. 64 fp32
+//   accumulators per thread leave room for it: each CTA gets half the ring (3 slots) and
+//   a one-warp producer, so that 2 x 288 threads fit the register file (see Roles).
+//   The grid is then min(units, 2 x SMs) CTAs.
+//   Stream-K is refused with it (its schedule and workspace assume one CTA per SM);
+//   split-K needs nothing more.
 // - Any size: ops.py pads A's and B's rows to 16-byte strides (k, ldb multiples of 8)
 //   when they are not, and the epilogue stores single elements where n % 8 != 0, so v7
 //   never falls back to v5.
@@ -45,19 +53,50 @@ constexpr int A_SLOT = BM * BK * 2;              // 16 KiB
 constexpr int B_SLAB = BK * SLAB * 2;            // 8 KiB
 constexpr int ALIGN = 1024;                      // the 128-byte swizzle repeats every 1 KiB
 constexpr int RING_BYTES = 192 * 1024;           // 4 slots of BN = 256, 6 of BN = 128
+constexpr int PAIR_RING_BYTES = 96 * 1024;       // two CTAs per SM: 3 slots of BN = 128 each
+// An SM's shared memory, and what each resident CTA takes beside its dynamic part: the
+// system's reserved 1 KiB and the static barriers, which ptxas -v reports as 1 KiB (they
+// sit before the 1 KiB-aligned dynamic array).
+constexpr int SM_SHARED_BYTES = 228 * 1024;
+constexpr int CTA_SHARED_OVERHEAD = 1024 + 1024;
 [[maybe_unused]] constexpr int GROUP_M = 16;
 [[maybe_unused]] constexpr int PRODUCER_REGISTERS = 40;
 [[maybe_unused]] constexpr int CONSUMER_REGISTERS = 232;
 
-template <int BN>
+// Who does what in a CTA, for CTAS CTAs per SM. One CTA: the producer is warpgroup 0 and
+// moves registers to the consumers with setmaxnreg (40 and 232 from 168 at launch). Two:
+// ptxas allocates every thread of a kernel within its launch bound, setmaxnreg or not, and
+// 384 threads at 2 CTAs get 80, under the 90 it asked for around the m64n128 wgmma (C7602,
+// "Insufficient registers"). So the producer shrinks to one warp after the two consumer
+// warpgroups (wgmma needs whole, aligned warpgroups; setmaxnreg too, so none is used):
+// 288 threads, 18 warps on the SM. ptxas then allows 96 registers a thread (an SM's four
+// quarters of 16,384 registers each hold up to 5 of those warps: 102, rounded down to 8),
+// and the consumers' 64 accumulators fit without spills.
+template <int CTAS>
+struct Roles {
+  static_assert(CTAS == 1 || CTAS == 2, "one or two CTAs per SM");
+  static constexpr int THREADS = CTAS == 1 ? ::THREADS : 128 * CONSUMERS + 32;
+  static constexpr int PRODUCER = CTAS == 1 ? 0 : CONSUMERS;  // the producer's warpgroup
+  static constexpr int FIRST_CONSUMER = CTAS == 1 ? 1 : 0;    // the first consumer's
+  static constexpr bool MOVES_REGISTERS = CTAS == 1;
+  static_assert(PRODUCER * 128 < THREADS && (FIRST_CONSUMER + CONSUMERS) * 128 <= THREADS,
+                "every role has its threads");
+  static_assert(!MOVES_REGISTERS || THREADS % 128 == 0, "setmaxnreg takes whole warpgroups");
+};
+
+template <int BN, int CTAS = 1>
 struct Tile {
   static constexpr int B_SLOT = BK * BN * 2;
   static constexpr int SLOT = A_SLOT + B_SLOT;
-  static constexpr int STAGES = RING_BYTES / SLOT;
+  static constexpr int STAGES = (CTAS == 1 ? RING_BYTES : PAIR_RING_BYTES) / SLOT;
   static constexpr int SMEM_BYTES = STAGES * SLOT + ALIGN;
   static constexpr int ACCUMULATORS = BN / 2;    // fp32 per thread for a 64 x BN tile
   static_assert(BN % SLAB == 0 && SLOT % ALIGN == 0 && STAGES >= 2, "slots stay aligned");
   static_assert(SMEM_BYTES <= 227 * 1024, "within sm_90's opt-in shared memory");
+  static_assert(CTAS == 1 || BN == 128, "two CTAs per SM only with 128-wide tiles");
+  static_assert(ACCUMULATORS * 128 * CONSUMERS == BM * BN, "the consumers hold the tile");
+  static_assert(CTAS * (SMEM_BYTES + CTA_SHARED_OVERHEAD) <= SM_SHARED_BYTES,
+                "CTAS CTAs fit one SM's shared memory");
 };
 
 template <typename T, int BN>
@@ -291,14 +330,15 @@ __global__ void reduce_stream_k(const float* __restrict__ partials, T* __restric
   store8<T>(C, N, row, col, pack8<T>(sum));
 }
 
-template <typename T, int BN>
-__global__ void __launch_bounds__(THREADS, 1)
+template <typename T, int BN, int CTAS>
+__global__ void __launch_bounds__(Roles<CTAS>::THREADS, CTAS)
     gemm_v7_kernel(const __grid_constant__ CUtensorMap a_map,
                    const __grid_constant__ CUtensorMap b_map, T* __restrict__ C, int M, int N,
                    int K, float* __restrict__ partials, int splits, int split_slices,
                    int sk_tiles) {
 #if V6_ARCH_OK
-  using Shape = Tile<BN>;
+  using Shape = Tile<BN, CTAS>;
+  using Role = Roles<CTAS>;
   constexpr int STAGES = Shape::STAGES;
   extern __shared__ __align__(ALIGN) uint8_t v7_smem[];
   __shared__ __align__(8) uint64_t full[STAGES];
@@ -308,6 +348,9 @@ __global__ void __launch_bounds__(THREADS, 1)
   const int tiles_m = ceil_div(M, BM), tiles_n = ceil_div(N, BN);
   const int tiles = tiles_m * tiles_n;
   const int k_tiles = ceil_div(K, BK);
+  // launch_v7 refuses stream-K with two CTAs per SM, so its loops compile out there: with
+  // them, ptxas spilled 12 bytes within those 96 registers.
+  if constexpr (CTAS > 1) sk_tiles = 0;
   // Work unit u < units: tile u % whole_tiles, K part u / whole_tiles; then stream-K.
   const int whole_tiles = tiles - sk_tiles;
   const int units = whole_tiles * splits;
@@ -322,9 +365,9 @@ __global__ void __launch_bounds__(THREADS, 1)
   }
   __syncthreads();
 
-  if (warpgroup == 0) {
-    hopper::release_registers<PRODUCER_REGISTERS>();
-    if (threadIdx.x == 0) {
+  if (warpgroup == Role::PRODUCER) {
+    if constexpr (Role::MOVES_REGISTERS) hopper::release_registers<PRODUCER_REGISTERS>();
+    if (threadIdx.x == Role::PRODUCER * 128) {
       hopper::tma_prefetch_descriptor(&a_map);
       hopper::tma_prefetch_descriptor(&b_map);
       int slice = 0;  // slices this CTA has loaded, over all its tiles
@@ -349,6 +392,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         const int kt_begin = (u / whole_tiles) * split_slices;
         load(u % whole_tiles, kt_begin, min(k_tiles, kt_begin + split_slices));
       }
+      if constexpr (CTAS > 1) return;
       StreamKRun run(sk_tiles, k_tiles);
       for (int j, kt_begin, kt_end, plane; run.next(j, kt_begin, kt_end, plane);) {
         load(whole_tiles + j, kt_begin, kt_end);
@@ -357,8 +401,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     return;
   }
 
-  hopper::claim_registers<CONSUMER_REGISTERS>();
-  const int consumer = warpgroup - 1;
+  if constexpr (Role::MOVES_REGISTERS) hopper::claim_registers<CONSUMER_REGISTERS>();
+  const int consumer = warpgroup - Role::FIRST_CONSUMER;
   const bool warp_leader = threadIdx.x % 32 == 0;
   float d[Shape::ACCUMULATORS];
   int slice = 0;
@@ -402,6 +446,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                         ld, tile.x * BM, tile.y * BN, consumer);
     }
   }
+  if constexpr (CTAS > 1) return;
   StreamKRun run(sk_tiles, k_tiles);
   for (int j, kt_begin, kt_end, plane; run.next(j, kt_begin, kt_end, plane);) {
     const int2 tile = kernels::grouped_tile(whole_tiles + j, tiles_m, tiles_n, GROUP_M);
@@ -439,11 +484,13 @@ long long workspace_floats(int m, int n, int k, int block_n, int splits, int sk_
   return splits > 1 ? splits * tiles_m * BM * tiles_n * block_n : 0;
 }
 
-template <typename T, int BN>
+template <typename T, int BN, int CTAS>
 cudaError_t launch_v7(const void* a, const void* b, void* c, int m, int n, int k, int ldb,
                       int splits, int sk_tiles, float* partials, CUtensorMapDataType type,
                       cudaStream_t stream) {
-  using Shape = Tile<BN>;
+  using Shape = Tile<BN, CTAS>;
+  // Stream-K's shares and its workspace's planes are counted for one CTA per SM.
+  if (CTAS > 1 && sk_tiles > 0) return cudaErrorInvalidValue;
   CUtensorMap a_map, b_map;
   if (!hopper::encode_map(&a_map, type, a, m, k, BM) ||
       !hopper::encode_map(&b_map, type, b, k, ldb, BK)) {
@@ -463,11 +510,21 @@ cudaError_t launch_v7(const void* a, const void* b, void* c, int m, int n, int k
     return cudaErrorInvalidValue;
   }
   const long long units = sk_tiles > 0 ? sms : tiles * splits;
-  const unsigned int blocks = static_cast<unsigned int>(units < sms ? units : sms);
-  const cudaError_t status = cudaFuncSetAttribute(
-      gemm_v7_kernel<T, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::SMEM_BYTES);
+  const long long resident = static_cast<long long>(CTAS) * sms;
+  const unsigned int blocks = static_cast<unsigned int>(units < resident ? units : resident);
+  cudaError_t status = cudaFuncSetAttribute(
+      gemm_v7_kernel<T, BN, CTAS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      Shape::SMEM_BYTES);
   if (status != cudaSuccess) return status;
-  gemm_v7_kernel<T, BN><<<blocks, THREADS, Shape::SMEM_BYTES, stream>>>(
+  if constexpr (CTAS > 1) {
+    // A hint that the SM's unified L1 / shared memory be all shared memory, so that both
+    // rings fit beside each other (TMA's loads bypass L1, so the kernel loses no cache).
+    status = cudaFuncSetAttribute(gemm_v7_kernel<T, BN, CTAS>,
+                                  cudaFuncAttributePreferredSharedMemoryCarveout,
+                                  cudaSharedmemCarveoutMaxShared);
+    if (status != cudaSuccess) return status;
+  }
+  gemm_v7_kernel<T, BN, CTAS><<<blocks, Roles<CTAS>::THREADS, Shape::SMEM_BYTES, stream>>>(
       a_map, b_map, static_cast<T*>(c), m, n, k, partials, splits, split_slices, sk_tiles);
   constexpr int REDUCE_THREADS = 256;
   if (sk_tiles > 0) {
@@ -488,19 +545,25 @@ cudaError_t launch_v7(const void* a, const void* b, void* c, int m, int n, int k
 
 template <typename T>
 cudaError_t dispatch_v7(const void* a, const void* b, void* c, int m, int n, int k, int ldb,
-                        int block_n, int splits, int sk_tiles, float* partials,
-                        CUtensorMapDataType type, cudaStream_t stream) {
+                        int block_n, int splits, int sk_tiles, int ctas_per_sm,
+                        float* partials, CUtensorMapDataType type, cudaStream_t stream) {
   const bool workspace = splits > 1 || sk_tiles > 0;
   if (k <= 0 || k % 8 != 0 || ldb % 8 != 0 || ldb < n || !kernels::aligned16(a) ||
       !kernels::aligned16(b) || !kernels::aligned16(c) || splits < 1 ||
       (workspace && (partials == nullptr || !kernels::aligned16(partials)))) {
     return cudaErrorInvalidValue;  // ops.py pads operands before they come here
   }
-  if (block_n == 256) {
-    return launch_v7<T, 256>(a, b, c, m, n, k, ldb, splits, sk_tiles, partials, type, stream);
+  if (block_n == 256 && ctas_per_sm == 1) {
+    return launch_v7<T, 256, 1>(a, b, c, m, n, k, ldb, splits, sk_tiles, partials, type,
+                                stream);
   }
-  if (block_n == 128) {
-    return launch_v7<T, 128>(a, b, c, m, n, k, ldb, splits, sk_tiles, partials, type, stream);
+  if (block_n == 128 && ctas_per_sm == 1) {
+    return launch_v7<T, 128, 1>(a, b, c, m, n, k, ldb, splits, sk_tiles, partials, type,
+                                stream);
+  }
+  if (block_n == 128 && ctas_per_sm == 2) {
+    return launch_v7<T, 128, 2>(a, b, c, m, n, k, ldb, splits, sk_tiles, partials, type,
+                                stream);
   }
   return cudaErrorInvalidValue;
 }
@@ -515,14 +578,15 @@ extern "C" long long gemm_v7_workspace_floats(int m, int n, int k, int block_n, 
 
 extern "C" cudaError_t gemm_v7_bf16(const void* a, const void* b, void* c, int m, int n, int k,
                                     int ldb, int block_n, int splits, int sk_tiles,
-                                    float* partials, cudaStream_t stream) {
-  return dispatch_v7<__nv_bfloat16>(a, b, c, m, n, k, ldb, block_n, splits, sk_tiles, partials,
-                                    CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, stream);
+                                    int ctas_per_sm, float* partials, cudaStream_t stream) {
+  return dispatch_v7<__nv_bfloat16>(a, b, c, m, n, k, ldb, block_n, splits, sk_tiles,
+                                    ctas_per_sm, partials, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                                    stream);
 }
 
 extern "C" cudaError_t gemm_v7_f16(const void* a, const void* b, void* c, int m, int n, int k,
                                    int ldb, int block_n, int splits, int sk_tiles,
-                                   float* partials, cudaStream_t stream) {
-  return dispatch_v7<__half>(a, b, c, m, n, k, ldb, block_n, splits, sk_tiles, partials,
-                             CU_TENSOR_MAP_DATA_TYPE_FLOAT16, stream);
+                                   int ctas_per_sm, float* partials, cudaStream_t stream) {
+  return dispatch_v7<__half>(a, b, c, m, n, k, ldb, block_n, splits, sk_tiles, ctas_per_sm,
+                             partials, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, stream);
 }

@@ -61,15 +61,17 @@ cudaError_t gemm_v6_f16(const void* a, const void* b, void* c, int m, int n, int
 // splits > 1 cuts K into that many parts (split-K); sk_tiles > 0 shares the last sk_tiles
 // tiles' slices among all SMs (stream-K; needs splits == 1 and sk_tiles · ceil(k / 64) >=
 // SMs). Either keeps fp32 sums in `partials` (16-byte aligned, gemm_v7_workspace_floats
-// floats) until a second kernel adds them into c. Any other input returns
-// cudaErrorInvalidValue before a launch.
+// floats) until a second kernel adds them into c. ctas_per_sm is 1, or 2 (two CTAs share
+// each SM, each with half the shared-memory ring) with block_n 128 and sk_tiles 0; the
+// workspace does not depend on it. Any other input returns cudaErrorInvalidValue before a
+// launch.
 long long gemm_v7_workspace_floats(int m, int n, int k, int block_n, int splits, int sk_tiles);
 cudaError_t gemm_v7_bf16(const void* a, const void* b, void* c, int m, int n, int k, int ldb,
-                         int block_n, int splits, int sk_tiles, float* partials,
-                         cudaStream_t stream);
+                         int block_n, int splits, int sk_tiles, int ctas_per_sm,
+                         float* partials, cudaStream_t stream);
 cudaError_t gemm_v7_f16(const void* a, const void* b, void* c, int m, int n, int k, int ldb,
-                        int block_n, int splits, int sk_tiles, float* partials,
-                        cudaStream_t stream);
+                        int block_n, int splits, int sk_tiles, int ctas_per_sm,
+                        float* partials, cudaStream_t stream);
 
 // tc_peak.cu: the tensor-core ceiling probes (wgmma = 0: mma.sync, 1: wgmma, sm_90a).
 // `out` holds tc_probe_threads(wgmma) floats; tc_probe_flop is the work of one launch.
