@@ -150,6 +150,46 @@ def test_plan_rejects_a_width_without_a_kernel() -> None:
         ops.v7_plan(128, 128, 128, H100_SMS, H100_RIDGE, block_n=192)
 
 
+def test_two_ctas_per_sm_only_when_forced_at_width_128_without_stream_k() -> None:
+    # The plan never picks it: 1024^3 takes the narrow tile at one CTA per SM.
+    plan = ops.v7_plan(1024, 1024, 1024, H100_SMS, H100_RIDGE)
+    assert (plan.block_n, plan.ctas_per_sm) == (128, 1)
+    # Forced, it runs at width 128 whatever the plan would pick, unsplit or with the
+    # narrow tile's split-K, and without stream-K even where the plan would take it.
+    plan = ops.v7_plan(8192, 8192, 8192, H100_SMS, H100_RIDGE, ctas_per_sm=2)
+    assert (plan.block_n, plan.splits, plan.stream_k_tiles, plan.ctas_per_sm) == (128, 1, 0, 2)
+    plan = ops.v7_plan(64, 8192, 8192, H100_SMS, H100_RIDGE, ctas_per_sm=2)
+    assert (plan.block_n, plan.splits, plan.ctas_per_sm) == (128, 2, 2)
+    forced = ops.v7_plan(4096, 4096, 4096, H100_SMS, H100_RIDGE, block_n=128, stream_k=True)
+    assert forced.stream_k_tiles > 0
+    plan = ops.v7_plan(4096, 4096, 4096, H100_SMS, H100_RIDGE, block_n=128, ctas_per_sm=2)
+    assert (plan.stream_k_tiles, plan.ctas_per_sm) == (0, 2)
+    assert ops.v7_plan(128, 128, 128, H100_SMS, H100_RIDGE, ctas_per_sm=1).ctas_per_sm == 1
+
+
+@pytest.mark.parametrize("forced, message", [
+    ({"ctas_per_sm": 3}, "gemm v7: ctas_per_sm 3 is not allowed; allowed: 1 or 2 (2 only at "
+                         "block_n 128 without stream-K)"),
+    ({"ctas_per_sm": 0}, "gemm v7: ctas_per_sm 0 is not allowed; allowed: 1 or 2 (2 only at "
+                         "block_n 128 without stream-K)"),
+    ({"ctas_per_sm": 2, "block_n": 256}, "gemm v7: ctas_per_sm 2 is not allowed with block_n "
+                                         "256; allowed: 1 or 2, and 2 only at block_n 128 "
+                                         "without stream-K"),
+    ({"ctas_per_sm": 2, "stream_k": True}, "gemm v7: ctas_per_sm 2 is not allowed with "
+                                           "stream-K; allowed: 1 or 2, and 2 only at block_n "
+                                           "128 without stream-K"),
+], ids=["3", "0", "width-256", "stream-k"])
+def test_plan_and_launcher_reject_a_ctas_per_sm_without_a_kernel(forced, message) -> None:
+    with pytest.raises(ValueError) as raised:
+        ops.v7_plan(4096, 4096, 4096, H100_SMS, H100_RIDGE, **forced)
+    assert str(raised.value) == message
+    # The launcher says the same before it looks at the device (here: CPU tensors).
+    a, b = torch.zeros(64, 32, dtype=torch.bfloat16), torch.zeros(32, 16, dtype=torch.bfloat16)
+    with pytest.raises(ValueError) as raised:
+        ops.v7_launcher(a, b, **forced)
+    assert str(raised.value) == message
+
+
 def test_sweep_covers_every_family_with_unique_names() -> None:
     shapes = sweep.sweep_shapes()
     assert len({s.name for s in shapes}) == len(shapes)
@@ -223,7 +263,12 @@ def test_sweep_families_are_what_they_say() -> None:
                                                               2048, 3072, 2048)
 
 
-@pytest.mark.parametrize("block_n", [128, 256])
+# (tile width, CTAs per SM): both widths, and the narrow one two to an SM.
+WIDTHS = [(128, 1), (256, 1), (128, 2)]
+WIDTH_IDS = ["bn128", "bn256", "bn128x2"]
+
+
+@pytest.mark.parametrize("block_n, ctas_per_sm", WIDTHS, ids=WIDTH_IDS)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 @pytest.mark.parametrize("shape", [
     (1024, 512, 512),     # one wave, K-deep
@@ -238,18 +283,20 @@ def test_sweep_families_are_what_they_say() -> None:
 ], ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.gpu
 @pytest.mark.skipif(HOPPER_SKIP is not None, reason=str(HOPPER_SKIP))
-def test_v7_writes_every_element_right(shape, dtype, block_n: int) -> None:
+def test_v7_writes_every_element_right(shape, dtype, block_n: int, ctas_per_sm: int) -> None:
     m, n, k = shape
     a, b = random_matrix(m, k, dtype, 11), random_matrix(k, n, dtype, 12)
     out = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
-    c = ops.v7_launcher(a, b, block_n=block_n, out=out)()
+    launch = ops.v7_launcher(a, b, block_n=block_n, out=out, ctas_per_sm=ctas_per_sm)
+    assert (launch.plan.block_n, launch.plan.ctas_per_sm) == (block_n, ctas_per_sm)
+    c = launch()
     assert c.data_ptr() == out.data_ptr()
     assert not bool(c.isnan().any()), "an element was not written"
     assert_within_bound(c, a, b)
 
 
 @pytest.mark.parametrize("splits", [2, 3, 7])
-@pytest.mark.parametrize("block_n", [128, 256])
+@pytest.mark.parametrize("block_n, ctas_per_sm", WIDTHS, ids=WIDTH_IDS)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 @pytest.mark.parametrize("shape", [
     (64, 1024, 4096),     # skinny: the case split-K is for
@@ -259,12 +306,14 @@ def test_v7_writes_every_element_right(shape, dtype, block_n: int) -> None:
 ], ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.gpu
 @pytest.mark.skipif(HOPPER_SKIP is not None, reason=str(HOPPER_SKIP))
-def test_v7_split_k_writes_every_element_right(shape, dtype, block_n: int, splits: int) -> None:
+def test_v7_split_k_writes_every_element_right(shape, dtype, block_n: int, ctas_per_sm: int,
+                                               splits: int) -> None:
     m, n, k = shape
     a, b = random_matrix(m, k, dtype, 15), random_matrix(k, n, dtype, 16)
     out = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
-    launch = ops.v7_launcher(a, b, block_n=block_n, out=out, splits=splits)
-    assert launch.plan.splits == splits
+    launch = ops.v7_launcher(a, b, block_n=block_n, out=out, splits=splits,
+                             ctas_per_sm=ctas_per_sm)
+    assert (launch.plan.splits, launch.plan.ctas_per_sm) == (splits, ctas_per_sm)
     c = launch()
     assert not bool(c.isnan().any()), "an element was not written"
     assert_within_bound(c, a, b)

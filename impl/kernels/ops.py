@@ -206,17 +206,44 @@ class V7Plan:
     copy_b: bool
     splits: int = 1  # split-K parts (tiles.choose_splits); > 1: fp32 partials, then a sum
     stream_k_tiles: int = 0  # tiles shared out stream-K (tiles.chooses_stream_k); 0: none
+    #: CTAs sharing each SM: 1, or 2 (block_n 128 without stream-K, each CTA with half the
+    #: shared-memory ring, so that one's epilogue overlaps the other's main loop). Only
+    #: forced: its rate is not measured yet, so the plan never picks 2 itself.
+    ctas_per_sm: int = 1
+
+
+#: CTAs per SM v7 can run; 2 only at this tile width and without stream-K (gemm_v7.cu).
+V7_CTAS_PER_SM = (1, 2)
+V7_PAIR_BLOCK_N = 128
+
+
+def _check_ctas_per_sm(ctas_per_sm: int, block_n: int | None, stream_k: bool | None) -> None:
+    """ValueError for a CTAs-per-SM count v7 has no kernel for (with what was forced)."""
+    if ctas_per_sm not in V7_CTAS_PER_SM:
+        raise ValueError(f"gemm v7: ctas_per_sm {ctas_per_sm} is not allowed; allowed: 1 or 2 "
+                         f"(2 only at block_n {V7_PAIR_BLOCK_N} without stream-K)")
+    if ctas_per_sm == 2 and (block_n not in (None, V7_PAIR_BLOCK_N) or stream_k):
+        forced = f"block_n {block_n}" if block_n not in (None, V7_PAIR_BLOCK_N) else "stream-K"
+        raise ValueError(f"gemm v7: ctas_per_sm 2 is not allowed with {forced}; allowed: 1 or "
+                         f"2, and 2 only at block_n {V7_PAIR_BLOCK_N} without stream-K")
 
 
 def v7_plan(m: int, n: int, k: int, sms: int, ridge_flop_per_byte: float | None,
             a_aligned: bool = True, b_aligned: bool = True, block_n: int | None = None,
             to_lines: bool | None = None, splits: int | None = None,
-            stream_k: bool | None = None) -> V7Plan:
+            stream_k: bool | None = None, ctas_per_sm: int | None = None) -> V7Plan:
     """The plan for an m×n×k GEMM on ``sms`` multiprocessors of roofline ridge point
     ``ridge_flop_per_byte`` (None: a device without a peaks row, whose rows are then only
     padded to TMA's minimum, and which neither splits K nor runs stream-K). ``block_n``,
-    ``to_lines``, ``splits`` and ``stream_k`` force the choices they name (stream-K forced
-    on runs unsplit, and only where ``tiles.stream_k_tiles`` finds a partial wave)."""
+    ``to_lines``, ``splits``, ``stream_k`` and ``ctas_per_sm`` force the choices they name
+    (stream-K forced on runs unsplit, and only where ``tiles.stream_k_tiles`` finds a
+    partial wave; ``ctas_per_sm`` 2 runs at block_n 128 without stream-K, and is never the
+    plan's own choice)."""
+    if ctas_per_sm is None:
+        ctas_per_sm = 1
+    _check_ctas_per_sm(ctas_per_sm, block_n, stream_k)
+    if ctas_per_sm == 2:
+        block_n, stream_k = V7_PAIR_BLOCK_N, False
     if to_lines is None:
         to_lines = ridge_flop_per_byte is not None and tiles.pads_to_lines(
             m, n, k, ridge_flop_per_byte)
@@ -242,7 +269,8 @@ def v7_plan(m: int, n: int, k: int, sms: int, ridge_flop_per_byte: float | None,
     return V7Plan(block_n, multiple, k_padded, n_padded,
                   copy_a=k_padded != k or not a_aligned,
                   copy_b=k_padded != k or n_padded != n or not b_aligned,
-                  splits=1 if shared else splits, stream_k_tiles=shared)
+                  splits=1 if shared else splits, stream_k_tiles=shared,
+                  ctas_per_sm=ctas_per_sm)
 
 
 def ridge_point(device: torch.device) -> float | None:
@@ -276,15 +304,17 @@ def zero_padded(t: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
 
 def v7_launcher(a: torch.Tensor, b: torch.Tensor, block_n: int | None = None,
                 out: torch.Tensor | None = None, to_lines: bool | None = None,
-                splits: int | None = None, stream_k: bool | None = None
-                ) -> Callable[[], torch.Tensor]:
+                splits: int | None = None, stream_k: bool | None = None,
+                ctas_per_sm: int | None = None) -> Callable[[], torch.Tensor]:
     """A launcher of v7 for ``a`` @ ``b`` (checked once, as ``gemm_launcher``).
 
-    ``block_n``, ``to_lines``, ``splits`` and ``stream_k`` force the plan's choices
-    (default: ``v7_plan``'s); ``out``
+    ``block_n``, ``to_lines``, ``splits``, ``stream_k`` and ``ctas_per_sm`` force the plan's
+    choices (default: ``v7_plan``'s); ``out``
     (m×n, the operands' dtype) receives the result instead of a fresh tensor, so a check can
     poison it. The launcher's ``plan`` attribute is the plan it runs.
     """
+    if ctas_per_sm is not None:  # before the device, as the other argument checks
+        _check_ctas_per_sm(ctas_per_sm, block_n, stream_k)
     _validate("gemm v7", _GEMM, GEMM_DTYPES["v7"], a, b)
     _require_hopper("gemm v7", a.device)
     (m, k), n = a.shape, b.shape[1]
@@ -296,7 +326,7 @@ def v7_launcher(a: torch.Tensor, b: torch.Tensor, block_n: int | None = None,
                          f"on {out.device} at address {out.data_ptr():#x}")
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count
     plan = v7_plan(m, n, k, sms, ridge_point(a.device), _aligned16(a), _aligned16(b), block_n,
-                   to_lines, splits, stream_k)
+                   to_lines, splits, stream_k, ctas_per_sm)
     kernel = _extension().gemm_v7
     # Split-K's parts or stream-K's planes, of whole tiles (no bounds checks in the stores).
     partial_floats = _extension().v7_workspace_floats(m, n, plan.k_padded, plan.block_n,
@@ -307,7 +337,8 @@ def v7_launcher(a: torch.Tensor, b: torch.Tensor, block_n: int | None = None,
         b_in = zero_padded(b, plan.k_padded, plan.n_padded) if plan.copy_b else b
         c = torch.empty(m, n, dtype=a.dtype, device=a.device) if out is None else out
         partials = torch.empty(partial_floats, dtype=torch.float32, device=a.device)
-        kernel(a_in, b_in, c, plan.block_n, plan.splits, plan.stream_k_tiles, partials)
+        kernel(a_in, b_in, c, plan.block_n, plan.splits, plan.stream_k_tiles, partials,
+               plan.ctas_per_sm)
         return c
 
     launch.plan = plan  # type: ignore[attr-defined]  # what ran, for the benchmark's row
