@@ -13,7 +13,7 @@ ladder's two shapes and the sweep's sample took 38 s in all on one H200 with the
 already built (results/h200x1); --full runs every ladder shape and the sweep's 156 rows.
 Ladder rows time `launches` back-to-back launches between two CUDA events per round (fixed
 rounds after warmup rounds, never calibrated) and report the median per launch. Sweep rows
-run cuBLAS, v6 and v7 interleaved in shuffled order per round, each round one CUDA graph
+run cuBLAS, v6 and v7's variants interleaved in shuffled order per round, each round one CUDA graph
 per variant, and keep every round and the ratio's 95% interval. Every row carries its
 correctness check (max |C - C_cuBLAS|) beside the timing, and its cuBLAS baseline
 measured in the same process for the same shape and dtype.
@@ -407,7 +407,9 @@ def pytest_generate_tests(metafunc) -> None:
 
 def sweep_variants(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None
                    ) -> dict[str, Callable[[], torch.Tensor]]:
-    """cuBLAS, v6 and v7 at each tile width (each at its own split-K factor); where v7
+    """cuBLAS, v6 and v7 at each tile width (each at its own split-K factor), and v7 at
+    width 128 with two CTAs per SM (``v7_bn128x2``: its plan's split-K, never stream-K),
+    which the plan does not choose yet (its rate is to be fitted from these rows); where v7
     copies rows onto 128-byte lines, also v7 at its own width without that copy
     (``v7_rows8``), where it splits K, v7 at its own width unsplit (``v7_nosplit``), and
     where a last partial wave could run stream-K, v7 at its own width with stream-K if the
@@ -417,6 +419,8 @@ def sweep_variants(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = 
         "cublas": lambda: torch.matmul(a, b), "v6": ops.gemm_launcher(a, b, "v6")}
     for width in V7_WIDTHS:
         variants[f"v7_bn{width}"] = ops.v7_launcher(a, b, block_n=width, out=out)
+    variants["v7_bn128x2"] = ops.v7_launcher(a, b, block_n=ops.V7_PAIR_BLOCK_N, out=out,
+                                             stream_k=False, ctas_per_sm=2)
     plan = ops.v7_launcher(a, b).plan
     if plan.row_multiple != 8:
         variants["v7_rows8"] = ops.v7_launcher(a, b, block_n=plan.block_n, out=out,
