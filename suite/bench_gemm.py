@@ -409,12 +409,13 @@ def sweep_variants(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = 
                    ) -> dict[str, Callable[[], torch.Tensor]]:
     """cuBLAS, v6 and v7 at each tile width (each at its own split-K factor), and v7 at
     width 128 with two CTAs per SM (``v7_bn128x2``: its plan's split-K, never stream-K),
-    which the plan does not choose yet (its rate is to be fitted from these rows); where v7
-    copies rows onto 128-byte lines, also v7 at its own width without that copy
-    (``v7_rows8``), where it splits K, v7 at its own width unsplit (``v7_nosplit``), and
-    where a last partial wave could run stream-K, v7 at its own width with stream-K if the
-    plan has none (``v7_stream_k``) or without it if it has (``v7_no_stream_k``), so every
-    choice is measured. ``out`` (v7 only) takes the poisoned output."""
+    which the plan does not choose yet (its rate is to be fitted from these rows). At v7's
+    own width, where their copies onto 128-byte lines differ from its own, v7 with no copy
+    TMA does not need (``v7_rows8``) and with every operand off the lines copied
+    (``v7_lines``); where it splits K, v7 unsplit (``v7_nosplit``); where a last partial
+    wave could run stream-K, v7 with stream-K if the plan has none (``v7_stream_k``) or
+    without it if it has (``v7_no_stream_k``): every choice is measured. ``out`` (v7 only)
+    takes the poisoned output."""
     variants: dict[str, Callable[[], torch.Tensor]] = {
         "cublas": lambda: torch.matmul(a, b), "v6": ops.gemm_launcher(a, b, "v6")}
     for width in V7_WIDTHS:
@@ -422,9 +423,10 @@ def sweep_variants(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = 
     variants["v7_bn128x2"] = ops.v7_launcher(a, b, block_n=ops.V7_PAIR_BLOCK_N, out=out,
                                              stream_k=False, ctas_per_sm=2)
     plan = ops.v7_launcher(a, b).plan
-    if plan.row_multiple != 8:
-        variants["v7_rows8"] = ops.v7_launcher(a, b, block_n=plan.block_n, out=out,
-                                               to_lines=False)
+    for name, to_lines in (("v7_rows8", False), ("v7_lines", True)):
+        forced = ops.v7_launcher(a, b, block_n=plan.block_n, out=out, to_lines=to_lines)
+        if (forced.plan.copy_a, forced.plan.copy_b) != (plan.copy_a, plan.copy_b):
+            variants[name] = forced
     if plan.splits > 1:
         variants["v7_nosplit"] = ops.v7_launcher(a, b, block_n=plan.block_n, out=out, splits=1)
     if plan.stream_k_tiles:

@@ -50,32 +50,43 @@ H100_RIDGE = 989.0 / 3.35  # bf16 FLOP per HBM byte of the H100 SXM row of peaks
 
 
 def plan_rows(plan: ops.V7Plan) -> tuple:
-    return plan.row_multiple, plan.k_padded, plan.n_padded, plan.copy_a, plan.copy_b
+    return plan.row_multiple, plan.copy_a, plan.copy_b
 
 
-def test_plan_copies_onto_whole_lines_where_tma_needs_a_copy_anyway() -> None:
-    plan = ops.v7_plan(4097, 4099, 4101, H100_SMS, H100_RIDGE)
-    assert plan_rows(plan) == (64, 4160, 4160, True, True)
-    plan = ops.v7_plan(4096, 4097, 4096, H100_SMS, H100_RIDGE)  # a is read in place
-    assert plan_rows(plan) == (64, 4096, 4160, False, True)
-    # Without a ridge point (no peaks row), rows are padded to TMA's minimum only.
-    plan = ops.v7_plan(4096, 4097, 4096, H100_SMS, None)
-    assert plan_rows(plan) == (8, 4096, 4104, False, True)
-
-
-def test_plan_copies_aligned_strides_only_where_the_copy_pays() -> None:
-    # 3000 x 5000 x 2000: copying 16M elements (64 MB) costs less than 0.4 of 60 GFLOP.
-    assert plan_rows(ops.v7_plan(3000, 5000, 2000, H100_SMS, H100_RIDGE)) == (
-        64, 2048, 5056, True, True)
-    assert tiles.pads_to_lines(3000, 5000, 2000, H100_RIDGE)
-    # 1000^3: the copy would cost more than it can win; rows stay 8-element multiples.
-    assert plan_rows(ops.v7_plan(1000, 1000, 1000, H100_SMS, H100_RIDGE)) == (
-        8, 1000, 1000, False, False)
-    # Whole lines already: nothing to copy.
-    assert plan_rows(ops.v7_plan(4096, 4096, 4096, H100_SMS, H100_RIDGE)) == (
-        8, 4096, 4096, False, False)
+def test_plan_copies_only_the_operand_tma_cannot_read_in_place() -> None:
+    # k and n odd: neither stride is a multiple of 8, so both are copied, onto whole lines.
+    assert plan_rows(ops.v7_plan(4097, 4099, 4101, H100_SMS, H100_RIDGE)) == (64, True, True)
+    # n odd alone: B is copied and A read in place, with or without a peaks row.
+    assert plan_rows(ops.v7_plan(4096, 4097, 4096, H100_SMS, H100_RIDGE)) == (64, False, True)
+    assert plan_rows(ops.v7_plan(4096, 4097, 4096, H100_SMS, None)) == (64, False, True)
+    # k odd alone: A is copied; B's rows (n apart) are read in place, its k-th row the last.
+    assert plan_rows(ops.v7_plan(2048, 2048, 2047, H100_SMS, H100_RIDGE)) == (64, True, False)
     plan = ops.v7_plan(4096, 4096, 4096, H100_SMS, H100_RIDGE, a_aligned=False)
-    assert (plan.copy_a, plan.copy_b) == (True, False)
+    assert plan_rows(plan) == (64, True, False)
+
+
+def test_plan_copies_each_operand_onto_lines_only_where_its_copy_pays() -> None:
+    # 3000 x 5000 x 2000, width 256 (A a third of each slice's bytes): A's copy, 24 MB at the
+    # ridge 7.1 GFLOP, is under a third of 0.4 · 60 GFLOP; B's, 40 MB (11.8), under two
+    # thirds: both copied.
+    assert tiles.copies_onto_lines(3000, 5000, 2000, 256, H100_RIDGE) == (True, True)
+    assert plan_rows(ops.v7_plan(3000, 5000, 2000, H100_SMS, H100_RIDGE)) == (64, True, True)
+    # 8316 x 648 x 4216, width 128: A (35M elements, read 6 times) would cost 41 GFLOP at the
+    # ridge against half of 18 it can win; B (2.7M, read 65 times) 3.2: B alone is copied.
+    assert tiles.copies_onto_lines(8316, 648, 4216, 128, H100_RIDGE) == (False, True)
+    # 1000^3: either copy would cost more than it can win; rows stay as they are.
+    assert plan_rows(ops.v7_plan(1000, 1000, 1000, H100_SMS, H100_RIDGE)) == (8, False, False)
+    # Whole lines already: nothing to copy; forced onto lines, still nothing.
+    assert plan_rows(ops.v7_plan(4096, 4096, 4096, H100_SMS, H100_RIDGE)) == (8, False, False)
+    assert plan_rows(ops.v7_plan(4096, 4096, 4096, H100_SMS, H100_RIDGE, to_lines=True)) == (
+        8, False, False)
+    # Forced: every operand off the lines, or none but those TMA cannot read in place.
+    assert plan_rows(ops.v7_plan(1000, 1000, 1000, H100_SMS, H100_RIDGE, to_lines=True)) == (
+        64, True, True)
+    assert plan_rows(ops.v7_plan(3000, 5000, 2000, H100_SMS, H100_RIDGE, to_lines=False)) == (
+        8, False, False)
+    assert plan_rows(ops.v7_plan(3000, 5001, 2000, H100_SMS, H100_RIDGE, to_lines=False)) == (
+        64, False, True)
     # m = 64: 64 narrow tiles fill 64 of 132 SMs; two K parts fill 128 of them.
     plan = ops.v7_plan(64, 8192, 8192, H100_SMS, H100_RIDGE)
     assert (plan.block_n, plan.splits) == (128, 2)
@@ -138,11 +149,15 @@ def test_stream_k_shares_only_a_partial_last_wave() -> None:
     assert not tiles.chooses_stream_k(1108, 2848, 4536, 256, 1, H100_SMS, None)
 
 
-def test_zero_padded_puts_the_operand_in_a_corner_of_zeros() -> None:
+def test_onto_lines_copies_rows_onto_whole_lines_and_keeps_the_shape() -> None:
     t = torch.arange(6, dtype=torch.float32).view(2, 3) + 1
-    padded = ops.zero_padded(t, 3, 5)
-    assert padded.tolist() == [[1, 2, 3, 0, 0], [4, 5, 6, 0, 0], [0, 0, 0, 0, 0]]
-    assert ops.zero_padded(t, 2, 4).tolist() == [[1, 2, 3, 0], [4, 5, 6, 0]]
+    copied = ops.onto_lines(t)
+    assert copied.shape == (2, 3) and copied.stride() == (64, 1)
+    assert copied.tolist() == [[1, 2, 3], [4, 5, 6]]
+    assert copied.data_ptr() != t.data_ptr()
+    wide = torch.ones(3, 130, dtype=torch.bfloat16)
+    assert ops.onto_lines(wide).stride() == (192, 1)
+    assert torch.equal(ops.onto_lines(wide), wide)
 
 
 def test_plan_rejects_a_width_without_a_kernel() -> None:

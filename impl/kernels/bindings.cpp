@@ -131,8 +131,11 @@ std::string dtype_list(std::initializer_list<at::ScalarType> dtypes) {
 
 // A dense row-major matrix (matrix == false: a dense tensor of any shape). Everything but
 // the device, which check_devices checks once the operands agree (ops._validate's order).
+// `row_strided`: a matrix whose rows may lie further apart than its width (a view of wider
+// rows, as ops.py's copies for v7 are), each row dense.
 void check_operand(const char* op, const char* name, const at::Tensor& t,
-                   std::initializer_list<at::ScalarType> dtypes, bool matrix = true) {
+                   std::initializer_list<at::ScalarType> dtypes, bool matrix = true,
+                   bool row_strided = false) {
   bool dtype_ok = false;
   for (at::ScalarType dtype : dtypes) dtype_ok = dtype_ok || t.scalar_type() == dtype;
   if (!dtype_ok) {
@@ -146,9 +149,13 @@ void check_operand(const char* op, const char* name, const at::Tensor& t,
   if (matrix && t.dim() != 2) {
     raise_error(PyExc_ValueError, op, ": ", name, " must be 2-D (a matrix); got shape ", t.sizes());
   }
-  if (!t.is_contiguous()) {
-    raise_error(PyExc_ValueError, op, ": ", name, " must be contiguous (row-major); got shape ",
-                t.sizes(), " with strides ", t.strides(), "; call .contiguous() first");
+  const bool rows_dense = row_strided && t.dim() == 2 && t.stride(1) == 1 &&
+                          t.stride(0) >= t.size(1);
+  if (!t.is_contiguous() && !rows_dense) {
+    raise_error(PyExc_ValueError, op, ": ", name, " must be contiguous (row-major",
+                row_strided ? ", or rows of dense elements further apart" : "",
+                "); got shape ", t.sizes(), " with strides ", t.strides(),
+                "; call .contiguous() first");
   }
   for (int64_t d = 0; d < t.dim(); ++d) {
     if (t.size(d) > kMaxDim) {
@@ -190,9 +197,9 @@ cudaStream_t current_stream() { return c10::cuda::getCurrentCUDAStream().stream(
 
 // A [m x k] . B [k x n]: the checks every GEMM version shares.
 void check_gemm(const char* op, const at::Tensor& a, const at::Tensor& b,
-                std::initializer_list<at::ScalarType> dtypes) {
-  check_operand(op, "a", a, dtypes);
-  check_operand(op, "b", b, dtypes);
+                std::initializer_list<at::ScalarType> dtypes, bool row_strided = false) {
+  check_operand(op, "a", a, dtypes, true, row_strided);
+  check_operand(op, "b", b, dtypes, true, row_strided);
   if (a.scalar_type() != b.scalar_type()) {
     raise_error(PyExc_TypeError, op, ": a and b must have one dtype; got ",
                 dtype_name(a.scalar_type()), " and ", dtype_name(b.scalar_type()));
@@ -212,7 +219,7 @@ using GemmF32 = cudaError_t (*)(const float*, const float*, float*, int, int, in
                                 cudaStream_t);
 using Gemm16 = cudaError_t (*)(const void*, const void*, void*, int, int, int, cudaStream_t);
 using Gemm7 = cudaError_t (*)(const void*, const void*, void*, int, int, int, int, int, int,
-                              int, int, float*, cudaStream_t);
+                              int, int, int, float*, cudaStream_t);
 
 at::Tensor gemm_f32(const char* op, GemmF32 launch, const at::Tensor& a, const at::Tensor& b) {
   check_gemm(op, a, b, {at::kFloat});
@@ -272,9 +279,9 @@ bool gemm_v6_tma_path(const at::Tensor& a, const at::Tensor& b) {
                           static_cast<int>(a.size(1))) != 0;
 }
 
-// v7 into `out` (m x n): a is m x k, b is k x ldb with ldb >= n, already padded by ops.py
-// so that k and ldb are multiples of 8 (TMA's 16-byte row strides); only out's n columns
-// are written. `out` is the caller's, so a check can poison it first. With splits > 1
+// v7 into `out` (m x n, dense): a is m x k and b is k x n, each with dense rows whose
+// strides (lda = a.stride(0), ldb = b.stride(0)) are multiples of 8 (TMA's 16-byte row
+// strides): ops.py copies an operand onto wider rows where they are not. `out` is the caller's, so a check can poison it first. With splits > 1
 // (split-K) or sk_tiles > 0 (stream-K), `partials` (fp32) holds at least
 // v7_workspace_floats(...) floats: the parts before their sum. ctas_per_sm 2 runs two CTAs
 // on each SM (block_n 128 without stream-K only).
@@ -282,15 +289,15 @@ void gemm_v7(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, int64_t 
              int64_t splits, int64_t sk_tiles, const at::Tensor& partials,
              int64_t ctas_per_sm) {
   constexpr const char* op = "gemm v7";
-  check_gemm(op, a, b, {at::kBFloat16, at::kHalf});
+  check_gemm(op, a, b, {at::kBFloat16, at::kHalf}, /*row_strided=*/true);
   check_operand(op, "out", out, {a.scalar_type()});
-  if (out.size(0) != a.size(0) || out.size(1) > b.size(1)) {
+  if (out.size(0) != a.size(0) || out.size(1) != b.size(1)) {
     raise_error(PyExc_ValueError, op, ": out is ", out.sizes(), " for a ", a.sizes(), ", b ",
-                b.sizes(), " (need out.shape[0] == a.shape[0], out.shape[1] <= b.shape[1])");
+                b.sizes(), " (need out.shape == (a.shape[0], b.shape[1]))");
   }
-  if (a.size(1) % 8 != 0 || b.size(1) % 8 != 0) {
-    raise_error(PyExc_ValueError, op, ": a is ", a.sizes(), ", b is ", b.sizes(),
-                " (need a.shape[1] and b.shape[1] multiples of 8: ops.gemm pads them)");
+  if (a.stride(0) % 8 != 0 || b.stride(0) % 8 != 0) {
+    raise_error(PyExc_ValueError, op, ": a's rows are ", a.stride(0), " elements apart, b's ",
+                b.stride(0), " (need multiples of 8: ops.gemm copies operands onto such rows)");
   }
   if (block_n != 128 && block_n != 256) {
     raise_error(PyExc_ValueError, op, ": block_n is ", block_n, "; allowed: 128, 256");
@@ -322,7 +329,8 @@ void gemm_v7(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, int64_t 
   }
   if (workspace) check_devices(op, "a", a, "partials", partials);
   const int m = static_cast<int>(a.size(0)), k = static_cast<int>(a.size(1));
-  const int n = static_cast<int>(out.size(1)), ldb = static_cast<int>(b.size(1));
+  const int n = static_cast<int>(out.size(1));
+  const int lda = static_cast<int>(a.stride(0)), ldb = static_cast<int>(b.stride(0));
   if (out.numel() == 0) return;
   if (k == 0) {
     out.zero_();
@@ -330,7 +338,7 @@ void gemm_v7(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, int64_t 
   }
   const Gemm7 launch = a.scalar_type() == at::kBFloat16 ? gemm_v7_bf16 : gemm_v7_f16;
   float* partial_sums = workspace ? partials.data_ptr<float>() : nullptr;
-  check_launch(op, launch(a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, k, ldb,
+  check_launch(op, launch(a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, k, lda, ldb,
                           static_cast<int>(block_n), static_cast<int>(splits),
                           static_cast<int>(sk_tiles), static_cast<int>(ctas_per_sm),
                           partial_sums, current_stream()),

@@ -19,9 +19,11 @@
 //   The grid is then min(units, 2 x SMs) CTAs.
 //   Stream-K is refused with it (its schedule and workspace assume one CTA per SM);
 //   split-K needs nothing more.
-// - Any size: ops.py pads A's and B's rows to 16-byte strides (k, ldb multiples of 8)
-//   when they are not, and the epilogue stores single elements where n % 8 != 0, so v7
-//   never falls back to v5.
+// - Any size: each operand is read through its own row stride (lda, ldb multiples of 8, TMA's
+//   16-byte minimum) over its real k (and B its real n), TMA zero-filling past them. ops.py
+//   copies an operand onto rows of whole 128-byte lines only where its stride needs it or the
+//   copy pays (tiles.copies_onto_lines), and the epilogue stores single elements where
+//   n % 8 != 0, so v7 never falls back to v5.
 // - The epilogue stores whole 8-column chunks per lane (a shuffle within each quad of
 //   lanes): one 16-byte store where n % 8 == 0, else 8- or 4-byte pieces as n's alignment
 //   allows (v6 stores 4 bytes, or single elements where n % 8 != 0).
@@ -485,15 +487,17 @@ long long workspace_floats(int m, int n, int k, int block_n, int splits, int sk_
 }
 
 template <typename T, int BN, int CTAS>
-cudaError_t launch_v7(const void* a, const void* b, void* c, int m, int n, int k, int ldb,
-                      int splits, int sk_tiles, float* partials, CUtensorMapDataType type,
-                      cudaStream_t stream) {
+cudaError_t launch_v7(const void* a, const void* b, void* c, int m, int n, int k, int lda,
+                      int ldb, int splits, int sk_tiles, float* partials,
+                      CUtensorMapDataType type, cudaStream_t stream) {
   using Shape = Tile<BN, CTAS>;
   // Stream-K's shares and its workspace's planes are counted for one CTA per SM.
   if (CTAS > 1 && sk_tiles > 0) return cudaErrorInvalidValue;
   CUtensorMap a_map, b_map;
-  if (!hopper::encode_map(&a_map, type, a, m, k, BM) ||
-      !hopper::encode_map(&b_map, type, b, k, ldb, BK)) {
+  // Each operand's map covers its real k (and B its real n) with its own row stride: ops.py
+  // copies only the operand whose rows need moving, and TMA's zero fill pads the rest.
+  if (!hopper::encode_map(&a_map, type, a, m, k, BM, lda) ||
+      !hopper::encode_map(&b_map, type, b, k, n, BK, ldb)) {
     return cudaErrorInvalidValue;
   }
   const int sms = multiprocessors();
@@ -544,25 +548,25 @@ cudaError_t launch_v7(const void* a, const void* b, void* c, int m, int n, int k
 }
 
 template <typename T>
-cudaError_t dispatch_v7(const void* a, const void* b, void* c, int m, int n, int k, int ldb,
-                        int block_n, int splits, int sk_tiles, int ctas_per_sm,
+cudaError_t dispatch_v7(const void* a, const void* b, void* c, int m, int n, int k, int lda,
+                        int ldb, int block_n, int splits, int sk_tiles, int ctas_per_sm,
                         float* partials, CUtensorMapDataType type, cudaStream_t stream) {
   const bool workspace = splits > 1 || sk_tiles > 0;
-  if (k <= 0 || k % 8 != 0 || ldb % 8 != 0 || ldb < n || !kernels::aligned16(a) ||
-      !kernels::aligned16(b) || !kernels::aligned16(c) || splits < 1 ||
+  if (k <= 0 || lda % 8 != 0 || lda < k || ldb % 8 != 0 || ldb < n ||
+      !kernels::aligned16(a) || !kernels::aligned16(b) || !kernels::aligned16(c) || splits < 1 ||
       (workspace && (partials == nullptr || !kernels::aligned16(partials)))) {
-    return cudaErrorInvalidValue;  // ops.py pads operands before they come here
+    return cudaErrorInvalidValue;  // ops.py copies operands before they come here
   }
   if (block_n == 256 && ctas_per_sm == 1) {
-    return launch_v7<T, 256, 1>(a, b, c, m, n, k, ldb, splits, sk_tiles, partials, type,
+    return launch_v7<T, 256, 1>(a, b, c, m, n, k, lda, ldb, splits, sk_tiles, partials, type,
                                 stream);
   }
   if (block_n == 128 && ctas_per_sm == 1) {
-    return launch_v7<T, 128, 1>(a, b, c, m, n, k, ldb, splits, sk_tiles, partials, type,
+    return launch_v7<T, 128, 1>(a, b, c, m, n, k, lda, ldb, splits, sk_tiles, partials, type,
                                 stream);
   }
   if (block_n == 128 && ctas_per_sm == 2) {
-    return launch_v7<T, 128, 2>(a, b, c, m, n, k, ldb, splits, sk_tiles, partials, type,
+    return launch_v7<T, 128, 2>(a, b, c, m, n, k, lda, ldb, splits, sk_tiles, partials, type,
                                 stream);
   }
   return cudaErrorInvalidValue;
@@ -577,16 +581,16 @@ extern "C" long long gemm_v7_workspace_floats(int m, int n, int k, int block_n, 
 }
 
 extern "C" cudaError_t gemm_v7_bf16(const void* a, const void* b, void* c, int m, int n, int k,
-                                    int ldb, int block_n, int splits, int sk_tiles,
+                                    int lda, int ldb, int block_n, int splits, int sk_tiles,
                                     int ctas_per_sm, float* partials, cudaStream_t stream) {
-  return dispatch_v7<__nv_bfloat16>(a, b, c, m, n, k, ldb, block_n, splits, sk_tiles,
+  return dispatch_v7<__nv_bfloat16>(a, b, c, m, n, k, lda, ldb, block_n, splits, sk_tiles,
                                     ctas_per_sm, partials, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
                                     stream);
 }
 
 extern "C" cudaError_t gemm_v7_f16(const void* a, const void* b, void* c, int m, int n, int k,
-                                   int ldb, int block_n, int splits, int sk_tiles,
+                                   int lda, int ldb, int block_n, int splits, int sk_tiles,
                                    int ctas_per_sm, float* partials, cudaStream_t stream) {
-  return dispatch_v7<__half>(a, b, c, m, n, k, ldb, block_n, splits, sk_tiles, ctas_per_sm,
+  return dispatch_v7<__half>(a, b, c, m, n, k, lda, ldb, block_n, splits, sk_tiles, ctas_per_sm,
                              partials, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, stream);
 }

@@ -236,12 +236,14 @@ inline PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
 // A row-major rows x cols matrix of 16-bit elements, read in boxes of box_rows x 64
 // columns (128 bytes, the swizzle's row) with the 128-byte swizzle; boxes reaching past
 // the matrix arrive zero-filled. TMA needs cols * 2 % 16 == 0 and a 16-byte aligned base.
+// A rows x cols matrix whose rows are `ld` elements apart (ld >= cols; 0: cols, dense).
+// Boxes past its edges read zeros (OOB_FILL_NONE), so a K tail adds nothing to a product.
 inline bool encode_map(CUtensorMap* map, CUtensorMapDataType type, const void* base, int rows,
-                       int cols, int box_rows) {
+                       int cols, int box_rows, int ld = 0) {
   const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_tiled();
   if (encode == nullptr) return false;
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(cols) * 2};  // bytes, dim 1
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld > 0 ? ld : cols) * 2};  // bytes
   const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};
   const cuuint32_t element_strides[2] = {1, 1};
   return encode(map, type, 2, const_cast<void*>(base), dims, strides, box, element_strides,

@@ -55,22 +55,22 @@ cudaError_t gemm_v6_bf16(const void* a, const void* b, void* c, int m, int n, in
                          cudaStream_t stream);
 cudaError_t gemm_v6_f16(const void* a, const void* b, void* c, int m, int n, int k,
                         cudaStream_t stream);
-// gemm_v7.cu: v7 (persistent TMA + wgmma, sm_90a). B's rows are ldb elements apart
-// (ldb >= n); k and ldb must be multiples of 8 and a, b, c 16-byte aligned (ops.py pads
-// a and b where they are not); c is dense m x n; block_n (128 or 256) is the tile width.
-// splits > 1 cuts K into that many parts (split-K); sk_tiles > 0 shares the last sk_tiles
-// tiles' slices among all SMs (stream-K; needs splits == 1 and sk_tiles · ceil(k / 64) >=
-// SMs). Either keeps fp32 sums in `partials` (16-byte aligned, gemm_v7_workspace_floats
+// gemm_v7.cu: v7 (persistent TMA + wgmma, sm_90a). A's rows are lda elements apart
+// (lda >= k), B's ldb (ldb >= n); lda and ldb must be multiples of 8 and a, b, c 16-byte
+// aligned (ops.py copies an operand where they are not); k is any size >= 1; c is dense
+// m x n; block_n (128 or 256) is the tile width. splits > 1 cuts K into that many parts
+// (split-K); sk_tiles > 0 shares the last sk_tiles tiles' slices among all SMs (stream-K;
+// needs splits == 1 and sk_tiles · ceil(k / 64) >= SMs). Either keeps fp32 sums in `partials` (16-byte aligned, gemm_v7_workspace_floats
 // floats) until a second kernel adds them into c. ctas_per_sm is 1, or 2 (two CTAs share
 // each SM, each with half the shared-memory ring) with block_n 128 and sk_tiles 0; the
 // workspace does not depend on it. Any other input returns cudaErrorInvalidValue before a
 // launch.
 long long gemm_v7_workspace_floats(int m, int n, int k, int block_n, int splits, int sk_tiles);
-cudaError_t gemm_v7_bf16(const void* a, const void* b, void* c, int m, int n, int k, int ldb,
-                         int block_n, int splits, int sk_tiles, int ctas_per_sm,
+cudaError_t gemm_v7_bf16(const void* a, const void* b, void* c, int m, int n, int k, int lda,
+                         int ldb, int block_n, int splits, int sk_tiles, int ctas_per_sm,
                          float* partials, cudaStream_t stream);
-cudaError_t gemm_v7_f16(const void* a, const void* b, void* c, int m, int n, int k, int ldb,
-                        int block_n, int splits, int sk_tiles, int ctas_per_sm,
+cudaError_t gemm_v7_f16(const void* a, const void* b, void* c, int m, int n, int k, int lda,
+                        int ldb, int block_n, int splits, int sk_tiles, int ctas_per_sm,
                         float* partials, cudaStream_t stream);
 
 // tc_peak.cu: the tensor-core ceiling probes (wgmma = 0: mma.sync, 1: wgmma, sm_90a).

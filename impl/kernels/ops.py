@@ -191,17 +191,14 @@ class V7Plan:
 
     TMA reads rows whose strides are multiples of 16 bytes (8 elements) from 16-byte aligned
     bases, and reads them fastest when each row starts on a 128-byte line (64 elements).
-    Where k or n is not a multiple of 8, or a base is misaligned, or ``tiles.pads_to_lines``
-    finds the copy worth it, v7 first copies the operand into a zero-padded one whose rows
-    are ``row_multiple`` elements apart (pad-and-copy: one memory-bound pass, timed with the
-    GEMM); the zeros add nothing to the products, and only the n real columns of C are
-    written.
+    v7 reads each operand through its own row stride, over its real k (and B over its real
+    n), TMA's zero fill padding the tiles past them. An operand is copied first onto rows of
+    whole lines (one memory-bound pass, timed with the GEMM) where its stride is not a
+    multiple of 8 or its base is misaligned, or where ``tiles.copies_onto_lines`` finds the
+    copy worth it; the other operand is read in place.
     """
 
     block_n: int
-    row_multiple: int  # 8 (TMA's minimum) or 64 (whole 128-byte lines)
-    k_padded: int  # a's row length and b's row count as the kernel reads them
-    n_padded: int  # b's row length as the kernel reads it
     copy_a: bool
     copy_b: bool
     splits: int = 1  # split-K parts (tiles.choose_splits); > 1: fp32 partials, then a sum
@@ -210,6 +207,12 @@ class V7Plan:
     #: shared-memory ring, so that one's epilogue overlaps the other's main loop). Only
     #: forced: its rate is not measured yet, so the plan never picks 2 itself.
     ctas_per_sm: int = 1
+
+    @property
+    def row_multiple(self) -> int:
+        """What the copied operands' row strides are multiples of: whole lines (64) where
+        one is copied, else TMA's minimum (8), which both then meet in place."""
+        return tiles.LINE_ELEMENTS if self.copy_a or self.copy_b else 8
 
 
 #: CTAs per SM v7 can run; 2 only at this tile width and without stream-K (gemm_v7.cu).
@@ -233,8 +236,9 @@ def v7_plan(m: int, n: int, k: int, sms: int, ridge_flop_per_byte: float | None,
             to_lines: bool | None = None, splits: int | None = None,
             stream_k: bool | None = None, ctas_per_sm: int | None = None) -> V7Plan:
     """The plan for an m×n×k GEMM on ``sms`` multiprocessors of roofline ridge point
-    ``ridge_flop_per_byte`` (None: a device without a peaks row, whose rows are then only
-    padded to TMA's minimum, and which neither splits K nor runs stream-K). ``block_n``,
+    ``ridge_flop_per_byte`` (None: a device without a peaks row, whose operands are then
+    copied only where TMA cannot read them in place, and which neither splits K nor runs
+    stream-K). ``block_n``,
     ``to_lines``, ``splits``, ``stream_k`` and ``ctas_per_sm`` force the choices they name
     (stream-K forced on runs unsplit, and only where ``tiles.stream_k_tiles`` finds a
     partial wave; ``ctas_per_sm`` 2 runs at block_n 128 without stream-K, and is never the
@@ -244,31 +248,30 @@ def v7_plan(m: int, n: int, k: int, sms: int, ridge_flop_per_byte: float | None,
     _check_ctas_per_sm(ctas_per_sm, block_n, stream_k)
     if ctas_per_sm == 2:
         block_n, stream_k = V7_PAIR_BLOCK_N, False
-    if to_lines is None:
-        to_lines = ridge_flop_per_byte is not None and tiles.pads_to_lines(
-            m, n, k, ridge_flop_per_byte)
-    multiple = tiles.LINE_ELEMENTS if to_lines else 8
-    k_padded, n_padded = -(-k // multiple) * multiple, -(-n // multiple) * multiple
     if block_n is None:
-        block_n = tiles.choose_block_n(m, n, k_padded, sms)
+        block_n = tiles.choose_block_n(m, n, k, sms)
     elif block_n not in tiles.TILE_RATES:
         raise ValueError(f"gemm v7: block_n {block_n} is not a tile width; allowed: "
                          f"{', '.join(map(str, sorted(tiles.TILE_RATES)))}")
+    if to_lines is None and ridge_flop_per_byte is not None:
+        lines = tiles.copies_onto_lines(m, n, k, block_n, ridge_flop_per_byte)
+    else:  # forced (every operand off the lines copied onto them, or none), or no peaks row
+        lines = (bool(to_lines) and k % tiles.LINE_ELEMENTS != 0,
+                 bool(to_lines) and n % tiles.LINE_ELEMENTS != 0)
     if stream_k is None:  # a forced split stays as forced
         stream_k = splits is None and tiles.chooses_stream_k(
-            m, n, k_padded, block_n, tiles.choose_splits(m, n, k_padded, block_n, sms,
-                                                         ridge_flop_per_byte),
+            m, n, k, block_n, tiles.choose_splits(m, n, k, block_n, sms, ridge_flop_per_byte),
             sms, ridge_flop_per_byte)
     if splits is None:
-        splits = tiles.choose_splits(m, n, k_padded, block_n, sms, ridge_flop_per_byte)
+        splits = tiles.choose_splits(m, n, k, block_n, sms, ridge_flop_per_byte)
     elif not 1 <= splits <= tiles.MAX_SPLITS:
         raise ValueError(f"gemm v7: splits {splits} is out of range; allowed: 1 to "
                          f"{tiles.MAX_SPLITS}")
     shared = tiles.stream_k_tiles(tiles.tiles(m, n, block_n),
-                                  -(-k_padded // tiles.BLOCK_K), sms) if stream_k else 0
-    return V7Plan(block_n, multiple, k_padded, n_padded,
-                  copy_a=k_padded != k or not a_aligned,
-                  copy_b=k_padded != k or n_padded != n or not b_aligned,
+                                  -(-k // tiles.BLOCK_K), sms) if stream_k else 0
+    # TMA cannot read rows whose stride is not a multiple of 8 elements, or a misaligned base.
+    return V7Plan(block_n, copy_a=lines[0] or k % 8 != 0 or not a_aligned,
+                  copy_b=lines[1] or n % 8 != 0 or not b_aligned,
                   splits=1 if shared else splits, stream_k_tiles=shared,
                   ctas_per_sm=ctas_per_sm)
 
@@ -287,19 +290,17 @@ def _aligned16(t: torch.Tensor) -> bool:
     return t.data_ptr() % 16 == 0
 
 
-def zero_padded(t: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
-    """``t`` in the top-left corner of a rows × cols tensor of zeros, writing each element
-    once: F.pad fills the whole result and then copies ``t`` over it, a third more traffic
-    in this memory-bound pass (ncu on 3000×5000×2000: v7's GEMM kernel 120 µs against
+def onto_lines(t: torch.Tensor) -> torch.Tensor:
+    """``t``'s rows copied onto rows of whole 128-byte lines (``tiles.LINE_ELEMENTS`` a
+    multiple of their stride, on a fresh allocation, so 16-byte aligned): a view of the
+    copy's first ``t.shape[1]`` columns. Each element is written once and nothing is zeroed:
+    v7 reads no further than the view (TMA zero-fills past it), where the former zero-padded
+    copy also wrote the padding (ncu on 3000×5000×2000: v7's GEMM kernel 120 µs against
     cuBLAS's 110, the copies most of the rest)."""
-    out = t.new_empty(rows, cols)
-    t_rows, t_cols = t.shape
-    out[:t_rows, :t_cols].copy_(t)
-    if cols > t_cols:
-        out[:t_rows, t_cols:].zero_()
-    if rows > t_rows:
-        out[t_rows:].zero_()
-    return out
+    rows, cols = t.shape
+    lines = tiles.LINE_ELEMENTS
+    view = t.new_empty(rows, -(-cols // lines) * lines)[:, :cols]
+    return view.copy_(t)
 
 
 def v7_launcher(a: torch.Tensor, b: torch.Tensor, block_n: int | None = None,
@@ -329,12 +330,12 @@ def v7_launcher(a: torch.Tensor, b: torch.Tensor, block_n: int | None = None,
                    to_lines, splits, stream_k, ctas_per_sm)
     kernel = _extension().gemm_v7
     # Split-K's parts or stream-K's planes, of whole tiles (no bounds checks in the stores).
-    partial_floats = _extension().v7_workspace_floats(m, n, plan.k_padded, plan.block_n,
-                                                      plan.splits, plan.stream_k_tiles)
+    partial_floats = _extension().v7_workspace_floats(m, n, k, plan.block_n, plan.splits,
+                                                      plan.stream_k_tiles)
 
     def launch() -> torch.Tensor:
-        a_in = zero_padded(a, m, plan.k_padded) if plan.copy_a else a
-        b_in = zero_padded(b, plan.k_padded, plan.n_padded) if plan.copy_b else b
+        a_in = onto_lines(a) if plan.copy_a else a
+        b_in = onto_lines(b) if plan.copy_b else b
         c = torch.empty(m, n, dtype=a.dtype, device=a.device) if out is None else out
         partials = torch.empty(partial_floats, dtype=torch.float32, device=a.device)
         kernel(a_in, b_in, c, plan.block_n, plan.splits, plan.stream_k_tiles, partials,

@@ -1,11 +1,11 @@
 """v7's choices per shape, from small measured models (pure, torch-free): the tile width
-and the split-K factor (a wave model with one measured rate per tile) and the operands'
-row padding.
+and the split-K factor (a wave model with one measured rate per tile) and which operands
+are copied onto rows of whole 128-byte lines.
 
 v7 (gemm_v7.cu) is persistent: min(tiles, SMs) CTAs share the 128 × BN output tiles, so
 its time is about
 
-    waves(BN) · 128 · BN · k_padded / rate(BN),   waves(BN) = ceil(tiles(BN) / SMs)
+    waves(BN) · 128 · BN · k / rate(BN),   waves(BN) = ceil(tiles(BN) / SMs)
 
 where tiles(BN) = ceil(m / 128) · ceil(n / BN) and rate(BN) is what one SM sustains on a
 tile of that width once the pipeline is full. ``choose_block_n`` picks the width with the
@@ -158,16 +158,23 @@ def choose_block_n(m: int, n: int, k: int, sms: int,
                key=lambda width: estimated_time(m, n, k, width, sms, rates))
 
 
-def pads_to_lines(m: int, n: int, k: int, ridge_flop_per_byte: float) -> bool:
-    """Whether v7 should copy its operands onto rows of whole 128-byte lines.
+def copies_onto_lines(m: int, n: int, k: int, block_n: int,
+                      ridge_flop_per_byte: float) -> tuple[bool, bool]:
+    """Whether v7 should copy A, and B, onto rows of whole 128-byte lines, each on its own.
 
-    Worth it where the copy (each copied element read and written once, 2 bytes each way)
-    costs less than ``LINE_PAD_GAIN`` of the GEMM's compute time: copy_bytes / bw <
-    gain · 2mnk / peak, i.e. copy_bytes · ridge < gain · 2mnk with ridge = peak / bw of
-    the device (its roofline's ridge point). Always true where a copy is needed anyway.
+    An operand whose rows do not start on lines (A's where k, B's where n is not a multiple
+    of ``LINE_ELEMENTS``) is copied where the copy (each element read and written once, 2
+    bytes each way) costs less than its misaligned reads: ``LINE_PAD_GAIN`` of the GEMM's
+    compute time, shared between the operands as their bytes in each 64-deep slice are (A's
+    BLOCK_M rows, B's ``block_n`` columns). With ridge = peak / bandwidth of the device,
+    copy_bytes / bw < gain · share · 2mnk / peak reads copy_bytes · ridge < gain · share ·
+    2mnk. The gain was measured with both operands misaligned (the ragged family of the first
+    sweep), where the shares add up to it; how it splits between them is this model's
+    assumption, which the sweep tests with both copied (``v7_lines``) and neither
+    (``v7_rows8``) beside the plan's choice.
     """
-    if k % 8 or n % 8:
-        return True
-    copied = (m * k if k % LINE_ELEMENTS else 0) + (k * n if k % LINE_ELEMENTS
-                                                     or n % LINE_ELEMENTS else 0)
-    return copied > 0 and 4 * copied * ridge_flop_per_byte < LINE_PAD_GAIN * 2 * m * n * k
+    work = LINE_PAD_GAIN * 2 * m * n * k
+    share_a = BLOCK_M / (BLOCK_M + block_n)
+    copy_a = k % LINE_ELEMENTS != 0 and 4 * m * k * ridge_flop_per_byte < share_a * work
+    copy_b = n % LINE_ELEMENTS != 0 and 4 * k * n * ridge_flop_per_byte < (1 - share_a) * work
+    return copy_a, copy_b
