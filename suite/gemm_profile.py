@@ -40,12 +40,12 @@ def dimensions(text: str) -> tuple[int, int, int]:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m suite.gemm_profile")
     parser.add_argument("shape", type=dimensions, help="a sweep shape or MxNxK")
-    parser.add_argument("dtype", choices=DTYPES)
+    parser.add_argument("element_type", metavar="DTYPE", choices=DTYPES)
     parser.add_argument("--block-n", type=int, choices=sorted(ops.tiles.TILE_RATES))
     parser.add_argument("--to-lines", choices=YES_NO)
     parser.add_argument("--ctas-per-sm", type=int, choices=ops.V7_CTAS_PER_SM)
     args = parser.parse_args(argv)
-    (m, n, k), dtype = args.shape, DTYPES[args.dtype]
+    (m, n, k), dtype = args.shape, DTYPES[args.element_type]
     a = torch.randn(m, k, device="cuda").to(dtype)
     b = torch.randn(k, n, device="cuda").to(dtype)
     launch = ops.v7_launcher(a, b, block_n=args.block_n, ctas_per_sm=args.ctas_per_sm,
@@ -54,7 +54,7 @@ def main(argv: list[str]) -> int:
     for _ in range(2):
         launch()
     torch.cuda.synchronize()
-    print(f"{m}x{n}x{k} {args.dtype}: {launch.plan}, max |C - C_cuBLAS| {error:.3g}")
+    print(f"{m}x{n}x{k} {args.element_type}: {launch.plan}, max |C - C_cuBLAS| {error:.3g}")
     return 0
 
 
