@@ -133,6 +133,20 @@ def test_buckets_handed_to_the_launching_thread_train_as_the_hooks_do(name, devi
         assert handed.gradient_error == hooked.gradient_error
 
 
+@pytest.mark.parametrize("name", ["offload-overlap", "offload-overlap-dpu"])
+def test_an_error_in_the_launching_thread_ends_the_step_with_its_message(name, monkeypatch):
+    def failing_copy(self, index, *args):
+        raise RuntimeError(f"copy of bucket {index} failed")
+
+    monkeypatch.setattr(OffloadOverlap, "_copy_to_host", failing_copy)
+    model = host_initialised_model(preset(WORKLOAD), torch.device("cpu"))
+    trainer = build_trainer(name, model, mlp_loss, HybridOptions(lr=LR, cpu_threads=2,
+                                                                 hand_off=True))
+    with pytest.raises(RuntimeError, match="copy of bucket 0 failed"):
+        trainer.step(mlp_batches(torch.device("cpu"))[0])
+    trainer.close()  # returns: the launching thread has nothing left to wait for
+
+
 def test_the_check_can_tell_a_wrong_update_from_rounding():
     """Adam moves every weight by about lr in the first steps: far past the tolerance; and the
     gradient at weights one update away is far from the gradient before it."""
