@@ -43,3 +43,9 @@ MEASURE_PHASE = Declared.keys("measure phase", ("checks", "builds", "rounds", "r
 # python -m impl.hybrid.host_casts --json: the run (its flags) and each operation timed.
 HOST_CASTS_RUN = Declared.keys("host casts run", ("values", "threads", "rows"))
 HOST_CAST = Declared.keys("host cast", ("operation", "threads", "ms", "gbps"))
+
+# suite.offload_switch's results file: the member, device and host threads, the rounds, each
+# variant's per-round step times and its step over fused GPU Adam's.
+SWITCH_TIMING = Declared.keys("switch timing", (
+    "member", "device", "host_threads", "rounds", "steps_per_round", "round_ms",
+    "vs_device_adam"))
