@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import itertools
 import sys
 from dataclasses import replace
 
@@ -38,6 +39,7 @@ from suite.bench_hybrid import (
     host_threads,
     mlp_loss,
     offload_family,
+    offload_variants,
 )
 from suite.deadline import parameter_count
 from suite.harness import Rounds, Variant, batches, measure_interleaved
@@ -47,14 +49,13 @@ BASELINE = "device-adam"
 STEPS_PER_ROUND = 3
 
 
-def trainer_settings() -> dict[str, tuple[str, dict]]:
-    """variant -> (trainer, HybridOptions it sets): fused GPU Adam, each overlapped offload,
-    and each with its hooks handing off."""
-    settings = {BASELINE: (BASELINE, {})}
-    for name in OVERLAPPED:
-        settings[name] = (name, {})
-        settings[name + HAND_OFF_SUFFIX] = (name, {"hand_off": True})
-    return settings
+def trainer_settings(workload) -> dict[str, tuple[str, dict]]:
+    """variant -> (trainer, HybridOptions it sets), as the offload family declares them
+    (suite.bench_hybrid.offload_variants): fused GPU Adam, and each overlapped offload beside
+    its hand-off twin (where the member has one)."""
+    declared = offload_variants(workload)
+    wanted = [BASELINE, *(name + suffix for name in OVERLAPPED for suffix in ("", HAND_OFF_SUFFIX))]
+    return {name: declared[name] for name in wanted if name in declared}
 
 
 def switch_variants(member: str, device: torch.device) -> tuple[list[Variant], list]:
@@ -66,7 +67,7 @@ def switch_variants(member: str, device: torch.device) -> tuple[list[Variant], l
                             lr=learning_rate(workload.kind, parameter_count(workload)),
                             loss_scale=calibrated_loss_scale(initial, loss, data[0]))
     variants, trainers = [], []
-    for name, (trainer_name, settings) in trainer_settings().items():
+    for name, (trainer_name, settings) in trainer_settings(workload).items():
         trainer = build_trainer(trainer_name, copy.deepcopy(initial), loss,
                                 replace(options, **settings))
         trainers.append(trainer)
@@ -78,7 +79,7 @@ def switch_variants(member: str, device: torch.device) -> tuple[list[Variant], l
 def timed(trainer, name: str, interval: float, data: list) -> Variant:
     """The trainer's steps at switch interval ``interval``; its host work drained each round,
     inside the round's steps as in suite/bench_hybrid.py."""
-    steps = iter(range(1 << 62))
+    steps = itertools.count()
 
     def step() -> None:
         index = next(steps)
