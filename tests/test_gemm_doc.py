@@ -28,14 +28,16 @@ def blocks() -> list[tuple[str, str]]:
 def printed(paths: str) -> str:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert gemm_sweep.main([str(ROOT / path) for path in paths.split()]) == 0
+        assert gemm_sweep.main([token if token.startswith("--") else str(ROOT / token)
+                                for token in paths.split()]) == 0
     return out.getvalue()
 
 
 def test_the_doc_names_a_committed_sweep_for_every_table():
     found = blocks()
     assert len(found) >= 4
-    assert all((ROOT / path).is_file() for paths, _ in found for path in paths.split())
+    assert all((ROOT / path).is_file() for paths, _ in found for path in paths.split()
+               if not path.startswith("--"))
     assert any(path.startswith("results/h200x1/") for path, _ in found)  # the H200's sample
 
 
@@ -47,3 +49,16 @@ def test_each_table_is_what_the_command_prints(paths, text):
 def test_the_h200_sample_reads_its_worst_shape():
     text = printed("results/h200x1/20261127T234409Z-y28fxw6q.json")
     assert "| all | bf16 | 28 | 1.02 | 0.64 (held_out_2285x416x2776) |" in text
+
+
+def test_the_variants_table_reads_the_two_cta_tile_and_the_copies():
+    text = printed("--variants results/h100x1/gemm-sweep-20261207T2310Z-bf16.json")
+    assert ("| `v7_bn128x2 / v7_bn128` | two CTAs per SM against one, width 128 | bf16 | 87 | "
+            "0.92 | 0.67 (skinny_m_128x8192x8192) |") in text
+    assert ("| `v7 / v7_lines` | the plan's copies against every off-line operand copied | "
+            "bf16 | 11 | 1.49 |") in text
+
+
+def test_the_variants_flag_without_a_file_is_refused(capsys):
+    assert gemm_sweep.main(["--variants"]) == 2
+    assert "got no argument" in capsys.readouterr().err

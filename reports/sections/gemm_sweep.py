@@ -31,6 +31,28 @@ SWEEP = GEMM_SWEEP.names
 KERNELS = ("v7", "v6")
 SHORT_OF = 0.90  # a shape under this share of cuBLAS's speed is counted apart (issue goal)
 
+#: The whole sweep's forced variants (suite/bench_gemm.py), each against what it is the
+#: alternative to: (variant, against, the question). The copy variants run only on shapes
+#: where they differ from the plan, so their rows are those shapes.
+VARIANT_PAIRS = (
+    ("v7_bn128x2", "v7_bn128", "two CTAs per SM against one, width 128"),
+    ("v7", "v7_bn128", "the plan against width 128 forced"),
+    ("v7", "v7_bn256", "the plan against width 256 forced"),
+    ("v7", "v7_lines", "the plan's copies against every off-line operand copied"),
+    ("v7", "v7_rows8", "the plan's copies against none"),
+    ("v7", "v7_stream_k", "the plan against stream-K forced"),
+    ("best", "v7", "the fastest v7 variant of each shape against the plan"),
+)
+BEST = "best"
+
+
+def fastest_v7(row: dict) -> float:
+    """The shortest median time of any v7 variant the row timed (the plan included)."""
+    return min(time for name, time in row[SWEEP.time_ms].items() if name.startswith("v7"))
+#: A pair's variant counts as faster (slower) on a shape where its speed ratio is above
+#: 1 + CLEAR (below 1 - CLEAR): rounds interleaved, a few percent apart is noise.
+CLEAR = 0.03
+
 SUMMARY_COLUMNS = (text_column(SWEEP.family), text_column(SWEEP.dtype),
                    Column("rows", "shapes"),
                    Column("v7_geomean", "v7 / cuBLAS, geometric mean"),
@@ -174,13 +196,56 @@ def family_markdown(rows: Sequence[dict]) -> str:
     return "\n".join(lines)
 
 
+def variant_pairs(rows: Sequence[dict]) -> list[dict]:
+    """Per pair of VARIANT_PAIRS and dtype, over the shapes that timed both: the variant's
+    speed over the other's (median times, above 1: the variant is faster), geometric mean,
+    minimum and maximum with their shapes, and the shapes clearly faster and slower."""
+    summary = []
+    for variant, against, question in VARIANT_PAIRS:
+        for dtype in dict.fromkeys(row[SWEEP.dtype] for row in rows):
+            speeds = {row[SWEEP.preset]: row[SWEEP.time_ms][against] / fastest_v7(row)
+                      if variant == BEST else
+                      row[SWEEP.time_ms][against] / row[SWEEP.time_ms][variant]
+                      for row in rows if row[SWEEP.dtype] == dtype
+                      and {variant, against} - {BEST} <= row[SWEEP.time_ms].keys()}
+            if not speeds:
+                continue
+            slowest, fastest = min(speeds, key=speeds.get), max(speeds, key=speeds.get)
+            summary.append({"pair": f"{variant} / {against}", "question": question,
+                            SWEEP.dtype: dtype, "rows": len(speeds),
+                            "geomean": geometric_mean(list(speeds.values())),
+                            "min": speeds[slowest], "min_shape": slowest,
+                            "max": speeds[fastest], "max_shape": fastest,
+                            "faster": sum(v > 1 + CLEAR for v in speeds.values()),
+                            "slower": sum(v < 1 - CLEAR for v in speeds.values())})
+    return summary
+
+
+def variants_markdown(rows: Sequence[dict]) -> str:
+    """``variant_pairs`` as the Markdown table docs/gemm.md shows."""
+    lines = [f"| variant / against | what it asks | dtype | shapes | geomean | min (shape) | "
+             f"max (shape) | faster by {CLEAR:.0%}+ | slower by {CLEAR:.0%}+ |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| `{s['pair']}` | {s['question']} | {s['dtype']} | {s['rows']} | "
+              f"{s['geomean']:.2f} | {s['min']:.2f} ({s['min_shape']}) | "
+              f"{s['max']:.2f} ({s['max_shape']}) | {s['faster']} | {s['slower']} |"
+              for s in variant_pairs(rows)]
+    return "\n".join(lines)
+
+
+VARIANTS_FLAG = "--variants"
+
+
 def main(argv: Sequence[str]) -> int:
     """The family table of one sweep's results file, or of several pooled (the fresh family
-    of runs with different seeds: each draws its own shapes)."""
+    of runs with different seeds: each draws its own shapes); with ``--variants`` first, the
+    forced variants' table (VARIANT_PAIRS) instead."""
+    show = variants_markdown if argv[:1] == [VARIANTS_FLAG] else family_markdown
+    argv = argv[1:] if show is variants_markdown else argv
     if not argv or not all(Path(path).is_file() for path in argv):
-        print(f"usage: python -m reports.sections.gemm_sweep RESULTS.json [RESULTS.json ...] "
-              f"(sweep results files, their rows pooled); got {' '.join(argv) or 'no argument'}",
-              file=sys.stderr)
+        print(f"usage: python -m reports.sections.gemm_sweep [{VARIANTS_FLAG}] RESULTS.json "
+              f"[RESULTS.json ...] (sweep results files, their rows pooled); got "
+              f"{' '.join(argv) or 'no argument'}", file=sys.stderr)
         return 2
     rows = []
     for path in argv:
@@ -190,7 +255,7 @@ def main(argv: Sequence[str]) -> int:
             print(f"{path} has no rows of kind {KIND}", file=sys.stderr)
             return 2
         rows += mine
-    print(family_markdown(rows))
+    print(show(rows))
     return 0
 
 
