@@ -54,10 +54,11 @@ HOST_ADAM_ALONE_16 = "results/h100x1/logs/20261207T0946-host-adam-deepspeed-15-t
 # the fp16 decoder's family of --full (its crossover ladder cut by the command's time limit).
 H100_GPU_CAST = ["results/h100x1/20261207T161542Z-rjehjhxk.json",
                  "results/h100x1/logs/20261207T1622-fp16-decoder-partial.json"]
+H100_HAND_OFF = "results/h100x1/20261207T231205Z-5zrwrh1i.json"  # the +hand-off twins
 DOC_FILES = [H100, H200, H100X4, H200X4, H200_OF4, H200X4_LATER, H200_GROUPED, HOST_ADAM_ALONE,
              *H200X4_GROUPED, HOST_ADAM_ALONE_64, *H200_CROSSOVER, *HOST_ADAM_BESIDE,
              HOST_ADAM_MIXED[0], H200_OF2, HOST_ADAM_MIXED[1], H100_CROSSOVER,
-             H100_FULL_DECODERS, HOST_ADAM_ALONE_16, *H100_GPU_CAST]
+             H100_FULL_DECODERS, HOST_ADAM_ALONE_16, *H100_GPU_CAST, H100_HAND_OFF]
 
 
 def doc_block() -> tuple[list[str], str]:
@@ -80,6 +81,9 @@ def test_the_doc_holds_what_the_command_prints(at_copy, capsys):
     assert DOC.read_text(encoding="utf-8").count(END) == 1
     assert table.main(files) == 0
     assert capsys.readouterr().out == block, "regenerate it: python -m impl.hybrid.table FILES"
+    # the hand-off twin of the per-bucket overlap, no faster than its default there (1.092)
+    assert ("| `offload-overlap+hand-off` | 1.119 [1.052, 1.213], bound 1.059, step/bound 1.06: "
+            "met |") in block
 
 
 def extra_info(path: Path) -> list[dict]:
