@@ -41,14 +41,22 @@ VARIANT_PAIRS = (
     ("v7", "v7_lines", "the plan's copies against every off-line operand copied"),
     ("v7", "v7_rows8", "the plan's copies against none"),
     ("v7", "v7_stream_k", "the plan against stream-K forced"),
+    ("best width", "v7", "the faster of the two widths forced against the plan"),
     ("best", "v7", "the fastest v7 variant of each shape against the plan"),
 )
-BEST = "best"
+WIDTHS = ("v7_bn128", "v7_bn256")
 
 
-def fastest_v7(row: dict) -> float:
-    """The shortest median time of any v7 variant the row timed (the plan included)."""
-    return min(time for name, time in row[SWEEP.time_ms].items() if name.startswith("v7"))
+def time_of(row: dict, variant: str) -> float | None:
+    """A variant's median time in ``row``, None where the row did not time it. ``best`` is
+    the fastest v7 variant the row timed (the plan included), ``best width`` the faster of
+    the forced widths (each the plan at that width)."""
+    times = row[SWEEP.time_ms]
+    if variant == "best":
+        return min(time for name, time in times.items() if name.startswith("v7"))
+    if variant == "best width":
+        return min(times[w] for w in WIDTHS) if set(WIDTHS) <= times.keys() else None
+    return times.get(variant)
 #: A pair's variant counts as faster (slower) on a shape where its speed ratio is above
 #: 1 + CLEAR (below 1 - CLEAR): rounds interleaved, a few percent apart is noise.
 CLEAR = 0.03
@@ -203,11 +211,10 @@ def variant_pairs(rows: Sequence[dict]) -> list[dict]:
     summary = []
     for variant, against, question in VARIANT_PAIRS:
         for dtype in dict.fromkeys(row[SWEEP.dtype] for row in rows):
-            speeds = {row[SWEEP.preset]: row[SWEEP.time_ms][against] / fastest_v7(row)
-                      if variant == BEST else
-                      row[SWEEP.time_ms][against] / row[SWEEP.time_ms][variant]
-                      for row in rows if row[SWEEP.dtype] == dtype
-                      and {variant, against} - {BEST} <= row[SWEEP.time_ms].keys()}
+            paired = [(row[SWEEP.preset], time_of(row, variant), time_of(row, against))
+                      for row in rows if row[SWEEP.dtype] == dtype]
+            speeds = {shape: other / mine for shape, mine, other in paired
+                      if mine is not None and other is not None}
             if not speeds:
                 continue
             slowest, fastest = min(speeds, key=speeds.get), max(speeds, key=speeds.get)
