@@ -161,8 +161,29 @@ def test_onto_lines_copies_rows_onto_whole_lines_and_keeps_the_shape() -> None:
 
 
 def test_plan_rejects_a_width_without_a_kernel() -> None:
-    with pytest.raises(ValueError, match="block_n 192 is not a tile width; allowed: 128, 256"):
-        ops.v7_plan(128, 128, 128, H100_SMS, H100_RIDGE, block_n=192)
+    with pytest.raises(ValueError) as raised:
+        ops.v7_plan(128, 128, 128, H100_SMS, H100_RIDGE, block_n=64)
+    assert str(raised.value) == "gemm v7: block_n 64 is not a tile width; allowed: 128, 192, 256"
+
+
+def test_a_width_without_a_rate_runs_only_forced_unsplit_and_without_stream_k() -> None:
+    # 8316 x 648 x 4216: 2.95 waves of 128-wide tiles, 1.48 of 256-wide, 1.97 of 192-wide.
+    assert ops.V7_UNFITTED_WIDTHS == (192,) and 192 not in tiles.TILE_RATES
+    assert ops.v7_plan(8316, 648, 4216, H100_SMS, H100_RIDGE).block_n == 128
+    forced = ops.v7_plan(8316, 648, 4216, H100_SMS, H100_RIDGE, block_n=192)
+    assert (forced.block_n, forced.splits, forced.stream_k_tiles) == (192, 1, 0)
+    assert (forced.copy_a, forced.copy_b) == (False, True)  # B's 648-element rows
+    # Where the rated widths split K or share a last wave stream-K, it does neither...
+    assert ops.v7_plan(64, 8192, 8192, H100_SMS, H100_RIDGE, block_n=128).splits > 1
+    assert ops.v7_plan(64, 8192, 8192, H100_SMS, H100_RIDGE, block_n=192).splits == 1
+    assert ops.v7_plan(4096, 4096, 4096, H100_SMS, H100_RIDGE, block_n=192).stream_k_tiles == 0
+    # ...unless forced to.
+    assert ops.v7_plan(64, 8192, 8192, H100_SMS, H100_RIDGE, block_n=192, splits=4).splits == 4
+    assert ops.v7_plan(4096, 4096, 4096, H100_SMS, H100_RIDGE, block_n=192,
+                       stream_k=True).stream_k_tiles > 0
+    # The plan never picks it, on any shape of the sweep.
+    assert all(ops.v7_plan(s.m, s.n, s.k, H100_SMS, H100_RIDGE).block_n in tiles.TILE_RATES
+               for s in sweep.sweep_shapes())
 
 
 def test_two_ctas_per_sm_only_when_forced_at_width_128_without_stream_k() -> None:
@@ -278,9 +299,9 @@ def test_sweep_families_are_what_they_say() -> None:
                                                               2048, 3072, 2048)
 
 
-# (tile width, CTAs per SM): both widths, and the narrow one two to an SM.
-WIDTHS = [(128, 1), (256, 1), (128, 2)]
-WIDTH_IDS = ["bn128", "bn256", "bn128x2"]
+# (tile width, CTAs per SM): every width, and the narrow one two to an SM.
+WIDTHS = [(128, 1), (192, 1), (256, 1), (128, 2)]
+WIDTH_IDS = ["bn128", "bn192", "bn256", "bn128x2"]
 
 
 @pytest.mark.parametrize("block_n, ctas_per_sm", WIDTHS, ids=WIDTH_IDS)
@@ -334,7 +355,7 @@ def test_v7_split_k_writes_every_element_right(shape, dtype, block_n: int, ctas_
     assert_within_bound(c, a, b)
 
 
-@pytest.mark.parametrize("block_n", [128, 256])
+@pytest.mark.parametrize("block_n", [128, 192, 256])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 @pytest.mark.parametrize("shape", [
     (64, 1024, 4096),     # fewer tiles than SMs: each tile's 64 slices over up to 23 CTAs

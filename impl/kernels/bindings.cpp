@@ -299,8 +299,8 @@ void gemm_v7(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, int64_t 
     raise_error(PyExc_ValueError, op, ": a's rows are ", a.stride(0), " elements apart, b's ",
                 b.stride(0), " (need multiples of 8: ops.gemm copies operands onto such rows)");
   }
-  if (block_n != 128 && block_n != 256) {
-    raise_error(PyExc_ValueError, op, ": block_n is ", block_n, "; allowed: 128, 256");
+  if (block_n != 128 && block_n != 192 && block_n != 256) {
+    raise_error(PyExc_ValueError, op, ": block_n is ", block_n, "; allowed: 128, 192, 256");
   }
   if (splits < 1 || splits > 64) {
     raise_error(PyExc_ValueError, op, ": splits is ", splits, "; allowed: 1 to 64");

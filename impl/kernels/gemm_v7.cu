@@ -11,6 +11,8 @@
 // - Tile width BN = 256 or 128 (a template parameter): 128 doubles the tile count where
 //   256-wide tiles leave SMs idle (skinny M, small squares). impl/kernels/tiles.py picks
 //   it from a measured per-tile rate and the wave count; nothing here is tuned per shape.
+//   BN = 192 (three B slabs, 4 ring slots) sits between them for wave counts and narrow n
+//   that neither fits; it runs only where the caller forces it until its rate is fitted.
 // - Two CTAs per SM at BN = 128 (CTAS = 2, forced by the caller, never chosen by the plan
 //   yet): both consumer warpgroups of a CTA write a tile's epilogue at once while the
 //   tensor cores idle; a second CTA on the SM can run its main loop meanwhile. 64 fp32
@@ -54,7 +56,7 @@ constexpr int SLAB = 64;                         // 16-bit elements in one 128-b
 constexpr int A_SLOT = BM * BK * 2;              // 16 KiB
 constexpr int B_SLAB = BK * SLAB * 2;            // 8 KiB
 constexpr int ALIGN = 1024;                      // the 128-byte swizzle repeats every 1 KiB
-constexpr int RING_BYTES = 192 * 1024;           // 4 slots of BN = 256, 6 of BN = 128
+constexpr int RING_BYTES = 192 * 1024;           // 4 slots of BN = 256 or 192, 6 of 128
 constexpr int PAIR_RING_BYTES = 96 * 1024;       // two CTAs per SM: 3 slots of BN = 128 each
 // An SM's shared memory, and what each resident CTA takes beside its dynamic part: the
 // system's reserved 1 KiB and the static barriers, which ptxas -v reports as 1 KiB (they
@@ -105,8 +107,10 @@ template <typename T, int BN>
 __device__ __forceinline__ void wgmma_tile(float (&d)[BN / 2], uint64_t a, uint64_t b) {
   if constexpr (BN == 256) {
     hopper::wgmma_m64n256k16<T>(d, a, b);
+  } else if constexpr (BN == 192) {
+    hopper::wgmma_m64n192k16<T>(d, a, b);
   } else {
-    static_assert(BN == 128, "v7 has 128- and 256-wide tiles");
+    static_assert(BN == 128, "v7 has 128-, 192- and 256-wide tiles");
     hopper::wgmma_m64n128k16<T>(d, a, b);
   }
 }
@@ -559,6 +563,10 @@ cudaError_t dispatch_v7(const void* a, const void* b, void* c, int m, int n, int
   }
   if (block_n == 256 && ctas_per_sm == 1) {
     return launch_v7<T, 256, 1>(a, b, c, m, n, k, lda, ldb, splits, sk_tiles, partials, type,
+                                stream);
+  }
+  if (block_n == 192 && ctas_per_sm == 1) {
+    return launch_v7<T, 192, 1>(a, b, c, m, n, k, lda, ldb, splits, sk_tiles, partials, type,
                                 stream);
   }
   if (block_n == 128 && ctas_per_sm == 1) {

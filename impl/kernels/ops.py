@@ -198,14 +198,15 @@ class V7Plan:
     copy worth it; the other operand is read in place.
     """
 
-    block_n: int
+    block_n: int  # tile width: 128 or 256 (the plan's), or a forced V7_UNFITTED_WIDTHS one
     copy_a: bool
     copy_b: bool
     splits: int = 1  # split-K parts (tiles.choose_splits); > 1: fp32 partials, then a sum
     stream_k_tiles: int = 0  # tiles shared out stream-K (tiles.chooses_stream_k); 0: none
     #: CTAs sharing each SM: 1, or 2 (block_n 128 without stream-K, each CTA with half the
     #: shared-memory ring, so that one's epilogue overlaps the other's main loop). Only
-    #: forced: its rate is not measured yet, so the plan never picks 2 itself.
+    #: forced: it ran slower than one CTA on most shapes of the first sweep that timed it
+    #: (docs/gemm.md), so the plan never picks 2 itself.
     ctas_per_sm: int = 1
 
     @property
@@ -218,6 +219,11 @@ class V7Plan:
 #: CTAs per SM v7 can run; 2 only at this tile width and without stream-K (gemm_v7.cu).
 V7_CTAS_PER_SM = (1, 2)
 V7_PAIR_BLOCK_N = 128
+#: Tile widths v7 has a kernel for but tiles.TILE_RATES no rate: run only where forced, and
+#: then unsplit and without stream-K unless those are forced too (both choices need the
+#: width's rate). 192 fits wave counts and narrow n between 128 and 256.
+V7_UNFITTED_WIDTHS = (192,)
+V7_WIDTHS = tuple(sorted((*tiles.TILE_RATES, *V7_UNFITTED_WIDTHS)))
 
 
 def _check_ctas_per_sm(ctas_per_sm: int, block_n: int | None, stream_k: bool | None) -> None:
@@ -242,7 +248,8 @@ def v7_plan(m: int, n: int, k: int, sms: int, ridge_flop_per_byte: float | None,
     ``to_lines``, ``splits``, ``stream_k`` and ``ctas_per_sm`` force the choices they name
     (stream-K forced on runs unsplit, and only where ``tiles.stream_k_tiles`` finds a
     partial wave; ``ctas_per_sm`` 2 runs at block_n 128 without stream-K, and is never the
-    plan's own choice)."""
+    plan's own choice; a width of V7_UNFITTED_WIDTHS runs unsplit and without stream-K
+    unless those are forced)."""
     if ctas_per_sm is None:
         ctas_per_sm = 1
     _check_ctas_per_sm(ctas_per_sm, block_n, stream_k)
@@ -250,20 +257,21 @@ def v7_plan(m: int, n: int, k: int, sms: int, ridge_flop_per_byte: float | None,
         block_n, stream_k = V7_PAIR_BLOCK_N, False
     if block_n is None:
         block_n = tiles.choose_block_n(m, n, k, sms)
-    elif block_n not in tiles.TILE_RATES:
+    elif block_n not in V7_WIDTHS:
         raise ValueError(f"gemm v7: block_n {block_n} is not a tile width; allowed: "
-                         f"{', '.join(map(str, sorted(tiles.TILE_RATES)))}")
+                         f"{', '.join(map(str, V7_WIDTHS))}")
+    fitted = block_n in tiles.TILE_RATES
     if to_lines is None and ridge_flop_per_byte is not None:
         lines = tiles.copies_onto_lines(m, n, k, block_n, ridge_flop_per_byte)
     else:  # forced (every operand off the lines copied onto them, or none), or no peaks row
         lines = (bool(to_lines) and k % tiles.LINE_ELEMENTS != 0,
                  bool(to_lines) and n % tiles.LINE_ELEMENTS != 0)
     if stream_k is None:  # a forced split stays as forced
-        stream_k = splits is None and tiles.chooses_stream_k(
+        stream_k = fitted and splits is None and tiles.chooses_stream_k(
             m, n, k, block_n, tiles.choose_splits(m, n, k, block_n, sms, ridge_flop_per_byte),
             sms, ridge_flop_per_byte)
     if splits is None:
-        splits = tiles.choose_splits(m, n, k, block_n, sms, ridge_flop_per_byte)
+        splits = tiles.choose_splits(m, n, k, block_n, sms, ridge_flop_per_byte) if fitted else 1
     elif not 1 <= splits <= tiles.MAX_SPLITS:
         raise ValueError(f"gemm v7: splits {splits} is out of range; allowed: 1 to "
                          f"{tiles.MAX_SPLITS}")
