@@ -384,7 +384,7 @@ def test_seed_step(benchmark, impl: str) -> None:
 SWEEP_ROUNDS = {"quick": 3, "default": 7, "full": 15}
 SWEEP_ROUND_MS = 2.0  # each variant's segment of a round: one graph of about this length
 SWEEP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-V7_WIDTHS = tuple(sorted(tiles.TILE_RATES))
+V7_WIDTHS = tuple(sorted(tiles.TILE_RATES))  # the widths the plan chooses between
 
 
 def sweep_cases(config) -> list:
@@ -405,18 +405,18 @@ def pytest_generate_tests(metafunc) -> None:
         metafunc.parametrize(("sweep_shape", "sweep_dtype"), sweep_cases(metafunc.config))
 
 
-# The modes whose sweep also times v7_bn128x2: the plan does not choose that tile, so it is
-# timed where its rate is to be fitted, the whole sweep, and the default run's sample keeps to
-# what the plan chooses and the alternatives of those choices.
-PAIR_MODES = ("full",)
+# The modes whose sweep also times the tiles the plan does not choose (v7_bn128x2, and the
+# widths of ops.V7_UNFITTED_WIDTHS): the whole sweep, where their rates are measured; the
+# default run's sample keeps to what the plan chooses and the alternatives of those choices.
+UNCHOSEN_MODES = ("full",)
 
 
 def sweep_variants(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None,
-                   with_pair: bool = False) -> dict[str, Callable[[], torch.Tensor]]:
+                   with_unchosen: bool = False) -> dict[str, Callable[[], torch.Tensor]]:
     """cuBLAS, v6 and v7 at each tile width (each at its own split-K factor), and, with
-    ``with_pair``, v7 at width 128 with two CTAs per SM (``v7_bn128x2``: its plan's split-K,
-    never stream-K), which the plan does not choose yet (its rate is to be fitted from these
-    rows). At v7's
+    ``with_unchosen``, the tiles the plan does not choose: v7 at width 128 with two CTAs per
+    SM (``v7_bn128x2``: its plan's split-K, never stream-K) and at each width without a
+    fitted rate (``v7_bn192``: unsplit, no stream-K), whose rates these rows measure. At v7's
     own width, where their copies onto 128-byte lines differ from its own, v7 with no copy
     TMA does not need (``v7_rows8``) and with every operand off the lines copied
     (``v7_lines``); where it splits K, v7 unsplit (``v7_nosplit``); where a last partial
@@ -427,9 +427,11 @@ def sweep_variants(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = 
         "cublas": lambda: torch.matmul(a, b), "v6": ops.gemm_launcher(a, b, "v6")}
     for width in V7_WIDTHS:
         variants[f"v7_bn{width}"] = ops.v7_launcher(a, b, block_n=width, out=out)
-    if with_pair:
+    if with_unchosen:
         variants["v7_bn128x2"] = ops.v7_launcher(a, b, block_n=ops.V7_PAIR_BLOCK_N, out=out,
                                                  stream_k=False, ctas_per_sm=2)
+        for width in ops.V7_UNFITTED_WIDTHS:
+            variants[f"v7_bn{width}"] = ops.v7_launcher(a, b, block_n=width, out=out)
     plan = ops.v7_launcher(a, b).plan
     for name, to_lines in (("v7_rows8", False), ("v7_lines", True)):
         forced = ops.v7_launcher(a, b, block_n=plan.block_n, out=out, to_lines=to_lines)
@@ -447,7 +449,7 @@ def sweep_variants(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = 
     return variants
 
 
-def sweep_errors(shape, dtype, with_pair: bool) -> tuple[float, dict[str, float]]:
+def sweep_errors(shape, dtype, with_unchosen: bool) -> tuple[float, dict[str, float]]:
     """max |C_cuBLAS| (the tolerance scales with it), and max |C − C_cuBLAS| of every variant on
     fresh inputs, v7 into a NaN-poisoned output (an element it failed to write stays NaN, and
     NaN fails every tolerance)."""
@@ -457,7 +459,7 @@ def sweep_errors(shape, dtype, with_pair: bool) -> tuple[float, dict[str, float]
     reference = torch.matmul(a, b).float()
     out = torch.empty(shape.m, shape.n, dtype=dtype, device="cuda")
     reference_max_abs, errors = float(reference.abs().max()), {}
-    for name, launch in sweep_variants(a, b, out, with_pair).items():
+    for name, launch in sweep_variants(a, b, out, with_unchosen).items():
         out.fill_(float("nan"))
         errors[name] = float((launch().float() - reference).abs().max().nan_to_num(float("inf")))
     return reference_max_abs, errors
@@ -485,8 +487,8 @@ def test_gemm_sweep(benchmark, device_peaks, sweep_rounds: int, sweep_shape, swe
     """One shape of the sweep: every variant checked against cuBLAS on fresh inputs, then
     timed interleaved (shuffled order per round) with its ratio to cuBLAS and its interval."""
     shape, dtype = sweep_shape, SWEEP_DTYPES[sweep_dtype]
-    with_pair = pytestconfig.option.suite_mode in PAIR_MODES
-    reference_max_abs, errors = sweep_errors(shape, dtype, with_pair)
+    with_unchosen = pytestconfig.option.suite_mode in UNCHOSEN_MODES
+    reference_max_abs, errors = sweep_errors(shape, dtype, with_unchosen)
     tolerance = max_abs_err_tolerance(sweep_dtype, shape.k, reference_max_abs)
     wrong = {name: err for name, err in errors.items() if not err <= tolerance}
     assert not wrong, f"{shape.name} {sweep_dtype}: max |C - C_cuBLAS| {wrong} > {tolerance:.3g}"
@@ -494,7 +496,7 @@ def test_gemm_sweep(benchmark, device_peaks, sweep_rounds: int, sweep_shape, swe
     generator = torch.Generator(device="cuda").manual_seed(0)
     a = torch.randn(shape.m, shape.k, device="cuda", generator=generator).to(dtype)
     b = torch.randn(shape.k, shape.n, device="cuda", generator=generator).to(dtype)
-    variants = sweep_variants(a, b, with_pair=with_pair)
+    variants = sweep_variants(a, b, with_unchosen=with_unchosen)
     flops = ops.gemm_flops(shape.m, shape.n, shape.k)
     # Graph length from cuBLAS at a guessed 500 TFLOP/s: about SWEEP_ROUND_MS per segment.
     launches = max(1, min(200, round(SWEEP_ROUND_MS * 1e-3 * 500e12 / flops)))

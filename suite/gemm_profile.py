@@ -41,7 +41,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m suite.gemm_profile")
     parser.add_argument("shape", type=dimensions, help="a sweep shape or MxNxK")
     parser.add_argument("element_type", metavar="DTYPE", choices=DTYPES)
-    parser.add_argument("--block-n", type=int, choices=sorted(ops.tiles.TILE_RATES))
+    parser.add_argument("--block-n", type=int, choices=ops.V7_WIDTHS)
     parser.add_argument("--to-lines", choices=YES_NO)
     parser.add_argument("--ctas-per-sm", type=int, choices=ops.V7_CTAS_PER_SM)
     args = parser.parse_args(argv)

@@ -267,11 +267,11 @@ GEMM = RowKind(
         "address the operands).")))
 
 
-# Per variant of the sweep: cublas, v6, v7 (what ops.gemm runs), v7_bn128 and v7_bn256 (both
-# tile widths), v7_bn128x2 (width 128, two CTAs per SM; full sweeps), v7_nosplit where v7
-# splits K, v7_rows8 (no copy TMA does not need) and v7_lines (every operand off the lines
-# copied onto them) where they differ from v7's copies, v7_stream_k / v7_no_stream_k where a
-# partial last wave could run stream-K.
+# Per variant of the sweep: cublas, v6, v7 (what ops.gemm runs), v7_bn128 and v7_bn256 (the
+# tile widths the plan chooses between), v7_bn128x2 (width 128, two CTAs per SM) and v7_bn192
+# (unsplit; both in full sweeps only), v7_nosplit where v7 splits K, v7_rows8 (no copy TMA
+# does not need) and v7_lines (every operand off the lines copied onto them) where they differ
+# from v7's copies, v7_stream_k / v7_no_stream_k where a partial last wave could run stream-K.
 BY_VARIANT = {"*": NUM}
 
 GEMM_SWEEP = RowKind(

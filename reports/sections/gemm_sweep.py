@@ -36,6 +36,7 @@ SHORT_OF = 0.90  # a shape under this share of cuBLAS's speed is counted apart (
 #: where they differ from the plan, so their rows are those shapes.
 VARIANT_PAIRS = (
     ("v7_bn128x2", "v7_bn128", "two CTAs per SM against one, width 128"),
+    ("v7_bn192", "v7", "width 192 forced (unsplit) against the plan"),
     ("v7", "v7_bn128", "the plan against width 128 forced"),
     ("v7", "v7_bn256", "the plan against width 256 forced"),
     ("v7", "v7_lines", "the plan's copies against every off-line operand copied"),
