@@ -131,47 +131,39 @@ __device__ __forceinline__ void wgmma_wait() {
   "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
   "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}"
 
+// Eight accumulators' constraints, d[i] to d[i + 7]: the operand lists below are runs of them.
+#define HOPPER_F8(i)                                                                        \
+  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+      "+f"(d[i + 6]), "+f"(d[i + 7])
+
 #define HOPPER_D_OPERANDS \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
-  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
-  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), \
-  "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
-  "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
-  "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
-  "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), \
-  "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), \
-  "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
-  "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
-  "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+  HOPPER_F8(0), HOPPER_F8(8), HOPPER_F8(16), HOPPER_F8(24), HOPPER_F8(32), HOPPER_F8(40), \
+  HOPPER_F8(48), HOPPER_F8(56), HOPPER_F8(64), HOPPER_F8(72), HOPPER_F8(80), HOPPER_F8(88), \
+  HOPPER_F8(96), HOPPER_F8(104), HOPPER_F8(112), HOPPER_F8(120)
 
-// D += A . B for a 64x16 A (K-major) and a 16x256 B read transposed (MN-major, as a
-// row-major B is), both in shared memory behind descriptors. scale-d = 1 (accumulate),
-// scale-a = scale-b = 1, trans-a = 0, trans-b = 1.
-template <typename T>
-__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t a, uint64_t b);
+// One shape's wgmma for bf16 and fp16: D += A . B for a 64x16 A (K-major) and a 16xN B read
+// transposed (MN-major, as a row-major B is), both in shared memory behind descriptors.
+// scale-d = 1 (accumulate), scale-a = scale-b = 1, trans-a = 0, trans-b = 1. REGISTERS lists
+// the COUNT accumulators' operands, A_AND_B the two descriptors' (COUNT and COUNT + 1), and
+// the accumulators' constraints come last (a list of commas, so variadic).
+#define HOPPER_WGMMA_TYPED(N, COUNT, REGISTERS, A_AND_B, T, PTX_TYPE, ...)                  \
+  template <>                                                                              \
+  __device__ __forceinline__ void wgmma_m64n##N##k16<T>(float (&d)[COUNT], uint64_t a,     \
+                                                        uint64_t b) {                      \
+    asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PTX_TYPE "." PTX_TYPE   \
+                 " " REGISTERS ", " A_AND_B ", 1, 1, 1, 0, 1;\n"                          \
+                 : __VA_ARGS__                                                             \
+                 : "l"(a), "l"(b));                                                        \
+  }
 
-template <>
-__device__ __forceinline__ void wgmma_m64n256k16<__nv_bfloat16>(float (&d)[128], uint64_t a,
-                                                                uint64_t b) {
-  asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " HOPPER_D_REGISTERS
-               ", %128, %129, 1, 1, 1, 0, 1;\n"
-               : HOPPER_D_OPERANDS
-               : "l"(a), "l"(b));
-}
+#define HOPPER_WGMMA(N, COUNT, REGISTERS, A_AND_B, ...)                                      \
+  template <typename T>                                                                    \
+  __device__ __forceinline__ void wgmma_m64n##N##k16(float (&d)[COUNT], uint64_t a,        \
+                                                     uint64_t b);                          \
+  HOPPER_WGMMA_TYPED(N, COUNT, REGISTERS, A_AND_B, __nv_bfloat16, "bf16", __VA_ARGS__)     \
+  HOPPER_WGMMA_TYPED(N, COUNT, REGISTERS, A_AND_B, __half, "f16", __VA_ARGS__)
 
-template <>
-__device__ __forceinline__ void wgmma_m64n256k16<__half>(float (&d)[128], uint64_t a,
-                                                         uint64_t b) {
-  asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " HOPPER_D_REGISTERS
-               ", %128, %129, 1, 1, 1, 0, 1;\n"
-               : HOPPER_D_OPERANDS
-               : "l"(a), "l"(b));
-}
+HOPPER_WGMMA(256, 128, HOPPER_D_REGISTERS, "%128, %129", HOPPER_D_OPERANDS)
 
 // The 64 fp32 accumulators of an m64n128 tile: the same layout as above, j < 16.
 #define HOPPER_D64_REGISTERS \
@@ -183,38 +175,11 @@ __device__ __forceinline__ void wgmma_m64n256k16<__half>(float (&d)[128], uint64
   "}"
 
 #define HOPPER_D64_OPERANDS \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), \
-  "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), \
-  "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), \
-  "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), \
-  "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), \
-  "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), \
-  "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), \
-  "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), \
-  "+f"(d[63])
+  HOPPER_F8(0), HOPPER_F8(8), HOPPER_F8(16), HOPPER_F8(24), HOPPER_F8(32), HOPPER_F8(40), \
+  HOPPER_F8(48), HOPPER_F8(56)
 
-// D += A . B for a 64x16 A and a 16x128 B, as wgmma_m64n256k16 (v7's narrower tile).
-template <typename T>
-__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t a, uint64_t b);
-
-template <>
-__device__ __forceinline__ void wgmma_m64n128k16<__nv_bfloat16>(float (&d)[64], uint64_t a,
-                                                                uint64_t b) {
-  asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " HOPPER_D64_REGISTERS
-               ", %64, %65, 1, 1, 1, 0, 1;\n"
-               : HOPPER_D64_OPERANDS
-               : "l"(a), "l"(b));
-}
-
-template <>
-__device__ __forceinline__ void wgmma_m64n128k16<__half>(float (&d)[64], uint64_t a,
-                                                         uint64_t b) {
-  asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " HOPPER_D64_REGISTERS
-               ", %64, %65, 1, 1, 1, 0, 1;\n"
-               : HOPPER_D64_OPERANDS
-               : "l"(a), "l"(b));
-}
+// v7's narrower tile.
+HOPPER_WGMMA(128, 64, HOPPER_D64_REGISTERS, "%64, %65", HOPPER_D64_OPERANDS)
 
 // The 96 fp32 accumulators of an m64n192 tile: the same layout as above, j < 24.
 #define HOPPER_D96_REGISTERS \
@@ -228,41 +193,12 @@ __device__ __forceinline__ void wgmma_m64n128k16<__half>(float (&d)[64], uint64_
   "}"
 
 #define HOPPER_D96_OPERANDS \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
-  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
-  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), \
-  "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
-  "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
-  "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
-  "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+  HOPPER_F8(0), HOPPER_F8(8), HOPPER_F8(16), HOPPER_F8(24), HOPPER_F8(32), HOPPER_F8(40), \
+  HOPPER_F8(48), HOPPER_F8(56), HOPPER_F8(64), HOPPER_F8(72), HOPPER_F8(80), HOPPER_F8(88)
 
-// D += A . B for a 64x16 A and a 16x192 B, as wgmma_m64n256k16 (v7's 192-wide tile: three
-// 64-column slabs of B, so that a narrow n or a wave count between the other widths' fits).
-template <typename T>
-__device__ __forceinline__ void wgmma_m64n192k16(float (&d)[96], uint64_t a, uint64_t b);
-
-template <>
-__device__ __forceinline__ void wgmma_m64n192k16<__nv_bfloat16>(float (&d)[96], uint64_t a,
-                                                                uint64_t b) {
-  asm volatile("wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 " HOPPER_D96_REGISTERS
-               ", %96, %97, 1, 1, 1, 0, 1;\n"
-               : HOPPER_D96_OPERANDS
-               : "l"(a), "l"(b));
-}
-
-template <>
-__device__ __forceinline__ void wgmma_m64n192k16<__half>(float (&d)[96], uint64_t a,
-                                                         uint64_t b) {
-  asm volatile("wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 " HOPPER_D96_REGISTERS
-               ", %96, %97, 1, 1, 1, 0, 1;\n"
-               : HOPPER_D96_OPERANDS
-               : "l"(a), "l"(b));
-}
+// v7's 192-wide tile: three 64-column slabs of B, so that a narrow n or a wave count between
+// the other widths' fits.
+HOPPER_WGMMA(192, 96, HOPPER_D96_REGISTERS, "%96, %97", HOPPER_D96_OPERANDS)
 
 // --- tensor maps (host) --------------------------------------------------------------------
 
