@@ -220,7 +220,7 @@ def variant_pairs(rows: Sequence[dict]) -> list[dict]:
                 continue
             slowest, fastest = min(speeds, key=speeds.get), max(speeds, key=speeds.get)
             summary.append({"pair": f"{variant} / {against}", "question": question,
-                            SWEEP.dtype: dtype, "rows": len(speeds),
+                            SWEEP.dtype: dtype, "shapes": len(speeds),
                             "geomean": geometric_mean(list(speeds.values())),
                             "min": speeds[slowest], "min_shape": slowest,
                             "max": speeds[fastest], "max_shape": fastest,
@@ -234,7 +234,7 @@ def variants_markdown(rows: Sequence[dict]) -> str:
     lines = [f"| variant / against | what it asks | dtype | shapes | geomean | min (shape) | "
              f"max (shape) | faster by {CLEAR:.0%}+ | slower by {CLEAR:.0%}+ |",
              "|---|---|---|---|---|---|---|---|---|"]
-    lines += [f"| `{s['pair']}` | {s['question']} | {s['dtype']} | {s['rows']} | "
+    lines += [f"| `{s['pair']}` | {s['question']} | {s['dtype']} | {s['shapes']} | "
               f"{s['geomean']:.2f} | {s['min']:.2f} ({s['min_shape']}) | "
               f"{s['max']:.2f} ({s['max_shape']}) | {s['faster']} | {s['slower']} |"
               for s in variant_pairs(rows)]

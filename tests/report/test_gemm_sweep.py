@@ -74,8 +74,9 @@ def test_family_table_for_the_docs(rows: list[dict], tmp_path: Path, capsys) -> 
     assert capsys.readouterr().out.splitlines() == table
     assert gemm_sweep.main([str(results), str(tmp_path / "missing.json")]) == 2
     assert capsys.readouterr().err == (
-        "usage: python -m reports.sections.gemm_sweep RESULTS.json [RESULTS.json ...] (sweep "
-        f"results files, their rows pooled); got {results} {tmp_path / 'missing.json'}\n")
+        "usage: python -m reports.sections.gemm_sweep [--variants] RESULTS.json [RESULTS.json "
+        f"...] (sweep results files, their rows pooled); got {results} "
+        f"{tmp_path / 'missing.json'}\n")
 
 
 def test_files_drawn_apart_are_pooled_and_shapes_short_of_cublas_counted(
